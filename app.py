@@ -1,0 +1,25 @@
+"""bertgeom: the Streamlit entry point (frame, shared sidebar and navigation only).
+
+Run with ``streamlit run app.py``. Pages live in ``pages/``; all computation lives in the
+``bertgeom`` package.
+"""
+
+import streamlit as st
+
+from bertgeom.ui.sidebar import render_sidebar
+from bertgeom.ui.state import init_state, write_query_params
+
+st.set_page_config(page_title="bertgeom · geometry of BERT attention", page_icon="🧭", layout="wide")
+init_state()
+
+PAGES = {
+    "Start": [st.Page("pages/home.py", title="Home", icon="🏠", url_path="home", default=True)],
+    "Explore": [
+        st.Page("pages/attention_heads.py", title="Attention Heads", icon="🔍", url_path="heads"),
+    ],
+}
+
+navigation = st.navigation(PAGES)
+render_sidebar()
+navigation.run()
+write_query_params()

@@ -1,0 +1,78 @@
+"""Command line: ``python -m bertgeom COMMAND ...`` (run with ``--help`` for the list)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _cmd_models(args) -> int:
+    from bertgeom.models import REGISTRY
+
+    for spec in REGISTRY.values():
+        kind = f"classifier ({len(spec.labels)} classes)" if spec.labels else "encoder"
+        print(f"{spec.id:24s} {spec.input_kind:6s} {kind:24s} {spec.display_name}")
+    return 0
+
+
+def _cmd_trace(args) -> int:
+    import numpy as np
+
+    from bertgeom.models import load_model
+    from bertgeom.trace import run_trace
+
+    model = load_model(args.model)
+    trace = run_trace(model, args.text)
+    print(f"model {model.spec.id}: {trace.num_layers} layers x {trace.num_heads} heads, {len(trace.tokens)} tokens")
+    print("tokens:", " ".join(trace.tokens[:60]) + (" ..." if len(trace.tokens) > 60 else ""))
+    a = trace.attentions
+    top = a.max(axis=-1).mean(axis=-1)  # [L, H] mean over queries of the row maximum
+    for layer in range(trace.num_layers):
+        print(f"L{layer + 1}: mean max weight per head " + " ".join(f"{v:.2f}" for v in top[layer]))
+    if trace.probs is not None:
+        order = np.argsort(-trace.probs)
+        print("prediction:", ", ".join(f"{trace.labels[i]} {trace.probs[i]:.3f}" for i in order[:3]))
+    for note in trace.encoded.notes:
+        print("note:", note)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bertgeom", description="Geometry of BERT's attention.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("models", help="list the bundled models")
+    p.set_defaults(func=_cmd_models)
+    p = sub.add_parser("trace", help="run one input through a model and summarise its heads")
+    p.add_argument("text", help="the input (a sentence, or a genome for a spike model)")
+    p.add_argument("--model", default=None, help="model id, hub id or local directory (default: the app's default)")
+    p.set_defaults(func=_cmd_trace)
+    for register in _EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+#: Functions ``f(subparsers)`` that add more commands (train, evaluate, classify, ...).
+_EXTRA_COMMANDS: list = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "model", "x") is None:
+        from bertgeom.models import DEFAULT_MODEL_ID
+
+        args.model = DEFAULT_MODEL_ID
+    from bertgeom.models import ModelLoadError
+    from bertgeom.trace import InputError
+
+    try:
+        return int(args.func(args) or 0)
+    except (ModelLoadError, InputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

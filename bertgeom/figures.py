@@ -1,0 +1,197 @@
+"""Pure functions that turn analysis arrays into plotly figures (no Streamlit here).
+
+Conventions: arrays are 0-based (layer, head); labels shown to users are 1-based
+("L3 H7"), as in the papers. Every figure returned here can be exported from its
+toolbar (PNG; SVG through :data:`PLOTLY_CONFIG`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+#: Toolbar options for ``st.plotly_chart(config=...)``: SVG download, no logo.
+PLOTLY_CONFIG = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "svg", "scale": 1},
+    "modeBarButtonsToAdd": ["toImage"],
+}
+
+SELECTED_COLOUR = "#e4572e"
+
+
+def head_label(layer: int, head: int) -> str:
+    """1-based display name of a 0-based (layer, head)."""
+    return f"L{layer + 1} H{head + 1}"
+
+
+def head_grid(
+    values: np.ndarray,
+    *,
+    title: str = "",
+    colour_label: str = "",
+    selected: tuple[int, int] | None = None,
+    hover_text: np.ndarray | None = None,
+    colorscale: str = "Viridis",
+    zrange: tuple[float, float] | None = None,
+    categories: np.ndarray | None = None,
+) -> go.Figure:
+    """Clickable grid of all heads: one square marker per (layer, head).
+
+    A scatter (not a heatmap) so that Streamlit returns click selections; each point's
+    ``customdata`` is ``[layer, head]`` (0-based). ``values`` is ``[L, H]``; when
+    ``categories`` (``[L, H]`` strings) is given the squares are coloured by category.
+    """
+    values = np.asarray(values, dtype=float)
+    n_layers, n_heads = values.shape
+    layers, heads = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
+    lf, hf = layers.ravel(), heads.ravel()
+    custom = np.stack([lf, hf], axis=1)
+    size = max(10, min(34, int(420 / max(n_heads, n_layers))))
+    text = [
+        f"{head_label(l, h)}<br>{colour_label}: {v:.3g}" + (f"<br>{hover_text[l, h]}" if hover_text is not None else "")
+        for l, h, v in zip(lf, hf, values.ravel())
+    ]
+    fig = go.Figure()
+    if categories is not None:
+        cats = np.asarray(categories).ravel()
+        palette = _category_palette(sorted(set(cats.tolist())))
+        for cat, colour in palette.items():
+            sel = cats == cat
+            fig.add_trace(
+                go.Scatter(
+                    x=hf[sel] + 1, y=lf[sel] + 1, mode="markers", name=str(cat),
+                    marker=dict(symbol="square", size=size, color=colour, line=dict(width=1, color="white")),
+                    customdata=custom[sel], hovertext=[text[i] for i in np.flatnonzero(sel)], hoverinfo="text",
+                )
+            )
+    else:
+        cmin, cmax = zrange if zrange else (float(np.nanmin(values)), float(np.nanmax(values)))
+        fig.add_trace(
+            go.Scatter(
+                x=hf + 1, y=lf + 1, mode="markers", showlegend=False,
+                marker=dict(
+                    symbol="square", size=size, color=values.ravel(), colorscale=colorscale,
+                    cmin=cmin, cmax=cmax if cmax > cmin else cmin + 1e-9,
+                    colorbar=dict(title=dict(text=colour_label, side="right"), thickness=12),
+                    line=dict(width=1, color="white"),
+                ),
+                customdata=custom, hovertext=text, hoverinfo="text",
+            )
+        )
+    if selected is not None:
+        l, h = selected
+        fig.add_trace(
+            go.Scatter(
+                x=[h + 1], y=[l + 1], mode="markers", showlegend=False, hoverinfo="skip",
+                marker=dict(symbol="square-open", size=size + 6, color=SELECTED_COLOUR, line=dict(width=3)),
+                customdata=[[l, h]],
+            )
+        )
+    fig.update_layout(
+        title=title,
+        xaxis=dict(title="head", tickmode="linear", dtick=1, range=[0.4, n_heads + 0.6], showgrid=False, zeroline=False),
+        yaxis=dict(title="layer", tickmode="linear", dtick=1, range=[n_layers + 0.6, 0.4], showgrid=False, zeroline=False),
+        height=max(220, 60 + n_layers * (size + 8)),
+        margin=dict(l=50, r=20, t=40 if title else 10, b=40),
+        plot_bgcolor="white",
+        clickmode="event+select",
+        legend=dict(orientation="h", y=-0.25),
+    )
+    return fig
+
+
+def _category_palette(categories: Sequence[str]) -> dict[str, str]:
+    base = [
+        "#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2",
+        "#eeca3b", "#9d755d", "#ff9da6", "#bab0ac", "#2f4b7c", "#a05195",
+    ]
+    return {c: base[i % len(base)] for i, c in enumerate(categories)}
+
+
+def attention_heatmap(
+    attention: np.ndarray,
+    labels: Sequence[str],
+    *,
+    theta: float = 0.0,
+    title: str = "",
+    colorscale: str = "Blues",
+    max_labels: int = 60,
+) -> go.Figure:
+    """Heatmap of one attention matrix (rows: queries, columns: keys).
+
+    Entries below ``theta`` are hidden (the paper's threshold masking, default 0.3 on the
+    page); hovering shows query, key and weight. Tick labels are thinned beyond
+    ``max_labels`` tokens so long inputs stay readable.
+    """
+    a = np.asarray(attention, dtype=float)
+    shown = np.where(a >= theta, a, np.nan) if theta > 0 else a
+    n = a.shape[0]
+    labels = [str(x) for x in labels]
+    hover = np.empty((n, n), dtype=object)
+    for i in range(n):  # hover strings only (display); n is small or thinned below
+        hover[i] = [f"query {labels[i]}<br>key {labels[j]}<br>weight {a[i, j]:.3f}" for j in range(n)]
+    fig = go.Figure(
+        go.Heatmap(
+            z=shown, x=list(range(n)), y=list(range(n)), colorscale=colorscale, zmin=0,
+            zmax=max(float(np.nanmax(a)), 1e-9), hoverinfo="text", text=hover,
+            colorbar=dict(title=dict(text="weight", side="right"), thickness=12),
+            hoverongaps=False,
+        )
+    )
+    step = max(1, int(np.ceil(n / max_labels)))
+    ticks = list(range(0, n, step))
+    fig.update_layout(
+        title=title,
+        xaxis=dict(title="key (attended to)", tickmode="array", tickvals=ticks,
+                   ticktext=[labels[t] for t in ticks], side="top", tickangle=-60),
+        yaxis=dict(title="query (attending)", tickmode="array", tickvals=ticks,
+                   ticktext=[labels[t] for t in ticks], autorange="reversed"),
+        height=min(900, max(360, 120 + 18 * min(n, max_labels))),
+        margin=dict(l=10, r=10, t=110 if title else 90, b=10),
+        plot_bgcolor="#f7f7f7",
+    )
+    return fig
+
+
+def top_arcs(attention: np.ndarray, labels: Sequence[str], *, theta: float = 0.3, limit: int = 50) -> list[dict]:
+    """Entries ``A[i, j] >= theta`` sorted by weight: the head's strongest links."""
+    a = np.asarray(attention)
+    i, j = np.nonzero(a >= theta)
+    order = np.argsort(-a[i, j], kind="stable")[:limit]
+    return [
+        {"query": labels[i[k]], "key": labels[j[k]], "query_pos": int(i[k]), "key_pos": int(j[k]),
+         "offset": int(j[k] - i[k]), "weight": float(a[i[k], j[k]])}
+        for k in order
+    ]
+
+
+def token_lines(attention: np.ndarray, tokens: Sequence[str], *, theta: float = 0.05, title: str = "") -> go.Figure:
+    """bertviz-style line view: tokens in two columns, a line per link weighted by attention.
+
+    Meant for short inputs (a sentence); links below ``theta`` are omitted.
+    """
+    a = np.asarray(attention, dtype=float)
+    n = a.shape[0]
+    fig = go.Figure()
+    i, j = np.nonzero(a >= theta)
+    for w in sorted({round(float(v), 1) for v in a[i, j]}):  # group links by rounded weight
+        sel = np.isclose(np.round(a[i, j], 1), w)
+        xs, ys = [], []
+        for qi, kj in zip(i[sel], j[sel]):
+            xs += [0, 1, None]
+            ys += [qi, kj, None]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+                                 line=dict(color=f"rgba(76,120,168,{max(0.08, min(1.0, w)):.2f})", width=1 + 5 * w)))
+    fig.add_trace(go.Scatter(x=[0] * n, y=list(range(n)), mode="text", text=list(tokens), textposition="middle left",
+                             hoverinfo="skip", showlegend=False))
+    fig.add_trace(go.Scatter(x=[1] * n, y=list(range(n)), mode="text", text=list(tokens), textposition="middle right",
+                             hoverinfo="skip", showlegend=False))
+    fig.update_layout(
+        title=title, height=max(300, 26 * n + 60), margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+        xaxis=dict(visible=False, range=[-0.6, 1.6]), yaxis=dict(visible=False, autorange="reversed"),
+        plot_bgcolor="white",
+    )
+    return fig

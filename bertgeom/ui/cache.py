@@ -1,0 +1,41 @@
+"""Cached access to models and traces for the app.
+
+The model is loaded once per server process (``st.cache_resource``: a shared object that
+nobody mutates); traces are cached per (model id, normalised input) with
+``st.cache_data`` (bounded), so picking another layer or head never re-runs the model.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from bertgeom.models import LoadedModel, load_model
+from bertgeom.trace import Trace, normalise_text, run_trace
+
+
+@st.cache_resource(show_spinner="Loading the model (once per server)…", max_entries=4)
+def cached_model(model_id: str) -> LoadedModel:
+    """The shared, eval-mode model for ``model_id``."""
+    return load_model(model_id)
+
+
+@st.cache_data(max_entries=24, show_spinner="Running the model…")
+def cached_trace(model_id: str, text: str) -> Trace:
+    """One forward pass for (model, input); later reruns read it from the cache."""
+    return run_trace(cached_model(model_id), text)
+
+
+def get_trace(model_id: str, text: str) -> Trace:
+    """Trace for the current input, keyed by its normalised form."""
+    return cached_trace(model_id, normalise_text(text))
+
+
+@st.cache_data(max_entries=24, show_spinner="Computing per-head features…")
+def cached_head_features(model_id: str, text: str):
+    """All per-head features (:func:`bertgeom.heads.head_features`) of the current input."""
+    from bertgeom.heads import TokenKinds, head_features
+
+    trace = get_trace(model_id, text)
+    enc = trace.encoded
+    kinds = TokenKinds(is_cls=enc.is_cls, is_sep=enc.is_sep, is_punct=enc.is_punct)
+    return head_features(trace.attentions, kinds)

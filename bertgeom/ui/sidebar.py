@@ -1,0 +1,115 @@
+"""The shared sidebar: model picker and input, kept across pages in session state."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from bertgeom.examples import example_sentences
+from bertgeom.models import REGISTRY, ModelLoadError, custom_models_allowed, resolve_spec
+from bertgeom.trace import InputError, Trace
+from bertgeom.ui.cache import cached_model, get_trace
+from bertgeom.ui.state import clamp_selection
+
+
+def _on_model_change() -> None:
+    st.session_state["model_id"] = st.session_state["w_model"]
+
+
+def _on_custom_model() -> None:
+    value = (st.session_state.get("w_custom_model") or "").strip()
+    if value:
+        st.session_state["model_id"] = value
+
+
+def _on_text_change() -> None:
+    st.session_state["text_value"] = st.session_state["w_text"]
+
+
+def _on_example_sentence() -> None:
+    choice = st.session_state.get("w_example")
+    if choice:
+        st.session_state["text_value"] = choice
+        st.session_state["w_text"] = choice
+
+
+def model_picker() -> str:
+    """Selectbox over the registry (plus a free id/path box when the server allows it)."""
+    options = list(REGISTRY)
+    current = st.session_state["model_id"]
+    if current not in options:
+        options.append(current)
+    st.session_state["w_model"] = current
+    st.selectbox(
+        "Model",
+        options,
+        key="w_model",
+        format_func=lambda mid: REGISTRY[mid].display_name if mid in REGISTRY else f"{mid} (custom)",
+        on_change=_on_model_change,
+        help="Bundled models load offline. Layer and head selections are kept when possible.",
+    )
+    if custom_models_allowed():
+        st.text_input(
+            "…or a Hugging Face id / local directory",
+            key="w_custom_model",
+            on_change=_on_custom_model,
+            placeholder="bert-base-uncased or /path/to/model",
+            help="Needs a network for hub ids; only safetensors weights are read.",
+        )
+    return st.session_state["model_id"]
+
+
+def text_input_box() -> str:
+    """Text area for English input with one-click example sentences."""
+    if "w_text" not in st.session_state:
+        st.session_state["w_text"] = st.session_state["text_value"]
+    st.text_area("Input sentence", key="w_text", on_change=_on_text_change, height=100,
+                 help="Press Ctrl+Enter (or click outside) to analyse.")
+    st.selectbox("Examples", [""] + list(example_sentences()), key="w_example", on_change=_on_example_sentence,
+                 format_func=lambda s: s or "— pick an example sentence —")
+    return st.session_state["text_value"]
+
+
+def input_box(input_kind: str) -> str:
+    """The input widget that fits the model (English text or a genome)."""
+    if input_kind == "spike":
+        from bertgeom.ui.genome_input import genome_input_box
+
+        return genome_input_box()
+    return text_input_box()
+
+
+def render_sidebar() -> None:
+    """Draw the shared sidebar (called by ``app.py`` on every page)."""
+    with st.sidebar:
+        model_id = model_picker()
+        try:
+            kind = resolve_spec(model_id).input_kind
+        except ModelLoadError:
+            kind = "text"
+        input_box(kind)
+
+
+def current_model_and_trace() -> tuple[object, Trace]:
+    """Load the current model and trace, or explain what is wrong and stop the page."""
+    model_id = st.session_state["model_id"]
+    if model_id not in REGISTRY and not custom_models_allowed():
+        st.error(f"Model '{model_id}' is not one of the bundled models ({', '.join(REGISTRY)}).")
+        st.stop()
+    try:
+        loaded = cached_model(model_id)
+    except ModelLoadError as exc:
+        st.error(str(exc))
+        st.stop()
+    text = st.session_state["genome_value" if loaded.spec.input_kind == "spike" else "text_value"]
+    if not (text or "").strip():
+        st.info("Type or pick an input in the sidebar to start.")
+        st.stop()
+    try:
+        trace = get_trace(model_id, text)
+    except InputError as exc:
+        st.error(str(exc))
+        st.stop()
+    clamp_selection(trace.num_layers, trace.num_heads)
+    for note in trace.encoded.notes:
+        st.caption(f"ℹ️ {note}")
+    return loaded, trace

@@ -1,0 +1,63 @@
+"""Session state shared by all pages, and the shareable URL (model, layer, head).
+
+Widget state is deleted by Streamlit when a widget is not drawn in a run (for example
+the genome box while an English model is picked). Values that must survive live in
+plain session keys (``STORE``) and widgets copy them in and out.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from bertgeom.models import DEFAULT_MODEL_ID, REGISTRY, custom_models_allowed
+
+#: Persistent session keys and their defaults.
+STORE = {
+    "model_id": None,  # filled with DEFAULT_MODEL_ID at first use
+    "text_value": "The cat sat on the mat because it was tired.",
+    "genome_value": "",
+    "layer": 0,  # 0-based
+    "head": 0,  # 0-based
+}
+
+
+def init_state() -> None:
+    """Fill defaults once per session and read a shared link's query parameters."""
+    for key, default in STORE.items():
+        if key not in st.session_state:
+            st.session_state[key] = default if key != "model_id" else DEFAULT_MODEL_ID
+    if not st.session_state.get("_query_read"):
+        st.session_state["_query_read"] = True
+        qp = st.query_params
+        model = qp.get("model")
+        if model and (model in REGISTRY or custom_models_allowed()):
+            st.session_state["model_id"] = model
+        for name in ("layer", "head"):
+            value = qp.get(name)
+            if value is not None and value.isdigit() and int(value) >= 1:
+                st.session_state[name] = int(value) - 1  # URL is 1-based like the UI
+
+
+def clamp_selection(num_layers: int, num_heads: int) -> tuple[int, int]:
+    """Keep the selected (layer, head) inside the current model's shape."""
+    layer = min(max(int(st.session_state.get("layer", 0)), 0), num_layers - 1)
+    head = min(max(int(st.session_state.get("head", 0)), 0), num_heads - 1)
+    st.session_state["layer"], st.session_state["head"] = layer, head
+    return layer, head
+
+
+def select_head(layer: int, head: int) -> None:
+    """Make (layer, head) the selected head everywhere (widgets follow on the next run)."""
+    st.session_state["layer"], st.session_state["head"] = int(layer), int(head)
+    st.session_state["w_layer"], st.session_state["w_head"] = int(layer) + 1, int(head) + 1
+
+
+def write_query_params() -> None:
+    """Mirror model, layer and head into the URL so the view can be shared as a link."""
+    wanted = {
+        "model": str(st.session_state["model_id"]),
+        "layer": str(int(st.session_state["layer"]) + 1),
+        "head": str(int(st.session_state["head"]) + 1),
+    }
+    if any(st.query_params.get(k) != v for k, v in wanted.items()):
+        st.query_params.update(wanted)

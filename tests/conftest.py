@@ -1,0 +1,40 @@
+"""Shared fixtures: a tiny random BERT saved as safetensors, and the bundled MiniLM."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory):
+    """A random 2-layer, 4-head BERT with MiniLM's vocabulary, saved like a hub model."""
+    from transformers import AutoTokenizer
+
+    from bertgeom.models import build_tiny_random_bert, minilm_dir
+
+    path = tmp_path_factory.mktemp("tiny_bert")
+    tok = AutoTokenizer.from_pretrained(str(minilm_dir()), local_files_only=True)
+    model = build_tiny_random_bert(seed=1, vocab_size=tok.vocab_size, layers=2, heads=4, hidden=32)
+    model.save_pretrained(str(path), safe_serialization=True)
+    tok.save_pretrained(str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tiny_bert_dir):
+    from bertgeom.models import load_model
+
+    return load_model(str(tiny_bert_dir))
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    from bertgeom.models import load_model
+
+    return load_model("minilm-l6")

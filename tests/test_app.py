@@ -1,0 +1,103 @@
+"""AppTest runs of every page with an example input (no browser)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from pathlib import Path
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+SENTENCE = "The cat sat on the mat because it was tired."
+
+
+def _app(**state) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in state.items():
+        at.session_state[key] = value
+    return at
+
+
+def _open(at: AppTest, page: str) -> AppTest:
+    """Run the entry point once, then open ``page`` through the navigation."""
+    at.run()
+    return at.switch_page(page).run()
+
+
+def _values(x) -> list:
+    """Plotly JSON arrays may come base64-encoded (``{"bdata", "dtype"}``): decode them."""
+    if isinstance(x, dict) and "bdata" in x:
+        import base64
+
+        import numpy as np
+
+        arr = np.frombuffer(base64.b64decode(x["bdata"]), dtype=np.dtype(x["dtype"]))
+        shape = [int(s) for s in str(x.get("shape", len(arr))).split(",")]
+        return arr.reshape(shape).tolist()
+    return list(x)
+
+
+def _charts(at):
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def test_home_page_explains_and_offers_examples():
+    at = _app().run()
+    assert not at.exception
+    assert "bertgeom" in at.title[0].value
+    assert any("Example" in b.label for b in at.button)
+    assert at.sidebar.selectbox(key="w_model").value == "minilm-l6"
+
+
+def test_attention_heads_page_shows_grid_and_heatmap_for_the_example():
+    at = _app(text_value=SENTENCE, layer=2, head=4)
+    _open(at, "pages/attention_heads.py")
+    assert not at.exception
+    charts = _charts(at)
+    grid = charts[0]["data"][0]
+    assert grid["type"] == "scatter" and len(_values(grid["x"])) == 6 * 12
+    heat = [c for c in charts if c["data"][0]["type"] == "heatmap"][0]
+    assert len(_values(heat["data"][0]["z"])) == 13  # 11 word pieces + [CLS] + [SEP]
+    assert at.number_input(key="w_layer").value == 3 and at.number_input(key="w_head").value == 5
+    assert at.query_params["layer"] == "3" and at.query_params["head"] == "5"
+
+
+def test_changing_the_head_widget_selects_that_head_without_rerunning_the_model():
+    at = _app(text_value=SENTENCE)
+    _open(at, "pages/attention_heads.py")
+    at.number_input(key="w_head").set_value(7).run()
+    assert not at.exception
+    assert at.session_state["head"] == 6
+    assert "L1 H7" in [m.value for m in at.markdown][-1] or any("L1 H7" in m.value for m in at.markdown)
+
+
+def test_shared_link_restores_model_layer_and_head():
+    at = _app(text_value=SENTENCE)
+    at.query_params["model"] = "tiny-random"
+    at.query_params["layer"] = "2"
+    at.query_params["head"] = "3"
+    _open(at, "pages/attention_heads.py")
+    assert not at.exception
+    assert at.session_state["model_id"] == "tiny-random"
+    assert (at.session_state["layer"], at.session_state["head"]) == (1, 2)
+    assert len(_values(_charts(at)[0]["data"][0]["x"])) == 2 * 4
+
+
+def test_unknown_model_in_the_url_is_ignored_and_unknown_model_state_gets_a_clear_message():
+    at = _app(text_value=SENTENCE)
+    at.query_params["model"] = "../../etc/passwd"
+    _open(at, "pages/attention_heads.py")
+    assert not at.exception and at.session_state["model_id"] == "minilm-l6"
+    at2 = _app(text_value=SENTENCE, model_id="no-such-model")
+    _open(at2, "pages/attention_heads.py")
+    assert not at2.exception
+    assert "not one of the bundled models" in at2.error[0].value
+
+
+def test_empty_input_gets_a_hint_not_an_error():
+    at = _app(text_value="   ")
+    _open(at, "pages/attention_heads.py")
+    assert not at.exception
+    assert at.info and "input" in at.info[0].value.lower()
