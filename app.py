@@ -7,19 +7,20 @@ Run with ``streamlit run app.py``. Pages live in ``pages/``; all computation liv
 import streamlit as st
 
 from bertgeom.ui.sidebar import render_sidebar
-from bertgeom.ui.state import init_state, write_query_params
+from bertgeom.ui.state import follow_view_link, init_state, write_query_params
 
 st.set_page_config(page_title="bertgeom · geometry of BERT attention", page_icon="🧭", layout="wide")
 init_state()
 
 PAGES = {
-    "Start": [st.Page("pages/home.py", title="Home", icon="🏠", url_path="home", default=True)],
+    "Start": [st.Page("pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True)],
     "Explore": [
-        st.Page("pages/attention_heads.py", title="Attention Heads", icon="🔍", url_path="heads"),
+        st.Page("pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:", url_path="heads"),
     ],
 }
 
 navigation = st.navigation(PAGES)
-render_sidebar()
+follow_view_link(PAGES, navigation)
+render_sidebar(navigation.url_path)
 navigation.run()
-write_query_params()
+write_query_params(navigation)

@@ -70,8 +70,10 @@ with right:
 
 attention = trace.attentions[layer, head]
 labels = trace.axis_labels
+st.markdown(f"#### {figures.head_label(layer, head)} — who attends to whom")
+st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to 1.")
 st.plotly_chart(
-    figures.attention_heatmap(attention, labels, theta=theta, title=f"{figures.head_label(layer, head)} — who attends to whom"),
+    figures.attention_heatmap(attention, labels, theta=theta),
     key="w_heatmap", config=figures.PLOTLY_CONFIG,
 )
 arcs = figures.top_arcs(attention, labels, theta=theta)

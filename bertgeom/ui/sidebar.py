@@ -8,7 +8,7 @@ from bertgeom.examples import example_sentences
 from bertgeom.models import REGISTRY, ModelLoadError, custom_models_allowed, resolve_spec
 from bertgeom.trace import InputError, Trace
 from bertgeom.ui.cache import cached_model, get_trace
-from bertgeom.ui.state import clamp_selection
+from bertgeom.ui.state import clamp_selection, share_link
 
 
 def _on_model_change() -> None:
@@ -78,7 +78,7 @@ def input_box(input_kind: str) -> str:
     return text_input_box()
 
 
-def render_sidebar() -> None:
+def render_sidebar(url_path: str = "") -> None:
     """Draw the shared sidebar (called by ``app.py`` on every page)."""
     with st.sidebar:
         model_id = model_picker()
@@ -87,6 +87,10 @@ def render_sidebar() -> None:
         except ModelLoadError:
             kind = "text"
         input_box(kind)
+        if url_path:
+            with st.expander("Share this view"):
+                st.caption("Append to this server's address (model, layer and head are kept; the input is not).")
+                st.code(share_link(url_path), language=None)
 
 
 def current_model_and_trace() -> tuple[object, Trace]:

@@ -52,12 +52,40 @@ def select_head(layer: int, head: int) -> None:
     st.session_state["w_layer"], st.session_state["w_head"] = int(layer) + 1, int(head) + 1
 
 
-def write_query_params() -> None:
-    """Mirror model, layer and head into the URL so the view can be shared as a link."""
+def follow_view_link(pages: dict, current) -> None:
+    """Open the page named by ``?view=`` once, on the first run of a session.
+
+    Shared links point at the root URL with ``?view=<page>`` because Streamlit shows a
+    spurious "Page not found" dialog when a browser's first request is a page path
+    (streamlit/streamlit#8860); the page path itself still works.
+    """
+    if st.session_state.get("_view_followed"):
+        return
+    st.session_state["_view_followed"] = True
+    view = st.query_params.get("view")
+    if not view or view == current.url_path:
+        return
+    for page in (p for group in pages.values() for p in group):
+        if page.url_path == view:
+            st.switch_page(page)
+
+
+def share_link(url_path: str) -> str:
+    """Relative link that reopens the current view (page, model, layer, head)."""
+    return (
+        f"/?view={url_path}&model={st.session_state['model_id']}"
+        f"&layer={int(st.session_state['layer']) + 1}&head={int(st.session_state['head']) + 1}"
+    )
+
+
+def write_query_params(current=None) -> None:
+    """Mirror page, model, layer and head into the URL so the view can be shared as a link."""
     wanted = {
         "model": str(st.session_state["model_id"]),
         "layer": str(int(st.session_state["layer"]) + 1),
         "head": str(int(st.session_state["head"]) + 1),
     }
+    if current is not None:
+        wanted["view"] = current.url_path
     if any(st.query_params.get(k) != v for k, v in wanted.items()):
         st.query_params.update(wanted)

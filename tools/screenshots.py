@@ -1,0 +1,79 @@
+"""Take headless-Chromium screenshots of the app's pages (for the README and reviews).
+
+Usage: python tools/screenshots.py OUT_DIR [PATH_AND_QUERY ...]
+Starts ``streamlit run app.py`` on a free port, opens each path (default: home and the
+Attention Heads page with the example sentence) and saves full-page PNGs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, env: dict | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("streamlit did not become healthy in 90 s")
+
+
+def wait_idle(page, timeout_ms: int = 120_000) -> None:
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms)
+    page.wait_for_timeout(800)
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms)
+
+
+def main(out_dir: str, paths: list[str]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    server = start_server(port)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            for i, path in enumerate(paths):
+                page.goto(f"http://127.0.0.1:{port}/{path.lstrip('/')}")
+                wait_idle(page)
+                name = path.strip("/").split("?")[0].replace("/", "_") or "home"
+                page.screenshot(path=str(out / f"{i:02d}_{name}.png"), full_page=True)
+                print(out / f"{i:02d}_{name}.png")
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:] or ["", "heads?model=minilm-l6&layer=3&head=10"])
