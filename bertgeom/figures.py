@@ -48,7 +48,7 @@ def head_grid(
     n_layers, n_heads = values.shape
     layers, heads = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
     lf, hf = layers.ravel(), heads.ravel()
-    custom = np.stack([lf, hf], axis=1)
+    custom = np.stack([lf, hf], axis=1).tolist()  # plain lists: selections echo them back as JSON
     size = max(10, min(34, int(420 / max(n_heads, n_layers))))
     text = [
         f"{head_label(l, h)}<br>{colour_label}: {v:.3g}" + (f"<br>{hover_text[l, h]}" if hover_text is not None else "")
@@ -64,7 +64,7 @@ def head_grid(
                 go.Scatter(
                     x=hf[sel] + 1, y=lf[sel] + 1, mode="markers", name=str(cat),
                     marker=dict(symbol="square", size=size, color=colour, line=dict(width=1, color="white")),
-                    customdata=custom[sel], hovertext=[text[i] for i in np.flatnonzero(sel)], hoverinfo="text",
+                    customdata=[custom[i] for i in np.flatnonzero(sel)], hovertext=[text[i] for i in np.flatnonzero(sel)], hoverinfo="text",
                 )
             )
     else:
@@ -101,6 +101,29 @@ def head_grid(
         legend=dict(orientation="h", y=-0.25),
     )
     return fig
+
+
+def picked_head(event) -> tuple[int, int] | None:
+    """0-based (layer, head) of the first point selected in a :func:`head_grid` chart.
+
+    Reads the chart's selection state (a dict-like with ``selection.points``); uses the
+    point's ``customdata`` when present, else its (x, y) = (head + 1, layer + 1).
+    """
+    try:
+        points = event["selection"]["points"]
+    except (KeyError, TypeError):
+        return None
+    if not points:
+        return None
+    p = points[0]
+    custom = p.get("customdata")
+    if isinstance(custom, dict):  # some encodings come back as {"0": .., "1": ..}
+        custom = [custom.get("0", custom.get(0)), custom.get("1", custom.get(1))]
+    if isinstance(custom, (list, tuple)) and len(custom) >= 2 and None not in custom[:2]:
+        return int(custom[0]), int(custom[1])
+    if p.get("x") is not None and p.get("y") is not None:
+        return int(round(p["y"])) - 1, int(round(p["x"])) - 1
+    return None
 
 
 def _category_palette(categories: Sequence[str]) -> dict[str, str]:

@@ -24,11 +24,9 @@ L, H = trace.num_layers, trace.num_heads
 
 
 def _on_grid_select() -> None:
-    event = st.session_state.get("w_grid")
-    points = (event or {}).get("selection", {}).get("points", []) if event else []
-    if points and points[0].get("customdata") is not None:
-        layer, head = points[0]["customdata"][:2]
-        select_head(int(layer), int(head))
+    picked = figures.picked_head(st.session_state.get("w_grid"))
+    if picked is not None:
+        select_head(*picked)
 
 
 def _on_widget_select() -> None:

@@ -32,8 +32,10 @@ def free_port() -> int:
 def start_server(port: int, env: dict | None = None) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true"]
+    log_path = Path(os.environ.get("BERTGEOM_SERVER_LOG", "/tmp/bertgeom-streamlit.log"))
+    log = open(log_path, "ab")  # server output, for debugging a failed browser run
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 90
     while time.time() < deadline:
         try:

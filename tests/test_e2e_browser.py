@@ -1,0 +1,80 @@
+"""End-to-end tests in a real browser: Playwright drives Debian's Chromium against
+``streamlit run app.py`` started on a free local port. Screenshots of each page are
+saved under ``artifacts/screenshots`` (a CI artefact)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from screenshots import CHROMIUM_ARGS, free_port, start_server, wait_idle  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
+SHOTS = ROOT / "artifacts" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    proc = start_server(port)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+def _shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_home_page_opens(server, page):
+    page.goto(server)
+    wait_idle(page)
+    assert page.get_by_text("the geometry of BERT's attention").first.is_visible()
+    _shot(page, "home")
+
+
+def test_clicking_a_head_in_the_grid_opens_its_heatmap(server, page):
+    page.goto(f"{server}/?view=heads&model=minilm-l6&layer=1&head=1")
+    wait_idle(page)
+    assert page.get_by_text("L1 H1 — who attends to whom").is_visible()
+    grid = page.get_by_test_id("stPlotlyChart").first
+    # squares are ordered layer-major: index 2*12 + 4 is layer 3, head 5
+    point = grid.locator(".scatterlayer .trace").first.locator(".point").nth(2 * 12 + 4)
+    box = point.bounding_box()  # plotly's drag layer sits on top: click by coordinates
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_timeout(500)
+    wait_idle(page)
+    assert page.get_by_text("L3 H5 — who attends to whom").is_visible()
+    assert "layer=3" in page.url and "head=5" in page.url
+    _shot(page, "attention_heads")
+
+
+def test_a_shared_link_restores_model_layer_and_head(server, page):
+    page.goto(f"{server}/?view=heads&model=tiny-random&layer=2&head=3")
+    wait_idle(page)
+    assert page.get_by_text("L2 H3 — who attends to whom").is_visible()
+    assert "Tiny random BERT" in page.get_by_test_id("stSidebar").inner_text()
