@@ -168,10 +168,10 @@ def attention_heatmap(
     ticks = list(range(0, n, step))
     fig.update_layout(
         title=title,
-        xaxis=dict(title="key (attended to)", tickmode="array", tickvals=ticks,
+        xaxis=dict(title="key (attended to)", tickmode="array", tickvals=ticks, range=[-0.5, n - 0.5],
                    ticktext=[labels[t] for t in ticks], side="top", tickangle=-60),
         yaxis=dict(title="query (attending)", tickmode="array", tickvals=ticks,
-                   ticktext=[labels[t] for t in ticks], autorange="reversed"),
+                   ticktext=[labels[t] for t in ticks], range=[n - 0.5, -0.5]),
         height=min(900, max(360, 120 + 18 * min(n, max_labels))),
         margin=dict(l=10, r=10, t=110 if title else 90, b=10),
         plot_bgcolor="#f7f7f7",

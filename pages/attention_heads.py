@@ -70,6 +70,8 @@ attention = trace.attentions[layer, head]
 labels = trace.axis_labels
 st.markdown(f"#### {figures.head_label(layer, head)} — who attends to whom")
 st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to 1.")
+if float(attention.max()) < theta:
+    st.info(f"No weight of this head reaches θ = {theta:.2f} (its largest is {attention.max():.3f}): lower θ to see the map.")
 st.plotly_chart(
     figures.attention_heatmap(attention, labels, theta=theta),
     key="w_heatmap", config=figures.PLOTLY_CONFIG,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -53,14 +54,14 @@ def _shot(page, name: str) -> None:
 def test_home_page_opens(server, page):
     page.goto(server)
     wait_idle(page)
-    assert page.get_by_text("the geometry of BERT's attention").first.is_visible()
+    expect(page.get_by_text("the geometry of BERT's attention").first).to_be_visible(timeout=60_000)
     _shot(page, "home")
 
 
 def test_clicking_a_head_in_the_grid_opens_its_heatmap(server, page):
     page.goto(f"{server}/?view=heads&model=minilm-l6&layer=1&head=1")
     wait_idle(page)
-    assert page.get_by_text("L1 H1 — who attends to whom").is_visible()
+    expect(page.get_by_text("L1 H1 — who attends to whom")).to_be_visible(timeout=60_000)
     grid = page.get_by_test_id("stPlotlyChart").first
     # squares are ordered layer-major: index 2*12 + 4 is layer 3, head 5
     point = grid.locator(".scatterlayer .trace").first.locator(".point").nth(2 * 12 + 4)
@@ -68,7 +69,7 @@ def test_clicking_a_head_in_the_grid_opens_its_heatmap(server, page):
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_timeout(500)
     wait_idle(page)
-    assert page.get_by_text("L3 H5 — who attends to whom").is_visible()
+    expect(page.get_by_text("L3 H5 — who attends to whom")).to_be_visible(timeout=60_000)
     assert "layer=3" in page.url and "head=5" in page.url
     _shot(page, "attention_heads")
 
@@ -76,5 +77,6 @@ def test_clicking_a_head_in_the_grid_opens_its_heatmap(server, page):
 def test_a_shared_link_restores_model_layer_and_head(server, page):
     page.goto(f"{server}/?view=heads&model=tiny-random&layer=2&head=3")
     wait_idle(page)
-    assert page.get_by_text("L2 H3 — who attends to whom").is_visible()
-    assert "Tiny random BERT" in page.get_by_test_id("stSidebar").inner_text()
+    expect(page.get_by_text("L2 H3 — who attends to whom")).to_be_visible(timeout=60_000)
+    grid = page.get_by_test_id("stPlotlyChart").first
+    expect(grid.locator(".scatterlayer .trace").first.locator(".point")).to_have_count(2 * 4)  # tiny model's heads
