@@ -180,6 +180,8 @@ def test_weight_geometry_matches_brute_force(rbert):
             u = lw.W_k[s].astype(float).T @ lw.b_q[s].astype(float)
             assert wg["key_prior_norm"][l, h] == pytest.approx(np.linalg.norm(u), rel=1e-6)
             assert wg["q_rank"][l, h] == dh
+    # Sylvester's law of inertia: generic heads have signature (dh, dh, d - 2dh)
+    assert np.all(wg["qk_sym_pos"] == dh) and np.all(wg["qk_sym_neg"] == dh)
     recs = wg.records()
     assert len(recs) == L * H and recs[0]["layer"] == 0 and "qk_skew_share" in recs[0]
 
