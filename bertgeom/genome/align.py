@@ -1,0 +1,329 @@
+"""Alignment of a genome, a partial sequence or a spike-only sequence to MN908947.3 with minimap2.
+
+The output is *reference-coordinate* text: one character per reference base, so every genome is
+directly comparable position by position (and, for the spike, token by token):
+
+* a query base aligned to the reference base (``A C G T N`` or an IUPAC ambiguity code);
+* ``-`` where the query deletes the reference base;
+* ``N`` where the query does not cover the reference (before/after it, or in an unaligned stretch).
+
+Insertions are not written into the text (that would shift coordinates); they are recorded as
+``(pos, bases)`` where ``pos`` is the genome 1-based position of the reference base *after which*
+the bases are inserted (Nextclade's convention, e.g. Omicron BA.1 ``(22204, "GAGCCAGAA")`` = S:ins214EPE).
+
+This deviates from the paper (bwa mem on 150-nt chunks, deletions dropped, gaps filled from the
+reference, paper_spec §3.2); :meth:`SpikeCut.paper_sequence` rebuilds the paper's representation.
+
+Aligner: ``mappy`` with the ``map-ont`` preset. Tested on the developer genomes: the ``asm*``
+presets break alignments at every long N run (amplicon dropouts) and miss fragments shorter than
+~200 nt, while ``map-ont`` keeps N runs inside one alignment, maps 60-nt fragments, and places the
+indels exactly like Nextstrain (e.g. Alpha's deletions at 21765-21770 and 21991-21993).
+Several alignment segments (split by N runs or divergent stretches) are chained: colinear segments
+are kept, the stretch between two segments is copied base-for-base when query and reference gaps
+have the same length (else its non-N flanks are anchored on either side and the rest left ``N``).
+A few bases clipped at the ends of the chain (mismatches next to the end) are re-attached
+ungapped, up to :data:`END_EXTENSION_MAX`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .reference import (
+    REFERENCE_LEN,
+    SPIKE_END,
+    SPIKE_LEN,
+    SPIKE_START,
+    reference_sequence,
+    reverse_complement,
+)
+
+PRESET = "map-ont"  #: minimap2 preset (see module docstring for why)
+#: (match, mismatch, gap open, gap extend, long-gap open, long-gap extend, ambiguous-base mismatch).
+#: map-ont's defaults except gap open 4 -> 6: with 4, a 1-nt deletion + 1-nt insertion pair ties
+#: with three mismatches and minimap2 reported fake compensating frameshifts in some Omicron genomes.
+SCORING = (2, 4, 6, 2, 24, 1, 1)
+END_EXTENSION_MAX = 30  #: at most this many clipped end bases are re-attached ungapped
+MIN_QUERY_LEN = 30  #: shorter inputs are refused (minimap2 cannot place them reliably)
+_OVERLAP_TOL = 30  #: segments overlapping by more than this (query or reference) are not chained
+
+_lock = threading.Lock()
+_aligner = None
+
+
+class AlignmentError(ValueError):
+    """The sequence cannot be aligned to the SARS-CoV-2 reference (message = one sentence)."""
+
+
+def get_aligner():
+    """The process-wide ``mappy.Aligner`` on MN908947.3, built on first use (thread-safe)."""
+    global _aligner
+    if _aligner is None:
+        with _lock:
+            if _aligner is None:
+                import mappy
+
+                al = mappy.Aligner(seq=reference_sequence(), preset=PRESET, scoring=SCORING)
+                if not al:  # pragma: no cover
+                    raise RuntimeError("could not build the minimap2 index of the reference")
+                _aligner = al
+    return _aligner
+
+
+@dataclass(frozen=True)
+class Indel:
+    """An indel in genome coordinates: ``kind`` "del" (``pos`` = first deleted base, 1-based) or
+    "ins" (``pos`` = reference base after which ``bases`` are inserted)."""
+
+    kind: str
+    pos: int
+    length: int
+    bases: str = ""
+
+    @property
+    def frameshift(self) -> bool:
+        return self.length % 3 != 0
+
+    @property
+    def end(self) -> int:
+        """Last deleted base (deletions) or ``pos`` (insertions)."""
+        return self.pos + self.length - 1 if self.kind == "del" else self.pos
+
+
+@dataclass(eq=False)
+class GenomeAlignment:
+    """Whole-genome alignment in reference coordinates (``aligned`` has 29,903 characters)."""
+
+    aligned: str
+    covered: np.ndarray  # bool per reference base: inside the aligned span of the query
+    insertions: list[tuple[int, str]]
+    deletions: list[tuple[int, int]]  # (first deleted base 1-based, length)
+    strand: int  # +1 as given, -1 reverse complement
+    segments: list[tuple[int, int, int, int]]  # (q_start, q_end, r_start, r_end), 0-based half-open
+    query_len: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def coverage(self) -> float:
+        """Share of the reference genome covered by the query."""
+        return float(self.covered.mean())
+
+
+@dataclass(eq=False)
+class SpikeCut:
+    """The spike of one sequence in reference spike coordinates.
+
+    ``aligned[i]`` is the query base at spike offset ``i`` (0-based; genome ``SPIKE_START + i``),
+    ``-`` for a deletion, ``N`` if uncovered; always :data:`SPIKE_LEN` = 3822 characters.
+    """
+
+    aligned: str
+    insertions: list[tuple[int, str]]  # (genome pos after which, bases), inside the spike only
+    deletions: list[tuple[int, int]]  # (first deleted genome pos, length), clipped to the spike
+    coverage: float  # share of the 3822 spike positions covered by the query
+    strand: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def indels(self) -> list[Indel]:
+        out = [Indel("del", p, n) for p, n in self.deletions]
+        out += [Indel("ins", p, len(b), b) for p, b in self.insertions]
+        return sorted(out, key=lambda x: (x.pos, x.kind))
+
+    @property
+    def frameshifts(self) -> list[Indel]:
+        """Indels in the spike whose length is not a multiple of 3."""
+        return [x for x in self.indels if x.frameshift]
+
+    @property
+    def n_count(self) -> int:
+        return self.aligned.count("N")
+
+    def paper_sequence(self, fill_uncovered: str = "N") -> str:
+        """The paper's spike representation: deletions removed, insertions put back in place.
+
+        ``fill_uncovered="reference"`` also fills *uncovered* positions from the reference, as the
+        paper's gap filling did (paper_spec §3.2 step 4); the default leaves them ``N``.
+        """
+        ref = reference_sequence()[SPIKE_START - 1 : SPIKE_END]
+        chars = list(self.aligned)
+        if fill_uncovered == "reference":
+            cov = self.covered_mask()
+            chars = [c if cov[i] else ref[i] for i, c in enumerate(chars)]
+        ins = {p - SPIKE_START: b for p, b in self.insertions}  # insert after spike offset
+        out = []
+        for i, c in enumerate(chars):
+            if c != "-":
+                out.append(c)
+            if i in ins:
+                out.append(ins[i])
+        return "".join(out)
+
+    def covered_mask(self) -> np.ndarray:
+        """Bool per spike offset: covered by the query (stored compactly as the two flanks + N runs)."""
+        return self._covered if self._covered is not None else np.ones(SPIKE_LEN, bool)
+
+    _covered: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+
+def _cigar_write(out, covered, q, hit, ins_out, del_out, written) -> None:
+    r, qi = hit.r_st, hit.q_st
+    for length, op in hit.cigar:
+        if op in (0, 7, 8):  # M, =, X
+            sl = slice(r, r + length)
+            free = ~written[sl]
+            if free.all():
+                out[sl] = q[qi : qi + length]
+            else:
+                out[sl][free] = q[qi : qi + length][free]
+            written[sl] = True
+            r += length
+            qi += length
+        elif op == 2:  # D
+            if not written[r : r + length].any():
+                out[r : r + length] = ord("-")
+                del_out.append((r + 1, length))
+            written[r : r + length] = True
+            r += length
+        elif op == 1:  # I: inserted after reference base r (0-based r-1 => 1-based r)
+            ins_out.append((r, q[qi : qi + length].tobytes().decode()))
+            qi += length
+        elif op == 3:  # N (skip): not produced for this index, treat as uncovered
+            r += length
+        # S/H never appear in mappy's cigar (q_st/q_en carry the clipping)
+    covered[hit.r_st : hit.r_en] = True
+
+
+def _chain(hits):
+    """Greedy colinear chain, best segments first; returned sorted by reference start."""
+    kept = []
+    for h in sorted(hits, key=lambda h: -h.mlen):
+        ok = True
+        for k in kept:
+            before = h.q_en <= k.q_st + _OVERLAP_TOL and h.r_en <= k.r_st + _OVERLAP_TOL
+            after = h.q_st >= k.q_en - _OVERLAP_TOL and h.r_st >= k.r_en - _OVERLAP_TOL
+            if not (before or after):
+                ok = False
+                break
+        if ok:
+            kept.append(h)
+    return sorted(kept, key=lambda h: h.r_st)
+
+
+def align_genome(sequence: str) -> GenomeAlignment:
+    """Align one cleaned sequence (upper-case IUPAC DNA, see :mod:`.fasta`) to MN908947.3.
+
+    Either strand is accepted: a reverse complement is detected, flipped, and noted. Raises
+    :class:`AlignmentError` when nothing aligns.
+    """
+    seq = sequence.upper()
+    if len(seq) < MIN_QUERY_LEN:
+        raise AlignmentError(f"The sequence is too short to align ({len(seq)} nt; at least {MIN_QUERY_LEN} needed).")
+    al = get_aligner()
+    hits = list(al.map(seq))
+    if not hits:
+        raise AlignmentError("The sequence does not align to the SARS-CoV-2 reference (MN908947.3).")
+    notes: list[str] = []
+    fwd = sum(h.mlen for h in hits if h.strand == 1)
+    rev = sum(h.mlen for h in hits if h.strand == -1)
+    strand = 1
+    if rev > fwd:
+        strand = -1
+        seq = reverse_complement(seq)
+        hits = list(al.map(seq))
+        notes.append("reverse complement detected: the sequence was flipped to the reference strand")
+    hits = [h for h in hits if h.strand == 1]
+    if not hits:  # pragma: no cover - mapping the flipped sequence always gives forward hits
+        raise AlignmentError("The sequence does not align to the SARS-CoV-2 reference (MN908947.3).")
+    if fwd and rev and min(fwd, rev) > 0.1 * max(fwd, rev):
+        notes.append("parts of the sequence align to both strands (chimera?): the minor strand was ignored")
+    chain = _chain(hits)
+    if len(chain) < len(hits):
+        notes.append(f"{len(hits) - len(chain)} non-colinear alignment segment(s) ignored")
+
+    q = np.frombuffer(seq.encode("ascii"), dtype=np.uint8)
+    out = np.full(REFERENCE_LEN, ord("N"), dtype=np.uint8)
+    covered = np.zeros(REFERENCE_LEN, dtype=bool)
+    written = np.zeros(REFERENCE_LEN, dtype=bool)
+    insertions: list[tuple[int, str]] = []
+    deletions: list[tuple[int, int]] = []
+    for h in chain:
+        _cigar_write(out, covered, q, h, insertions, deletions, written)
+
+    # bridge the gaps between consecutive segments
+    for a, b in zip(chain, chain[1:]):
+        qs, qe, rs, re_ = a.q_en, b.q_st, a.r_en, b.r_st
+        qlen, rlen = qe - qs, re_ - rs
+        if rlen <= 0 or qlen < 0:
+            continue
+        if qlen == rlen:
+            out[rs:re_] = q[qs:qe]
+            covered[rs:re_] = True
+            continue
+        gap = q[qs:qe]
+        is_n = gap == ord("N")
+        if not is_n.any():
+            notes.append(f"unaligned stretch at {rs + 1}-{re_} left as N")
+            continue
+        left = int(np.argmax(is_n))  # non-N bases before the first N
+        right = int(np.argmax(is_n[::-1]))  # non-N bases after the last N
+        if left + right > rlen:
+            notes.append(f"unaligned stretch at {rs + 1}-{re_} left as N")
+            continue
+        out[rs : rs + left] = gap[:left]
+        if right:
+            out[re_ - right : re_] = gap[qlen - right :]
+        covered[rs:re_] = True
+
+    # re-attach a few clipped bases at both ends
+    first, last = chain[0], chain[-1]
+    e = min(first.q_st, first.r_st, END_EXTENSION_MAX)
+    if e > 0:
+        out[first.r_st - e : first.r_st] = q[first.q_st - e : first.q_st]
+        covered[first.r_st - e : first.r_st] = True
+    e = min(len(q) - last.q_en, REFERENCE_LEN - last.r_en, END_EXTENSION_MAX)
+    if e > 0:
+        out[last.r_en : last.r_en + e] = q[last.q_en : last.q_en + e]
+        covered[last.r_en : last.r_en + e] = True
+
+    segments = [(h.q_st, h.q_en, h.r_st, h.r_en) for h in chain]
+    return GenomeAlignment(
+        aligned=out.tobytes().decode("ascii"),
+        covered=covered,
+        insertions=sorted(insertions),
+        deletions=sorted(deletions),
+        strand=strand,
+        segments=segments,
+        query_len=len(seq),
+        notes=notes,
+    )
+
+
+def cut_spike(aln: GenomeAlignment) -> SpikeCut:
+    """The spike part of a genome alignment (3822 characters in spike coordinates)."""
+    s0, s1 = SPIKE_START - 1, SPIKE_END  # 0-based half-open in the genome
+    aligned = aln.aligned[s0:s1]
+    cov = aln.covered[s0:s1].copy()
+    ins = [(p, b) for p, b in aln.insertions if SPIKE_START <= p < SPIKE_END]
+    dels = []
+    for p, n in aln.deletions:
+        a, b = max(p, SPIKE_START), min(p + n - 1, SPIKE_END)
+        if a <= b:
+            dels.append((a, b - a + 1))
+    notes = list(aln.notes)
+    coverage = float(cov.mean())
+    if coverage == 0:
+        notes.append("the sequence does not cover the spike")
+    elif coverage < 1:
+        notes.append(f"the sequence covers {coverage:.1%} of the spike; uncovered positions are N")
+    cut = SpikeCut(aligned, ins, dels, coverage, aln.strand, notes)
+    cut._covered = cov
+    return cut
+
+
+def align_spike(sequence: str) -> SpikeCut:
+    """Align a genome / partial / spike-only sequence and cut the spike (see :func:`align_genome`)."""
+    return cut_spike(align_genome(sequence))

@@ -1,0 +1,345 @@
+"""Parsing of user input: pasted text, uploaded files, and large FASTA files streamed from disk.
+
+Accepted: FASTA / multi-FASTA, a bare sequence without header, GenBank-style numbered sequence
+blocks (``     1 attaaaggtt tatacctt ...``, with or without the ``ORIGIN`` / ``//`` lines), any mix
+of ``\\n``, ``\\r\\n`` and ``\\r`` line endings, lower case, RNA (``U`` is read as ``T``) and gzip/xz
+compressed bytes. The output alphabet is upper case ``ACGTN`` plus the IUPAC ambiguity codes
+``RYSWKMBDHV``; alignment gap characters ``-`` and ``.`` are *removed* (the sequence is re-aligned
+to the reference anyway) and a note says so. ``X`` is read as ``N`` (with a note) in sequences that
+are otherwise clearly nucleotides.
+
+Everything is linear-time (``str.translate`` / counting, no backtracking regular expressions) and
+size-bounded, so arbitrary input cannot make the parser slow or exhaust memory.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Largest pasted/uploaded input accepted by :func:`parse_sequences` (after decompression).
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+#: Largest single record accepted (SARS-CoV-2 is ~30 kb; 1 Mb leaves room for odd input).
+MAX_RECORD_LEN = 1_000_000
+#: A record is called protein when fewer than this share of its letters are A/C/G/T/U/N.
+MIN_NUCLEOTIDE_SHARE = 0.75
+
+_NUC_LETTERS = frozenset("ACGTUN")
+_VALID = frozenset("ACGTNRYSWKMBDHV")
+_PROTEIN_ALPHABET = frozenset("ACDEFGHIKLMNPQRSTVWYBXZJUO*")
+_WS_TABLE = str.maketrans("", "", " \t\n\r\v\f\xa0\u2009\u200b\ufeff")
+_DIGIT_TABLE = str.maketrans("", "", "0123456789")
+
+
+class SequenceInputError(ValueError):
+    """The input cannot be read as a nucleotide sequence; ``str(err)`` is one user-facing sentence."""
+
+
+@dataclass
+class SequenceRecord:
+    """One input sequence: ``sequence`` is cleaned upper-case IUPAC DNA, ``notes`` say what was changed."""
+
+    name: str
+    sequence: str
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.sequence)
+
+
+@dataclass
+class RecordError:
+    """A record of a streamed file that could not be read (yielded instead of raising)."""
+
+    name: str
+    index: int  # 0-based position of the record in the file
+    message: str
+
+    ok = False
+
+
+SequenceRecord.ok = True  # type: ignore[attr-defined]  # lets callers test ``rec.ok`` on both kinds
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def clean_sequence(raw: str, name: str = "sequence", max_len: int = MAX_RECORD_LEN) -> tuple[str, list[str]]:
+    """Clean the sequence lines of one record: drop whitespace and digits, upper-case, U->T, remove
+    gaps. Returns ``(sequence, notes)``; raises :class:`SequenceInputError` for non-nucleotide text."""
+    notes: list[str] = []
+    s = raw.translate(_WS_TABLE)
+    no_digits = s.translate(_DIGIT_TABLE)
+    if len(no_digits) < len(s):
+        notes.append("digits (line numbers) were removed")
+    s = no_digits.upper()
+    if s.endswith("//"):  # GenBank record terminator
+        s = s[:-2]
+    n_gap = s.count("-") + s.count(".")
+    if n_gap:
+        s = s.replace("-", "").replace(".", "")
+        notes.append(f"{_plural(n_gap, 'alignment gap character')} ('-' or '.') removed")
+    if s.endswith("*"):  # a trailing stop symbol, as some tools write
+        s = s.rstrip("*")
+        notes.append("a trailing '*' was removed")
+    if not s:
+        raise SequenceInputError(f"Record '{name}' contains no sequence.")
+    if len(s) > max_len:
+        raise SequenceInputError(f"Record '{name}' is {len(s):,} characters long, more than the limit of {max_len:,}.")
+    distinct = set(s)
+    if len(distinct) > 40:
+        raise SequenceInputError(f"Record '{name}' is not a nucleotide sequence (it uses {len(distinct)} different characters).")
+    counts = {c: s.count(c) for c in distinct}
+    nuc = sum(counts.get(c, 0) for c in _NUC_LETTERS)
+    if nuc < MIN_NUCLEOTIDE_SHARE * len(s):
+        if len(s) >= 20 and distinct <= _PROTEIN_ALPHABET:
+            raise SequenceInputError(
+                f"Record '{name}' looks like a protein sequence; paste the nucleotide (A/C/G/T) sequence instead."
+            )
+        bad = next((c for c in s if c not in _VALID), None)
+        what = f", for example {_describe(bad)}" if bad is not None else ""
+        raise SequenceInputError(f"Record '{name}' is not a nucleotide sequence (too few A/C/G/T letters{what}).")
+    if counts.get("U"):
+        notes.append("RNA input: U read as T" if not counts.get("T") else f"{_plural(counts['U'], 'U')} read as T")
+        s = s.replace("U", "T")
+    if counts.get("X"):
+        notes.append(f"{_plural(counts['X'], 'X')} read as N")
+        s = s.replace("X", "N")
+    if not _VALID.issuperset(set(s)):
+        bad = next(c for c in s if c not in _VALID)
+        raise SequenceInputError(f"Record '{name}' contains {_describe(bad)}, which is not a nucleotide (IUPAC) code.")
+    n_amb = len(s) - sum(counts.get(c, 0) for c in "ACGTUNX")
+    if n_amb:
+        notes.append(f"{_plural(n_amb, 'IUPAC ambiguity code')} kept")
+    return s, notes
+
+
+def _clean_name(header: str, fallback: str) -> str:
+    """A printable record name from a header line (control characters replaced, length capped)."""
+    name = "".join(c if c.isprintable() else "?" for c in header.strip()[:500])
+    return name or fallback
+
+
+def _describe(ch: str) -> str:
+    if ch.isprintable() and not ch.isspace():
+        return f"the character '{ch}'"
+    return f"the non-printable character U+{ord(ch):04X}"
+
+
+def _maybe_decompress(data: bytes, limit: int) -> bytes:
+    """Decompress gzip/xz/bz2 bytes (bounded by ``limit`` output bytes); other bytes pass through."""
+    try:
+        if data[:2] == b"\x1f\x8b":
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out = d.decompress(data, limit + 1)
+        elif data[:6] == b"\xfd7zXZ\x00":
+            out = lzma.LZMADecompressor().decompress(data, max_length=limit + 1)
+        elif data[:3] == b"BZh":
+            out = bz2.BZ2Decompressor().decompress(data, max_length=limit + 1)
+        else:
+            return data
+    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
+        raise SequenceInputError(f"The compressed input could not be decompressed ({exc}).") from None
+    if len(out) > limit:
+        raise SequenceInputError(f"The decompressed input is larger than the limit of {limit:,} bytes.")
+    return out
+
+
+def _to_text(data: str | bytes, max_bytes: int) -> str:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data)
+        if len(data) > max_bytes:
+            raise SequenceInputError(f"The input is larger than the limit of {max_bytes:,} bytes.")
+        data = _maybe_decompress(data, max_bytes)
+        if b"\x00" in data:
+            raise SequenceInputError("The input is binary data, not a text FASTA file or sequence.")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise SequenceInputError("The input is binary (not UTF-8 text), not a FASTA file or sequence.") from None
+    elif isinstance(data, str):
+        text = data
+        if len(text) > max_bytes:
+            raise SequenceInputError(f"The input is larger than the limit of {max_bytes:,} characters.")
+        if text.startswith("\ufeff"):
+            text = text[1:]
+    else:
+        raise SequenceInputError("The input must be text or bytes.")
+    if "\x00" in text:
+        raise SequenceInputError("The input is binary data, not a text FASTA file or sequence.")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _genbank_origin(lines: list[str]) -> tuple[str, list[str]] | None:
+    """If the text is a GenBank flat file, return (name, sequence lines after ORIGIN)."""
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("ORIGIN")), None)
+    if start is None or not any(ln.startswith("LOCUS") for ln in lines[:start]):
+        return None
+    locus = next(ln for ln in lines[:start] if ln.startswith("LOCUS"))
+    parts = locus.split()
+    name = parts[1] if len(parts) > 1 else "genbank_record"
+    for ln in lines[:start]:
+        if ln.startswith("ACCESSION") and len(ln.split()) > 1:
+            name = ln.split()[1]
+        if ln.startswith("VERSION") and len(ln.split()) > 1:
+            name = ln.split()[1]
+    body = []
+    for ln in lines[start + 1 :]:
+        if ln.startswith("//"):
+            break
+        body.append(ln)
+    return name, body
+
+
+def parse_sequences(data: str | bytes, max_bytes: int = MAX_INPUT_BYTES, max_records: int = 100_000) -> list[SequenceRecord]:
+    """Parse pasted or uploaded input into cleaned records.
+
+    Raises :class:`SequenceInputError` (one sentence) for empty input, binary content, input over
+    ``max_bytes``, protein or other non-nucleotide text, or a record without sequence.
+    """
+    text = _to_text(data, max_bytes)
+    if not text.strip():
+        raise SequenceInputError("The input is empty: paste a nucleotide sequence or a FASTA file.")
+    lines = text.split("\n")
+    gb = _genbank_origin(lines) if "ORIGIN" in text else None
+    if gb is not None:
+        name, body = gb
+        seq, notes = clean_sequence("\n".join(body), name)
+        return [SequenceRecord(name, seq, ["GenBank flat file: the ORIGIN sequence was read", *notes])]
+
+    records: list[SequenceRecord] = []
+    name: str | None = None
+    chunk: list[str] = []
+    n_unnamed = 0
+
+    def flush() -> None:
+        nonlocal n_unnamed
+        if name is None:
+            if not "".join(chunk).strip():
+                return
+            n_unnamed += 1
+            rec_name = "sequence" if n_unnamed == 1 else f"sequence_{n_unnamed}"
+            first_note = ["no FASTA header: read as a bare sequence"]
+        else:
+            rec_name = name
+            first_note = []
+        seq, notes = clean_sequence("\n".join(chunk), rec_name)
+        if len(records) >= max_records:
+            raise SequenceInputError(f"The input holds more than {max_records:,} records, the limit.")
+        records.append(SequenceRecord(rec_name, seq, first_note + notes))
+
+    for line in lines:
+        if line.startswith(">"):
+            flush()
+            name = _clean_name(line[1:], f"unnamed_{len(records) + 1}")
+            chunk = []
+        elif line.startswith(";"):  # old-style FASTA comment
+            continue
+        else:
+            chunk.append(line)
+    flush()
+    if not records:
+        raise SequenceInputError("The input is empty: paste a nucleotide sequence or a FASTA file.")
+    return records
+
+
+def parse_single(data: str | bytes, max_bytes: int = MAX_INPUT_BYTES) -> SequenceRecord:
+    """Parse input expected to hold exactly one sequence (extra records raise)."""
+    recs = parse_sequences(data, max_bytes=max_bytes)
+    if len(recs) != 1:
+        raise SequenceInputError(f"Expected one sequence but the input holds {len(recs)} records.")
+    return recs[0]
+
+
+def _open_binary(path: str | os.PathLike) -> io.BufferedIOBase:
+    p = Path(path)
+    with open(p, "rb") as fh:
+        magic = fh.read(6)
+    if magic[:2] == b"\x1f\x8b":
+        return gzip.open(p, "rb")  # type: ignore[return-value]
+    if magic == b"\xfd7zXZ\x00":
+        return lzma.open(p, "rb")  # type: ignore[return-value]
+    if magic[:3] == b"BZh":
+        return bz2.open(p, "rb")  # type: ignore[return-value]
+    return open(p, "rb")
+
+
+def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LEN) -> Iterator[SequenceRecord | RecordError]:
+    """Stream the records of a (multi-)FASTA file: plain, ``.gz``, ``.xz`` or ``.bz2`` (detected from
+    the magic bytes). Memory stays bounded by ``max_record_len``: millions of genomes are fine.
+
+    Yields a :class:`SequenceRecord` per good record and a :class:`RecordError` per bad one (too long,
+    protein, binary junk, empty...). Text before the first header is read as a headerless record.
+    """
+    line_limit = 1 << 16
+    with _open_binary(path) as raw:
+        fh = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline=None)
+        name: str | None = None
+        parts: list[str] = []
+        size = 0
+        too_long = False
+        index = 0
+        started = False
+
+        def finish() -> SequenceRecord | RecordError | None:
+            nonlocal index
+            rec_name = name if name is not None else "sequence"
+            if name is None and not "".join(parts).strip():
+                return None
+            i = index
+            index += 1
+            if too_long:
+                return RecordError(rec_name, i, f"Record '{rec_name}' is longer than the limit of {max_record_len:,} characters.")
+            try:
+                seq, notes = clean_sequence("".join(parts), rec_name, max_record_len)
+            except SequenceInputError as exc:
+                return RecordError(rec_name, i, str(exc))
+            if name is None:
+                notes.insert(0, "no FASTA header: read as a bare sequence")
+            return SequenceRecord(rec_name, seq, notes)
+
+        at_line_start = True
+        while True:
+            line = fh.readline(line_limit)
+            if not line:
+                break
+            complete = line.endswith("\n")
+            if at_line_start and line.startswith(">"):
+                if started or name is not None or parts:
+                    out = finish()
+                    if out is not None:
+                        yield out
+                header = line[1:]
+                while not complete:  # absurdly long header: keep its start only
+                    more = fh.readline(line_limit)
+                    if not more:
+                        break
+                    complete = more.endswith("\n")
+                    if len(header) < line_limit:
+                        header += more
+                name = _clean_name(header, f"unnamed_{index + 1}")
+                parts, size, too_long, started = [], 0, False, True
+            else:
+                if not too_long:
+                    size += len(line)
+                    if size > max_record_len * 2 + 1000:  # generous: lines carry whitespace/numbers
+                        too_long, parts = True, []
+                    else:
+                        parts.append(line)
+            at_line_start = complete
+        out = finish()
+        if out is not None:
+            yield out
+
+
+def read_fasta_dict(path: str | os.PathLike) -> dict[str, str]:
+    """Small helper: every good record of a FASTA file as ``{name: sequence}`` (bad records skipped)."""
+    return {r.name: r.sequence for r in iter_fasta_file(path) if isinstance(r, SequenceRecord)}

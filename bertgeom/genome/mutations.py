@@ -1,0 +1,594 @@
+"""Mutations against MN908947.3 and the Nextstrain clade definitions.
+
+Naming conventions (as Nextstrain / Nextclade write them):
+
+* nucleotide substitution ``A23063T`` (reference base, genome 1-based position, query base);
+  nucleotide deletion ``del21765-21770`` (first-last deleted base; ``del22031`` for one base);
+  nucleotide insertion ``ins22204:GAGCCAGAA`` (after reference base 22204);
+* spike amino acids, 1-based: ``N501Y``; per-codon deletion ``H69-`` and grouped ``del69-70``
+  (one residue: ``del144``); insertion ``ins214EPE`` (after residue 214); frameshift ``F157fs``;
+  a new stop codon ``Q1071*``.
+
+Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are assigned to whole
+codons by choosing the placement of the deleted residues that leaves the fewest substitutions,
+leftmost on ties: Delta gives ``E156-``, ``F157-``, ``R158G`` and Alpha 21765-21770 gives ``H69-``,
+``V70-``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
+
+The clade definitions (``definitions/nextstrain_clades.tsv``) list nucleotide sites only, each clade
+inheriting its parent's sites (a child's own row wins at the same site). Some rows give the
+*reference* base (e.g. 19A ``C8782``); those constrain clade assignment but are not mutations.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .align import GenomeAlignment, SpikeCut, cut_spike
+from .classes import CLASSES, clade_to_class
+from .reference import (
+    SPIKE_AA_LEN,
+    SPIKE_END,
+    SPIKE_START,
+    aa_of_genome_pos,
+    data_path,
+    domain_of_aa,
+    reference_sequence,
+    reference_spike,
+    reference_spike_protein,
+    translate,
+    translate_codon,
+)
+
+# --------------------------------------------------------------------------------------------
+# Clade definitions
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CladeDefinitions:
+    """Parsed Nextstrain clade definitions with inheritance."""
+
+    parent: dict[str, str | None]
+    own: dict[str, dict[int, str]]  # clade -> {site: alt}, its own rows only
+    display: dict[str, str]
+
+    @property
+    def clades(self) -> list[str]:
+        return list(self.own)
+
+    @functools.cache
+    def inherited(self, clade: str) -> dict[int, str]:
+        """All sites of ``clade`` (ancestors first, own rows override): ``{genome_pos: base}``."""
+        if clade not in self.own:
+            raise KeyError(f"unknown clade {clade!r}")
+        chain = []
+        c: str | None = clade
+        seen = set()
+        while c is not None and c not in seen:
+            seen.add(c)
+            chain.append(c)
+            c = self.parent.get(c)
+        sites: dict[int, str] = {}
+        for c in reversed(chain):
+            sites.update(self.own[c])
+        return sites
+
+    def depth(self, clade: str) -> int:
+        d, c = 0, self.parent.get(clade)
+        while c is not None and d < 100:
+            d, c = d + 1, self.parent.get(c)
+        return d
+
+    def mutations(self, clade: str, spike_only: bool = False) -> dict[int, str]:
+        """Inherited sites of ``clade`` whose base differs from the reference (true mutations)."""
+        ref = reference_sequence()
+        out = {p: b for p, b in self.inherited(clade).items() if ref[p - 1] != b}
+        if spike_only:
+            out = {p: b for p, b in out.items() if SPIKE_START <= p <= SPIKE_END}
+        return dict(sorted(out.items()))
+
+    def clades_of_class(self, cls: str) -> list[str]:
+        """Clades of the definitions that map to class ``cls`` (see :func:`clade_to_class`)."""
+        if cls not in CLASSES:
+            raise KeyError(f"unknown class {cls!r}")
+        return [c for c in self.own if clade_to_class(c) == cls]
+
+    @functools.cached_property
+    def _defining_index(self) -> dict[tuple[int, str], tuple[str, ...]]:
+        idx: dict[tuple[int, str], list[str]] = {}
+        ref = reference_sequence()
+        for c, sites in self.own.items():
+            for p, b in sites.items():
+                if ref[p - 1] != b:
+                    idx.setdefault((p, b), []).append(c)
+        return {k: tuple(v) for k, v in idx.items()}
+
+    def defining_clades(self, pos: int, alt: str) -> tuple[str, ...]:
+        """Clades whose own definition rows contain ``alt`` at genome ``pos`` (may be empty)."""
+        return self._defining_index.get((pos, alt), ())
+
+    def __hash__(self) -> int:  # needed by functools.cache on a method
+        return id(self)
+
+
+def parse_clade_definitions(tsv_text: str, display_yml: str = "") -> CladeDefinitions:
+    """Parse ``clades.tsv`` text (``clade gene site alt``; ``gene == "clade"`` rows give the parent)."""
+    parent: dict[str, str | None] = {}
+    own: dict[str, dict[int, str]] = {}
+    for line in tsv_text.splitlines():
+        parts = line.strip().split("\t")
+        if len(parts) < 3 or parts[0] == "clade" or line.startswith("#"):
+            continue
+        clade, gene, site = parts[0], parts[1], parts[2]
+        own.setdefault(clade, {})
+        parent.setdefault(clade, None)
+        if gene == "clade":
+            parent[clade] = site
+        elif gene == "nuc" and len(parts) >= 4:
+            own[clade][int(site)] = parts[3].strip().upper()
+    display = {}
+    for line in display_yml.splitlines():
+        if ":" in line and not line.lstrip().startswith("#"):
+            k, v = line.split(":", 1)
+            display[k.strip().strip("'\"")] = v.strip().strip("'\"")
+    for c in own:
+        display.setdefault(c, c)
+    return CladeDefinitions(parent, own, display)
+
+
+@functools.lru_cache(maxsize=1)
+def load_clade_definitions() -> CladeDefinitions:
+    """The shipped Nextstrain clade definitions (cached)."""
+    tsv = data_path("definitions", "nextstrain_clades.tsv").read_text()
+    yml = data_path("definitions", "nextstrain_clade_display_names.yml").read_text()
+    return parse_clade_definitions(tsv, yml)
+
+
+# --------------------------------------------------------------------------------------------
+# Mutation records
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NucMutation:
+    """A nucleotide mutation in genome coordinates (see the module docstring for names)."""
+
+    kind: str  # "sub", "del" or "ins"
+    pos: int  # genome 1-based: substituted / first deleted base / base after which inserted
+    ref: str  # reference base(s) ("" for insertions)
+    alt: str  # query base(s) ("" for deletions)
+    name: str
+    aa_pos: int | None = None  # spike residue of the codon holding ``pos`` (None outside S)
+    domain: str | None = None  # fine spike domain (e.g. "RBD")
+    coarse_domain: str | None = None  # SP / S1 / S2
+    aa: str | None = None  # the spike amino-acid change it causes, e.g. "N501Y" (None if none)
+    defining_clades: tuple[str, ...] = ()
+
+    @property
+    def in_spike(self) -> bool:
+        return self.aa_pos is not None
+
+
+@dataclass(frozen=True)
+class AaMutation:
+    """A spike amino-acid change, 1-based residue numbers."""
+
+    kind: str  # "sub", "del", "ins", "fs" (frameshift) or "stop"
+    pos: int  # residue (for insertions: the residue after which)
+    ref: str
+    alt: str
+    name: str  # "N501Y", "H69-", "ins214EPE", "F157fs", "Q1071*"
+    domain: str | None = None
+    coarse_domain: str | None = None
+    nuc: tuple[str, ...] = ()  # underlying nucleotide mutation names
+    defining_clades: tuple[str, ...] = ()
+
+
+@dataclass
+class MutationReport:
+    """All mutations of one sequence: genome-wide nucleotide changes (spike-only when only a spike
+    cut was available), spike amino-acid changes, and ambiguous spike positions."""
+
+    nucleotide: list[NucMutation]
+    amino_acid: list[AaMutation]
+    spike_only: bool  # True when only the spike was examined
+    ambiguous_spike_positions: list[int] = field(default_factory=list)  # genome 1-based
+
+    @property
+    def spike_nucleotide(self) -> list[NucMutation]:
+        return [m for m in self.nucleotide if m.in_spike]
+
+    def nuc_names(self, spike_only: bool = False) -> list[str]:
+        return [m.name for m in (self.spike_nucleotide if spike_only else self.nucleotide)]
+
+    def aa_names(self, grouped: bool = True) -> list[str]:
+        """Spike amino-acid names in order; with ``grouped`` consecutive deleted residues become
+        one ``del69-70`` entry, otherwise one ``H69-`` entry per residue."""
+        if not grouped:
+            return [m.name for m in self.amino_acid]
+        out: list[str] = []
+        run: list[int] = []
+
+        def flush() -> None:
+            if run:
+                out.append(f"del{run[0]}" if len(run) == 1 else f"del{run[0]}-{run[-1]}")
+                run.clear()
+
+        for m in self.amino_acid:
+            if m.kind == "del":
+                if run and m.pos != run[-1] + 1:
+                    flush()
+                run.append(m.pos)
+            else:
+                flush()
+                out.append(m.name)
+        flush()
+        return out
+
+    def has(self, name: str) -> bool:
+        """True if a nucleotide or amino-acid mutation of that name is present (either style)."""
+        return name in self._names
+
+    @functools.cached_property
+    def _names(self) -> frozenset[str]:
+        return frozenset(self.nuc_names()) | frozenset(self.aa_names(True)) | frozenset(self.aa_names(False))
+
+
+def _dom(aa: int | None) -> tuple[str | None, str | None]:
+    if aa is None or not 1 <= aa <= SPIKE_AA_LEN:
+        return None, None
+    d = domain_of_aa(aa)
+    return d.fine, d.coarse
+
+
+def sub_name(pos: int, alt: str) -> str:
+    """``A23063T`` for a substitution at genome ``pos``."""
+    return f"{reference_sequence()[pos - 1]}{pos}{alt}"
+
+
+def aa_effect_of_sub(pos: int, alt: str) -> str | None:
+    """Spike amino-acid change of one substitution on the reference background (``None`` if
+    synonymous or outside the spike CDS): ``aa_effect_of_sub(23063, "T") == "N501Y"``."""
+    aa = aa_of_genome_pos(pos)
+    if aa is None or aa > SPIKE_AA_LEN:
+        return None
+    spike = reference_spike()
+    off = pos - SPIKE_START
+    c0 = (aa - 1) * 3
+    codon = spike[c0 : c0 + 3]
+    mut = codon[: off - c0] + alt + codon[off - c0 + 1 :]
+    r, q = translate_codon(codon), translate_codon(mut)
+    return None if r == q else f"{r}{aa}{q}"
+
+
+_ACGT = np.frombuffer(b"ACGT", dtype=np.uint8)
+
+
+def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | None = None) -> MutationReport:
+    """Nucleotide and spike amino-acid mutations of an alignment (whole genome or spike cut)."""
+    defs = defs or load_clade_definitions()
+    ref = reference_sequence()
+    if isinstance(aln, GenomeAlignment):
+        cut = cut_spike(aln)
+        text, offset, spike_only = aln.aligned, 1, False
+        dels, inss = aln.deletions, aln.insertions
+    else:
+        cut = aln
+        text, offset, spike_only = aln.aligned, SPIKE_START, True
+        dels, inss = aln.deletions, aln.insertions
+    q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    r = np.frombuffer(ref[offset - 1 : offset - 1 + len(text)].encode("ascii"), dtype=np.uint8)
+    idx = np.flatnonzero((q != r) & np.isin(q, _ACGT))
+
+    aa_list, codon_aa = _spike_aa_mutations(cut, defs)
+    nuc: list[NucMutation] = []
+    for i in idx.tolist():
+        pos = i + offset
+        alt = chr(q[i])
+        aa = aa_of_genome_pos(pos)
+        aa = aa if aa is not None and aa <= SPIKE_AA_LEN else None
+        fine, coarse = _dom(aa)
+        nuc.append(NucMutation("sub", pos, chr(r[i]), alt, f"{chr(r[i])}{pos}{alt}", aa, fine, coarse,
+                               codon_aa.get(aa), defs.defining_clades(pos, alt)))
+    for p, n in dels:
+        aa = aa_of_genome_pos(p)
+        aa = aa if aa is not None and aa <= SPIKE_AA_LEN else None
+        fine, coarse = _dom(aa)
+        name = f"del{p}" if n == 1 else f"del{p}-{p + n - 1}"
+        nuc.append(NucMutation("del", p, ref[p - 1 : p - 1 + n], "", name, aa, fine, coarse, codon_aa.get(aa)))
+    for p, b in inss:
+        aa = aa_of_genome_pos(p) if SPIKE_START <= p < SPIKE_END else None
+        fine, coarse = _dom(aa)
+        nuc.append(NucMutation("ins", p, "", b, f"ins{p}:{b}", aa, fine, coarse, codon_aa.get(aa)))
+    nuc.sort(key=lambda m: (m.pos, m.kind))
+
+    # attach nucleotide names to amino-acid changes
+    by_codon: dict[int, list[str]] = {}
+    for m in nuc:
+        if m.aa_pos is not None:
+            last = m.pos + max(len(m.ref), 1) - 1 if m.kind == "del" else m.pos
+            for a in range(m.aa_pos, (aa_of_genome_pos(min(last, SPIKE_END)) or m.aa_pos) + 1):
+                by_codon.setdefault(a, []).append(m.name)
+    aa_full = []
+    for m in aa_list:
+        names = tuple(by_codon.get(m.pos, ()))
+        clades = tuple(sorted({c for n in names for c in _clades_of_name(n, defs)}))
+        aa_full.append(AaMutation(m.kind, m.pos, m.ref, m.alt, m.name, m.domain, m.coarse_domain, names, clades))
+
+    s_text = cut.aligned
+    amb = [SPIKE_START + i for i, c in enumerate(s_text) if c not in "ACGTN-"] if not _plain(s_text) else []
+    return MutationReport(nuc, aa_full, spike_only, amb)
+
+
+def _plain(s: str) -> bool:
+    return not s.strip("ACGTN-")
+
+
+def _clades_of_name(name: str, defs: CladeDefinitions) -> tuple[str, ...]:
+    if name[:1] in "ACGT" and name[-1:] in "ACGT" and name[1:-1].isdigit():
+        return defs.defining_clades(int(name[1:-1]), name[-1])
+    return ()
+
+
+def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions) -> tuple[list[AaMutation], dict[int, str]]:
+    """Spike amino-acid changes of a cut, and ``{residue: name}`` of the change at each residue."""
+    s = cut.aligned
+    ref_s = reference_spike()
+    prot = reference_spike_protein()
+    handled: set[int] = set()  # 0-based codon indices dealt with by indel logic
+    out: list[AaMutation] = []
+
+    def add(kind: str, pos: int, ref_aa: str, alt: str, name: str) -> None:
+        fine, coarse = _dom(pos)
+        out.append(AaMutation(kind, pos, ref_aa, alt, name, fine, coarse))
+
+    for p, n in cut.deletions:
+        s0 = p - SPIKE_START
+        e0 = s0 + n
+        cs, ce = s0 // 3, min(-(-e0 // 3), SPIKE_AA_LEN)
+        if cs >= SPIKE_AA_LEN:
+            continue
+        if n % 3:
+            add("fs", cs + 1, prot[cs], "fs", f"{prot[cs]}{cs + 1}fs")
+            handled.update(range(cs, ce))
+            continue
+        k = n // 3
+        region = s[3 * cs : 3 * ce]
+        qbases = region.replace("-", "")
+        m = ce - cs
+        if len(qbases) != 3 * (m - k):  # another indel in the same codons: name per codon
+            continue
+        q_aas = translate(qbases)
+        r_aas = prot[cs:ce]
+        best_j, best_mm = 0, None
+        for j in range(0, m - k + 1):
+            rest = r_aas[:j] + r_aas[j + k :]
+            mm = sum(1 for a, b in zip(rest, q_aas) if a != b and b != "X")
+            if best_mm is None or mm < best_mm:
+                best_j, best_mm = j, mm
+        rest_idx = [cs + i for i in range(m) if not best_j <= i < best_j + k]
+        for i in range(cs + best_j, cs + best_j + k):
+            add("del", i + 1, prot[i], "-", f"{prot[i]}{i + 1}-")
+        for ci, qa in zip(rest_idx, q_aas):
+            if qa not in ("X", prot[ci]):
+                kind = "stop" if qa == "*" else "sub"
+                add(kind, ci + 1, prot[ci], qa, f"{prot[ci]}{ci + 1}{qa}")
+        handled.update(range(cs, ce))
+
+    for p, b in cut.insertions:
+        o = p - SPIKE_START  # 0-based spike offset of the base before the insertion
+        L = len(b)
+        c = o // 3
+        if c >= SPIKE_AA_LEN:
+            continue
+        if L % 3:
+            add("fs", c + 1, prot[c], "fs", f"{prot[c]}{c + 1}fs")
+            handled.add(c)
+            continue
+        if (o + 1) % 3 == 0:  # between codons c and c+1
+            add("ins", c + 1, "", translate(b), f"ins{c + 1}{translate(b)}")
+            continue
+        codon = s[3 * c : 3 * c + 3]
+        cut_at = o % 3 + 1
+        aas = translate(codon[:cut_at] + b + codon[cut_at:])
+        r = prot[c]
+        if aas[0] == r:
+            add("ins", c + 1, "", aas[1:], f"ins{c + 1}{aas[1:]}")
+        elif aas[-1] == r:
+            add("ins", c, "", aas[:-1], f"ins{c}{aas[:-1]}")
+        else:
+            if aas[0] != "X":
+                add("stop" if aas[0] == "*" else "sub", c + 1, r, aas[0], f"{r}{c + 1}{aas[0]}")
+            add("ins", c + 1, "", aas[1:], f"ins{c + 1}{aas[1:]}")
+        handled.add(c)
+
+    # plain codon substitutions (vectorised pre-filter on differing codons)
+    q = np.frombuffer(s[: 3 * SPIKE_AA_LEN].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
+    rr = np.frombuffer(ref_s[: 3 * SPIKE_AA_LEN].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
+    diff = np.flatnonzero((q != rr).any(axis=1) & ~(q == ord("N")).any(axis=1))
+    for c in diff.tolist():
+        if c in handled:
+            continue
+        codon = s[3 * c : 3 * c + 3]
+        if "-" in codon:
+            continue  # part of a deletion already named
+        qa = translate_codon(codon)
+        if qa in ("X", prot[c]):
+            continue
+        kind = "stop" if qa == "*" else "sub"
+        add(kind, c + 1, prot[c], qa, f"{prot[c]}{c + 1}{qa}")
+
+    order = {"del": 0, "sub": 1, "stop": 1, "fs": 1, "ins": 2}
+    out.sort(key=lambda m: (m.pos, order[m.kind]))
+    codon_aa: dict[int, str] = {}
+    for m in out:
+        if m.kind != "ins":
+            codon_aa.setdefault(m.pos, m.name)
+    return out, codon_aa
+
+
+# --------------------------------------------------------------------------------------------
+# Class-level helpers
+# --------------------------------------------------------------------------------------------
+
+#: Spike marker of the GISAID clade GH (D614G). The gh class ("pre-VOC") spans 19A/19B, which lack
+#: it, so the intersection of its clades is empty; the UI uses GH's marker instead.
+GH_SPIKE_MARKERS: tuple[tuple[int, str], ...] = ((23403, "G"),)
+
+
+def _nuc_from_site(pos: int, alt: str, defs: CladeDefinitions) -> NucMutation:
+    aa = aa_of_genome_pos(pos)
+    aa = aa if aa is not None and aa <= SPIKE_AA_LEN else None
+    fine, coarse = _dom(aa)
+    ref = reference_sequence()[pos - 1]
+    return NucMutation("sub", pos, ref, alt, f"{ref}{pos}{alt}", aa, fine, coarse,
+                       aa_effect_of_sub(pos, alt), defs.defining_clades(pos, alt))
+
+
+def class_defining_mutations(cls: str, clade: str | None = None, mode: str = "core",
+                             defs: CladeDefinitions | None = None) -> list[NucMutation]:
+    """Spike nucleotide substitutions that define class ``cls``, for highlighting present/missing.
+
+    * ``clade`` given: that clade's inherited spike mutations (it must belong to ``cls``);
+    * ``mode="core"``: mutations shared by every clade of the class (its common ancestor's set,
+      e.g. lambda -> 21G: ..., L452Q, F490S ...); for ``gh`` GH's spike marker D614G;
+    * ``mode="union"``: mutations of any clade of the class (what a member *may* carry).
+    """
+    defs = defs or load_clade_definitions()
+    if clade is not None:
+        if clade_to_class(clade) != cls:
+            raise ValueError(f"clade {clade} is not in class {cls}")
+        sites = defs.mutations(clade, spike_only=True)
+    else:
+        clades = defs.clades_of_class(cls)
+        sets = [set(defs.mutations(c, spike_only=True).items()) for c in clades]
+        if mode == "union":
+            sites = dict(sorted(set().union(*sets)))
+        elif mode == "core":
+            if cls == "gh":
+                sites = dict(GH_SPIKE_MARKERS)
+            else:
+                sites = dict(sorted(set.intersection(*sets))) if sets else {}
+        else:
+            raise ValueError("mode must be 'core' or 'union'")
+    return [_nuc_from_site(p, b, defs) for p, b in sorted(sites.items())]
+
+
+#: Profile mutations at least this frequent in a class's training genomes count as expected.
+EXPECTED_MIN_FREQ = 0.2
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    """One row of the shipped spike profiles: a spike mutation and its frequency in a group of
+    real *training-split* genomes (see :func:`bertgeom.genome.dataset.spike_profiles`)."""
+
+    kind: str  # "sub", "del", "ins"
+    pos: int  # genome 1-based (as NucMutation)
+    ref: str
+    alt: str
+    name: str
+    aa: str
+    freq: float
+    n_genomes: int
+
+
+@functools.lru_cache(maxsize=1)
+def load_spike_profiles() -> dict[tuple[str, str], list[ProfileEntry]]:
+    """``{("class", "delta"): [...], ("clade", "21J"): [...]}`` from
+    ``definitions/spike_profiles_train.tsv`` (empty if the file is absent)."""
+    path = data_path("definitions", "spike_profiles_train.tsv")
+    out: dict[tuple[str, str], list[ProfileEntry]] = {}
+    if not path.exists():
+        return out
+    lines = path.read_text().splitlines()
+    head = lines[0].split("\t")
+    for line in lines[1:]:
+        r = dict(zip(head, line.split("\t")))
+        e = ProfileEntry(r["kind"], int(r["pos"]), r["ref"], r["alt"], r["mutation"], r.get("aa", ""),
+                         float(r["freq"]), int(r["n_genomes"]))
+        out.setdefault((r["group_type"], r["group"]), []).append(e)
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def class_expected_sites(cls: str) -> frozenset[tuple[int, str]]:
+    """``(pos, alt)`` of the spike substitutions expected in class ``cls``: those of any of its
+    clades in the definitions, plus those carried by at least :data:`EXPECTED_MIN_FREQ` of the
+    class's real training genomes (the definitions list few spike sites for e.g. Omicron)."""
+    defs = load_clade_definitions()
+    out: set[tuple[int, str]] = set()
+    for c in defs.clades_of_class(cls):
+        out.update(defs.mutations(c, spike_only=True).items())
+    for e in load_spike_profiles().get(("class", cls), []):
+        if e.kind == "sub" and e.freq >= EXPECTED_MIN_FREQ:
+            out.add((e.pos, e.alt))
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class CladeCall:
+    """Nearest clade by the definitions: ``matches``/``mismatches`` count defining sites where the
+    sequence has the clade's base / another base; ``missing`` sites are N or not covered."""
+
+    clade: str
+    cls: str
+    display: str
+    matches: int
+    mismatches: int
+    missing: int
+
+
+def nearest_clade(aln: GenomeAlignment | SpikeCut, classes: Iterable[str] | None = None,
+                  defs: CladeDefinitions | None = None) -> CladeCall:
+    """Best-matching clade (score = matches - 2 x mismatches; ties -> the shallower clade, so a
+    spike-only input is not credited with a descendant it cannot be told apart from)."""
+    defs = defs or load_clade_definitions()
+    if isinstance(aln, GenomeAlignment):
+        text, offset = aln.aligned, 1
+    else:
+        text, offset = aln.aligned, SPIKE_START
+    allowed = set(classes) if classes is not None else None
+    best = None
+    for c in defs.clades:
+        cls = clade_to_class(c)
+        if allowed is not None and cls not in allowed:
+            continue
+        m = mm = miss = 0
+        for p, b in defs.inherited(c).items():
+            i = p - offset
+            base = text[i] if 0 <= i < len(text) else "N"
+            if base not in "ACGT":
+                miss += 1
+            elif base == b:
+                m += 1
+            else:
+                mm += 1
+        key = (m - 2 * mm, -len(defs.inherited(c)))
+        if best is None or key > best[0]:
+            best = (key, CladeCall(c, cls, defs.display.get(c, c), m, mm, miss))
+    if best is None:
+        raise ValueError("no clade in the requested classes")
+    return best[1]
+
+
+def spike_sites_of(aligned_spike: str, sites: Iterable[tuple[int, str]]) -> dict[str, str]:
+    """For UI highlighting: each defining ``(pos, alt)`` -> "present", "absent" or "missing" (N/gap)."""
+    out = {}
+    ref = reference_sequence()
+    for p, b in sites:
+        base = aligned_spike[p - SPIKE_START] if SPIKE_START <= p <= SPIKE_END else "N"
+        name = f"{ref[p - 1]}{p}{b}"
+        out[name] = "present" if base == b else ("missing" if base not in "ACGT" else "absent")
+    return out
+
+
+__all__ = [
+    "AaMutation", "CladeCall", "CladeDefinitions", "MutationReport", "NucMutation", "GH_SPIKE_MARKERS",
+    "aa_effect_of_sub", "call_mutations", "class_defining_mutations", "class_expected_sites",
+    "load_clade_definitions", "load_spike_profiles", "ProfileEntry", "EXPECTED_MIN_FREQ", "nearest_clade", "parse_clade_definitions", "spike_sites_of", "sub_name",
+]  # fmt: skip

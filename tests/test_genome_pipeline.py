@@ -1,0 +1,112 @@
+"""analyse_sequence end to end, the shipped data, and the held-out split."""
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bertgeom.genome.classes import CLASSES, label_to_class
+from bertgeom.genome.dataset import (
+    load_demo_genomes,
+    load_dev_genomes,
+    load_validation_small,
+    read_labels,
+    split_real_genomes,
+)
+from bertgeom.genome.fasta import RecordError, SequenceRecord
+from bertgeom.genome.kmers import KmerVocab
+from bertgeom.genome.pipeline import analyse_many, analyse_sequence
+from bertgeom.genome.reference import data_path, reference_spike
+
+SHARED = Path("/work/shared/data/genomes")
+needs_shared = pytest.mark.skipif(not (SHARED / "open_genomes_dev_labels.tsv").exists(), reason="developer data absent")
+
+
+def test_analyse_demo_genome():
+    rec, meta = load_demo_genomes()[1]
+    vocab = KmerVocab.build([reference_spike()])
+    res = analyse_sequence(rec, vocab=vocab)
+    assert res.ok and res.error is None
+    assert res.clade.cls == meta["class"] == "lambda"
+    assert res.qc.verdict == "pass"
+    assert len(res.kmers) == 425 and res.token_ids.shape == (512,) and 0 < res.unk_rate < 1
+    assert "L452Q" in res.mutations.aa_names()
+    paper = analyse_sequence(rec, representation="paper")
+    assert len(paper.model_input) == 3822 - 21  # Lambda's 21-nt deletion removed
+
+
+@pytest.mark.parametrize("bad", ["", "MFVFLVLLPLVSSQCVNLTTRTQLPP", "ACGT", "ACGTTGCA" * 200, b"\x00\x01"])
+def test_never_raises(bad):
+    res = analyse_sequence(bad if isinstance(bad, str) else bad.decode("latin-1"))
+    assert not res.ok and res.error and res.error.endswith(".")
+
+
+def test_not_covering_spike_and_record_error():
+    from bertgeom.genome.reference import reference_sequence
+
+    res = analyse_sequence(SequenceRecord("orf1", reference_sequence()[1000:5000], []))
+    assert not res.ok and "spike" in res.error
+    out = list(analyse_many([RecordError("x", 0, "Record 'x' contains no sequence.")]))
+    assert out[0].error == "Record 'x' contains no sequence."
+
+
+def test_shipped_files_small_and_consistent():
+    files = [p for sub in ("genomes", "definitions", "reference") for p in data_path(sub).iterdir() if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < 1_000_000
+    demo = load_demo_genomes()
+    assert [m["class"] for _, m in demo] == list(CLASSES)
+    small = load_validation_small()
+    counts = {c: sum(m["class"] == c for _, m in small) for c in CLASSES}
+    assert all(1 <= n <= 5 for n in counts.values())
+
+
+def test_split_rules_on_toy_rows():
+    rows = [{"name": f"a{i}", "label": "Alpha"} for i in range(7)] + [{"name": f"g{i}", "label": "other_preVOC"} for i in range(4)]
+    rows += [{"name": "u", "label": "unassigned"}]
+    tr, va = split_real_genomes(rows)
+    assert len([n for n in tr if n.startswith("a")]) == 3 and len([n for n in tr if n.startswith("g")]) == 2
+    assert "u" not in tr + va and not set(tr) & set(va)
+    assert split_real_genomes(list(reversed(rows))) == (tr, va)  # independent of row order
+    assert split_real_genomes(rows, seed=1) != (tr, va)
+    pd = pytest.importorskip("pandas")
+    assert split_real_genomes(pd.DataFrame(rows)) == (tr, va)
+
+
+@needs_shared
+def test_shipped_genomes_are_held_out():
+    labels = read_labels(SHARED / "open_genomes_dev_labels.tsv")
+    split = split_real_genomes(labels)
+    val = set(split.validation)
+    by_cls = {}
+    for r in labels:
+        by_cls.setdefault(label_to_class(r["label"]), []).append(r["name"])
+    assert set(by_cls) == set(CLASSES) | {None}
+    for cls, names in by_cls.items():
+        n_train = sum(n in set(split.train) for n in names)
+        assert n_train == (len(names) // 2 if cls else 0)
+    assert {r.name for r, _ in load_validation_small()} <= val
+    assert {r.name for r, _ in load_demo_genomes()} <= val
+
+
+@needs_shared
+def test_load_dev_genomes():
+    g = load_dev_genomes(SHARED / "open_genomes_dev.fasta.xz", SHARED / "open_genomes_dev_labels.tsv")
+    assert len(g) == 567 and {x.cls for x in g} == set(CLASSES) | {None}
+    assert all(len(x.sequence) > 28000 for x in g)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(alphabet="ACGTNacgtnRY>\n -", max_size=400))
+def test_fuzz_pipeline_never_raises(text):
+    res = analyse_sequence(text)
+    assert res.ok or res.error
+
+
+def test_no_streamlit_import():
+    import subprocess
+    import sys
+
+    code = "import sys, bertgeom.genome.pipeline, bertgeom.genome.synth, bertgeom.genome.dataset; print('streamlit' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
