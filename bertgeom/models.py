@@ -318,6 +318,23 @@ def register_loader(name: str, fn) -> None:
     _LOADERS[name] = fn
 
 
+def _load_variant(spec: ModelSpec) -> LoadedModel:
+    from bertgeom.variant import load_variant
+
+    return load_variant(spec)
+
+
+_LOADERS["variant"] = _load_variant
+
+
+def _register_shipped_variant_model() -> None:
+    """Make the shipped SARS-CoV-2 variant model the default when its weights are present."""
+    from bertgeom.variant import VARIANT_DIR, variant_spec
+
+    if (VARIANT_DIR / "model.safetensors").is_file():
+        register(variant_spec(), first=True)
+
+
 def load_model(model: str | ModelSpec) -> LoadedModel:
     """Load a model by registry id, hub id, local directory or spec (see module docstring)."""
     spec = model if isinstance(model, ModelSpec) else resolve_spec(model)
@@ -326,3 +343,6 @@ def load_model(model: str | ModelSpec) -> LoadedModel:
     if loader is None:
         raise ModelLoadError(f"Model '{spec.id}' needs the '{spec.loader}' loader, which is not available.")
     return loader(spec)
+
+
+_register_shipped_variant_model()

@@ -38,3 +38,19 @@ def minilm():
     from bertgeom.models import load_model
 
     return load_model("minilm-l6")
+
+
+@pytest.fixture(scope="session")
+def tiny_variant_dir(tmp_path_factory):
+    """A random 2-layer variant-shaped model (k-mer vocabulary, 8 classes) saved like the shipped one."""
+    from bertgeom.variant import build_tiny_variant_model
+
+    return build_tiny_variant_model(tmp_path_factory.mktemp("tiny_variant"))
+
+
+@pytest.fixture(scope="session")
+def tiny_variant(tiny_variant_dir):
+    from bertgeom.models import load_model
+    from bertgeom.variant import variant_spec
+
+    return load_model(variant_spec(tiny_variant_dir))

@@ -1,0 +1,174 @@
+"""The SARS-CoV-2 variant model of the case study: loading, input encoding, prediction.
+
+The shipped model (``bertgeom/data/variant_model/``) is a 6 x 12-head BERT initialised from
+the bundled MiniLM, whose English vocabulary was replaced by the spike 12-mers of its
+training set (stride 9), fine-tuned end to end on 8 classes (paper_spec §3). Files:
+``config.json`` (a BertConfig), ``model.safetensors`` (fp16), ``kmer_vocab.json`` and
+``MODEL_CARD.md``. :func:`load_variant` reads them without the hub and without pickle.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from bertgeom.genome.classes import CLASSES
+from bertgeom.models import LoadedModel, ModelLoadError, ModelSpec, _finish, _hash_file
+from bertgeom.trace import EncodedInput, InputError
+
+VARIANT_DIR = Path(__file__).resolve().parent.parent / "data" / "variant_model"
+VARIANT_MODEL_ID = "sars-cov-2-variant"
+
+#: Largest paste the genome box accepts (about 60 full genomes).
+MAX_GENOME_INPUT_BYTES = 2_000_000
+
+
+def variant_spec(path: Path = VARIANT_DIR) -> ModelSpec:
+    """Spec of a variant model stored in ``path`` (the shipped one by default)."""
+    return ModelSpec(
+        id=VARIANT_MODEL_ID if path == VARIANT_DIR else str(path),
+        display_name="SARS-CoV-2 variant BERT (spike 12-mers)",
+        loader="variant",
+        input_kind="spike",
+        source=str(path),
+        labels=CLASSES,
+        description=(
+            "A 6-layer x 12-head BERT fine-tuned from MiniLM on spike-gene 12-mers (stride 9) to tell "
+            "8 SARS-CoV-2 classes apart (gh = pre-VOC, lambda, mu, alpha, beta, delta, gamma, omicron); "
+            "trained on open data only (see its model card)."
+        ),
+        licence="Apache-2.0 (derived from MiniLM); training data: open INSDC genomes via Nextstrain (MIT)",
+    )
+
+
+def save_variant_model(model, vocab, path: Path, *, extra_config: dict | None = None) -> None:
+    """Write a variant model directory: config.json, fp16 safetensors, k-mer vocabulary."""
+    from safetensors.torch import save_file
+
+    path.mkdir(parents=True, exist_ok=True)
+    cfg = model.config.to_dict()
+    cfg.update(extra_config or {})
+    (path / "config.json").write_text(json.dumps(cfg, indent=1, sort_keys=True))
+    state = {k: v.detach().to("cpu").half().contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt", "dtype": "float16"})
+    vocab.save(path / "kmer_vocab.json")
+
+
+def build_variant_model(config_dict: dict):
+    """An empty ``BertForSequenceClassification`` for a variant config (eager attention)."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(**{k: v for k, v in config_dict.items() if k not in ("architectures", "transformers_version")})
+    config._attn_implementation = "eager"
+    return BertForSequenceClassification(config)
+
+
+def load_variant(spec: ModelSpec) -> LoadedModel:
+    """Load a variant model directory (config.json + model.safetensors + kmer_vocab.json)."""
+    from safetensors.torch import load_file
+
+    from bertgeom.genome.kmers import KmerVocab
+
+    path = Path(spec.source)
+    needed = ["config.json", "model.safetensors", "kmer_vocab.json"]
+    missing = [n for n in needed if not (path / n).is_file()]
+    if missing:
+        raise ModelLoadError(f"The variant model at '{path}' is incomplete (missing {', '.join(missing)}).")
+    config = json.loads((path / "config.json").read_text())
+    model = build_variant_model(config)
+    state = {k: v.float() for k, v in load_file(str(path / "model.safetensors")).items()}
+    result = model.load_state_dict(state, strict=False)
+    real_missing = [k for k in result.missing_keys if not k.endswith("position_ids")]
+    if real_missing or result.unexpected_keys:
+        raise ModelLoadError(f"The variant model at '{path}' does not match its config.json.")
+    vocab = KmerVocab.load(path / "kmer_vocab.json")
+    if len(vocab) != model.config.vocab_size:
+        raise ModelLoadError(f"The variant model at '{path}' has a vocabulary that does not match its weights.")
+    labels = tuple(model.config.id2label[i] for i in range(model.config.num_labels))
+    spec = ModelSpec(**{**spec.__dict__, "labels": labels})
+    return LoadedModel(spec, _finish(model), vocab, _hash_file(path / "model.safetensors"),
+                       extra={"card": _read(path / "MODEL_CARD.md"), "metrics": _read_json(path / "metrics.json")})
+
+
+def _read(p: Path) -> str:
+    return p.read_text(encoding="utf-8") if p.is_file() else ""
+
+
+def _read_json(p: Path) -> dict:
+    return json.loads(p.read_text()) if p.is_file() else {}
+
+
+def encoded_from_analysis(analysis, vocab, key: str) -> EncodedInput:
+    """Model input for one analysed genome (:class:`~bertgeom.genome.pipeline.GenomeAnalysis`)."""
+    from bertgeom.genome.kmers import SEP_ID, token_axis
+
+    ids = np.asarray(analysis.token_ids, dtype=np.int64)
+    end = int(np.flatnonzero(ids == SEP_ID)[0]) + 1
+    ids = ids[:end]
+    axis = token_axis(end - 2)
+    tokens = vocab.decode(ids)
+    spans = np.stack([axis.nt_start, axis.nt_end], axis=1).astype(np.int64)
+    n = len(ids)
+    is_cls = np.zeros(n, bool)
+    is_cls[0] = True
+    is_sep = np.zeros(n, bool)
+    is_sep[-1] = True
+    notes = list(analysis.notes)
+    if analysis.unk_rate:
+        notes.append(
+            f"{analysis.unk_rate:.1%} of the k-mers were never seen in training and read as [UNK]."
+        )
+    labels = [str(x) for x in axis.label]
+    return EncodedInput(key, ids, tokens, spans, "nt", is_cls, is_sep, np.zeros(n, bool), notes,
+                        axis_labels=labels, extra={"analysis": analysis, "domains": [str(d) for d in axis.domain]})
+
+
+def encode_genome_input(loaded: LoadedModel, text: str) -> EncodedInput:
+    """Parse pasted FASTA / bare sequence, align, cut the spike and tokenise it (first record)."""
+    from bertgeom.genome.fasta import SequenceInputError, parse_sequences
+    from bertgeom.genome.pipeline import analyse_sequence
+
+    key = (text or "").strip()
+    if not key:
+        raise InputError("The input is empty: paste a SARS-CoV-2 genome or spike sequence, or pick an example.")
+    try:
+        records = parse_sequences(key, max_bytes=MAX_GENOME_INPUT_BYTES)
+    except SequenceInputError as exc:
+        raise InputError(str(exc)) from None
+    analysis = analyse_sequence(records[0], vocab=loaded.tokenizer)
+    if analysis.error:
+        raise InputError(analysis.error)
+    enc = encoded_from_analysis(analysis, loaded.tokenizer, key)
+    if len(records) > 1:
+        enc.notes.insert(0, f"The input holds {len(records)} records; this view shows the first, '{records[0].name}'.")
+    return enc
+
+
+def build_tiny_variant_model(path: Path, *, seed: int = 0, layers: int = 2, heads: int = 4, hidden: int = 32) -> Path:
+    """A small *random* variant-shaped model (k-mer vocabulary of the shipped demo and
+    validation genomes, 8 classes) saved like the real one: for tests and demos of the
+    spike code paths when the trained model is not wanted."""
+    import torch
+
+    from bertgeom.genome.dataset import load_demo_genomes, load_validation_small
+    from bertgeom.genome.kmers import KmerVocab
+    from bertgeom.genome.pipeline import analyse_sequence
+
+    spikes = []
+    for rec, _meta in load_demo_genomes() + load_validation_small():
+        a = analyse_sequence(rec)
+        if a.ok:
+            spikes.append(a.model_input)
+    vocab = KmerVocab.build(spikes)
+    config = {
+        "vocab_size": len(vocab), "hidden_size": hidden, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "intermediate_size": hidden * 4, "max_position_embeddings": 512,
+        "num_labels": len(CLASSES), "id2label": {i: c for i, c in enumerate(CLASSES)},
+        "label2id": {c: i for i, c in enumerate(CLASSES)}, "pad_token_id": 0,
+    }
+    torch.manual_seed(seed)
+    model = build_variant_model(config)
+    save_variant_model(model, vocab, Path(path))
+    return Path(path)
