@@ -115,6 +115,11 @@ def resolve_spec(model_id: str) -> ModelSpec:
         raise ModelLoadError("No model was given: pick one of " + ", ".join(REGISTRY) + ".")
     if model_id in REGISTRY:
         return REGISTRY[model_id]
+    local = Path(model_id).expanduser()
+    if (local / "kmer_vocab.json").is_file():  # a variant-model directory (ours, k-mer vocabulary)
+        from bertgeom.variant import variant_spec
+
+        return variant_spec(local)
     return ModelSpec(
         id=model_id,
         display_name=model_id,

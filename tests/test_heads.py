@@ -97,7 +97,7 @@ def test_chunking_and_threads_do_not_change_results():
 @given(
     T=st.integers(4, 14),
     seed=st.integers(0, 10_000),
-    scale=st.sampled_from([0.5, 2.0, 6.0]),
+    scale=st.sampled_from([0.5, 2.0, 6.0, 20.0]),
     rows=st.sampled_from(["content", "all"]),
     w=st.integers(1, 3),
     data=st.data(),
