@@ -52,8 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _variant_commands(sub) -> None:
+    from bertgeom.variant.cli import register
+
+    register(sub)
+
+
 #: Functions ``f(subparsers)`` that add more commands (train, evaluate, classify, ...).
-_EXTRA_COMMANDS: list = []
+_EXTRA_COMMANDS: list = [_variant_commands]
 
 
 def main(argv: list[str] | None = None) -> int:

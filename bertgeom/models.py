@@ -117,8 +117,6 @@ def resolve_spec(model_id: str) -> ModelSpec:
         return REGISTRY[model_id]
     local = Path(model_id).expanduser()
     if (local / "kmer_vocab.json").is_file():  # a variant-model directory (ours, k-mer vocabulary)
-        from bertgeom.variant import variant_spec
-
         return variant_spec(local)
     return ModelSpec(
         id=model_id,
@@ -332,10 +330,34 @@ def _load_variant(spec: ModelSpec) -> LoadedModel:
 _LOADERS["variant"] = _load_variant
 
 
+VARIANT_DIR = Path(__file__).resolve().parent / "data" / "variant_model"
+VARIANT_MODEL_ID = "sars-cov-2-variant"
+
+
+def variant_spec(path: Path = VARIANT_DIR) -> ModelSpec:
+    """Spec of a variant model stored in ``path`` (the shipped one by default)."""
+    from bertgeom.genome.classes import CLASSES
+
+    shipped = Path(path) == VARIANT_DIR
+    return ModelSpec(
+        id=VARIANT_MODEL_ID if shipped else str(path),
+        display_name="SARS-CoV-2 variant BERT (spike 12-mers)" if shipped else f"variant model at {path}",
+        loader="variant",
+        input_kind="spike",
+        source=str(path),
+        labels=CLASSES,
+        description=(
+            "A 6-layer x 12-head BERT fine-tuned from MiniLM on spike-gene 12-mers (stride 9) to tell "
+            "8 SARS-CoV-2 classes apart (gh = pre-VOC, lambda, mu, alpha, beta, delta, gamma, omicron); "
+            "trained on open data only (see its model card)."
+            if shipped else "A spike k-mer classifier stored in a local directory."
+        ),
+        licence="Apache-2.0 (derived from MiniLM); training data: open INSDC genomes via Nextstrain (MIT)",
+    )
+
+
 def _register_shipped_variant_model() -> None:
     """Make the shipped SARS-CoV-2 variant model the default when its weights are present."""
-    from bertgeom.variant import VARIANT_DIR, variant_spec
-
     if (VARIANT_DIR / "model.safetensors").is_file():
         register(variant_spec(), first=True)
 

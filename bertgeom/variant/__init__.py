@@ -15,32 +15,20 @@ from pathlib import Path
 import numpy as np
 
 from bertgeom.genome.classes import CLASSES
-from bertgeom.models import LoadedModel, ModelLoadError, ModelSpec, _finish, _hash_file
+from bertgeom.models import (  # noqa: F401 - re-exported
+    VARIANT_DIR,
+    VARIANT_MODEL_ID,
+    LoadedModel,
+    ModelLoadError,
+    ModelSpec,
+    _finish,
+    _hash_file,
+    variant_spec,
+)
 from bertgeom.trace import EncodedInput, InputError
-
-VARIANT_DIR = Path(__file__).resolve().parent.parent / "data" / "variant_model"
-VARIANT_MODEL_ID = "sars-cov-2-variant"
 
 #: Largest paste the genome box accepts (about 60 full genomes).
 MAX_GENOME_INPUT_BYTES = 2_000_000
-
-
-def variant_spec(path: Path = VARIANT_DIR) -> ModelSpec:
-    """Spec of a variant model stored in ``path`` (the shipped one by default)."""
-    return ModelSpec(
-        id=VARIANT_MODEL_ID if path == VARIANT_DIR else str(path),
-        display_name="SARS-CoV-2 variant BERT (spike 12-mers)",
-        loader="variant",
-        input_kind="spike",
-        source=str(path),
-        labels=CLASSES,
-        description=(
-            "A 6-layer x 12-head BERT fine-tuned from MiniLM on spike-gene 12-mers (stride 9) to tell "
-            "8 SARS-CoV-2 classes apart (gh = pre-VOC, lambda, mu, alpha, beta, delta, gamma, omicron); "
-            "trained on open data only (see its model card)."
-        ),
-        licence="Apache-2.0 (derived from MiniLM); training data: open INSDC genomes via Nextstrain (MIT)",
-    )
 
 
 def save_variant_model(model, vocab, path: Path, *, extra_config: dict | None = None) -> None:
