@@ -1,0 +1,132 @@
+"""Why did the variant model predict this class? Token-level explanations and mutagenesis.
+
+* :func:`cls_attention_by_layer` — how much [CLS] attends to each token, per layer (mean
+  over heads of ``A[l, h, 0, :]``): where the classification token reads.
+* :func:`attention_rollout` — Abnar & Zuidema (2020): ``R = Â_L ... Â_1`` with
+  ``Â_l = 0.5 * mean_h A_l + 0.5 * I`` (rows renormalised); the [CLS] row of R.
+* :func:`integrated_gradients` — Sundararajan et al. (2017) on the input embeddings of the
+  k-mer tokens, baseline = the [PAD] embedding at every k-mer position ([CLS]/[SEP] kept),
+  Riemann (midpoint) sum over ``steps``; attribution = sum over the embedding dimension.
+* :func:`apply_changes` / :func:`probabilities_for_spike` — in-silico mutagenesis on the
+  aligned spike (reference coordinates, so a change never shifts other tokens).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from bertgeom.models import LoadedModel
+from bertgeom.trace import Trace
+
+
+def cls_attention_by_layer(trace: Trace) -> np.ndarray:
+    """``[L, T]``: mean over heads of the attention row of [CLS] (position 0), per layer."""
+    return trace.attentions[:, :, 0, :].mean(axis=1)
+
+
+def attention_rollout(trace: Trace, residual: float = 0.5) -> np.ndarray:
+    """``[L, T]``: the [CLS] row of the attention rollout after each layer (Abnar & Zuidema 2020)."""
+    a = trace.attentions.mean(axis=1).astype(np.float64)  # [L, T, T]
+    t = a.shape[-1]
+    eye = np.eye(t)
+    rolled = eye
+    rows = []
+    for layer in range(a.shape[0]):  # L matrix products: a handful, not a hot loop
+        m = residual * a[layer] + (1 - residual) * eye
+        m /= m.sum(axis=-1, keepdims=True)
+        rolled = m @ rolled
+        rows.append(rolled[0])
+    return np.stack(rows)
+
+
+def integrated_gradients(loaded: LoadedModel, input_ids: np.ndarray, target: int, *, steps: int = 16,
+                         batch_size: int = 8) -> np.ndarray:
+    """``[T]`` attribution of each token to the ``target`` logit (see module docstring).
+
+    Uses ``inputs_embeds`` with gradients on a detached copy; the shared model's parameters
+    are never touched (they do not require grad).
+    """
+    import torch
+
+    ids = torch.as_tensor(np.asarray(input_ids, dtype=np.int64))[None, :]
+    emb_layer = loaded.encoder.embeddings.word_embeddings
+    with torch.no_grad():
+        x = emb_layer(ids)[0]  # [T, D]
+        base = x.clone()
+        base[1:-1] = emb_layer.weight[0]  # [PAD] embedding at k-mer positions
+    alphas = (torch.arange(steps, dtype=torch.float32) + 0.5) / steps
+    mask = torch.ones((1, ids.shape[1]), dtype=torch.long)
+    total = torch.zeros_like(x)
+    for start in range(0, steps, batch_size):
+        a = alphas[start:start + batch_size][:, None, None]
+        path = (base[None] + a * (x - base)[None]).detach().requires_grad_(True)
+        out = loaded.model(inputs_embeds=path, attention_mask=mask.expand(path.shape[0], -1))
+        out.logits[:, target].sum().backward()
+        total += path.grad.sum(0)
+    attributions = ((x - base) * total / steps).sum(-1)
+    return attributions.detach().numpy()
+
+
+_NUC = re.compile(r"^([ACGT])?(\d+)([ACGTN-])$")
+
+
+@dataclass(frozen=True)
+class SpikeChange:
+    """A nucleotide change in genome coordinates: ``pos`` (1-based) becomes ``alt``."""
+
+    pos: int
+    alt: str
+
+    @property
+    def name(self) -> str:
+        from bertgeom.genome.reference import reference_sequence
+
+        return f"{reference_sequence()[self.pos - 1]}{self.pos}{self.alt}"
+
+
+def parse_change(text: str) -> SpikeChange:
+    """``A23063T`` / ``23063T`` -> :class:`SpikeChange`; must fall inside the spike."""
+    from bertgeom.genome.reference import SPIKE_END, SPIKE_START, reference_sequence
+
+    m = _NUC.match((text or "").strip().upper())
+    if not m:
+        raise ValueError(f"'{text}' is not a nucleotide change like A23063T.")
+    ref, pos, alt = m.group(1), int(m.group(2)), m.group(3)
+    if not SPIKE_START <= pos <= SPIKE_END:
+        raise ValueError(f"Position {pos} is outside the spike gene ({SPIKE_START}-{SPIKE_END}).")
+    if ref and reference_sequence()[pos - 1] != ref:
+        raise ValueError(f"The reference base at {pos} is {reference_sequence()[pos - 1]}, not {ref}.")
+    return SpikeChange(pos, alt)
+
+
+def apply_changes(aligned_spike: str, changes: list[SpikeChange]) -> str:
+    """The aligned spike with each change written at its reference coordinate."""
+    from bertgeom.genome.reference import SPIKE_START
+
+    chars = list(aligned_spike)
+    for c in changes:
+        chars[c.pos - SPIKE_START] = c.alt
+    return "".join(chars)
+
+
+def reversion_changes(aligned_spike: str, mutation) -> list[SpikeChange]:
+    """Changes that put a called spike mutation (a NucMutation) back to the reference."""
+    from bertgeom.genome.reference import reference_sequence
+
+    ref = reference_sequence()
+    if mutation.kind == "sub":
+        return [SpikeChange(mutation.pos, ref[mutation.pos - 1])]
+    if mutation.kind == "del":
+        return [SpikeChange(p, ref[p - 1]) for p in range(mutation.pos, mutation.pos + len(mutation.ref))]
+    return []  # insertions are not part of the tokenised spike
+
+
+def probabilities_for_spike(loaded: LoadedModel, aligned_spike: str) -> np.ndarray:
+    """Class probabilities ``[C]`` of an aligned spike (one forward pass, no attentions)."""
+    from bertgeom.variant.predict import _softmax, logits_for_ids
+
+    ids, _ = loaded.tokenizer.encode(aligned_spike, max_length=None)
+    return _softmax(logits_for_ids(loaded, ids[None, :]))[0]

@@ -1,0 +1,230 @@
+"""Batch classification of genomes and the evaluation report (CLI ``classify`` and ``evaluate``).
+
+:func:`classify_stream` reads any number of records lazily (parse -> align -> tokenise in
+the caller's process, forward passes batched), yielding one :class:`Prediction` per record;
+a bad record yields a row with its error, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bertgeom.models import LoadedModel
+
+
+@dataclass
+class Prediction:
+    """One classified record (``error`` set when it could not be classified)."""
+
+    name: str
+    predicted: str | None = None
+    probs: dict[str, float] = field(default_factory=dict)
+    qc: str = ""
+    qc_reasons: str = ""
+    n_mutations: int | None = None
+    unk_rate: float | None = None
+    error: str = ""
+
+    def row(self, labels: Iterable[str], model_version: str) -> dict:
+        """Flat CSV row: name, prediction, one probability column per class, QC, mutations, version."""
+        out = {"name": self.name, "predicted": self.predicted or "", "confidence": max(self.probs.values(), default="")}
+        for c in labels:
+            p = self.probs.get(c)
+            out[f"p_{c}"] = "" if p is None else round(p, 6)
+        out.update(qc=self.qc, qc_reasons=self.qc_reasons,
+                   n_mutations="" if self.n_mutations is None else self.n_mutations,
+                   unk_rate="" if self.unk_rate is None else round(self.unk_rate, 4),
+                   error=self.error, model_version=model_version)
+        return out
+
+
+def logits_for_ids(loaded: LoadedModel, ids: np.ndarray) -> np.ndarray:
+    """Logits ``[B, C]`` for a batch of padded id rows (PAD = 0), no attentions kept."""
+    import torch
+
+    batch = torch.from_numpy(np.ascontiguousarray(ids))
+    with torch.inference_mode():
+        out = loaded.model(input_ids=batch, attention_mask=(batch != 0).long())
+    return out.logits.float().numpy()
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int = 16) -> Iterator[Prediction]:
+    """Classify records (``SequenceRecord``/``RecordError``/str) lazily, in input order."""
+    from bertgeom.genome.pipeline import analyse_sequence
+
+    labels = loaded.labels
+    pending: list[tuple[Prediction, np.ndarray | None]] = []
+
+    def flush() -> Iterator[Prediction]:
+        rows = [ids for _, ids in pending if ids is not None]
+        if rows:
+            width = max(len(r) for r in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            for i, r in enumerate(rows):
+                ids[i, : len(r)] = r
+            probs = _softmax(logits_for_ids(loaded, ids))
+            k = 0
+            for pred, r in pending:
+                if r is not None:
+                    pred.probs = {c: float(p) for c, p in zip(labels, probs[k])}
+                    pred.predicted = labels[int(np.argmax(probs[k]))]
+                    k += 1
+        for pred, _ in pending:
+            yield pred
+        pending.clear()
+
+    for rec in records:
+        a = analyse_sequence(rec, vocab=loaded.tokenizer, max_length=loaded.max_tokens)
+        pred = Prediction(name=a.name)
+        ids = None
+        if a.error:
+            pred.error = a.error
+        else:
+            ids = np.asarray(a.token_ids)
+            ids = ids[: int(np.count_nonzero(ids))]  # drop padding: rows are re-padded per batch
+            pred.qc = a.qc.verdict if a.qc else ""
+            pred.qc_reasons = "; ".join(a.qc.reasons) if a.qc else ""
+            pred.n_mutations = len(a.mutations.nucleotide) if a.mutations else None
+            pred.unk_rate = a.unk_rate
+        pending.append((pred, ids))
+        if sum(i is not None for _, i in pending) >= batch_size:
+            yield from flush()
+    yield from flush()
+
+
+@dataclass
+class EvalReport:
+    """Metrics of one classifier on labelled genomes."""
+
+    name: str
+    accuracy: float
+    macro_f1: float
+    per_class: dict[str, dict[str, float]]
+    confusion: list[list[int]]
+    labels: list[str]
+    n: int
+
+    def table(self) -> str:
+        head = f"{'class':10s} {'precision':>9s} {'recall':>7s} {'f1':>6s} {'support':>7s}"
+        lines = [f"{self.name}: accuracy {self.accuracy:.4f}  macro-F1 {self.macro_f1:.4f}  (n = {self.n})", head]
+        for c in self.labels:
+            m = self.per_class[c]
+            lines.append(f"{c:10s} {m['precision']:9.3f} {m['recall']:7.3f} {m['f1']:6.3f} {int(m['support']):7d}")
+        lines.append("confusion (rows: true, columns: predicted) " + " ".join(f"{c[:5]:>5s}" for c in self.labels))
+        for c, row in zip(self.labels, self.confusion):
+            lines.append(f"{c:10s} " + " ".join(f"{v:5d}" for v in row))
+        return "\n".join(lines)
+
+
+def eval_report(name: str, y_true: list[str], y_pred: list[str], labels: list[str]) -> EvalReport:
+    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
+
+    p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
+    present = [lab for lab in labels if lab in set(y_true)]
+    return EvalReport(
+        name=name,
+        accuracy=float(accuracy_score(y_true, y_pred)),
+        macro_f1=float(f1_score(y_true, y_pred, labels=present, average="macro", zero_division=0)),
+        per_class={c: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]), "support": int(s[i])}
+                   for i, c in enumerate(labels)},
+        confusion=confusion_matrix(y_true, y_pred, labels=labels).tolist(),
+        labels=list(labels),
+        n=len(y_true),
+    )
+
+
+def kmer_count_matrix(vocab, spikes: list[str]):
+    """Sparse bag-of-k-mers counts ``[n, |vocab|]`` (the logistic-regression baseline's features)."""
+    from scipy.sparse import csr_matrix
+
+    ids, _ = vocab.encode_batch(spikes, max_length=None, add_special_tokens=False)
+    rows = np.repeat(np.arange(len(spikes)), ids.shape[1])
+    data = np.ones(ids.size, dtype=np.float32)
+    m = csr_matrix((data, (rows, ids.ravel())), shape=(len(spikes), len(vocab)))
+    m.sum_duplicates()
+    return m
+
+
+def train_kmer_baseline(vocab, spikes: list[str], classes: list[str], seed: int = 0):
+    """Logistic regression on k-mer counts (log1p), trained on the model's own training recipe."""
+    from sklearn.linear_model import LogisticRegression
+
+    x = kmer_count_matrix(vocab, spikes)
+    x.data = np.log1p(x.data)
+    clf = LogisticRegression(max_iter=2000, C=1.0, random_state=seed)
+    clf.fit(x, classes)
+    return clf
+
+
+def read_labels_tsv(path) -> dict[str, str]:
+    """``name`` -> class from a TSV with ``name`` and ``label`` (dataset labels) or ``class`` columns."""
+    import csv
+
+    from bertgeom.genome.classes import CLASSES, label_to_class
+
+    out = {}
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            raw = (row.get("class") or row.get("label") or "").strip()
+            cls = raw.lower() if raw.lower() in CLASSES else label_to_class(raw)
+            if row.get("name") and cls:
+                out[row["name"]] = cls
+    return out
+
+
+def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | None = None,
+             batch_size: int = 16, progress=None) -> dict:
+    """Model and k-mer logistic-regression baseline on labelled genomes; returns both reports.
+
+    The baseline is trained in the same run on the model's own training recipe (regenerated
+    from the seed and ``baseline_data``, the open developer set); without that data it is skipped.
+    """
+    from bertgeom.genome.fasta import RecordError, iter_fasta_file
+    from bertgeom.genome.pipeline import analyse_sequence
+
+    truth = read_labels_tsv(labels_tsv)
+    names, y_true, y_pred, spikes, skipped = [], [], [], [], []
+    records = [r for r in iter_fasta_file(fasta) if isinstance(r, RecordError) or r.name in truth]
+    for i, pred in enumerate(classify_stream(loaded, records, batch_size=batch_size)):
+        if progress:
+            progress(i + 1, len(records))
+        if pred.error or pred.name not in truth:
+            skipped.append((pred.name, pred.error or "no label"))
+            continue
+        names.append(pred.name)
+        y_true.append(truth[pred.name])
+        y_pred.append(pred.predicted)
+    labels = list(loaded.labels)
+    result = {"model": eval_report("BERT variant model", y_true, y_pred, labels), "skipped": skipped}
+    if baseline_data:
+        from pathlib import Path
+
+        from bertgeom.variant.train import TrainConfig, build_examples
+
+        cfg_dict = loaded.model.config.to_dict().get("bertgeom_train_config") or {}
+        cfg = TrainConfig(**{k: v for k, v in cfg_dict.items() if k in TrainConfig.__dataclass_fields__})
+        cfg.shared_data = str(Path(baseline_data))
+        examples, _ = build_examples(cfg)
+        clf = train_kmer_baseline(loaded.tokenizer, [e.spike for e in examples], [e.cls for e in examples])
+        rec_by_name = {r.name: r for r in records if not isinstance(r, RecordError)}
+        for n in names:
+            a = analyse_sequence(rec_by_name[n])
+            spikes.append(a.spike.aligned)
+        x = kmer_count_matrix(loaded.tokenizer, spikes)
+        x.data = np.log1p(x.data)
+        result["baseline"] = eval_report("k-mer count logistic regression", y_true, list(clf.predict(x)), labels)
+    return result
+
+
+def report_json(result: dict) -> str:
+    return json.dumps({k: (v.__dict__ if isinstance(v, EvalReport) else v) for k, v in result.items()}, indent=1)

@@ -1,0 +1,112 @@
+"""Explanations, mutagenesis and batch classification on the tiny random variant model."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bertgeom.genome.reference import SPIKE_START, reference_spike
+from bertgeom.inputsets import genome_set
+from bertgeom.trace import run_trace
+from bertgeom.variant.explain import (
+    SpikeChange,
+    apply_changes,
+    attention_rollout,
+    cls_attention_by_layer,
+    integrated_gradients,
+    parse_change,
+    probabilities_for_spike,
+)
+from bertgeom.variant.predict import classify_stream, eval_report
+
+
+@pytest.fixture(scope="module")
+def omicron_trace(tiny_variant):
+    return run_trace(tiny_variant, genome_set("demo")[-1].text)
+
+
+def test_cls_attention_and_rollout_are_distributions(omicron_trace):
+    cls = cls_attention_by_layer(omicron_trace)
+    roll = attention_rollout(omicron_trace)
+    assert cls.shape == roll.shape == (2, 427)
+    np.testing.assert_allclose(cls.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(roll.sum(-1), 1.0, atol=1e-8)
+
+
+def test_rollout_of_identity_attention_stays_on_cls(omicron_trace):
+    import copy
+
+    t = copy.copy(omicron_trace)
+    t.attentions = np.broadcast_to(np.eye(427, dtype=np.float32), omicron_trace.attentions.shape).copy()
+    roll = attention_rollout(t)
+    assert roll[-1, 0] == pytest.approx(1.0)
+
+
+def test_integrated_gradients_satisfy_completeness(tiny_variant, omicron_trace):
+    """Sum of attributions ~= f(input) - f(baseline) (IG's completeness axiom)."""
+    import torch
+
+    ids = omicron_trace.encoded.input_ids
+    target = int(np.argmax(omicron_trace.logits))
+    attr = integrated_gradients(tiny_variant, ids, target, steps=64, batch_size=16)
+    assert attr.shape == (427,) and attr[0] == 0 and attr[-1] == 0
+    base_ids = ids.copy()
+    base_ids[1:-1] = 0
+    with torch.inference_mode():
+        f_x = tiny_variant.model(input_ids=torch.tensor(ids)[None]).logits[0, target].item()
+        f_b = tiny_variant.model(input_ids=torch.tensor(base_ids)[None], attention_mask=torch.ones(1, 427, dtype=torch.long)).logits[0, target].item()
+    assert attr.sum() == pytest.approx(f_x - f_b, abs=0.05 * max(1e-3, abs(f_x - f_b)) + 1e-3)
+    assert not any(p.requires_grad for p in tiny_variant.model.parameters())
+
+
+def test_mutagenesis_changes_exactly_one_token(tiny_variant):
+    ref = reference_spike()
+    change = parse_change("A23063T")  # N501Y
+    mutated = apply_changes(ref, [change])
+    assert sum(a != b for a, b in zip(ref, mutated)) == 1 and mutated[23063 - SPIKE_START] == "T"
+    ids_ref, _ = tiny_variant.tokenizer.encode(ref, max_length=None)
+    ids_mut, _ = tiny_variant.tokenizer.encode(mutated, max_length=None)
+    assert 1 <= int((ids_ref != ids_mut).sum()) <= 2  # a base lies in one or two overlapping 12-mers
+    p = probabilities_for_spike(tiny_variant, mutated)
+    assert p.shape == (8,) and p.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("bad", ["X23063T", "A1T", "C23063T", "hello"])
+def test_bad_changes_are_refused_with_a_sentence(bad):
+    with pytest.raises(ValueError):
+        parse_change(bad)
+
+
+def test_classify_stream_reports_bad_records_in_their_row(tiny_variant):
+    from bertgeom.genome.fasta import parse_sequences
+
+    recs = parse_sequences(genome_set("demo")[0].text + "\n>short\nACGTACGTAC\n" + genome_set("demo")[3].text)
+    preds = list(classify_stream(tiny_variant, recs, batch_size=2))
+    assert [p.name for p in preds][1] == "short" and preds[1].error and preds[1].predicted is None
+    assert preds[0].predicted in tiny_variant.labels and abs(sum(preds[0].probs.values()) - 1) < 1e-5
+    assert preds[2].qc in {"pass", "warn", "fail"}
+
+
+def test_eval_report_counts():
+    rep = eval_report("m", ["a", "a", "b"], ["a", "b", "b"], ["a", "b"])
+    assert rep.accuracy == pytest.approx(2 / 3) and rep.confusion == [[1, 1], [0, 1]]
+    assert rep.per_class["a"]["recall"] == 0.5
+
+
+def test_classify_cli_writes_one_row_per_record(tiny_variant_dir, tmp_path):
+    import lzma
+
+    src = tmp_path / "in.fasta.xz"
+    with lzma.open(src, "wt") as fh:
+        fh.write(genome_set("demo")[1].text + "\n>junk\nNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNN\n")
+    out = tmp_path / "preds.csv"
+    r = subprocess.run([sys.executable, "-m", "bertgeom", "classify", str(src), "--model", str(tiny_variant_dir),
+                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(open(out)))
+    assert [row["name"] for row in rows][1] == "junk" and rows[1]["error"]
+    assert rows[0]["predicted"] and rows[0]["model_version"] and "p_omicron" in rows[0]
