@@ -7,7 +7,7 @@ Run with ``streamlit run app.py``. Pages live in ``pages/``; all computation liv
 import streamlit as st
 
 from bertgeom.ui.sidebar import render_sidebar
-from bertgeom.ui.state import follow_view_link, init_state, write_query_params
+from bertgeom.ui.state import follow_view_link, init_state, spike_model_available, write_query_params
 
 st.set_page_config(page_title="bertgeom · geometry of BERT attention", page_icon="🧭", layout="wide")
 init_state()
@@ -18,6 +18,11 @@ PAGES = {
         st.Page("pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:", url_path="heads"),
     ],
 }
+if spike_model_available():  # only pages that can work are listed
+    PAGES["Classify"] = [
+        st.Page("pages/variant_classifier.py", title="Variant Classifier", icon=":material/coronavirus:",
+                url_path="classifier"),
+    ]
 
 navigation = st.navigation(PAGES)
 follow_view_link(PAGES, navigation)

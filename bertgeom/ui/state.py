@@ -38,6 +38,18 @@ def init_state() -> None:
                 st.session_state[name] = int(value) - 1  # URL is 1-based like the UI
 
 
+def spike_model_available() -> bool:
+    """True when a genome (spike) model is registered or is the session's current model."""
+    from bertgeom.models import ModelLoadError, resolve_spec
+
+    if any(spec.input_kind == "spike" for spec in REGISTRY.values()):
+        return True
+    try:
+        return resolve_spec(st.session_state.get("model_id") or DEFAULT_MODEL_ID).input_kind == "spike"
+    except ModelLoadError:
+        return False
+
+
 def clamp_selection(num_layers: int, num_heads: int) -> tuple[int, int]:
     """Keep the selected (layer, head) inside the current model's shape."""
     layer = min(max(int(st.session_state.get("layer", 0)), 0), num_layers - 1)

@@ -1,0 +1,102 @@
+"""Plotly figures of the Variant Classifier page (pure functions)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from bertgeom.figures import _category_palette
+
+DOMAIN_COLOURS = _category_palette(["SP", "NTD", "RBD", "FP", "HR1", "HR2", "TM", "CT", "S1", "S2"])
+NO_DOMAIN_COLOUR = "#c8c8c8"  # the paper's "no domain N" stretches between named domains
+
+
+def probability_bars(probs: Sequence[float], labels: Sequence[str], display: dict[str, str] | None = None,
+                     highlight: str | None = None) -> go.Figure:
+    """Horizontal bars of the class probabilities, the predicted class highlighted."""
+    display = display or {}
+    names = [display.get(c, c) for c in labels]
+    colours = ["#e4572e" if c == highlight else "#9db4c0" for c in labels]
+    fig = go.Figure(go.Bar(x=list(probs), y=names, orientation="h", marker_color=colours,
+                           text=[f"{p:.1%}" for p in probs], textposition="outside", cliponaxis=False,
+                           hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
+    fig.update_layout(xaxis=dict(range=[0, 1.12], title="probability", tickformat=".0%"),
+                      yaxis=dict(autorange="reversed"), height=60 + 28 * len(labels),
+                      margin=dict(l=10, r=30, t=10, b=40), plot_bgcolor="white")
+    return fig
+
+
+def _domain_spans(domains: Sequence[str]) -> list[tuple[str, int, int]]:
+    """Contiguous runs ``(domain, first, last)`` of equal domain labels along the tokens."""
+    out = []
+    start = 0
+    for i in range(1, len(domains) + 1):
+        if i == len(domains) or domains[i] != domains[start]:
+            if domains[start]:
+                out.append((domains[start], start, i - 1))
+            start = i
+    return out
+
+
+def spike_track(
+    tracks: dict[str, np.ndarray],
+    axis_labels: Sequence[str],
+    domains: Sequence[str],
+    *,
+    mutation_tokens: dict[int, str] | None = None,
+    title: str = "",
+) -> go.Figure:
+    """Per-token signals along the spike with the domains drawn as bands underneath.
+
+    ``tracks`` maps a name to a ``[T]`` array (special positions included); each is drawn
+    scaled to its own maximum absolute value so shapes can be compared. ``mutation_tokens``
+    maps token positions to mutation names (drawn as ticks).
+    """
+    t = len(axis_labels)
+    x = np.arange(t)
+    fig = go.Figure()
+    for dom, a, b in _domain_spans(list(domains)):
+        fig.add_shape(type="rect", x0=a - 0.5, x1=b + 0.5, y0=-0.16, y1=-0.04, yref="y",
+                      fillcolor=DOMAIN_COLOURS.get(dom, NO_DOMAIN_COLOUR), line_width=0, layer="below")
+        named = dom in DOMAIN_COLOURS
+        fig.add_annotation(x=(a + b) / 2, y=-0.1, text=dom if named and b - a > 6 else "", showarrow=False,
+                           font=dict(size=10, color="white"))
+    for name, values in tracks.items():
+        v = np.asarray(values, dtype=float)
+        scale = float(np.max(np.abs(v[1:-1]))) if t > 2 else 1.0
+        scale = scale if scale > 0 else 1.0
+        hover = [f"{axis_labels[i]} ({domains[i] or '-'})<br>{name}: {v[i]:.4g}" for i in range(t)]
+        fig.add_trace(go.Scatter(x=x, y=v / scale, mode="lines", name=name, hovertext=hover, hoverinfo="text",
+                                 line=dict(width=1.5)))
+    if mutation_tokens:
+        pos = sorted(mutation_tokens)
+        fig.add_trace(go.Scatter(x=pos, y=[1.08] * len(pos), mode="markers", name="mutations",
+                                 marker=dict(symbol="triangle-down", size=8, color="#333"),
+                                 hovertext=[mutation_tokens[p] for p in pos], hoverinfo="text"))
+    step = max(1, t // 12)
+    ticks = list(range(1, t - 1, step))
+    fig.update_layout(
+        title=title, height=340, margin=dict(l=10, r=10, t=40 if title else 10, b=40), plot_bgcolor="white",
+        xaxis=dict(title="spike position (amino acids covered by the token)", tickmode="array", tickvals=ticks,
+                   ticktext=[axis_labels[i] for i in ticks], range=[-1, t]),
+        yaxis=dict(title="relative value", range=[-0.2, 1.15], zeroline=False),
+        legend=dict(orientation="h", y=1.12),
+    )
+    return fig
+
+
+def layer_strip(values: np.ndarray, axis_labels: Sequence[str], *, title: str = "") -> go.Figure:
+    """Heatmap ``[L, T]`` (e.g. [CLS] attention per layer) with layer rows numbered from 1."""
+    v = np.asarray(values, dtype=float)
+    t = v.shape[1]
+    step = max(1, t // 12)
+    ticks = list(range(0, t, step))
+    fig = go.Figure(go.Heatmap(z=v, x=list(range(t)), y=[f"L{i + 1}" for i in range(v.shape[0])],
+                               colorscale="Blues", colorbar=dict(thickness=10),
+                               hovertemplate="%{y} token %{x}<br>%{z:.4f}<extra></extra>"))
+    fig.update_layout(title=title, height=80 + 26 * v.shape[0], margin=dict(l=10, r=10, t=30 if title else 10, b=30),
+                      xaxis=dict(tickmode="array", tickvals=ticks, ticktext=[axis_labels[i] for i in ticks]),
+                      yaxis=dict(autorange="reversed"))
+    return fig

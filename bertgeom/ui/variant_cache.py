@@ -1,0 +1,44 @@
+"""Cached computations of the Variant Classifier page."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from bertgeom.ui.cache import cached_model, get_trace
+
+
+@st.cache_data(max_entries=8, show_spinner="Reading the records…")
+def split_records(text: str) -> list[tuple[str, str]]:
+    """``(name, single-record FASTA)`` for every record of the input (parsing errors raise)."""
+    from bertgeom.genome.fasta import parse_sequences
+    from bertgeom.variant import MAX_GENOME_INPUT_BYTES
+
+    return [(r.name, f">{r.name}\n{r.sequence}") for r in parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES)]
+
+
+@st.cache_data(max_entries=8, show_spinner="Classifying every record…")
+def classify_records(model_id: str, text: str) -> list[dict]:
+    """One CSV-ready row per record (bad records carry their error)."""
+    from bertgeom.genome.fasta import parse_sequences
+    from bertgeom.variant import MAX_GENOME_INPUT_BYTES
+    from bertgeom.variant.predict import classify_stream
+
+    loaded = cached_model(model_id)
+    records = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES)
+    return [p.row(loaded.labels, loaded.weights_hash) for p in classify_stream(loaded, records)]
+
+
+@st.cache_data(max_entries=16, show_spinner="Integrated gradients (a few forward and backward passes)…")
+def integrated_gradients_for(model_id: str, text: str, target: int, steps: int) -> np.ndarray:
+    from bertgeom.variant.explain import integrated_gradients
+
+    trace = get_trace(model_id, text)
+    return integrated_gradients(cached_model(model_id), trace.encoded.input_ids, target, steps=steps)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def probabilities_for(model_id: str, aligned_spike: str) -> np.ndarray:
+    from bertgeom.variant.explain import probabilities_for_spike
+
+    return probabilities_for_spike(cached_model(model_id), aligned_spike)

@@ -1,0 +1,236 @@
+"""Variant Classifier: paste a SARS-CoV-2 genome, see its variant predicted and explained."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from bertgeom import __version__, figures
+from bertgeom.figures_variant import layer_strip, probability_bars, spike_track
+from bertgeom.genome.classes import CLASS_DISPLAY
+from bertgeom.genome.mutations import class_defining_mutations
+from bertgeom.genome.reference import SPIKE_START
+from bertgeom.models import REGISTRY, VARIANT_MODEL_ID, ModelLoadError, resolve_spec
+from bertgeom.trace import InputError
+from bertgeom.ui.cache import cached_model, get_trace
+from bertgeom.ui.genome_input import demo_genomes
+from bertgeom.ui.variant_cache import classify_records, integrated_gradients_for, probabilities_for, split_records
+from bertgeom.variant.explain import (
+    apply_changes,
+    attention_rollout,
+    cls_attention_by_layer,
+    parse_change,
+    reversion_changes,
+)
+
+st.title("Variant Classifier")
+st.caption(
+    "Paste, upload or pick a genome in the sidebar. The spike gene is cut out by aligning to "
+    "Wuhan-Hu-1 (MN908947.3) with minimap2 — the paper used BWA on 150-nt chunks — then read as "
+    "12-mers with stride 9 by a BERT fine-tuned on open data."
+)
+
+
+def _use_example(i: int) -> None:
+    text = demo_genomes()[i]["text"]
+    st.session_state["genome_value"] = text
+    st.session_state["w_genome"] = text
+
+
+examples = demo_genomes()
+cols = st.columns(len(examples))
+for i, (col, g) in enumerate(zip(cols, examples)):
+    col.button(CLASS_DISPLAY.get(g["class"], g["class"]).split(" /")[0], key=f"w_example_{i}", on_click=_use_example,
+               args=(i,), help=f"Example: {g['accession'] or g['name']} ({g['clade']}, {g['country'] or 'n/a'}, "
+                               f"{g['date'] or 'date n/a'}) — {g['source']}", width="stretch")
+
+model_id = st.session_state["model_id"]
+try:
+    spec = resolve_spec(model_id)
+except ModelLoadError:
+    spec = None
+if spec is None or spec.input_kind != "spike":
+    if VARIANT_MODEL_ID in REGISTRY:
+        st.info("This page needs the SARS-CoV-2 variant model.")
+        if st.button("Switch to the variant model"):
+            st.session_state["model_id"] = VARIANT_MODEL_ID
+            st.rerun()
+    else:
+        st.warning("The variant model's weights are not installed, so genomes cannot be classified here.")
+    st.stop()
+
+loaded = cached_model(model_id)
+text = (st.session_state.get("genome_value") or "").strip()
+if not text:
+    st.info("Paste a genome in the sidebar, or click an example above.")
+    st.stop()
+try:
+    records = split_records(text)
+except Exception as exc:  # noqa: BLE001 - SequenceInputError and friends: one sentence for the user
+    st.error(str(exc))
+    st.stop()
+
+if len(records) > 1:
+    st.subheader(f"{len(records)} records")
+    rows = classify_records(model_id, text)
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.download_button("Download all predictions (CSV)", pd.DataFrame(rows).to_csv(index=False).encode(),
+                       "predictions.csv", "text/csv")
+    names = [n for n, _ in records]
+    chosen = st.selectbox("Explain record", range(len(names)), format_func=lambda i: names[i], key="w_record")
+    record_text = records[chosen][1]
+else:
+    record_text = records[0][1]
+
+try:
+    trace = get_trace(model_id, record_text)
+except InputError as exc:
+    st.error(str(exc))
+    st.stop()
+analysis = trace.encoded.extra["analysis"]
+probs = trace.probs
+labels = list(trace.labels)
+pred = trace.predicted
+confidence = float(probs.max())
+qc = analysis.qc
+
+st.subheader(f"{analysis.name}")
+for note in trace.encoded.notes:
+    st.caption(f"ℹ️ {note}")
+
+left, right = st.columns([2, 3], gap="large")
+with left:
+    st.markdown("#### Quality control")
+    verdict_icon = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail"}.get(qc.verdict, qc.verdict)
+    st.markdown(f"**Verdict: {verdict_icon}**")
+    c1, c2 = st.columns(2)
+    c1.metric("Spike coverage", f"{qc.coverage:.1%}")
+    c2.metric("N in spike", f"{qc.n_share:.1%}")
+    c1.metric("Ambiguous bases", qc.ambiguous)
+    c2.metric("Frameshifts", len(qc.frameshifts))
+    c1.metric("Private mutations", len(qc.private), help="Spike substitutions not expected for the class "
+              f"({CLASS_DISPLAY.get(qc.qc_class or '', qc.qc_class)}).")
+    c2.metric("Unknown k-mers", f"{(analysis.unk_rate or 0):.1%}")
+    for reason in qc.reasons:
+        st.caption(f"• {reason}")
+    if analysis.clade is not None:
+        st.caption(f"Nearest Nextstrain clade by its defining sites: **{analysis.clade.display}** "
+                   f"({analysis.clade.matches} of {analysis.clade.matches + analysis.clade.mismatches} sites match).")
+with right:
+    st.markdown("#### Prediction")
+    min_conf = st.slider("Warn below this confidence", 0.5, 0.99, 0.9, 0.01, key="w_min_conf")
+    st.markdown(f"### {CLASS_DISPLAY.get(pred, pred)} — {confidence:.1%}")
+    if qc.verdict == "fail":
+        st.warning("Low confidence: the sequence fails QC, so treat this prediction with caution.")
+    elif confidence < min_conf:
+        st.warning(f"Low confidence: the model is unsure ({confidence:.1%} < {min_conf:.0%}).")
+    st.plotly_chart(probability_bars(probs, labels, CLASS_DISPLAY, highlight=pred), key="w_probs",
+                    config=figures.PLOTLY_CONFIG)
+
+# ---- mutations -------------------------------------------------------------------------------
+st.markdown("#### Spike mutations")
+report = analysis.mutations
+aligned = analysis.spike.aligned
+defining = class_defining_mutations(pred)
+defining_names = {m.name for m in defining}
+present_nuc = {m.name for m in report.spike_nucleotide}
+aa_rows = []
+for m in report.amino_acid:
+    aa_rows.append({
+        "mutation": m.name, "nucleotide": ", ".join(m.nuc), "domain": m.domain or "",
+        f"defines {CLASS_DISPLAY.get(pred, pred)}": "yes" if set(m.nuc) & defining_names else "",
+        "defining clades": ", ".join(m.defining_clades),
+    })
+mut_df = pd.DataFrame(aa_rows)
+if len(mut_df):
+    flag = f"defines {CLASS_DISPLAY.get(pred, pred)}"
+    st.dataframe(mut_df.style.apply(lambda r: ["background-color: #fde2d9" if r[flag] else "" for _ in r], axis=1),
+                 hide_index=True, width="stretch")
+else:
+    st.write("No spike amino-acid change against Wuhan-Hu-1.")
+missing = []
+for m in defining:
+    if m.name in present_nuc:
+        continue
+    base = aligned[m.pos - SPIKE_START]
+    missing.append(f"{m.aa or m.name} ({m.name}: {'not covered' if base in 'N-' else 'reference base'})")
+if missing:
+    st.caption(f"Defining spike mutations of {CLASS_DISPLAY.get(pred, pred)} not found: " + "; ".join(missing))
+
+# ---- explanation track ----------------------------------------------------------------------
+st.markdown("#### Which parts of the spike drove the prediction?")
+axis = trace.encoded.axis_labels
+domains = trace.encoded.extra["domains"]
+cls_att = cls_attention_by_layer(trace)
+rollout = attention_rollout(trace)
+c1, c2 = st.columns([3, 1])
+with c2:
+    layer = st.number_input("[CLS] attention of layer", 1, trace.num_layers, trace.num_layers, key="w_cls_layer")
+    use_ig = st.checkbox("Integrated gradients", value=False, key="w_ig",
+                         help="Attribution of each k-mer to the predicted class (16 steps; a few seconds).")
+tracks = {f"[CLS] attention, layer {layer}": cls_att[layer - 1], "attention rollout": rollout[-1]}
+if use_ig:
+    ig = integrated_gradients_for(model_id, record_text, labels.index(pred), 16)
+    tracks["integrated gradients"] = ig
+mut_tokens = {}
+for m in report.spike_nucleotide:
+    tok = 1 + max(0, (m.pos - SPIKE_START) // 9)
+    if tok < len(axis) - 1:
+        mut_tokens[tok] = (mut_tokens.get(tok, "") + " " + (m.aa or m.name)).strip()
+with c1:
+    st.plotly_chart(spike_track(tracks, axis, domains, mutation_tokens=mut_tokens), key="w_track",
+                    config=figures.PLOTLY_CONFIG)
+with st.expander("[CLS] attention of every layer"):
+    st.plotly_chart(layer_strip(cls_att, axis), key="w_strip", config=figures.PLOTLY_CONFIG)
+
+# ---- in-silico mutagenesis -------------------------------------------------------------------
+st.markdown("#### What if? In-silico mutagenesis")
+st.caption("Revert mutations to the reference or add substitutions, and see the probabilities change. "
+           "Changes are written at reference coordinates, so no other token moves.")
+revertible = [m for m in report.spike_nucleotide if m.kind in ("sub", "del")]
+c1, c2 = st.columns(2)
+revert = c1.multiselect("Revert", range(len(revertible)), key="w_revert",
+                        format_func=lambda i: f"{revertible[i].aa or ''} {revertible[i].name}".strip())
+add_text = c2.text_input("Add substitutions (e.g. A23063T, G22813T)", key="w_add")
+changes, problems = [], []
+for i in revert:
+    changes += reversion_changes(aligned, revertible[i])
+for tok in [t for t in add_text.replace(",", " ").split() if t]:
+    try:
+        changes.append(parse_change(tok))
+    except ValueError as exc:
+        problems.append(str(exc))
+for p in problems:
+    st.error(p)
+if changes:
+    new_probs = probabilities_for(model_id, apply_changes(aligned, changes))
+    df = pd.DataFrame({"class": [CLASS_DISPLAY.get(c, c) for c in labels], "before": probs, "after": new_probs,
+                       "change": new_probs - probs})
+    st.dataframe(df.style.format({"before": "{:.4f}", "after": "{:.4f}", "change": "{:+.4f}"}),
+                 hide_index=True, width="stretch")
+    new_pred = labels[int(np.argmax(new_probs))]
+    st.markdown(f"Prediction after {len(changes)} change(s): **{CLASS_DISPLAY.get(new_pred, new_pred)}** "
+                f"({new_probs.max():.1%})")
+
+# ---- downloads -------------------------------------------------------------------------------
+manifest = {
+    "app": "bertgeom", "app_version": __version__, "model": loaded.spec.id, "model_hash": loaded.weights_hash,
+    "k": loaded.tokenizer.k, "stride": loaded.tokenizer.stride, "reference": "MN908947.3", "aligner": "minimap2 (mappy)",
+}
+result = {
+    "manifest": manifest, "name": analysis.name, "predicted": pred,
+    "probabilities": {c: float(p) for c, p in zip(labels, probs)},
+    "qc": {"verdict": qc.verdict, "reasons": qc.reasons, "coverage": qc.coverage, "n_share": qc.n_share,
+           "frameshifts": qc.frameshifts, "private": qc.private},
+    "mutations": report.aa_names(), "nucleotide_mutations": report.nuc_names(spike_only=True),
+}
+c1, c2 = st.columns(2)
+c1.download_button("Download result (JSON)", json.dumps(result, indent=1).encode(), "variant_result.json",
+                   "application/json")
+flat = {"name": analysis.name, "predicted": pred, **{f"p_{c}": float(p) for c, p in zip(labels, probs)},
+        "qc": qc.verdict, "mutations": " ".join(report.aa_names()), **manifest}
+c2.download_button("Download result (CSV)", pd.DataFrame([flat]).to_csv(index=False).encode(), "variant_result.csv",
+                   "text/csv")
+with st.expander("Model card"):
+    st.markdown(loaded.extra.get("card") or "No model card was found next to the weights.")

@@ -1,0 +1,58 @@
+"""AppTest of the Variant Classifier page on the tiny random variant model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from bertgeom.inputsets import genome_set
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+PAGE = "pages/variant_classifier.py"
+
+
+@pytest.fixture
+def variant_app(tiny_variant_dir, monkeypatch):
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+
+    def make(genome_text: str) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=180)
+        at.session_state["model_id"] = str(tiny_variant_dir)
+        at.session_state["genome_value"] = genome_text
+        at.run()
+        return at.switch_page(PAGE).run()
+
+    return make
+
+
+def test_a_pasted_genome_gets_qc_prediction_mutations_and_track(variant_app):
+    at = variant_app(genome_set("demo")[3].text)  # the Alpha example
+    assert not at.exception
+    assert any("Verdict" in m.value for m in at.markdown)
+    assert any(m.label == "Spike coverage" for m in at.metric)
+    assert len(at.dataframe) >= 1  # mutation table
+    charts = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    assert charts[0]["data"][0]["type"] == "bar" and len(charts[0]["data"][0]["y"]) == 8
+    assert any(tr.get("name", "").startswith("[CLS] attention") for c in charts for tr in c["data"])
+    assert len(at.get("download_button")) == 2
+
+
+def test_mutagenesis_and_bad_changes(variant_app):
+    at = variant_app(genome_set("demo")[7].text)
+    at.text_input(key="w_add").input("A23063T X1Y").run()
+    assert not at.exception
+    assert any("not a nucleotide change" in e.value for e in at.error)
+    assert any("Prediction after 1 change" in m.value for m in at.markdown)
+
+
+def test_several_records_get_a_table_and_protein_text_gets_a_sentence(variant_app):
+    two = genome_set("demo")[0].text + "\n" + genome_set("demo")[5].text
+    at = variant_app(two)
+    assert not at.exception
+    assert any("2 records" in s.value for s in at.subheader)
+    at2 = variant_app(">p\nMFVFLVLLPLVSSQCVNLTTRTQLPPAYTNSFTRGVYYPDKVFRSSVLHSTQDLFLPFFSNVTWFHAIHV")
+    assert not at2.exception
+    assert at2.error and len(at2.error[0].value.split(". ")) <= 2
