@@ -102,7 +102,8 @@ for note in trace.encoded.notes:
 left, right = st.columns([2, 3], gap="large")
 with left:
     st.markdown("#### Quality control")
-    verdict_icon = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail"}.get(qc.verdict, qc.verdict)
+    verdict_icon = {"pass": ":green[:material/check_circle: pass]", "warn": ":orange[:material/warning: warn]",
+                    "fail": ":red[:material/cancel: fail]"}.get(qc.verdict, qc.verdict)
     st.markdown(f"**Verdict: {verdict_icon}**")
     c1, c2 = st.columns(2)
     c1.metric("Spike coverage", f"{qc.coverage:.1%}")

@@ -64,10 +64,12 @@ def main(out_dir: str, paths: list[str]) -> None:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            height = int(os.environ.get("SHOT_HEIGHT", "1000"))  # taller viewports capture long pages whole
+            page = browser.new_page(viewport={"width": 1400, "height": height})
             for i, path in enumerate(paths):
                 page.goto(f"http://127.0.0.1:{port}/{path.lstrip('/')}")
                 wait_idle(page)
+                page.wait_for_timeout(int(os.environ.get("SHOT_SETTLE_MS", "3000")))  # charts draw after the run
                 name = path.strip("/").split("?")[0].replace("/", "_") or "home"
                 page.screenshot(path=str(out / f"{i:02d}_{name}.png"), full_page=True)
                 print(out / f"{i:02d}_{name}.png")
