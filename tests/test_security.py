@@ -1,0 +1,75 @@
+"""Security rules: upload limits, XSRF, custom models only when enabled, safetensors only,
+no remote code, no user text rendered as HTML."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+SOURCES = [p for p in list((ROOT / "bertgeom").rglob("*.py")) + list((ROOT / "pages").glob("*.py")) + [ROOT / "app.py"]]
+
+
+def test_streamlit_config_limits_uploads_and_keeps_xsrf_on():
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert 0 < cfg["server"]["maxUploadSize"] <= 50
+    assert cfg["server"]["enableXsrfProtection"] is True
+    assert cfg["server"]["fileWatcherType"] == "none"
+    assert cfg["client"]["showErrorDetails"] in ("none", False)
+
+
+def test_no_source_enables_remote_code_pickle_or_raw_html():
+    offenders = []
+    for path in SOURCES:
+        text = path.read_text()
+        for pattern in (r"trust_remote_code\s*=\s*True", r"unsafe_allow_html\s*=\s*True", r"allow_pickle\s*=\s*True",
+                        r"weights_only\s*=\s*False", r"pickle\.loads?\(", r"st\.html\("):
+            if re.search(pattern, text):
+                offenders.append(f"{path.relative_to(ROOT)}: {pattern}")
+    assert offenders == []
+
+
+def test_every_torch_load_is_weights_only():
+    for path in SOURCES:
+        for call in re.findall(r"torch\.load\([^)]*\)", path.read_text()):
+            assert "weights_only=True" in call, f"{path}: {call}"
+
+
+def _run_with_model(model_id: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["model_id"] = model_id
+    at.run()
+    return at.switch_page("pages/attention_heads.py").run()
+
+
+def test_a_local_path_typed_in_the_ui_is_refused_unless_enabled(tiny_bert_dir, monkeypatch):
+    monkeypatch.delenv("BERTGEOM_ALLOW_CUSTOM_MODELS", raising=False)
+    at = _run_with_model(str(tiny_bert_dir))
+    assert not at.exception and at.error and "not one of the bundled models" in at.error[0].value
+    assert not at.sidebar.text_input  # no free model box on a shared server
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    at = _run_with_model(str(tiny_bert_dir))
+    assert not at.exception and not at.error
+    assert at.sidebar.text_input(key="w_custom_model") is not None
+
+
+def test_a_model_path_in_a_shared_link_is_ignored_unless_enabled(tiny_bert_dir, monkeypatch):
+    monkeypatch.delenv("BERTGEOM_ALLOW_CUSTOM_MODELS", raising=False)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["model"] = str(tiny_bert_dir)
+    at.run()
+    assert at.session_state["model_id"] != str(tiny_bert_dir)
+
+
+def test_user_text_is_shown_as_text_not_html():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["text_value"] = "<img src=x onerror=alert(1)> <b>bold</b>"
+    at.run()
+    at = at.switch_page("pages/attention_heads.py").run()
+    assert not at.exception
+    for el in list(at.markdown) + list(at.caption):
+        assert "<img" not in el.value and "<b>" not in el.value
