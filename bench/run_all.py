@@ -1,0 +1,184 @@
+"""All benchmarks in one command; writes ``bench/out/results.json`` and the README table.
+
+Every measurement stands beside a baseline measured in the same run (ratios, not
+absolute targets):
+
+1. single-input analysis latency (forward pass + all per-head features) for a spike genome
+   and a 128-token sentence, vs the same forward + a per-head Python-loop implementation;
+2. head-click latency: reading a cached trace (what a rerun does when another head is
+   picked) vs re-running the model;
+3. batch ``classify`` throughput end to end vs the pure forward-pass bound;
+4. peak RSS of a process holding both bundled models with one trace each, vs a bare
+   Python process with the same imports.
+
+Usage: ``python bench/run_all.py [--quick] [--update-readme]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "bench" / "out"
+SENTENCE_128 = " ".join(
+    "The committee approved the budget after a long debate while the students asked whether the exam "
+    "would be difficult and the fishermen repaired their nets".split() * 6
+)
+
+
+def _best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _variant_model_id() -> str:
+    from bertgeom.models import REGISTRY, VARIANT_MODEL_ID
+
+    if VARIANT_MODEL_ID in REGISTRY:
+        return VARIANT_MODEL_ID
+    import tempfile
+
+    from bertgeom.variant import build_tiny_variant_model
+
+    return str(build_tiny_variant_model(Path(tempfile.mkdtemp()) / "tiny_variant"))
+
+
+def analysis_latency(repeat: int) -> list[dict]:
+    from bertgeom.heads import TokenKinds, _reference_per_head, head_features
+    from bertgeom.inputsets import genome_set
+    from bertgeom.models import load_model
+    from bertgeom.trace import encode_input, run_trace
+
+    rows = []
+    cases = [("spike genome (427 tokens)", _variant_model_id(), genome_set("demo")[-1].text),
+             ("English sentence (128 tokens)", "minilm-l6", SENTENCE_128)]
+    for label, model_id, text in cases:
+        loaded = load_model(model_id)
+        enc = encode_input(loaded, text)
+        if loaded.spec.input_kind == "text":  # trim to exactly 128 tokens
+            from bertgeom.trace import EncodedInput
+
+            keep = list(range(127)) + [enc.n_tokens - 1]
+            enc = EncodedInput(enc.key, enc.input_ids[keep], [enc.tokens[i] for i in keep], enc.spans[keep],
+                               enc.span_unit, enc.is_cls[keep], enc.is_sep[keep], enc.is_punct[keep])
+        run_trace(loaded, enc)  # warm-up
+
+        def ours():
+            tr = run_trace(loaded, enc)
+            head_features(tr.attentions, TokenKinds(tr.encoded.is_cls, tr.encoded.is_sep, tr.encoded.is_punct))
+
+        def baseline():
+            tr = run_trace(loaded, enc)
+            _reference_per_head(tr.attentions, TokenKinds(tr.encoded.is_cls, tr.encoded.is_sep, tr.encoded.is_punct))
+
+        t_ours = _best(ours, repeat)
+        t_base = _best(baseline, 1)
+        rows.append({"measure": f"analysis latency, {label}: forward + all head features",
+                     "value": f"{t_ours * 1000:.0f} ms", "baseline": f"{t_base * 1000:.0f} ms (per-head loops)",
+                     "ratio": f"{t_base / t_ours:.1f}x faster"})
+        if loaded.spec.input_kind == "spike":
+            tr = run_trace(loaded, enc)
+            blob = pickle.dumps(tr)
+            t_click = _best(lambda: pickle.loads(blob), 5)
+            t_rerun = _best(lambda: run_trace(loaded, enc), repeat)
+            rows.append({"measure": "head-click latency (spike): cached trace read",
+                         "value": f"{t_click * 1000:.1f} ms", "baseline": f"{t_rerun * 1000:.0f} ms (re-run the model)",
+                         "ratio": f"{t_rerun / t_click:.0f}x faster"})
+    return rows
+
+
+def classify_throughput(n: int) -> dict:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_classify import main as bench_classify
+
+    res = bench_classify(["--n", str(n), "--model", _variant_model_id()])
+    return {"measure": f"batch classify, {n} genomes (parse, align, tokenise, forward)",
+            "value": f"{res['end_to_end_genomes_per_s']:.2f} genomes/s",
+            "baseline": f"{res['forward_bound_genomes_per_s']:.2f} genomes/s (forward passes alone)",
+            "ratio": f"{100 * res['share_of_bound']:.0f}% of the bound"}
+
+
+_RSS_SNIPPET = """
+import resource, sys
+sys.path.insert(0, {root!r})
+import torch, transformers, bertgeom.models, bertgeom.trace
+if {load}:
+    from bertgeom.models import load_model
+    from bertgeom.trace import run_trace
+    from bertgeom.inputsets import genome_set
+    a = load_model("minilm-l6"); run_trace(a, "The cat sat on the mat because it was tired.")
+    b = load_model({variant!r}); run_trace(b, genome_set("demo")[-1].text)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_rss() -> dict:
+    variant = _variant_model_id()
+
+    def measure(load: bool) -> float:
+        code = _RSS_SNIPPET.format(root=str(ROOT), load=load, variant=variant)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        return int(out.stdout.strip().splitlines()[-1]) / 1024  # MiB
+
+    with_models, bare = measure(True), measure(False)
+    return {"measure": "peak RSS, both bundled models loaded with one trace each",
+            "value": f"{with_models:.0f} MiB", "baseline": f"{bare:.0f} MiB (imports only)",
+            "ratio": f"+{with_models - bare:.0f} MiB for models and traces"}
+
+
+def markdown_table(rows: list[dict]) -> str:
+    lines = ["| measure | bertgeom | baseline (same run) | ratio |", "|---|---|---|---|"]
+    lines += [f"| {r['measure']} | {r['value']} | {r['baseline']} | {r['ratio']} |" for r in rows]
+    return "\n".join(lines)
+
+
+def update_readme(table: str, machine: str) -> None:
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    block = f"<!-- bench:start -->\n{table}\n\n_{machine}_\n<!-- bench:end -->"
+    if "<!-- bench:start -->" in text:
+        text = re.sub(r"<!-- bench:start -->.*?<!-- bench:end -->", lambda _: block, text, flags=re.S)
+    else:
+        text += "\n## Benchmarks\n\nProduced by `python bench/run_all.py --update-readme`.\n\n" + block + "\n"
+    readme.write_text(text)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repeats and genomes")
+    ap.add_argument("--update-readme", action="store_true")
+    args = ap.parse_args(argv)
+    import os
+    import platform
+
+    repeat = 1 if args.quick else 3
+    rows = analysis_latency(repeat)
+    rows.append(classify_throughput(16 if args.quick else 64))
+    rows.append(peak_rss())
+    machine = (f"Measured on {platform.machine()} with {os.cpu_count()} cores, Python {platform.python_version()}, "
+               f"{time.strftime('%Y-%m-%d')}.")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "results.json").write_text(json.dumps({"rows": rows, "machine": machine}, indent=1))
+    table = markdown_table(rows)
+    print(table)
+    if args.update_readme:
+        update_readme(table, machine)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
