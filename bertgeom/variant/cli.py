@@ -11,7 +11,7 @@ def _cmd_train(args) -> int:
 
     cfg = TrainConfig(seed=args.seed, shared_data=args.data, epochs=args.epochs,
                       synth_per_class=args.synth_per_class, template_copies_per_class=args.copies_per_class,
-                      threads=args.threads)
+                      threads=args.threads, max_steps=args.max_steps)
     out = Path(args.out) if args.out else VARIANT_DIR
     work = Path(args.work_dir)
     train(cfg, out, work)
@@ -105,6 +105,7 @@ def register(sub) -> None:
     p.add_argument("--synth-per-class", type=int, default=120)
     p.add_argument("--copies-per-class", type=int, default=100)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many optimiser steps (0: all)")
     p.add_argument("--out", default="", help="model directory to write (default: the shipped model's)")
     p.add_argument("--work-dir", default="runs/variant", help="checkpoints and prepared data (resume from here)")
     p.set_defaults(func=_cmd_train)

@@ -49,6 +49,7 @@ class TrainConfig:
     warmup_share: float = 0.05
     max_grad_norm: float = 1.0
     checkpoint_every: int = 20
+    max_steps: int = 0  #: stop (and save) after this many steps; 0 = the whole schedule
     threads: int = 0  #: torch threads (0 = torch's default)
     extra: dict = field(default_factory=dict)
 
@@ -214,7 +215,8 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
     running: list[float] = []
     hits: list[float] = []
     t_train = time.time()
-    while step < total:
+    stop_at = min(total, cfg.max_steps) if cfg.max_steps else total
+    while step < stop_at:
         idx = order[step * cfg.batch_size:(step + 1) * cfg.batch_size]
         batch = torch.from_numpy(ids[idx])
         mask = (batch != 0).long()
@@ -232,7 +234,7 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
             rate = (time.time() - t_train) / max(1, len(running))
             _log(f"step {step}/{total} loss {np.mean(running[-10:]):.4f} batch accuracy {np.mean(hits[-10:]):.3f} "
                  f"({rate:.1f} s/step)")
-        if step % cfg.checkpoint_every == 0 or step == total:
+        if step % cfg.checkpoint_every == 0 or step == stop_at:
             tmp = ckpt.with_suffix(".tmp")
             torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
                         "scheduler": sched.state_dict(), "step": step}, tmp)
@@ -240,7 +242,7 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
     model.eval()
     config_extra = {"bertgeom_k": vocab.k, "bertgeom_stride": vocab.stride, "bertgeom_train_config": asdict(cfg)}
     save_variant_model(model, vocab, out_dir, extra_config=config_extra)
-    summary = {"train_examples": int(n), "vocab_size": len(vocab), "steps": total,
+    summary = {"train_examples": int(n), "vocab_size": len(vocab), "steps": step, "schedule_steps": total,
                "train_seconds": round(time.time() - t0, 1), "final_loss": float(np.mean(running[-20:])) if running else None}
     (out_dir / "train_summary.json").write_text(json.dumps(summary, indent=1))
     _log(f"saved model to {out_dir}: {summary}")
