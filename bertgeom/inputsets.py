@@ -190,9 +190,9 @@ def disk_cached_arrays(key_parts: Iterable, compute: Callable[[], dict[str, np.n
     arrays = compute()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.{os.urandom(4).hex()}.tmp.npz")  # unique per writer
         np.savez_compressed(tmp, **arrays)
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
     except OSError:
         pass  # a read-only home still works, just without the disk cache
     return arrays

@@ -1,0 +1,455 @@
+"""Interventions on heads: Kovaleva et al.'s head disabling, and head-by-head checkpoint comparison.
+
+**Disabling** (Kovaleva et al. 2019 §4.6, seed_methods_spec §2.7).  A disabled head's
+attention is replaced by the constant ``1/L`` for every query and every *real* key (L = the
+number of non-padding tokens), before dropout; nothing is retrained.  Hugging Face's
+``head_mask`` would *zero* the head instead, which is a different intervention.
+
+Design choice -- a functional recomputation, no hooks, no copies.  The model loaded by the app
+is shared by every session (and thread) of the server and must never be mutated, so this
+module neither registers hooks on it nor patches its modules.  :func:`forward_with_disabled_heads`
+re-runs the encoder *by hand* from the model's own sub-modules, which are only called, never
+changed: ``embeddings`` -> per layer ``query``/``key``/``value`` linears, our softmax (where
+disabled heads are swapped for the uniform distribution), ``attention.output``,
+``intermediate``, ``output`` -> ``pooler`` and ``classifier``.  This is thread-safe (each call
+owns its tensors), costs no deep copy of the weights, and supports a *batch of different
+ablations* at once (one ``[L, H]`` mask per batch element), which makes the one-head-at-a-time
+sweep of Kovaleva's Figure 8 a few batched passes.  The recomputation follows
+``transformers``' eager BERT code (``eager_attention_forward``: scores ``Q K^T * d^-1/2`` plus
+the additive padding mask, softmax, ``@ V``); the tests check that disabling nothing
+reproduces the model's own logits, attentions and hidden states.  Supported: BERT-family
+encoders with absolute position embeddings (``BertModel``, ``BertForSequenceClassification``
+and RoBERTa/ELECTRA-style models with the same layer layout).
+
+**Checkpoint comparison** (Kovaleva et al. §4.3, seed_methods_spec §2.4).  Kovaleva compare
+``vec(A_pre)`` and ``vec(A_ft)`` on the *same input*.  Across checkpoints with different
+vocabularies (MiniLM's English word pieces vs the variant model's spike 12-mers) no input
+exists that both can read, so two input-free and one same-layer-input comparisons are
+offered, all for checkpoints of the same shape (layers, heads, hidden size):
+
+* :func:`weight_cosine` -- cosine (Frobenius) between the heads' bilinear forms
+  ``W_QK,h = Q~_h K~_h^T`` (query-key circuit, biases folded in with a homogeneous coordinate)
+  and ``W_OV,h = W_O,h W_V,h`` (what the head writes).  Both are invariant to any change of
+  basis *inside* the head, so only a change of what the head computes moves them.  Meaningful
+  when the two checkpoints share their residual coordinates (a fine-tuned model and its
+  parent); unrelated models score about 0.
+* :func:`map_cosine_on_shared_inputs` -- Kovaleva's cosine of attention maps, with both
+  checkpoints' layer ``l`` applied to the *same* layer input ``X_l`` (the hidden states of one
+  model for one input): it isolates how much each head's query-key circuit changed from
+  changes further upstream.
+
+All of it is vectorised over layers and heads (``einsum`` on stacked weights).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+__all__ = [
+    "AblationError",
+    "disabled_mask",
+    "head_names",
+    "ForwardResult",
+    "forward_with_disabled_heads",
+    "cls_cosine",
+    "sweep_single_heads",
+    "sweep_layers",
+    "same_shape",
+    "weight_cosine",
+    "bilinear_cosine",
+    "attention_from_weights",
+    "map_cosine_on_shared_inputs",
+]
+
+
+class AblationError(ValueError):
+    """The model cannot be recomputed by :func:`forward_with_disabled_heads`."""
+
+
+# ----------------------------------------------------------------------------------------
+# Masks
+# ----------------------------------------------------------------------------------------
+
+
+def disabled_mask(
+    num_layers: int,
+    num_heads: int,
+    heads: Iterable[tuple[int, int]] = (),
+    layers: Iterable[int] = (),
+) -> np.ndarray:
+    """Boolean ``[L, H]`` mask: the 0-based ``(layer, head)`` pairs in ``heads`` and every head of
+    the 0-based ``layers`` are disabled."""
+    m = np.zeros((int(num_layers), int(num_heads)), dtype=bool)
+    for l, h in heads:
+        if not (0 <= l < num_layers and 0 <= h < num_heads):
+            raise IndexError(f"head ({l}, {h}) outside a {num_layers} x {num_heads} model")
+        m[l, h] = True
+    for l in layers:
+        if not 0 <= l < num_layers:
+            raise IndexError(f"layer {l} outside a {num_layers}-layer model")
+        m[l, :] = True
+    return m
+
+
+def head_names(mask: np.ndarray) -> list[str]:
+    """1-based display names (``"L3 H5"``) of the ``True`` entries of an ``[L, H]`` mask."""
+    ll, hh = np.nonzero(np.asarray(mask, dtype=bool))
+    return [f"L{l + 1} H{h + 1}" for l, h in zip(ll, hh)]
+
+
+# ----------------------------------------------------------------------------------------
+# Functional forward pass
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class ForwardResult:
+    """Outputs of :func:`forward_with_disabled_heads` (float32 numpy, batch first).
+
+    ``cls`` is the [CLS] (position 0) vector after every layer ``[B, L+1, D]`` (index 0 is the
+    embedding output; when resuming at ``start_layer > 0`` only the layers computed, so
+    ``cls[:, -1]`` is always the final layer); ``last_hidden`` the final layer ``[B, T, D]``; ``logits`` ``[B, C]`` for
+    a classifier, else None; ``attentions`` ``[B, L, H, T, T]`` when requested.
+    """
+
+    cls: np.ndarray
+    last_hidden: np.ndarray
+    logits: np.ndarray | None = None
+    attentions: np.ndarray | None = None
+    hidden_states: np.ndarray | None = None  # [B, L+1, T, D] when requested
+
+    @property
+    def probs(self) -> np.ndarray | None:
+        if self.logits is None:
+            return None
+        z = self.logits - self.logits.max(axis=-1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def _model_parts(loaded):
+    """(base encoder, layers, classifier-callable or None) of a supported model."""
+    model = getattr(loaded, "model", loaded)
+    base = model.base_model
+    cfg = model.config
+    if getattr(cfg, "is_decoder", False):
+        raise AblationError("Head disabling supports encoders only (this model is a decoder).")
+    pos = getattr(cfg, "position_embedding_type", "absolute") or "absolute"
+    if pos != "absolute":
+        raise AblationError(f"Head disabling supports absolute position embeddings, not '{pos}'.")
+    enc = getattr(base, "encoder", None)
+    layers = getattr(enc, "layer", None)
+    emb = getattr(base, "embeddings", None)
+    if layers is None or emb is None:
+        raise AblationError(f"{type(model).__name__} has no BERT-style embeddings/encoder.layer.")
+    for layer in layers:
+        att = getattr(layer, "attention", None)
+        if att is None or not all(hasattr(att.self, n) for n in ("query", "key", "value")) or not all(
+            hasattr(layer, n) for n in ("intermediate", "output")
+        ):
+            raise AblationError(f"{type(model).__name__} does not have the BERT layer layout.")
+    head = None
+    classifier = getattr(model, "classifier", None)
+    if classifier is not None and model is not base:
+        pooler = getattr(base, "pooler", None)
+        import torch.nn as nn
+
+        if isinstance(classifier, nn.Linear):
+            if pooler is None:
+                raise AblationError("A linear classifier without a pooler is not supported.")
+
+            def head(seq):  # BertForSequenceClassification: dropout (identity in eval) + linear on the pooler
+                return classifier(pooler(seq))
+        else:
+
+            def head(seq):  # RoBERTa-style head reads the sequence itself
+                return classifier(seq)
+    return model, base, emb, layers, head
+
+
+def _layer(layer, x, add_mask, uniform, dis_bh, need_attn: bool):
+    """One BERT layer with optional uniform heads; returns (output, probs or None)."""
+    import torch
+
+    sa = layer.attention.self
+    B, T, _ = x.shape
+    n_heads = int(sa.num_attention_heads)
+    d = int(sa.attention_head_size)
+
+    def split(lin):
+        return lin(x).view(B, T, n_heads, d).transpose(1, 2)
+
+    q, k, v = split(sa.query), split(sa.key), split(sa.value)
+    scores = torch.matmul(q, k.transpose(-1, -2)) * (d**-0.5)
+    if add_mask is not None:
+        scores = scores + add_mask
+    probs = torch.softmax(scores, dim=-1)
+    if dis_bh is not None:
+        probs = torch.where(dis_bh[:, :, None, None], uniform, probs)
+    ctx = torch.matmul(probs, v).transpose(1, 2).reshape(B, T, n_heads * d)
+    att_out = layer.attention.output(ctx, x)
+    out = layer.output(layer.intermediate(att_out), att_out)
+    return out, (probs if need_attn else None)
+
+
+def forward_with_disabled_heads(
+    loaded,
+    input_ids,
+    disabled: np.ndarray | None = None,
+    *,
+    attention_mask=None,
+    output_attentions: bool = False,
+    output_hidden_states: bool = False,
+    start_layer: int = 0,
+    start_hidden=None,
+) -> ForwardResult:
+    """Run the encoder with the heads in ``disabled`` set to uniform attention over real tokens.
+
+    Parameters
+    ----------
+    loaded : a :class:`~bertgeom.models.LoadedModel` (or a bare ``transformers`` model); only read.
+    input_ids : ``[T]`` or ``[B, T]`` token ids.
+    disabled : ``[L, H]`` (same ablation for the whole batch) or ``[B, L, H]`` boolean mask;
+        None disables nothing.
+    attention_mask : ``[B, T]`` 1 for real tokens, 0 for padding (default: all real).
+    start_layer, start_hidden : resume from the *input* of layer ``start_layer`` (``[B, T, D]``,
+        e.g. a baseline's hidden states), skipping the unchanged layers below it.  Disabled
+        heads below ``start_layer`` are then ignored (the caller vouches that none is set).
+    """
+    import torch
+
+    model, base, emb, layers, head = _model_parts(loaded)
+    ids = torch.as_tensor(np.array(input_ids, dtype=np.int64, copy=True))
+    if ids.ndim == 1:
+        ids = ids[None]
+    B, T = ids.shape
+    L = len(layers)
+    n_heads = int(layers[0].attention.self.num_attention_heads)
+    if attention_mask is None:
+        mask = torch.ones((B, T), dtype=torch.long)
+    else:
+        mask = torch.as_tensor(np.array(attention_mask, dtype=np.int64, copy=True)).reshape(B, T)
+    if disabled is None:
+        dis = None
+    else:
+        dis_np = np.asarray(disabled, dtype=bool)
+        if dis_np.shape == (L, n_heads):
+            dis_np = np.broadcast_to(dis_np, (B, L, n_heads))
+        if dis_np.shape != (B, L, n_heads):
+            raise ValueError(f"disabled must be [L, H] = {(L, n_heads)} or [B, L, H], got {dis_np.shape}")
+        if start_layer > 0 and dis_np[:, :start_layer].any():
+            raise ValueError("disabled heads below start_layer would be ignored")
+        dis = torch.from_numpy(np.array(dis_np, dtype=bool, copy=True))
+    with torch.inference_mode():
+        if start_hidden is None:
+            if start_layer:
+                raise ValueError("start_layer > 0 needs start_hidden")
+            tt = torch.zeros_like(ids)
+            x = emb(input_ids=ids, token_type_ids=tt)
+        else:
+            x = torch.as_tensor(np.array(start_hidden, dtype=np.float32, copy=True))
+            if x.ndim == 2:
+                x = x[None]
+            x = x.expand(B, -1, -1) if x.shape[0] == 1 and B > 1 else x
+        real = mask.to(x.dtype)
+        all_real = bool(mask.all())
+        add_mask = None if all_real else ((1.0 - real) * torch.finfo(x.dtype).min)[:, None, None, :]
+        uniform = (real / real.sum(-1, keepdim=True))[:, None, None, :].expand(B, n_heads, T, T)
+        cls = [x[:, 0]] if start_layer == 0 else []
+        hiddens = [x] if (output_hidden_states and start_layer == 0) else []
+        attns = []
+        for l in range(start_layer, L):
+            dis_l = None
+            if dis is not None and bool(dis[:, l].any()):
+                dis_l = dis[:, l]
+            x, p = _layer(layers[l], x, add_mask, uniform, dis_l, output_attentions)
+            cls.append(x[:, 0])
+            if output_hidden_states:
+                hiddens.append(x)
+            if output_attentions:
+                attns.append(p)
+        logits = head(x) if head is not None else None
+        return ForwardResult(
+            cls=torch.stack(cls, dim=1).float().numpy().copy(),
+            last_hidden=x.float().numpy().copy(),
+            logits=None if logits is None else logits.float().numpy().copy(),
+            attentions=torch.stack(attns, dim=1).float().numpy().copy() if output_attentions else None,
+            hidden_states=torch.stack(hiddens, dim=1).float().numpy().copy() if output_hidden_states else None,
+        )
+
+
+def cls_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarity along the last axis (e.g. [CLS] vectors before/after an ablation)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    num = (a * b).sum(-1)
+    den = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
+    return np.divide(num, den, out=np.full(np.shape(num), np.nan), where=den > 0)
+
+
+def _batch_size(n_heads: int, T: int, budget: float = 2.0e7) -> int:
+    """Ablations per batch so that one layer's ``[B, H, T, T]`` scores stay near ``budget`` floats."""
+    return int(max(1, min(64, budget // max(1, n_heads * T * T))))
+
+
+def sweep_single_heads(loaded, input_ids, *, budget: float = 2.0e7) -> dict[str, np.ndarray]:
+    """Kovaleva Figure 8 for one input: every head disabled on its own.
+
+    Returns ``{"cls": [L, H, D] final [CLS], "logits": [L, H, C] (classifiers), "base_cls": [D],
+    "base_logits": [C]}``.  Ablations of layer ``l`` start from the baseline input of layer ``l``
+    (the layers below are unchanged) and run as batches of one-head masks.
+    """
+    ids = np.asarray(input_ids).reshape(-1)
+    _, _, _, layers, _ = _model_parts(loaded)
+    L = len(layers)
+    H = int(layers[0].attention.self.num_attention_heads)
+    T = ids.size
+    base = forward_with_disabled_heads(loaded, ids, None, output_hidden_states=True)
+    D = base.cls.shape[-1]
+    out_cls = np.zeros((L, H, D), dtype=np.float32)
+    out_logits = None if base.logits is None else np.zeros((L, H, base.logits.shape[-1]), dtype=np.float32)
+    bs = _batch_size(H, T, budget)
+    for l in range(L):
+        for h0 in range(0, H, bs):
+            hs = list(range(h0, min(H, h0 + bs)))
+            masks = np.zeros((len(hs), L, H), dtype=bool)
+            masks[np.arange(len(hs)), l, hs] = True
+            res = forward_with_disabled_heads(
+                loaded, np.broadcast_to(ids, (len(hs), T)), masks,
+                start_layer=l, start_hidden=base.hidden_states[0, l][None],
+            )
+            out_cls[l, hs] = res.cls[:, -1]
+            if out_logits is not None:
+                out_logits[l, hs] = res.logits
+    return {
+        "cls": out_cls,
+        "logits": out_logits,
+        "base_cls": base.cls[0, -1],
+        "base_logits": None if base.logits is None else base.logits[0],
+    }
+
+
+def sweep_layers(loaded, input_ids) -> dict[str, np.ndarray]:
+    """Kovaleva Figure 9 for one input: every head of one layer disabled, for each layer.
+
+    Returns ``{"cls": [L, D], "logits": [L, C] or None, "base_cls", "base_logits"}``.
+    """
+    ids = np.asarray(input_ids).reshape(-1)
+    _, _, _, layers, _ = _model_parts(loaded)
+    L = len(layers)
+    H = int(layers[0].attention.self.num_attention_heads)
+    base = forward_with_disabled_heads(loaded, ids, None, output_hidden_states=True)
+    cls, logits = [], []
+    for l in range(L):
+        m = disabled_mask(L, H, layers=[l])
+        res = forward_with_disabled_heads(loaded, ids, m, start_layer=l, start_hidden=base.hidden_states[0, l][None])
+        cls.append(res.cls[0, -1])
+        if res.logits is not None:
+            logits.append(res.logits[0])
+    return {
+        "cls": np.stack(cls),
+        "logits": np.stack(logits) if logits else None,
+        "base_cls": base.cls[0, -1],
+        "base_logits": None if base.logits is None else base.logits[0],
+    }
+
+
+# ----------------------------------------------------------------------------------------
+# Checkpoint comparison
+# ----------------------------------------------------------------------------------------
+
+
+def _shape(weights) -> tuple[int, int, int]:
+    lw = weights[0]
+    return len(weights), int(lw.num_heads), int(lw.d_model)
+
+
+def same_shape(weights_a, weights_b) -> str | None:
+    """None when the two checkpoints (lists of :class:`~bertgeom.weights.LayerWeights`) have the
+    same layers, heads and hidden size; otherwise a sentence saying how they differ."""
+    a, b = _shape(weights_a), _shape(weights_b)
+    if a == b:
+        return None
+    return (
+        f"The checkpoints differ in shape ({a[0]} layers x {a[1]} heads, hidden {a[2]} vs "
+        f"{b[0]} x {b[1]}, hidden {b[2]}), so their heads cannot be matched one to one."
+    )
+
+
+def _stack(weights, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Factors ``(A, B)`` ``[L, H, D(+1), d]`` with the head's bilinear form ``A B^T``."""
+    if what == "qk":
+        # scores = (x W_q^T + b_q)_h . (y W_k^T + b_k)_h = [x,1] Q~ K~^T [y,1]^T
+        A = np.stack([np.concatenate([lw.Wq_heads.transpose(0, 2, 1), lw.bq_heads[:, None, :]], axis=1) for lw in weights])
+        B = np.stack([np.concatenate([lw.Wk_heads.transpose(0, 2, 1), lw.bk_heads[:, None, :]], axis=1) for lw in weights])
+    elif what == "ov":
+        # head output written to the residual: W_O,h (W_V,h x): A = W_O,h [D, d], B = W_V,h^T [D, d]
+        A = np.stack([lw.Wo_heads for lw in weights])
+        B = np.stack([lw.Wv_heads.transpose(0, 2, 1) for lw in weights])
+    else:
+        raise ValueError("what must be 'qk' or 'ov'")
+    return A.astype(np.float64), B.astype(np.float64)
+
+
+def bilinear_cosine(A1: np.ndarray, B1: np.ndarray, A2: np.ndarray, B2: np.ndarray) -> np.ndarray:
+    """Frobenius cosine of ``A1 B1^T`` and ``A2 B2^T`` for stacks ``[..., D, d]`` without forming
+    the ``D x D`` products: ``<A1 B1^T, A2 B2^T> = sum((A1^T A2) * (B1^T B2))``."""
+
+    def inner(a1, b1, a2, b2):
+        ga = np.einsum("...ki,...kj->...ij", a1, a2)
+        gb = np.einsum("...ki,...kj->...ij", b1, b2)
+        return (ga * gb).sum(axis=(-1, -2))
+
+    num = inner(A1, B1, A2, B2)
+    den = np.sqrt(np.maximum(inner(A1, B1, A1, B1), 0) * np.maximum(inner(A2, B2, A2, B2), 0))
+    return np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
+
+
+def weight_cosine(weights_a, weights_b) -> dict[str, np.ndarray]:
+    """Per-head cosine ``[L, H]`` of the query-key (``"qk"``) and value-output (``"ov"``) circuits
+    of two checkpoints of the same shape (lists of :class:`~bertgeom.weights.LayerWeights`)."""
+    why = same_shape(weights_a, weights_b)
+    if why:
+        raise ValueError(why)
+    out = {}
+    for what in ("qk", "ov"):
+        A1, B1 = _stack(weights_a, what)
+        A2, B2 = _stack(weights_b, what)
+        out[what] = bilinear_cosine(A1, B1, A2, B2)
+    return out
+
+
+def attention_from_weights(weights, layer_inputs: np.ndarray) -> np.ndarray:
+    """Attention ``[L, H, T, T]`` of every head when layer ``l`` reads ``layer_inputs[l]``
+    (``[L, T, D]``), from the query/key weights alone (no padding; single input)."""
+    X = np.asarray(layer_inputs, dtype=np.float64)
+    if X.ndim != 3 or X.shape[0] != len(weights):
+        raise ValueError(f"layer_inputs must be [L={len(weights)}, T, D], got {X.shape}")
+    Wq = np.stack([lw.Wq_heads for lw in weights]).astype(np.float64)  # [L, H, d, D]
+    Wk = np.stack([lw.Wk_heads for lw in weights]).astype(np.float64)
+    bq = np.stack([lw.bq_heads for lw in weights]).astype(np.float64)  # [L, H, d]
+    bk = np.stack([lw.bk_heads for lw in weights]).astype(np.float64)
+    scale = np.array([lw.scaling for lw in weights])[:, None, None, None]
+    q = np.einsum("ltD,lhdD->lhtd", X, Wq) + bq[:, :, None, :]
+    k = np.einsum("ltD,lhdD->lhtd", X, Wk) + bk[:, :, None, :]
+    s = np.einsum("lhtd,lhsd->lhts", q, k) * scale
+    s -= s.max(axis=-1, keepdims=True)
+    e = np.exp(s)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def map_cosine_on_shared_inputs(weights_a, weights_b, layer_inputs: np.ndarray) -> dict[str, np.ndarray]:
+    """Kovaleva's per-head cosine of attention maps, both checkpoints reading the same layer
+    inputs ``[L, T, D]``.  Returns ``{"cos": [L, H], "maps_a": [L, H, T, T], "maps_b": ...}``."""
+    why = same_shape(weights_a, weights_b)
+    if why:
+        raise ValueError(why)
+    from bertgeom.headsim import cosine_similarity_maps
+
+    a = attention_from_weights(weights_a, layer_inputs)
+    b = attention_from_weights(weights_b, layer_inputs)
+    return {"cos": cosine_similarity_maps(a, b), "maps_a": a.astype(np.float32), "maps_b": b.astype(np.float32)}
+

@@ -1,0 +1,349 @@
+"""Plotly figures of the Attention Heads page (pure functions: arrays in, figures out).
+
+Same conventions as :mod:`bertgeom.figures`: arrays are 0-based ``(layer, head)``, labels shown
+to users are 1-based (``L3 H7``); every clickable chart of heads carries ``customdata = [layer,
+head]`` (0-based, plain lists) so :func:`bertgeom.figures.picked_head` reads a click the same
+way everywhere.  Export each figure with ``config=bertgeom.figures.PLOTLY_CONFIG``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from bertgeom.figures import SELECTED_COLOUR, _category_palette, head_grid, head_label
+
+__all__ = [
+    "attention_map",
+    "feature_bars",
+    "label_counts",
+    "label_shares",
+    "head_scatter",
+    "distribution",
+    "layer_bars",
+    "layer_lines",
+    "prob_bars",
+    "matrix_heatmap",
+    "diverging_grid",
+    "category_grid",
+]
+
+_FONT = dict(size=12)
+
+
+def attention_map(
+    attention: np.ndarray,
+    labels: Sequence[str],
+    *,
+    hover_labels: Sequence[str] | None = None,
+    theta: float = 0.0,
+    title: str = "",
+    colorscale: str = "Blues",
+    max_ticks: int = 60,
+    zmax: float | None = None,
+    colour_label: str = "weight",
+) -> go.Figure:
+    """Heatmap of one attention map (rows: queries, columns: keys) that stays light for long inputs.
+
+    Axes are categorical with one unique ``hover_labels`` entry per position (e.g.
+    ``"211: 631-634 · RBD"``), so hovering shows query, key and weight through a template
+    instead of ``T x T`` hover strings; ticks show the short ``labels``, thinned to about
+    ``max_ticks``.  Weights below ``theta`` are hidden (the paper's masking).
+    """
+    a = np.asarray(attention, dtype=np.float32)
+    n = a.shape[0]
+    labels = [str(x) for x in labels]
+    cats = [str(x) for x in (hover_labels if hover_labels is not None else labels)]
+    if len(set(cats)) != n:  # categorical axes need unique names
+        cats = [f"{i}: {c}" for i, c in enumerate(cats)]
+    shown = np.where(a >= theta, a, np.nan).astype(np.float32) if theta > 0 else a
+    top = float(np.nanmax(a)) if zmax is None else float(zmax)
+    fig = go.Figure(
+        go.Heatmap(
+            z=shown, x=cats, y=cats, colorscale=colorscale, zmin=0, zmax=max(top, 1e-9),
+            hovertemplate="query %{y}<br>key %{x}<br>" + colour_label + " %{z:.3f}<extra></extra>",
+            hoverongaps=False, colorbar=dict(title=dict(text=colour_label, side="right"), thickness=12),
+        )
+    )
+    # an invisible trace registers every category, so the axes keep their labels even when
+    # theta hides every weight (a heatmap of NaNs alone defines no categories)
+    fig.add_trace(go.Scatter(x=cats, y=cats, mode="markers", marker=dict(opacity=0), hoverinfo="skip",
+                             showlegend=False))
+    step = max(1, int(np.ceil(n / max_ticks)))
+    ticks = list(range(0, n, step))
+    fig.update_layout(
+        title=title,
+        xaxis=dict(title="key (attended to)", type="category", tickmode="array", tickvals=[cats[t] for t in ticks],
+                   ticktext=[labels[t] for t in ticks], side="top", tickangle=-60, range=[-0.5, n - 0.5]),
+        yaxis=dict(title="query (attending)", type="category", tickmode="array", tickvals=[cats[t] for t in ticks],
+                   ticktext=[labels[t] for t in ticks], range=[n - 0.5, -0.5]),
+        height=min(900, max(380, 130 + 16 * min(n, max_ticks))),
+        margin=dict(l=10, r=10, t=110 if title else 95, b=10),
+        plot_bgcolor="#f7f7f7",
+        font=_FONT,
+    )
+    return fig
+
+
+def feature_bars(
+    names: Sequence[str],
+    values: Sequence[float],
+    *,
+    labels: Sequence[str] | None = None,
+    hover: Sequence[str] | None = None,
+    marks: Mapping[str, float] | None = None,
+    title: str = "",
+    xrange: tuple[float, float] | None = (0.0, 1.0),
+) -> go.Figure:
+    """Horizontal bars of one head's feature vector (first name on top).
+
+    ``marks`` draws a threshold tick on the bar of that feature (a rule's cut-off).
+    """
+    names = list(names)
+    vals = np.asarray(values, dtype=float)
+    ylab = list(labels) if labels is not None else names
+    fig = go.Figure(
+        go.Bar(
+            x=vals, y=ylab, orientation="h", marker_color="#4c78a8",
+            text=[f"{v:.2f}" for v in vals], textposition="outside", cliponaxis=False,
+            hovertext=list(hover) if hover is not None else names, hoverinfo="text+x",
+        )
+    )
+    if marks:
+        mx, my = [], []
+        for n, t in marks.items():
+            if n in names:
+                mx.append(t)
+                my.append(ylab[names.index(n)])
+        if mx:
+            fig.add_trace(go.Scatter(x=mx, y=my, mode="markers", name="threshold", hoverinfo="x+name",
+                                     marker=dict(symbol="line-ns-open", size=18, color=SELECTED_COLOUR, line=dict(width=2))))
+    hi = max(1.0, float(np.nanmax(vals)) * 1.15) if vals.size else 1.0
+    fig.update_layout(
+        title=title, showlegend=False, height=max(220, 40 + 22 * len(names)),
+        margin=dict(l=10, r=30, t=40 if title else 10, b=30),
+        xaxis=dict(range=[xrange[0], max(xrange[1], hi)] if xrange else None, zeroline=True),
+        yaxis=dict(autorange="reversed", automargin=True),
+        plot_bgcolor="white", font=_FONT,
+    )
+    return fig
+
+
+def label_counts(counts: Mapping[str, int], *, display: Mapping[str, str] | None = None, title: str = "") -> go.Figure:
+    """Bar chart of how many heads carry each label."""
+    keys = list(counts)
+    palette = _category_palette(sorted(keys))
+    names = [display.get(k, k) if display else k for k in keys]
+    fig = go.Figure(go.Bar(x=names, y=[counts[k] for k in keys], marker_color=[palette[k] for k in keys],
+                           text=[counts[k] for k in keys], textposition="outside", cliponaxis=False))
+    fig.update_layout(title=title, height=280, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+                      yaxis=dict(title="heads"), plot_bgcolor="white", font=_FONT)
+    return fig
+
+
+def label_shares(
+    rows: Mapping[str, tuple[Sequence[str], np.ndarray]], *, display: Mapping[str, str] | None = None, title: str = ""
+) -> go.Figure:
+    """Stacked horizontal bars: for each taxonomy (row), the share of inputs giving each label."""
+    fig = go.Figure()
+    seen: set[str] = set()
+    all_classes = sorted({c for cls, _ in rows.values() for c in cls})
+    palette = _category_palette(all_classes)
+    for tax, (classes, frac) in rows.items():
+        for c, f in zip(classes, np.asarray(frac, dtype=float)):
+            if f <= 0:
+                continue
+            name = display.get(c, c) if display else c
+            fig.add_trace(go.Bar(x=[f], y=[tax], orientation="h", name=name, marker_color=palette[c],
+                                 legendgroup=c, showlegend=c not in seen, text=[f"{name} {f:.0%}"],
+                                 textposition="inside", insidetextanchor="middle", hoverinfo="text"))
+            seen.add(c)
+    fig.update_layout(barmode="stack", title=title, height=80 + 45 * max(1, len(rows)),
+                      margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+                      xaxis=dict(range=[0, 1], tickformat=".0%"), yaxis=dict(autorange="reversed"),
+                      legend=dict(orientation="h", y=-0.3), plot_bgcolor="white", font=_FONT)
+    return fig
+
+
+def head_scatter(
+    coords: np.ndarray,
+    n_heads: int,
+    *,
+    categories: Sequence[str] | None = None,
+    values: np.ndarray | None = None,
+    colour_label: str = "",
+    selected: tuple[int, int] | None = None,
+    hover_text: Sequence[str] | None = None,
+    title: str = "",
+    axis_titles: tuple[str, str] = ("dimension 1", "dimension 2"),
+    colorscale: str = "Viridis",
+) -> go.Figure:
+    """Clickable 2-D map of heads (MDS, PCA): one point per head in row-major (layer, head)
+    order, ``customdata = [layer, head]``; coloured by ``categories`` or by ``values``; the
+    selected head is ringed."""
+    xy = np.asarray(coords, dtype=float)
+    N = xy.shape[0]
+    ll, hh = np.divmod(np.arange(N), n_heads)
+    custom = np.stack([ll, hh], axis=1).tolist()
+    text = [
+        head_label(l, h) + (f"<br>{hover_text[i]}" if hover_text is not None else "")
+        for i, (l, h) in enumerate(zip(ll, hh))
+    ]
+    fig = go.Figure()
+    if categories is not None:
+        cats = np.asarray([str(c) for c in categories])
+        palette = _category_palette(sorted(set(cats.tolist())))
+        for cat, colour in palette.items():
+            idx = np.flatnonzero(cats == cat)
+            fig.add_trace(go.Scatter(
+                x=xy[idx, 0], y=xy[idx, 1], mode="markers", name=cat,
+                marker=dict(size=11, color=colour, line=dict(width=1, color="white")),
+                customdata=[custom[i] for i in idx], hovertext=[text[i] for i in idx], hoverinfo="text",
+            ))
+    else:
+        v = np.asarray(values if values is not None else ll, dtype=float)
+        fig.add_trace(go.Scatter(
+            x=xy[:, 0], y=xy[:, 1], mode="markers", showlegend=False,
+            marker=dict(size=11, color=v, colorscale=colorscale, line=dict(width=1, color="white"),
+                        colorbar=dict(title=dict(text=colour_label, side="right"), thickness=12)),
+            customdata=custom, hovertext=text, hoverinfo="text",
+        ))
+    if selected is not None:
+        i = selected[0] * n_heads + selected[1]
+        if 0 <= i < N:
+            fig.add_trace(go.Scatter(x=[xy[i, 0]], y=[xy[i, 1]], mode="markers+text", showlegend=False,
+                                     hoverinfo="skip", text=[head_label(*selected)], textposition="top center",
+                                     marker=dict(symbol="circle-open", size=20, color=SELECTED_COLOUR, line=dict(width=3)),
+                                     customdata=[list(selected)]))
+    fig.update_layout(
+        title=title, height=460, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+        xaxis=dict(title=axis_titles[0], zeroline=False), yaxis=dict(title=axis_titles[1], zeroline=False),
+        plot_bgcolor="#fafafa", clickmode="event+select", legend=dict(orientation="h", y=-0.18), font=_FONT,
+    )
+    return fig
+
+
+def distribution(
+    groups: Mapping[str, np.ndarray],
+    *,
+    kind: str = "box",
+    title: str = "",
+    ylabel: str = "",
+    points: bool = True,
+) -> go.Figure:
+    """Box or violin per group (e.g. per class) of one head's values over inputs or rows."""
+    fig = go.Figure()
+    palette = _category_palette(list(groups))
+    for name, vals in groups.items():
+        v = np.asarray(vals, dtype=float).ravel()
+        if kind == "violin":
+            fig.add_trace(go.Violin(y=v, name=str(name), box_visible=True, meanline_visible=True,
+                                    points="outliers" if v.size > 200 else ("all" if points else False),
+                                    line_color=palette[name]))
+        else:
+            fig.add_trace(go.Box(y=v, name=str(name), boxpoints="all" if (points and v.size <= 200) else "outliers",
+                                 jitter=0.3, marker_color=palette[name]))
+    fig.update_layout(title=title, showlegend=False, height=360, yaxis=dict(title=ylabel),
+                      margin=dict(l=10, r=10, t=40 if title else 10, b=10), plot_bgcolor="white", font=_FONT)
+    return fig
+
+
+def layer_bars(values: Sequence[float], *, title: str = "", ylabel: str = "", hover: Sequence[str] | None = None,
+               colour: str = "#4c78a8") -> go.Figure:
+    """One bar per layer (1-based), e.g. the per-layer maximum of a head statistic."""
+    v = np.asarray(values, dtype=float)
+    x = [f"L{i + 1}" for i in range(v.size)]
+    fig = go.Figure(go.Bar(x=x, y=v, marker_color=colour, hovertext=list(hover) if hover is not None else None,
+                           hoverinfo="text+y" if hover is not None else "x+y"))
+    fig.update_layout(title=title, height=280, yaxis=dict(title=ylabel),
+                      margin=dict(l=10, r=10, t=40 if title else 10, b=10), plot_bgcolor="white", font=_FONT)
+    return fig
+
+
+def layer_lines(series: Mapping[str, Sequence[float]], *, title: str = "", ylabel: str = "",
+                yrange: tuple[float, float] | None = None, xlabels: Sequence[str] | None = None) -> go.Figure:
+    """Lines over layers (x = ``xlabels`` or L1..Ln), one per series."""
+    fig = go.Figure()
+    for name, vals in series.items():
+        v = np.asarray(vals, dtype=float)
+        x = list(xlabels) if xlabels is not None else [f"L{i + 1}" for i in range(v.size)]
+        fig.add_trace(go.Scatter(x=x, y=v, mode="lines+markers", name=str(name)))
+    fig.update_layout(title=title, height=300, yaxis=dict(title=ylabel, range=list(yrange) if yrange else None),
+                      margin=dict(l=10, r=10, t=40 if title else 10, b=10), plot_bgcolor="white",
+                      legend=dict(orientation="h", y=-0.25), font=_FONT)
+    return fig
+
+
+def prob_bars(classes: Sequence[str], before: Sequence[float], after: Sequence[float], *, title: str = "",
+              names: tuple[str, str] = ("all heads", "heads disabled")) -> go.Figure:
+    """Grouped bars of class probabilities before and after an intervention."""
+    fig = go.Figure()
+    for vals, name, colour in ((before, names[0], "#9ecae9"), (after, names[1], "#e4572e")):
+        v = np.asarray(vals, dtype=float)
+        fig.add_trace(go.Bar(x=list(classes), y=v, name=name, marker_color=colour,
+                             text=[f"{p:.2f}" for p in v], textposition="outside", cliponaxis=False))
+    fig.update_layout(barmode="group", title=title, height=320, yaxis=dict(title="probability", range=[0, 1.08]),
+                      margin=dict(l=10, r=10, t=40 if title else 10, b=10), plot_bgcolor="white",
+                      legend=dict(orientation="h", y=-0.2), font=_FONT)
+    return fig
+
+
+def matrix_heatmap(
+    M: np.ndarray,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    *,
+    title: str = "",
+    colorscale: str = "Viridis",
+    colour_label: str = "",
+    zrange: tuple[float, float] | None = None,
+    fmt: str = ".3g",
+) -> go.Figure:
+    """A plain labelled matrix (head-by-head distances, heads x domains) with a hover template."""
+    M = np.asarray(M, dtype=np.float32)
+    fig = go.Figure(go.Heatmap(
+        z=M, x=list(col_labels), y=list(row_labels), colorscale=colorscale,
+        zmin=zrange[0] if zrange else None, zmax=zrange[1] if zrange else None,
+        hovertemplate="%{y} · %{x}<br>" + colour_label + " %{z:" + fmt + "}<extra></extra>",
+        colorbar=dict(title=dict(text=colour_label, side="right"), thickness=12),
+    ))
+    n = M.shape[0]
+    fig.update_layout(title=title, height=min(900, max(320, 120 + 9 * n)), font=_FONT,
+                      margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+                      xaxis=dict(type="category", tickangle=-60), yaxis=dict(type="category", autorange="reversed"))
+    return fig
+
+
+def diverging_grid(values: np.ndarray, *, colour_label: str = "", selected: tuple[int, int] | None = None,
+                   hover_text: np.ndarray | None = None, title: str = "") -> go.Figure:
+    """Clickable head grid on a diverging scale centred on 0 (e.g. the change an ablation causes)."""
+    v = np.asarray(values, dtype=float)
+    m = float(np.nanmax(np.abs(v))) if np.isfinite(v).any() else 1.0
+    m = m if m > 0 else 1.0
+    return head_grid(v, colour_label=colour_label, selected=selected, hover_text=hover_text, title=title,
+                     colorscale="RdBu_r", zrange=(-m, m))
+
+
+def category_grid(
+    values: np.ndarray,
+    categories: np.ndarray,
+    *,
+    colour_label: str = "",
+    selected: tuple[int, int] | None = None,
+    hover_text: np.ndarray | None = None,
+    title: str = "",
+    per_row: int = 3,
+) -> go.Figure:
+    """:func:`bertgeom.figures.head_grid` coloured by category, made taller by the height of its
+    legend (below the grid) so the squares keep their size and never overlap."""
+    fig = head_grid(values, colour_label=colour_label, selected=selected, hover_text=hover_text, title=title,
+                    categories=categories)
+    n_cats = len(set(np.asarray(categories).ravel().tolist()))
+    rows = int(np.ceil(n_cats / max(1, per_row)))
+    base = int(fig.layout.height)
+    plot_h = max(100, base - 50)  # the grid's own plot area (its margins are ~50 px)
+    fig.update_layout(height=base + 40 + 24 * rows,  # room for the legend under the axis title
+                      legend=dict(orientation="h", yanchor="top", y=-58 / plot_h, x=0, xanchor="left"))
+    return fig

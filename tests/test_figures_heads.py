@@ -1,0 +1,110 @@
+"""Pure plotly figures of the Attention Heads page."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.io as pio
+
+from bertgeom import figures_heads as fh
+from bertgeom.figures import head_grid, picked_head
+
+
+def _json(fig) -> dict:
+    return json.loads(pio.to_json(fig))
+
+
+def _arr(x):
+    """Plotly JSON arrays may be base64-encoded: decode to a numpy array."""
+    if isinstance(x, dict) and "bdata" in x:
+        import base64
+
+        a = np.frombuffer(base64.b64decode(x["bdata"]), dtype=np.dtype(x["dtype"]))
+        return a.reshape([int(s) for s in str(x.get("shape", a.size)).split(",")])
+    return np.asarray(x)
+
+
+def test_attention_map_masks_below_theta_and_uses_unique_category_labels():
+    a = np.array([[0.7, 0.3, 0.0], [0.1, 0.1, 0.8], [0.5, 0.25, 0.25]], dtype=np.float32)
+    fig = fh.attention_map(a, ["[CLS]", "x", "x"], hover_labels=["[CLS]", "1-4 · SP", "4-7 · SP"], theta=0.3)
+    tr = fig.data[0]
+    z = np.asarray(tr.z, dtype=float)
+    assert np.isnan(z[1, 0]) and z[0, 1] == np.float32(0.3) and np.isnan(z[2, 1])
+    assert list(tr.x) == ["[CLS]", "1-4 · SP", "4-7 · SP"] and list(tr.y) == list(tr.x)
+    assert "%{z" in tr.hovertemplate and tr.text is None  # no T x T hover strings
+    assert list(fig.layout.xaxis.ticktext) == ["[CLS]", "x", "x"]
+    # duplicate names are made unique; all-masked maps keep their axes
+    fig2 = fh.attention_map(a, ["a", "a", "a"], theta=0.95)
+    assert len(set(fig2.data[0].x)) == 3 and tuple(fig2.layout.xaxis.range) == (-0.5, 2.5)
+
+
+def test_long_maps_thin_their_ticks_and_stay_small():
+    rng = np.random.default_rng(0)
+    a = rng.random((427, 427)).astype(np.float32)
+    a /= a.sum(1, keepdims=True)
+    fig = fh.attention_map(a, [f"t{i}" for i in range(427)], max_ticks=60)
+    assert len(fig.layout.xaxis.tickvals) <= 61
+    assert len(pio.to_json(fig)) < 1_500_000  # float32 z, no per-cell hover text
+
+
+def test_head_scatter_customdata_is_layer_head_and_a_click_selects_that_head():
+    coords = np.arange(24, dtype=float).reshape(12, 2)
+    fig = fh.head_scatter(coords, 4, categories=["a", "b", "c"] * 4, selected=(1, 2))
+    spec = _json(fig)
+    for tr in spec["data"][:-1]:
+        for cd, ht in zip(tr["customdata"], tr["hovertext"]):
+            l, h = cd
+            assert ht.startswith(f"L{l + 1} H{h + 1}")
+    ring = spec["data"][-1]
+    assert ring["customdata"] == [[1, 2]] and _arr(ring["x"])[0] == coords[6, 0]
+    point = spec["data"][0]
+    assert picked_head({"selection": {"points": [{"customdata": point["customdata"][1]}]}}) == tuple(point["customdata"][1])
+    # continuous colouring
+    fig2 = fh.head_scatter(coords, 4, values=np.arange(12), colour_label="layer")
+    assert len(fig2.data) == 1 and fig2.data[0].marker.colorbar.title.text == "layer"
+
+
+def test_feature_bars_show_values_and_threshold_marks():
+    fig = fh.feature_bars(["prev", "next", "cls"], [0.9, 0.05, 0.2], marks={"prev": 0.5, "missing": 0.1})
+    assert list(fig.data[0].x) == [0.9, 0.05, 0.2] and list(fig.data[0].text) == ["0.90", "0.05", "0.20"]
+    assert list(fig.data[1].x) == [0.5] and list(fig.data[1].y) == ["prev"]
+
+
+def test_label_charts_distributions_and_lines():
+    counts = fh.label_counts({"vertical": 3, "diagonal": 0}, display={"vertical": "Vertical"})
+    assert list(counts.data[0].x) == ["Vertical", "diagonal"] and list(counts.data[0].y) == [3, 0]
+    shares = fh.label_shares({"Kovaleva": (("vertical", "diagonal"), np.array([0.75, 0.25])),
+                              "gates": (("closed", "open"), np.array([1.0, 0.0]))})
+    assert len(shares.data) == 3 and shares.layout.barmode == "stack"
+    box = fh.distribution({"alpha": np.arange(5), "beta": np.arange(3)}, kind="box")
+    vio = fh.distribution({"all": np.arange(300)}, kind="violin")
+    assert [t.type for t in box.data] == ["box", "box"] and vio.data[0].type == "violin"
+    bars = fh.layer_bars([1, 2, 3])
+    assert list(bars.data[0].x) == ["L1", "L2", "L3"]
+    lines = fh.layer_lines({"a": [0.1, 0.2], "b": [0.3, 0.4]}, xlabels=["emb", "L1"])
+    assert len(lines.data) == 2 and list(lines.data[0].x) == ["emb", "L1"]
+    probs = fh.prob_bars(["x", "y"], [0.8, 0.2], [0.6, 0.4])
+    assert [t.name for t in probs.data] == ["all heads", "heads disabled"]
+
+
+def test_matrix_heatmap_and_diverging_grid():
+    m = fh.matrix_heatmap(np.eye(3), ["a", "b", "c"], ["a", "b", "c"], colour_label="JS")
+    assert m.data[0].type == "heatmap" and "JS" in m.data[0].hovertemplate
+    g = fh.diverging_grid(np.array([[-0.2, 0.1], [0.05, 0.0]]), colour_label="Δ", selected=(0, 1))
+    spec = _json(g)
+    mk = spec["data"][0]["marker"]
+    assert mk["cmin"] == -0.2 and mk["cmax"] == 0.2  # centred on zero
+    assert spec["data"][-1]["customdata"] == [[0, 1]]
+    flat = fh.diverging_grid(np.zeros((2, 2)))
+    assert _json(flat)["data"][0]["marker"]["cmax"] == 1.0
+
+
+def test_category_grid_grows_with_its_legend_and_keeps_clicks():
+    cats = np.array([["a", "b", "c", "d"], ["e", "a", "b", "c"]], dtype=object)
+    fig = fh.category_grid(np.zeros((2, 4)), cats, selected=(1, 2))
+    plain = head_grid(np.zeros((2, 4)), categories=cats)
+    assert fig.layout.height > plain.layout.height and fig.layout.legend.yanchor == "top"
+    spec = _json(fig)
+    assert {tr["name"] for tr in spec["data"][:-1]} == {"a", "b", "c", "d", "e"}
+    assert spec["data"][-1]["customdata"] == [[1, 2]]
