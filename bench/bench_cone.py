@@ -1,19 +1,33 @@
-"""Benchmark: cone index over a stack of hidden states, batched vs Python loops.
+"""Benchmark: cone index and [CLS] projections for 300 genomes in one batched pass (issue 6).
 
-    python bench/bench_cone.py                 # synthetic [300, 7, 64, 384] stack, table
+    python bench/bench_cone.py                 # 300 genomes through the variant model, table
+    python bench/bench_cone.py --quick         # 24 genomes, PCA only (a smoke run, ~1 min)
     python bench/bench_cone.py --json          # machine-readable result
-    python bench/bench_cone.py --n 300 --layers 13 --tokens 128 --dim 768
+    python bench/bench_cone.py --full-size     # random model of the shipped model's shape
+    python bench/bench_cone.py --tiny          # tiny random model even when the shipped one exists
+    python bench/bench_cone.py --synthetic     # cone index alone on a synthetic stack (below)
 
-``bench_cone(hidden_states_batch, masks)`` times, on the same data:
+**Model pass** (default). The model is the shipped SARS-CoV-2 variant model when
+``bertgeom/data/variant_model/model.safetensors`` exists, else a tiny random variant-shaped model
+(2 layers x 4 heads, width 32) built with :func:`bertgeom.variant.build_tiny_variant_model` in a
+temporary directory (``--full-size``: a random model with the shipped model's shape, 6 x 12,
+width 384, so timings are representative without the trained weights). The genomes are the
+shipped held-out validation genomes repeated to ``--n`` (300). One pass of
+:func:`bertgeom.conesets.cone_profiles_over_set` (batched forward, 8 genomes a batch) computes, per
+genome, the cone index of ``hidden_states[0..L]`` and of every stream, and the [CLS] and
+mean-pooled vectors of every layer; then PCA + Pareto + silhouette of [CLS] for every layer and
+UMAP / t-SNE of the last layer. The report gives the time of each part and the share spent in
+the model's forward pass (measured with forward hooks on the model).
+
+**Synthetic mode** (``--synthetic``). ``bench_cone(hidden_states_batch, masks)`` times, on the
+same data:
 
 * ``batched``: one :func:`bertgeom.cone.cone_index` call over ``[N, L+1, T, d]`` (per-genome
   masks broadcast over layers);
-* ``per_genome``: one call per genome over its ``[L+1, T, d]``;
+* ``per_genome``: one call per genome over its ``[L+1, T, d]`` (what the model pass does);
 * ``loop``: one call per genome and per layer on the selected rows (the official code's style).
 
-It checks that the three agree. The model forward that produces real hidden states (one
-correctly classified genome per row) is wired in by the caller; this module only generates a
-synthetic stack when run as a script.
+It checks that the three agree.
 """
 
 from __future__ import annotations
@@ -123,9 +137,166 @@ def _table(res: dict) -> str:
     return "\n".join(lines)
 
 
+# -------------------------------------------------------------------------------------------
+# Model pass: 300 genomes through the variant model
+# -------------------------------------------------------------------------------------------
+def load_bench_model(which: str = "auto", tmp_dir: str | None = None):
+    """``which``: ``"auto"`` (the shipped variant model if present, else ``"tiny"``), ``"tiny"``
+    (a random 2 x 4, width-32 variant-shaped model) or ``"full"`` (a random model with the shipped
+    model's shape). Returns ``(loaded, description)``."""
+    import tempfile
+
+    from bertgeom.models import load_model
+    from bertgeom.variant import VARIANT_DIR, build_tiny_variant_model, variant_spec
+
+    if which == "auto" and (VARIANT_DIR / "model.safetensors").is_file():
+        return load_model(variant_spec()), "shipped variant model"
+    full_size = which == "full"
+    path = Path(tmp_dir or tempfile.mkdtemp(prefix="bench_cone_"))  # the caller removes it
+    shape = dict(layers=6, heads=12, hidden=384) if full_size else dict(layers=2, heads=4, hidden=32)
+    build_tiny_variant_model(path, **shape)
+    what = "random variant-shaped model, full size" if full_size else "tiny random variant-shaped model"
+    return load_model(variant_spec(path)), f"{what} ({shape['layers']} x {shape['heads']}, width {shape['hidden']})"
+
+
+def genomes(n: int):
+    """The shipped validation genomes repeated (names suffixed) to ``n`` inputs."""
+    from bertgeom.inputsets import InputItem, genome_set
+
+    base = genome_set()
+    return tuple(InputItem(f"{base[i % len(base)].name}#{i // len(base)}", base[i % len(base)].text,
+                           base[i % len(base)].label) for i in range(n))
+
+
+class ForwardTimer:
+    """Wall time spent inside ``model.forward`` (pre/post forward hooks; removed on exit)."""
+
+    def __init__(self, model):
+        self.model, self.seconds, self.calls, self._t0 = model, 0.0, 0, None
+
+    def __enter__(self):
+        self._hooks = [self.model.register_forward_pre_hook(self._pre),
+                       self.model.register_forward_hook(self._post)]
+        return self
+
+    def _pre(self, *_):
+        self._t0 = time.perf_counter()
+
+    def _post(self, *_):
+        self.seconds += time.perf_counter() - self._t0
+        self.calls += 1
+
+    def __exit__(self, *exc):
+        for h in self._hooks:
+            h.remove()
+
+
+def _projections(cls: np.ndarray, labels, *, slow: bool) -> tuple[dict[str, float], np.ndarray]:
+    """Time PCA + Pareto and the silhouette for every layer, and UMAP / t-SNE of the last layer."""
+    from bertgeom.projections import pca, pca_pareto, silhouette_per_layer, tsne_project, umap_project
+
+    proj: dict[str, float] = {}
+    t1 = time.perf_counter()
+    for X in cls:
+        pca(X, 3)
+        pca_pareto(X, min(10, *X.shape))
+    proj["pca_pareto_all_layers"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    sil = silhouette_per_layer(cls, labels)
+    proj["silhouette_all_layers"] = time.perf_counter() - t1
+    if slow:
+        for name, fn in (("umap_last_layer", umap_project), ("tsne_last_layer", tsne_project)):
+            t1 = time.perf_counter()
+            try:
+                fn(cls[-1], 2)
+                proj[name] = time.perf_counter() - t1
+            except ImportError:
+                proj[name] = float("nan")
+    return proj, sil
+
+
+def bench_model_pass(n: int = 300, *, quick: bool = False, which: str = "auto", streams: bool = True,
+                     batch_size: int = 8, slow_projections: bool = True, tmp_dir: str | None = None) -> dict:
+    """Cone index + projections for ``n`` genomes in one batched pass (see module docstring).
+    ``which``: see :func:`load_bench_model`; ``tmp_dir``: where a random model is built."""
+    import tempfile
+
+    from bertgeom import conesets
+
+    if tmp_dir is None:
+        with tempfile.TemporaryDirectory(prefix="bench_cone_") as tmp:
+            return bench_model_pass(n, quick=quick, which=which, streams=streams, batch_size=batch_size,
+                                    slow_projections=slow_projections, tmp_dir=tmp)
+    loaded, model_desc = load_bench_model(which, tmp_dir)
+    items = genomes(n)
+    timings: dict = {}
+    t0 = time.perf_counter()
+    with ForwardTimer(loaded.model) as ft:
+        res = conesets.cone_profiles_over_set(loaded, items, "content", streams=streams, batch_size=batch_size,
+                                              timings=timings)
+    t_pass = time.perf_counter() - t0
+    N = len(res["names"])
+    cls = np.transpose(res["cls"], (1, 0, 2)).astype(np.float64)  # [L+1, N, D]
+    with conesets.single_threaded():  # small matrices: one BLAS thread (see conesets.single_threaded)
+        proj, sil = _projections(cls, res["labels"], slow=slow_projections and not quick)
+    t_total = t_pass + sum(v for v in proj.values() if np.isfinite(v))
+    other = t_pass - ft.seconds - timings.get("profile_s", 0.0)
+    return {
+        "model": model_desc,
+        "layers": loaded.num_layers,
+        "heads": loaded.num_heads,
+        "genomes": N,
+        "errors": int(len(res["error_names"])),
+        "tokens_per_genome": float(np.median(res["m"])) + 2,
+        "streams": streams,
+        "batch_size": batch_size,
+        "seconds": {
+            "one_pass": t_pass,
+            "forward": ft.seconds,
+            "cone_index_streams_vectors": timings.get("profile_s", 0.0),
+            "encode_and_other": other,
+            **proj,
+            "total": t_total,
+        },
+        "forward_share_of_pass": ft.seconds / t_pass if t_pass > 0 else float("nan"),
+        "forward_share_of_total": ft.seconds / t_total if t_total > 0 else float("nan"),
+        "ms_per_genome": 1000 * t_pass / max(N, 1),
+        "forward_calls": ft.calls,
+        "silhouette_last_layer": float(sil[-1]) if len(sil) else float("nan"),
+        "accuracy": float(np.mean(res["correct"])) if N else float("nan"),
+    }
+
+
+def _model_table(res: dict) -> str:
+    s = res["seconds"]
+    lines = [
+        f"{res['genomes']} genomes ({res['errors']} failed), {res['model']}, {res['layers']} layers x "
+        f"{res['heads']} heads, ~{res['tokens_per_genome']:.0f} tokens each, batch {res['batch_size']}, "
+        f"streams {'on' if res['streams'] else 'off'}",
+        f"{'part':<34}{'seconds':>10}{'share':>9}",
+    ]
+    for k in ("forward", "cone_index_streams_vectors", "encode_and_other"):
+        lines.append(f"  {k:<32}{s[k]:>10.2f}{100 * s[k] / s['one_pass']:>8.1f}%")
+    lines.append(f"{'one batched pass':<34}{s['one_pass']:>10.2f}{'100.0%':>9}  ({res['ms_per_genome']:.0f} ms/genome)")
+    for k in ("pca_pareto_all_layers", "silhouette_all_layers", "umap_last_layer", "tsne_last_layer"):
+        if k in s:
+            lines.append(f"{k:<34}{s[k]:>10.2f}")
+    lines.append(f"{'total':<34}{s['total']:>10.2f}")
+    lines.append(f"forward pass: {100 * res['forward_share_of_pass']:.1f}% of the pass, "
+                 f"{100 * res['forward_share_of_total']:.1f}% of the total")
+    lines.append(f"silhouette of [CLS], last layer: {res['silhouette_last_layer']:.3f}; accuracy {res['accuracy']:.1%}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--n", type=int, default=None, help="genomes (model pass: 300) / stack size (synthetic: 300)")
+    ap.add_argument("--quick", action="store_true", help="24 genomes, PCA and silhouette only")
+    ap.add_argument("--full-size", action="store_true", help="random model with the shipped model's shape")
+    ap.add_argument("--tiny", action="store_true", help="tiny random model even when the shipped one exists")
+    ap.add_argument("--no-streams", action="store_true", help="cone index of hidden_states only")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--synthetic", action="store_true", help="cone index alone on a synthetic stack")
     ap.add_argument("--layers", type=int, default=7, help="L+1 hidden states per genome")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--dim", type=int, default=384)
@@ -134,7 +305,14 @@ def main(argv=None) -> int:
     ap.add_argument("--normalized", action="store_true")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     a = ap.parse_args(argv)
-    hs, masks = synthetic_stack(a.n, a.layers, a.tokens, a.dim)
+    if not a.synthetic:
+        n = a.n or (24 if a.quick else 300)
+        which = "full" if a.full_size else "tiny" if a.tiny else "auto"
+        res = bench_model_pass(n, quick=a.quick, which=which, streams=not a.no_streams,
+                               batch_size=a.batch_size)
+        print(json.dumps(res, indent=2) if a.json else _model_table(res))
+        return 0
+    hs, masks = synthetic_stack(a.n or 300, a.layers, a.tokens, a.dim)
     res = bench_cone(
         hs, masks, normalized=a.normalized, repeats=a.repeats, loop_limit=a.loop_limit
     )

@@ -277,10 +277,12 @@ def layer_streams(
 
     X = _to_numpy(X).astype(np.float64)
     out: dict[str, np.ndarray] = {"layer_input": X}
-    _, _, V = sub.project_qkv(X, lw, bias=True)
     if attention is None:
+        _, _, V = sub.project_qkv(X, lw, bias=True)
         A = sub.correct_attention(X, lw, attention_mask=attention_mask)
     else:
+        # only the values are needed when the model's attention is given
+        V = sub._split_heads(X @ lw.W_v.T.astype(np.float64) + lw.b_v, lw.num_heads, lw.head_dim)
         A = _to_numpy(attention).astype(np.float64)
     Z = A @ V  # [H, T, dh]
     out["attention"] = A
@@ -294,8 +296,8 @@ def layer_streams(
             U + Hm @ lw.W_2.T.astype(np.float64) + lw.b_2, lw.ln2_gamma, lw.ln2_beta, lw.ln2_eps
         )
     if faithful:
-        Af = sub.faithful_attention(X, lw)
-        _, _, Vf = sub.faithful_qkv(X, lw)
+        Qf, Kf, Vf = sub.faithful_qkv(X, lw)  # once (faithful_attention would project again)
+        Af = sub._softmax((Qf @ np.swapaxes(Kf, -1, -2)) * lw.scaling)
         Zf = Af @ Vf
         out["attention_faithful"] = Af
         out["head_output_faithful"] = Zf

@@ -78,7 +78,13 @@ def labelled_fasta_set(fasta: bytes | str, labels_tsv: bytes | str | None = None
         raw = labels.get(rec.name) or (rec.name.rsplit("|", 1)[1] if "|" in rec.name else None)
         label = None
         if raw:
-            label = raw.strip().lower() if raw.strip().lower() in _classes() else label_to_class(raw.strip())
+            try:
+                label = raw.strip().lower() if raw.strip().lower() in _classes() else label_to_class(raw.strip())
+            except ValueError:
+                raise InputError(
+                    f"'{raw.strip()[:40]}' (record '{rec.name[:40]}') is not one of the classes "
+                    f"{', '.join(_classes())} nor a known dataset label."
+                ) from None
         items.append(InputItem(rec.name, f">{rec.name}\n{rec.sequence}", label))
     return tuple(items)
 

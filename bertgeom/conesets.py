@@ -1,0 +1,459 @@
+"""Cone index, streams, [CLS] vectors and attention entropies for one input or over a set.
+
+This is the batch layer of the *Cone Index per Layer* page (paper_spec §2.4, §2.6, §2.7):
+
+* :func:`input_cones`: cone index of every stream per layer for one input (current input);
+* :func:`cone_profiles_over_set`: one batched pass over a set of inputs that keeps, per input,
+  the cone-index curve over ``hidden_states[0..L]``, the stream indices, the [CLS] and
+  mean-pooled vectors of every layer and the prediction (small arrays only);
+* :func:`class_mean_attention` + :func:`entropy_curves`: the official code's entropy recipe
+  (class-mean attention with [SEP]/[PAD] zeroed, optionally 512 x 512) next to properly
+  normalised entropies;
+* :func:`padded_forward`: the model run on inputs padded to a fixed length, so that the
+  official code's "all 512 rows, padding included" token set can be reproduced.
+
+Everything returns numpy arrays (no Streamlit); results of the set functions are dicts of
+arrays that can be stored with ``numpy.savez`` without pickle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+
+from bertgeom.cone import (
+    attention_entropies,
+    hidden_state_cone_curve,
+    shannon_value_entropy_code,
+    stream_cone_indices,
+    token_mask,
+)
+from bertgeom.inputsets import InputItem, map_over_set
+from bertgeom.models import LoadedModel
+from bertgeom.trace import EncodedInput, InputError, encode_input
+
+__all__ = [
+    "single_threaded",
+    "STREAMS",
+    "STREAM_LABELS",
+    "rows_for",
+    "padded_forward",
+    "input_cones",
+    "cone_profiles_over_set",
+    "group_stats",
+    "class_mean_attention",
+    "attention_code_matrix",
+    "entropy_curves",
+    "FAITHFUL_ENTROPIES",
+    "PROPER_ENTROPIES",
+    "stream_values",
+    "subset",
+]
+
+#: Per-layer streams, in the order the page shows them (layer-level; heads are ``[L, H]``).
+STREAMS = ("layer_input", "head_output", "post_attention", "layer_output", "multihead_faithful",
+           "head_output_faithful")
+
+#: Short display names of the streams (paper_spec §2.4).
+STREAM_LABELS = {
+    "hidden": "hidden_states[l]",
+    "layer_input": "layer input X",
+    "head_output": "head output Z_h (mean over heads)",
+    "post_attention": "after W_O + LayerNorm (U)",
+    "layer_output": "layer output Y (after MLP)",
+    "multihead_faithful": "'multihead output' (official code)",
+    "head_output_faithful": "head output (official code, mean over heads)",
+}
+
+FAITHFUL_ENTROPIES = ("vn_code", "shannon_code")
+PROPER_ENTROPIES = ("vn_l1", "sv_entropy", "row_entropy")
+
+
+@contextmanager
+def single_threaded():
+    """Run numpy/BLAS and torch with one thread inside the block.
+
+    The matrices here are small (a few hundred rows); on a busy machine multi-threaded
+    OpenBLAS/torch spin-wait and run 10-30x *slower* (measured: eigenvalues of 72 attention
+    matrices 40 s with 2 threads vs 3.4 s with 1 on a loaded 2-core box).
+    """
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1):
+            yield
+    finally:
+        torch.set_num_threads(n)
+
+
+# -------------------------------------------------------------------------------------------
+# Token sets and padded forward passes
+# -------------------------------------------------------------------------------------------
+def rows_for(encoded: EncodedInput, token_set: str = "content", n: int | None = None) -> np.ndarray:
+    """Token-set rows ``[n]`` (bool) of one encoded input, padded with PAD rows to ``n``.
+
+    [CLS] and [SEP] are read from the encoding (not guessed); rows beyond the input's tokens
+    are padding (selected only by ``token_set="all"``).
+    """
+    T = encoded.n_tokens
+    n = T if n is None else int(n)
+    if n < T:
+        raise ValueError(f"cannot pad {T} tokens to {n}")
+    am = np.zeros(n, np.int64)
+    am[:T] = 1
+    special = np.zeros(n, bool)
+    special[:T] = encoded.is_cls | encoded.is_sep
+    return token_mask(am, token_set, special_tokens_mask=special)
+
+
+def padded_forward(loaded: LoadedModel, encoded: Sequence[EncodedInput], pad_to: int):
+    """Run the model on inputs padded to ``pad_to`` positions (PAD keys masked, as the official
+    code did with its fixed 512-token inputs).
+
+    Returns ``hidden [B, L+1, pad_to, D]`` (float32, PAD rows included), ``attention_mask
+    [B, pad_to]`` and ``logits [B, C]`` (or ``None`` for an encoder).
+    """
+    import torch
+
+    n = int(pad_to)
+    if any(e.n_tokens > n for e in encoded):
+        raise InputError(f"An input is longer than {n} tokens and cannot be padded to {n}.")
+    pad_id = int(getattr(loaded.config, "pad_token_id", 0) or 0)
+    ids = torch.full((len(encoded), n), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(encoded), n), dtype=torch.long)
+    for b, e in enumerate(encoded):
+        ids[b, : e.n_tokens] = torch.from_numpy(e.input_ids)
+        mask[b, : e.n_tokens] = 1
+    with torch.inference_mode():
+        out = loaded.model(input_ids=ids, attention_mask=mask, output_hidden_states=True, return_dict=True)
+    hidden = torch.stack(out.hidden_states, dim=1).float().numpy()
+    logits = getattr(out, "logits", None)
+    return hidden, mask.numpy(), (None if logits is None else logits.float().numpy())
+
+
+# -------------------------------------------------------------------------------------------
+# One input
+# -------------------------------------------------------------------------------------------
+@single_threaded()
+def input_cones(
+    hidden_states,
+    layer_weights,
+    rows,
+    *,
+    attention_mask=None,
+    attentions=None,
+    faithful: bool = True,
+    unit_rows: bool = True,
+) -> dict[str, np.ndarray]:
+    """Cone index of every stream for one input: raw ``I`` and normalised values.
+
+    ``hidden_states [L+1, T, d]``; ``rows [T]`` the token set; ``attention_mask [T]`` (1 valid,
+    0 PAD) for the model's masked attention; ``attentions [L, H, T, T]`` the model's attention
+    (recomputed from the weights when omitted). ``unit_rows=True`` is the official code's form
+    (rows scaled to unit length first; normalised = ``I/m``); ``False`` is the paper's literal
+    ``||sum x||`` (normalised = ``I / sum ||x||``).
+
+    Returns ``hidden [L+1]``, ``layer_input/post_attention/layer_output [L]``,
+    ``head_output [L, H]``, faithful ``multihead_faithful [L]``/``head_output_faithful [L, H]``
+    when ``faithful``, each also as ``<name>_norm``, and ``m`` (rows counted).
+    """
+    kw = dict(attention_mask=attention_mask, rows=rows, attentions=attentions, faithful=faithful)
+    sc = stream_cone_indices(hidden_states, layer_weights, raw=not unit_rows, **kw)
+    out = {k: np.asarray(v, dtype=np.float64) for k, v in sc.as_dict().items()}
+    m = int(np.asarray(rows, bool).sum())
+    if unit_rows:
+        norm = {f"{k}_norm": v / m if m else v * np.nan for k, v in out.items()}
+    else:
+        sn = stream_cone_indices(hidden_states, layer_weights, raw=True, normalized=True, **kw)
+        norm = {f"{k}_norm": np.asarray(v, dtype=np.float64) for k, v in sn.as_dict().items()}
+    out.update(norm)
+    out["m"] = np.asarray(m)
+    return out
+
+
+# -------------------------------------------------------------------------------------------
+# Over a set (one batched pass)
+# -------------------------------------------------------------------------------------------
+def _profile(hidden, layer_weights, rows, content, attention_mask, attentions, streams, faithful) -> dict:
+    """Per-input reduction: small arrays only (the full hidden states are dropped)."""
+    hidden = np.asarray(hidden)
+    res: dict[str, np.ndarray] = {}
+    if streams:
+        sc = stream_cone_indices(hidden, layer_weights, attention_mask=attention_mask, rows=rows,
+                                 attentions=attentions, faithful=faithful)
+        res.update({k: np.asarray(v, dtype=np.float64) for k, v in sc.as_dict().items()})
+    else:
+        res["hidden"] = np.asarray(hidden_state_cone_curve(hidden, rows), dtype=np.float64)
+    res["m"] = np.asarray(int(np.asarray(rows, bool).sum()))
+    res["cls"] = hidden[:, 0, :].astype(np.float32)
+    c = np.asarray(content, bool)
+    res["mean"] = (hidden[:, c, :].mean(1) if c.any() else hidden.mean(1)).astype(np.float32)
+    return res
+
+
+def _stack_results(names, labels, predicted, per_item: list[dict], logits, errors) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {
+        "names": np.asarray(names, dtype=str),
+        "labels": np.asarray([lab or "" for lab in labels], dtype=str),
+        "predicted": np.asarray([p or "" for p in predicted], dtype=str),
+        "error_names": np.asarray([e[0] for e in errors], dtype=str),
+        "error_messages": np.asarray([e[1] for e in errors], dtype=str),
+    }
+    correct = [bool(p) and p == lab for p, lab in zip(predicted, labels)]
+    out["correct"] = np.asarray(correct, dtype=bool)
+    if per_item:
+        for k in per_item[0]:
+            out[k] = np.stack([r[k] for r in per_item])
+    if logits and all(x is not None for x in logits):
+        out["logits"] = np.stack(logits).astype(np.float32)
+    return out
+
+
+@single_threaded()
+def cone_profiles_over_set(
+    loaded: LoadedModel,
+    items: Sequence[InputItem],
+    token_set: str = "content",
+    *,
+    pad_to: int | None = None,
+    streams: bool = True,
+    faithful: bool = True,
+    layer_weights=None,
+    batch_size: int = 8,
+    progress: Callable[[int, int], None] | None = None,
+    timings: dict | None = None,
+) -> dict[str, np.ndarray]:
+    """Cone-index profiles, streams and [CLS]/mean-pooled vectors of every input of a set.
+
+    One batched forward pass per ``batch_size`` inputs (through
+    :func:`bertgeom.inputsets.map_over_set`, or :func:`padded_forward` when ``pad_to`` is given
+    so that PAD rows exist, as in the official code). Inputs that cannot be encoded are
+    listed in ``error_names``/``error_messages`` and never stop the run.
+
+    Returns (``N`` analysed inputs, ``L`` layers, ``H`` heads, ``D`` width):
+    ``names, labels, predicted [N]`` (str, ``""`` when absent), ``correct [N]``,
+    ``hidden [N, L+1]`` (``I`` of ``hidden_states[l]``), ``m [N]``, with ``streams``:
+    ``layer_input, post_attention, layer_output [N, L]``, ``head_output [N, L, H]`` and with
+    ``faithful`` ``multihead_faithful [N, L]``, ``head_output_faithful [N, L, H]``;
+    ``cls, mean [N, L+1, D]`` (float32); ``logits [N, C]`` for a classifier.
+    ``timings``: a dict that receives ``profile_s``, the seconds spent in the per-input
+    reductions (cone indices, streams, vectors), for benchmarks.
+    """
+    import time
+
+    clock = {"profile_s": 0.0}
+
+    def profile(*args):
+        t0 = time.perf_counter()
+        res = _profile(*args)
+        clock["profile_s"] += time.perf_counter() - t0
+        return res
+
+    if layer_weights is None and streams:
+        from bertgeom.weights import extract_layer_weights
+
+        layer_weights = extract_layer_weights(loaded.model)
+    per_item: list[dict] = []
+    logits: list = []
+    if pad_to is None:
+
+        def reduce(trace, item):
+            enc = trace.encoded
+            res = profile(trace.hidden_states, layer_weights, rows_for(enc, token_set), enc.content_mask,
+                           np.ones(enc.n_tokens, np.int64), trace.attentions, streams, faithful)
+            per_item.append(res)
+            logits.append(trace.logits)
+            return None
+
+        sr = map_over_set(loaded, items, reduce, batch_size=batch_size, progress=progress)
+        if timings is not None:
+            timings.update(clock)
+        return _stack_results([it.name for it in sr.items], sr.labels, sr.predicted, per_item, logits, sr.errors)
+
+    names, labels, predicted, errors = [], [], [], []
+    pending: list[tuple[InputItem, EncodedInput]] = []
+    done = 0
+
+    def flush():
+        nonlocal done
+        if not pending:
+            return
+        encs = [e for _, e in pending]
+        hidden, mask, lg = padded_forward(loaded, encs, pad_to)
+        for b, (item, enc) in enumerate(pending):
+            content = rows_for(enc, "content", pad_to)
+            per_item.append(profile(hidden[b], layer_weights, rows_for(enc, token_set, pad_to), content,
+                                     mask[b], None, streams, faithful))
+            row_logits = None if lg is None else lg[b]
+            logits.append(row_logits)
+            names.append(item.name)
+            labels.append(item.label)
+            pred = None
+            if row_logits is not None and loaded.labels:
+                pred = loaded.labels[int(np.argmax(row_logits))]
+            predicted.append(pred)
+        done += len(pending)
+        pending.clear()
+        if progress:
+            progress(done + len(errors), len(items))
+
+    for item in items:
+        try:
+            enc = encode_input(loaded, item.text)
+            if enc.n_tokens > pad_to:
+                raise InputError(f"{enc.n_tokens} tokens do not fit in {pad_to} positions.")
+            pending.append((item, enc))
+        except InputError as exc:
+            errors.append((item.name, str(exc)))
+        if len(pending) >= batch_size:
+            flush()
+    flush()
+    if progress:
+        progress(len(items), len(items))
+    if timings is not None:
+        timings.update(clock)
+    return _stack_results(names, labels, predicted, per_item, logits, errors)
+
+
+def group_stats(values, groups, order: Sequence[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """Mean, sd (ddof=0) and count of ``values [N, ...]`` per group label ``groups [N]``.
+
+    Groups are returned in ``order`` (groups absent from the data are skipped), else sorted.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    g = np.asarray(groups).astype(str)
+    keys = [k for k in order if k in set(g.tolist())] if order is not None else sorted(set(g.tolist()))
+    out = {}
+    for k in keys:
+        sel = v[g == k]
+        out[k] = {"mean": np.nanmean(sel, 0), "sd": np.nanstd(sel, 0), "n": np.asarray(len(sel))}
+    return out
+
+
+# -------------------------------------------------------------------------------------------
+# Entropies of attention (paper_spec §2.7)
+# -------------------------------------------------------------------------------------------
+def attention_code_matrix(attentions, is_sep, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The official code's matrix for the entropies: ``[..., n, n]`` with [SEP] rows/columns
+    zeroed and zero PAD rows/columns up to ``n`` (512 in the code), and ``keep [n]``: the rows
+    that are neither [SEP] nor padding."""
+    A = np.asarray(attentions, dtype=np.float64)
+    T = A.shape[-1]
+    n = T if n is None else int(n)
+    if n < T:
+        raise ValueError(f"cannot pad {T} tokens to {n}")
+    keep = np.zeros(n, bool)
+    keep[:T] = ~np.asarray(is_sep, bool)
+    out = np.zeros(A.shape[:-2] + (n, n))
+    out[..., :T, :T] = A
+    out = out * keep[:, None] * keep[None, :]
+    return out, keep
+
+
+@single_threaded()
+def entropy_curves(A_code, keep, *, dtype=np.float32) -> dict[str, np.ndarray]:
+    """Faithful and properly normalised entropies of ``A_code [L, H, n, n]``: each ``[L, H]``.
+
+    * faithful (the official code): ``vn_code`` (|eigenvalues| L2-normalised) and ``shannon_code``
+      (20 equal-width bins of all ``n^2`` entries, zeros included) on the whole matrix;
+    * proper (PROPOSED): ``vn_l1`` (|eigenvalues| L1-normalised), ``sv_entropy`` (sigma^2
+      normalised) and ``row_entropy`` (mean row entropy, rows renormalised) on the ``keep``
+      block. Also ``*_max``: ``ln n_keep`` (the largest value a proper entropy can reach).
+
+    The eigenvalues of the zero-padded matrix are those of the ``keep`` block plus zeros, which
+    the code's entropy ignores, so ``vn_code`` is computed on the block (same value, faster).
+    """
+    A = np.asarray(A_code, dtype=np.float64)
+    keep = np.asarray(keep, bool)
+    res = attention_entropies(A, rows=keep, dtype=dtype)
+    res["shannon_code"] = np.asarray(shannon_value_entropy_code(A))
+    out = {k: np.asarray(res[k], dtype=np.float64) for k in FAITHFUL_ENTROPIES + PROPER_ENTROPIES}
+    out["ln_n"] = np.asarray(np.log(max(int(keep.sum()), 1)))
+    return out
+
+
+@single_threaded()
+def class_mean_attention(
+    loaded: LoadedModel,
+    items: Sequence[InputItem],
+    *,
+    pad_to: int | None = None,
+    correct_only: bool = False,
+    batch_size: int = 4,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, np.ndarray]:
+    """Mean attention ``[L, H, n, n]`` over a set, the official code's way (paper_spec §2.3, §2.7).
+
+    Each input's attention has its [SEP] rows/columns zeroed and is zero-padded to ``n``
+    (``pad_to``, else the longest input); inputs are aligned by token index. With
+    ``correct_only`` only correctly classified inputs count (as the code). Returns ``mean``
+    (float32), ``keep [n]`` (positions that are a real, non-[SEP] token in at least one input)
+    and ``n_used``.
+    """
+    state: dict = {"acc": None, "keep": None, "n": 0}
+
+    def reduce(trace, item):
+        if correct_only and (trace.predicted is None or trace.predicted != item.label):
+            return None
+        A, keep = attention_code_matrix(trace.attentions, trace.encoded.is_sep, pad_to)
+        A = A.astype(np.float32)
+        acc = state["acc"]
+        if acc is None:
+            state["acc"], state["keep"] = A, keep
+        else:
+            n = max(acc.shape[-1], A.shape[-1])
+            if acc.shape[-1] < n:
+                acc = np.pad(acc, [(0, 0)] * (acc.ndim - 2) + [(0, n - acc.shape[-1])] * 2)
+                state["keep"] = np.pad(state["keep"], (0, n - len(state["keep"])))
+            if A.shape[-1] < n:
+                A = np.pad(A, [(0, 0)] * (A.ndim - 2) + [(0, n - A.shape[-1])] * 2)
+                keep = np.pad(keep, (0, n - len(keep)))
+            acc += A
+            state["acc"] = acc
+            state["keep"] = state["keep"] | keep
+        state["n"] += 1
+        return None
+
+    sr = map_over_set(loaded, items, reduce, batch_size=batch_size, progress=progress)
+    if state["acc"] is None:
+        return {"mean": np.zeros((0,), np.float32), "keep": np.zeros(0, bool), "n_used": np.asarray(0),
+                "n_errors": np.asarray(len(sr.errors))}
+    return {"mean": state["acc"] / state["n"], "keep": state["keep"], "n_used": np.asarray(state["n"]),
+            "n_errors": np.asarray(len(sr.errors))}
+
+
+
+# -------------------------------------------------------------------------------------------
+# Reading set results
+# -------------------------------------------------------------------------------------------
+def stream_values(data: dict, key: str, *, head: int | None = None, normalized: bool = True):
+    """Per-input values ``[N, K]`` and layer numbers ``[K]`` of one stream of a set result.
+
+    ``key``: ``"hidden"`` (layers 0..L) or a stream of :data:`STREAMS` (layers 1..L); per-head
+    streams give the mean over heads, or head ``head`` (0-based) when given. ``normalized``
+    divides by each input's ``m`` (``I/m``).
+    """
+    if key not in data:
+        raise KeyError(f"the set result has no stream {key!r}")
+    v = np.asarray(data[key], dtype=np.float64)
+    if v.ndim == 3:
+        v = v.mean(-1) if head is None else v[:, :, int(head)]
+    if normalized:
+        m = np.asarray(data["m"], dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = v / np.where(m > 0, m, np.nan)[:, None]
+    x = np.arange(v.shape[1]) if key == "hidden" else np.arange(1, v.shape[1] + 1)
+    return v, x
+
+
+def subset(data: dict, keep) -> dict:
+    """The rows ``keep`` (bool ``[N]``) of every per-input array of a set result."""
+    keep = np.asarray(keep, bool)
+    n = len(keep)
+    return {k: (v[keep] if (isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == n
+                            and not k.startswith("error_")) else v) for k, v in data.items()}

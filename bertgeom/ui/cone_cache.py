@@ -1,0 +1,162 @@
+"""Cached computations of the Cone Index per Layer page.
+
+* per input (model id, input, token set, padding, row form): the cone index of every stream
+  and the attention entropies (``st.cache_data``; the model's trace comes from the shared
+  trace cache, so the model is not run again unless the input is padded to 512);
+* per set (model id, set fingerprint, token set, padding): the per-input profiles of
+  :func:`bertgeom.conesets.cone_profiles_over_set`, computed once with a progress bar and kept
+  in memory and on disk (``disk_cached_arrays``, keyed by the model's weights hash);
+* projections of the per-layer [CLS] / mean-pooled vectors (keyed by the data themselves).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from bertgeom import conesets
+from bertgeom.inputsets import InputItem, disk_cached_arrays
+from bertgeom.trace import normalise_text
+from bertgeom.ui.cache import cached_model, get_trace
+
+#: Bump when the arrays stored on disk change meaning.
+DISK_VERSION = "cone-v1"
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def cached_layer_weights(model_id: str):
+    """Every layer's weights as numpy arrays (shared, read-only)."""
+    from bertgeom.weights import extract_layer_weights
+
+    return extract_layer_weights(cached_model(model_id).model)
+
+
+def _encoded_and_hidden(model_id: str, text: str, pad_to: int | None):
+    """(encoded input, hidden [L+1, n, D], attention mask [n], attentions or None)."""
+    trace = get_trace(model_id, text)
+    enc = trace.encoded
+    if not pad_to:
+        return enc, trace.hidden_states, np.ones(enc.n_tokens, np.int64), trace.attentions
+    hidden, mask, _ = conesets.padded_forward(cached_model(model_id), [enc], pad_to)
+    return enc, hidden[0], mask[0], None
+
+
+@st.cache_data(max_entries=32, show_spinner="Computing the cone index of every stream…")
+def input_cones(model_id: str, text: str, token_set: str, pad_to: int | None, unit_rows: bool = True) -> dict:
+    """Cone index per layer and stream of one input (see :func:`bertgeom.conesets.input_cones`)."""
+    text = normalise_text(text)
+    enc, hidden, mask, attentions = _encoded_and_hidden(model_id, text, pad_to)
+    rows = conesets.rows_for(enc, token_set, hidden.shape[1])
+    res = conesets.input_cones(hidden, cached_layer_weights(model_id), rows, attention_mask=mask,
+                               attentions=attentions, faithful=True, unit_rows=unit_rows)
+    res["n_positions"] = np.asarray(hidden.shape[1])
+    return res
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing attention entropies (eigenvalues of every head)…")
+def input_entropies(model_id: str, text: str, pad_to: int | None) -> dict:
+    """Faithful and properly normalised attention entropies ``[L, H]`` of one input."""
+    trace = get_trace(model_id, normalise_text(text))
+    A, keep = conesets.attention_code_matrix(trace.attentions, trace.encoded.is_sep, pad_to)
+    return conesets.entropy_curves(A, keep)
+
+
+def _progress_bar(text: str):
+    bar = st.progress(0.0, text=text)
+
+    def update(done: int, total: int) -> None:
+        bar.progress(min(1.0, done / max(total, 1)), text=f"{text} {done}/{total}")
+
+    return bar, update
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _set_cones(model_id: str, fingerprint: str, token_set: str, pad_to: int | None, _items) -> dict:
+    loaded = cached_model(model_id)
+
+    def compute() -> dict:
+        bar, update = _progress_bar(f"Running the model over {len(_items)} inputs…")
+        res = conesets.cone_profiles_over_set(loaded, _items, token_set, pad_to=pad_to,
+                                              layer_weights=cached_layer_weights(model_id), progress=update)
+        bar.empty()
+        return res
+
+    key = [DISK_VERSION, "set", model_id, loaded.weights_hash, fingerprint, token_set, pad_to or 0]
+    return disk_cached_arrays(key, compute)
+
+
+def set_cones(model_id: str, items: tuple[InputItem, ...], fingerprint: str, token_set: str,
+              pad_to: int | None) -> dict:
+    """Per-input cone profiles, streams and [CLS]/mean vectors over a set (cached)."""
+    return _set_cones(model_id, fingerprint, token_set, pad_to, items)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _class_entropies(model_id: str, fingerprint: str, label: str, pad_to: int | None, correct_only: bool,
+                     _items) -> dict:
+    loaded = cached_model(model_id)
+    chosen = [it for it in _items if it.label == label]
+
+    def compute() -> dict:
+        bar, update = _progress_bar(f"Averaging the attention of {len(chosen)} inputs of class '{label}'…")
+        mean = conesets.class_mean_attention(loaded, chosen, pad_to=pad_to, correct_only=correct_only,
+                                             progress=update)
+        bar.empty()
+        out = {"n_used": mean["n_used"], "n_errors": mean["n_errors"]}
+        if int(mean["n_used"]) > 0:
+            bar2 = st.empty()
+            bar2.caption("Computing the entropies of the class-mean attention…")
+            out.update(conesets.entropy_curves(mean["mean"], mean["keep"]))
+            bar2.empty()
+        return out
+
+    key = [DISK_VERSION, "class-entropy", model_id, loaded.weights_hash, fingerprint, label, pad_to or 0,
+           correct_only]
+    return disk_cached_arrays(key, compute)
+
+
+def class_entropies(model_id: str, items: tuple[InputItem, ...], fingerprint: str, label: str,
+                    pad_to: int | None, correct_only: bool) -> dict:
+    """Entropies ``[L, H]`` of the class-mean attention (the official code's recipe)."""
+    return _class_entropies(model_id, fingerprint, label, pad_to, correct_only, items)
+
+
+@st.cache_data(max_entries=64, show_spinner="Projecting the vectors…")
+def projection(X: np.ndarray, method: str, n_components: int):
+    """Seeded PCA / UMAP / t-SNE of ``X [N, D]`` (keyed by the data)."""
+    from bertgeom.projections import project
+
+    with conesets.single_threaded():
+        return project(X, method, n_components)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def separability(features: np.ndarray, labels: np.ndarray) -> dict:
+    """Silhouette and between/within variance ratio per layer of ``features [L+1, N, D]``."""
+    from bertgeom.projections import silhouette_per_layer, variance_ratio_per_layer
+
+    with conesets.single_threaded():
+        return {"silhouette": silhouette_per_layer(features, labels),
+                "variance_ratio": variance_ratio_per_layer(features, labels)}
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def pareto(X: np.ndarray, n_components: int) -> np.ndarray:
+    from bertgeom.projections import pca_pareto
+
+    with conesets.single_threaded():
+        return pca_pareto(X, n_components)[0]
+
+
+@st.cache_data(max_entries=4, show_spinner="Reading the uploaded set…")
+def uploaded_set(fasta: bytes, labels_tsv: bytes | None) -> tuple[InputItem, ...]:
+    """A labelled set from an uploaded FASTA (+ optional labels TSV)."""
+    from bertgeom.inputsets import labelled_fasta_set
+    from bertgeom.trace import InputError
+
+    try:
+        return labelled_fasta_set(fasta, labels_tsv)
+    except ValueError as exc:  # an unknown class label (InputError is a ValueError too)
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"The labels could not be read: {exc} (use the 8 class names, e.g. omicron).") from None
