@@ -58,8 +58,14 @@ def _variant_commands(sub) -> None:
     register(sub)
 
 
+def _precompute_commands(sub) -> None:
+    from bertgeom.precompute.cli import register
+
+    register(sub)
+
+
 #: Functions ``f(subparsers)`` that add more commands (train, evaluate, classify, ...).
-_EXTRA_COMMANDS: list = [_variant_commands]
+_EXTRA_COMMANDS: list = [_variant_commands, _precompute_commands]
 
 
 def main(argv: list[str] | None = None) -> int:

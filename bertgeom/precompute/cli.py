@@ -1,0 +1,95 @@
+"""CLI command ``precompute`` (see ``python -m bertgeom precompute -h``)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _cmd_precompute(args) -> int:
+    import sys
+
+    from bertgeom.precompute.core import PrecomputeConfig, PrecomputeError
+    from bertgeom.precompute.run import precompute
+
+    try:
+        cfg = PrecomputeConfig(
+            shard_size=args.shard_size, batch_size=args.batch_size, maps=args.maps,
+            features=tuple(f.strip() for f in args.features.split(",") if f.strip()),
+            cls_dims=args.cls_dims, cls_reduce=args.cls_reduce, pca_pilot=args.pca_pilot, seed=args.seed,
+            threads=args.threads,
+        )
+        bar = None
+        if not args.quiet:
+            from tqdm import tqdm
+
+            bar = tqdm(unit="genome", dynamic_ncols=True, file=sys.stderr)
+
+        def progress(done, n_shards, genomes):
+            bar.set_postfix_str(f"shard {done}/{n_shards}")
+            bar.update(genomes - bar.n)
+
+        engine_kwargs = {}
+        if args.engine == "ray" and args.no_ship_code:
+            engine_kwargs["ship_code"] = False
+        try:
+            summary = precompute(
+                args.input, args.labels, args.out, model=args.variant_model, config=cfg, engine=args.engine,
+                workers=args.workers, address=args.address, max_shards=args.max_shards,
+                progress=progress if bar is not None else None, engine_kwargs=engine_kwargs,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+    except PrecomputeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(summary.line(), file=sys.stderr)
+    return 0
+
+
+def _positive(v: str) -> int:
+    n = int(v)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+def register(sub) -> None:
+    from bertgeom.precompute.core import DEFAULT_FEATURES, MAP_MODES
+
+    p = sub.add_parser(
+        "precompute",
+        help="precompute per-genome results and class-mean maps of a labelled FASTA (local or Ray, resumable)",
+        description="Per genome: prediction, QC, cone index per layer, [CLS] vectors, per-head features "
+                    "(Parquet); per class: class-mean attention maps (NumPy); a manifest. Rerun the same "
+                    "command to resume an interrupted run.",
+    )
+    p.add_argument("input", help="FASTA file (.fasta, .gz, .xz)")
+    p.add_argument("labels", help="TSV with 'name' and 'label' (or 'class') columns")
+    p.add_argument("--out", required=True, help="results directory (created; rerun with the same one to resume)")
+    p.add_argument("--model", dest="variant_model", default=None, metavar="ID|DIR",
+                   help="variant model id or directory (default: the shipped one)")
+    p.add_argument("--engine", choices=("local", "ray"), default="local")
+    p.add_argument("--workers", type=_positive, default=None,
+                   help="processes (local, default 1) or model actors (ray, default: cluster CPUs / threads)")
+    p.add_argument("--address", default=None, help="Ray cluster to join: 'auto' from a cluster node (or 'ray://head:10001', Ray "
+                        "Client); default: start a local Ray instance")
+    p.add_argument("--no-ship-code", action="store_true",
+                   help="ray: the cluster has bertgeom installed; do not upload this package")
+    p.add_argument("--shard-size", type=_positive, default=256, help="records per shard (the unit of resume)")
+    p.add_argument("--batch-size", type=_positive, default=4, help="genomes per forward pass")
+    p.add_argument("--threads", type=_positive, default=1, help="torch/BLAS threads per worker")
+    p.add_argument("--maps", choices=MAP_MODES, default="layer-mean",
+                   help="class-mean maps: layer-mean [L,T,T] (default, ~4.4 MB/class for 6 layers), "
+                        "heads [L,H,T,T] (~52 MB/class for 72 heads), none")
+    p.add_argument("--features", default=",".join(DEFAULT_FEATURES),
+                   help="per-head features stored as columns (comma-separated names of bertgeom.heads)")
+    p.add_argument("--cls-dims", type=int, default=0, help="reduce [CLS] vectors to K dims (0 = keep all)")
+    p.add_argument("--cls-reduce", choices=("pca", "random"), default="pca",
+                   help="pca: fitted on a pilot sample evenly spaced over the input; random: Gaussian projection")
+    p.add_argument("--pca-pilot", type=int, default=256, help="genomes of the PCA pilot sample")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random projection")
+    p.add_argument("--max-shards", type=_positive, default=None,
+                   help="compute at most N new shards, then stop (rerun to continue)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_precompute)

@@ -1,0 +1,403 @@
+"""The engine-independent unit of work: one *shard* of genomes in, its result files out.
+
+A shard is a run of consecutive records of the input (``shard_size`` of them, by position in the
+file), so shard boundaries never depend on the engine or on the number of workers. Both engines
+call the same :meth:`ShardComputer.run_payload` (bytes in, bytes out): the local process pool and
+the Ray actors produce byte-identical files for a shard, and the driver is the only writer.
+
+Per genome (one Parquet row): prediction, probabilities, QC verdict, number of mutations, cone
+index of ``hidden_states[l]`` over the content tokens for ``l = 0..L`` (``cone_{l}`` = I/m and
+``cone_raw_{l}`` = I, rows unit-normalised as in the official code; ``cone_m`` = m), the
+selected per-head features ``{feature}_{layer}-{head}`` (1-based names as in the UI), and the
+[CLS] vector of every layer (separate ``.npy``, optionally reduced to ``cls_dims``).
+
+Per class (correct predictions only, paper_spec §2.3): the attention maps of the shard summed as
+**64-bit fixed-point integers** (``round(A * 2**32)``, [SEP]/[PAD] rows and columns zeroed). Integer
+sums are associative, so merging shards in any order, on any engine, gives the same bits; the
+quantisation error of a mean is below ``2**-33`` per entry.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zlib
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+#: Per-head features stored by default (scalar ``[L, H]`` features of :mod:`bertgeom.heads`).
+DEFAULT_FEATURES: tuple[str, ...] = ("prev", "next", "self", "cls", "sep", "entropy_norm", "k90_frac", "delta_row")
+#: Fixed-point scale of the class-map sums.
+MAP_SCALE = float(2**32)
+MAP_MODES = ("layer-mean", "heads", "none")
+CLS_REDUCTIONS = ("pca", "random")
+
+
+class PrecomputeError(RuntimeError):
+    """A precompute run cannot start or continue; the message is one sentence for the user."""
+
+
+@dataclass(frozen=True)
+class PrecomputeConfig:
+    """Everything that changes the *results* (recorded in the manifest; a resumed run must match).
+
+    Engine, workers and cluster address are not here: they do not change a single bit.
+    """
+
+    shard_size: int = 256
+    batch_size: int = 4
+    maps: str = "layer-mean"  # "layer-mean" [L,T,T] | "heads" [L,H,T,T] | "none"
+    features: tuple[str, ...] = DEFAULT_FEATURES
+    cls_dims: int = 0  # 0 = full width D
+    cls_reduce: str = "pca"  # "pca" (fitted on a pilot sample) | "random" (Gaussian projection)
+    pca_pilot: int = 256  # genomes of the PCA pilot sample (evenly spaced over the input)
+    seed: int = 0
+    threads: int = 1  # torch/BLAS threads per worker (fixed so results do not depend on the engine)
+
+    def __post_init__(self):
+        from bertgeom.heads import FEATURE_DOCS
+
+        if self.shard_size < 1 or self.batch_size < 1 or self.threads < 1:
+            raise PrecomputeError("shard size, batch size and threads must be at least 1.")
+        if self.maps not in MAP_MODES:
+            raise PrecomputeError(f"--maps must be one of {', '.join(MAP_MODES)}, not '{self.maps}'.")
+        if self.cls_reduce not in CLS_REDUCTIONS:
+            raise PrecomputeError(f"--cls-reduce must be one of {', '.join(CLS_REDUCTIONS)}.")
+        if self.cls_dims < 0 or self.pca_pilot < 2:
+            raise PrecomputeError("--cls-dims must be >= 0 and the PCA pilot at least 2 genomes.")
+        object.__setattr__(self, "features", tuple(self.features))
+        bad = [f for f in self.features if f not in FEATURE_DOCS]
+        if bad:
+            raise PrecomputeError(f"unknown per-head feature(s): {', '.join(bad)} (see bertgeom.heads.FEATURE_DOCS).")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["features"] = list(self.features)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PrecomputeConfig":
+        return cls(**{k: (tuple(v) if k == "features" else v) for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class ModelDims:
+    layers: int
+    heads: int
+    hidden: int
+    labels: tuple[str, ...]
+    map_tokens: int  # T of the class maps: [CLS] + spike k-mers + [SEP]
+
+    @classmethod
+    def of(cls, loaded) -> "ModelDims":
+        from bertgeom.genome.kmers import SPIKE_N_KMERS
+
+        return cls(loaded.num_layers, loaded.num_heads, int(loaded.config.hidden_size), tuple(loaded.labels),
+                   min(SPIKE_N_KMERS, loaded.max_tokens - 2) + 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shard payloads (driver -> worker): JSON + zlib, no pickle
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class ShardInput:
+    shard: int
+    start: int  # 0-based position of the first record in the input
+    records: list  # [name, sequence or None, error message or None, notes]
+    labels: list  # true class per record ("" when unlabelled)
+
+    def encode(self) -> bytes:
+        return zlib.compress(json.dumps(asdict(self), separators=(",", ":")).encode(), 1)
+
+    @classmethod
+    def decode(cls, data: bytes) -> "ShardInput":
+        return cls(**json.loads(zlib.decompress(data)))
+
+
+def shard_input(shard: int, start: int, records, truth: dict[str, str]) -> ShardInput:
+    """Payload of one shard from parsed records (``SequenceRecord`` / ``RecordError``)."""
+    from bertgeom.genome.fasta import RecordError
+
+    recs, labels = [], []
+    for r in records:
+        if isinstance(r, RecordError):
+            recs.append([r.name, None, r.message, []])
+        else:
+            recs.append([r.name, r.sequence, None, list(r.notes)])
+        labels.append(truth.get(r.name, ""))
+    return ShardInput(shard, start, recs, labels)
+
+
+# ---------------------------------------------------------------------------------------------
+# Results of one shard (worker -> driver): file name -> bytes
+# ---------------------------------------------------------------------------------------------
+def shard_stem(shard: int) -> str:
+    return f"shard-{shard:06d}"
+
+
+def row_schema(dims: ModelDims, cfg: PrecomputeConfig):
+    """The Parquet schema of the per-genome rows (fixed, so every shard has the same columns)."""
+    import pyarrow as pa
+
+    from bertgeom.heads import head_name
+
+    f32, i32 = pa.float32(), pa.int32()
+    cols = [("index", pa.int64()), ("shard", i32), ("name", pa.string()), ("label", pa.string()),
+            ("predicted", pa.string()), ("correct", pa.bool_()), ("confidence", f32)]
+    cols += [(f"p_{c}", f32) for c in dims.labels]
+    cols += [("qc", pa.string()), ("qc_reasons", pa.string()), ("n_mutations", i32), ("unk_rate", f32),
+             ("n_tokens", i32), ("error", pa.string()), ("cone_m", i32)]
+    cols += [(f"cone_{l}", f32) for l in range(dims.layers + 1)]
+    cols += [(f"cone_raw_{l}", f32) for l in range(dims.layers + 1)]
+    cols += [(f"{f}_{head_name(l, h)}", f32) for f in cfg.features for l in range(dims.layers) for h in range(dims.heads)]
+    return pa.schema(cols)
+
+
+def feature_columns(dims: ModelDims, feature: str) -> list[str]:
+    from bertgeom.heads import head_name
+
+    return [f"{feature}_{head_name(l, h)}" for l in range(dims.layers) for h in range(dims.heads)]
+
+
+def npy_bytes(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+    return buf.getvalue()
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def load_npz_bytes(data: bytes) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+# ---------------------------------------------------------------------------------------------
+# [CLS] reduction
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class ClsBasis:
+    """``reduced[l] = (cls[l] - mean[l]) @ components[l]`` for each layer ``l`` (``[L+1, D, K]``)."""
+
+    method: str
+    mean: np.ndarray  # [L+1, D]
+    components: np.ndarray  # [L+1, D, K]
+
+    def apply(self, cls: np.ndarray) -> np.ndarray:
+        """``cls [..., L+1, D]`` -> ``[..., L+1, K]`` (float32)."""
+        x = cls.astype(np.float64) - self.mean
+        return np.einsum("...ld,ldk->...lk", x, self.components).astype(np.float32)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"method": np.asarray(self.method), "mean": self.mean, "components": self.components}
+
+    @classmethod
+    def from_arrays(cls, a: dict[str, np.ndarray]) -> "ClsBasis":
+        return cls(str(a["method"]), np.asarray(a["mean"], np.float64), np.asarray(a["components"], np.float64))
+
+
+def random_basis(dims: ModelDims, k: int, seed: int) -> ClsBasis:
+    """A Gaussian random projection ``D -> k`` (Johnson-Lindenstrauss), the same for every layer."""
+    rng = np.random.default_rng(seed)
+    r = rng.standard_normal((dims.hidden, k)) / np.sqrt(k)
+    return ClsBasis("random", np.zeros((dims.layers + 1, dims.hidden)), np.broadcast_to(r, (dims.layers + 1,) + r.shape).copy())
+
+
+def pca_basis(cls_vectors: np.ndarray, k: int) -> ClsBasis:
+    """Per-layer PCA of pilot [CLS] vectors ``[P, L+1, D]`` (signs fixed: largest loading positive)."""
+    x = np.asarray(cls_vectors, np.float64)
+    n, l1, d = x.shape
+    if n < 2:
+        raise PrecomputeError("the PCA pilot needs at least 2 genomes that could be analysed.")
+    mean = x.mean(0)
+    comps = np.zeros((l1, d, k))
+    for layer in range(l1):
+        _, _, vt = np.linalg.svd(x[:, layer] - mean[layer], full_matrices=False)
+        v = vt[:k].T  # [D, <=k]
+        sign = np.sign(v[np.argmax(np.abs(v), axis=0), np.arange(v.shape[1])])
+        comps[layer, :, : v.shape[1]] = v * np.where(sign == 0, 1.0, sign)
+    return ClsBasis("pca", mean, comps)
+
+
+# ---------------------------------------------------------------------------------------------
+# The computation
+# ---------------------------------------------------------------------------------------------
+@contextmanager
+def limited_threads(n: int):
+    """torch and BLAS limited to ``n`` threads inside the block (restored afterwards)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        with threadpool_limits(limits=n):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _record(r):
+    from bertgeom.genome.fasta import RecordError, SequenceRecord
+
+    name, seq, err, notes = r
+    return SequenceRecord(name, seq, list(notes)) if err is None else RecordError(name, -1, err)
+
+
+def analyse_and_encode(loaded, records):
+    """``(analysis, encoded or None)`` per record (``encoded`` is None when it could not be analysed)."""
+    from bertgeom.genome.pipeline import analyse_sequence
+    from bertgeom.variant import encoded_from_analysis
+
+    out = []
+    for rec in records:
+        a = analyse_sequence(rec, vocab=loaded.tokenizer, max_length=loaded.max_tokens)
+        enc = None
+        if not a.error and a.token_ids is not None:
+            enc = encoded_from_analysis(a, loaded.tokenizer, a.name)
+        out.append((a, enc))
+    return out
+
+
+@dataclass
+class ShardComputer:
+    """Holds the model and the parameters; :meth:`run` turns a :class:`ShardInput` into result files."""
+
+    loaded: object
+    cfg: PrecomputeConfig
+    basis: ClsBasis | None = None
+    dims: ModelDims = field(init=False)
+
+    def __post_init__(self):
+        self.dims = ModelDims.of(self.loaded)
+        self.schema = row_schema(self.dims, self.cfg)
+        self.keep = np.ones(self.dims.map_tokens, bool)
+        self.keep[-1] = False  # the [SEP] of a full spike (rows/cols from the first [SEP] on are zeroed)
+
+    @property
+    def cls_width(self) -> int:
+        return self.dims.hidden if self.basis is None else int(self.basis.components.shape[-1])
+
+    def run_payload(self, payload: bytes) -> dict[str, bytes]:
+        return self.run(ShardInput.decode(payload))
+
+    def run(self, shard: ShardInput) -> dict[str, bytes]:
+        with limited_threads(self.cfg.threads):
+            return self._run(shard)
+
+    def _run(self, shard: ShardInput) -> dict[str, bytes]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from bertgeom.trace import run_batch
+
+        d, cfg = self.dims, self.cfg
+        n = len(shard.records)
+        cols: dict[str, list] = {name: [None] * n for name in self.schema.names}
+        cols["index"] = [shard.start + i for i in range(n)]
+        cols["shard"] = [shard.shard] * n
+        cls_out = np.full((n, d.layers + 1, self.cls_width), np.nan, np.float32)
+        sums: dict[str, np.ndarray] = {}
+        counts: dict[str, int] = {}
+        analysed = analyse_and_encode(self.loaded, [_record(r) for r in shard.records])
+        todo = []
+        for i, ((a, enc), label) in enumerate(zip(analysed, shard.labels)):
+            cols["name"][i] = a.name
+            cols["label"][i] = label
+            cols["error"][i] = a.error or ("" if enc is not None else "not tokenised")
+            if enc is None:
+                continue
+            cols["error"][i] = ""
+            cols["qc"][i] = a.qc.verdict if a.qc else ""
+            cols["qc_reasons"][i] = "; ".join(a.qc.reasons) if a.qc else ""
+            cols["n_mutations"][i] = len(a.mutations.nucleotide) if a.mutations else None
+            cols["unk_rate"][i] = a.unk_rate
+            cols["n_tokens"][i] = enc.n_tokens
+            todo.append((i, enc))
+        for b in range(0, len(todo), cfg.batch_size):
+            chunk = todo[b : b + cfg.batch_size]
+            for (i, enc), trace in zip(chunk, run_batch(self.loaded, [e for _, e in chunk])):
+                self._one(i, trace, shard.labels[i], cols, cls_out, sums, counts)
+        cols["correct"] = [bool(p) and p == lab for p, lab in zip(cols["predicted"], cols["label"])]
+        table = pa.Table.from_pydict(cols, schema=self.schema)
+        buf = pa.BufferOutputStream()
+        pq.write_table(table, buf, compression="zstd",  # no per-column statistics on the ~600 numeric columns
+                       write_statistics=["index", "shard", "name", "label", "predicted", "correct", "qc"])
+        files = {"parquet": buf.getvalue().to_pybytes(), "cls.npy": npy_bytes(cls_out)}
+        maps = {}
+        for c in sorted(sums):
+            maps[f"sum__{c}"] = sums[c]
+            maps[f"count__{c}"] = np.asarray(counts[c], np.int64)
+        files["maps.npz"] = npz_bytes(maps)
+        return files
+
+    def _one(self, i, trace, label, cols, cls_out, sums, counts) -> None:
+        from bertgeom.cone import hidden_state_cone_curve
+        from bertgeom.heads import TokenKinds, head_features
+
+        d, cfg = self.dims, self.cfg
+        enc = trace.encoded
+        probs = trace.probs
+        pred = trace.predicted
+        cols["predicted"][i] = pred
+        cols["confidence"][i] = float(probs.max())
+        for c, p in zip(d.labels, probs):
+            cols[f"p_{c}"][i] = float(p)
+        hs = trace.hidden_states
+        content = enc.content_mask
+        curve = np.asarray(hidden_state_cone_curve(hs, content), np.float64)  # I, unit rows
+        m = int(content.sum())
+        cols["cone_m"][i] = m
+        for layer, v in enumerate(curve):
+            cols[f"cone_raw_{layer}"][i] = float(v)
+            cols[f"cone_{layer}"][i] = float(v / m) if m else float("nan")
+        kinds = TokenKinds(enc.is_cls, enc.is_sep, enc.is_punct)
+        table = head_features(trace.attentions, kinds, n_jobs=1)
+        for f in cfg.features:
+            vals = np.asarray(table[f], np.float64).reshape(-1)
+            for name, v in zip(feature_columns(d, f), vals):
+                cols[name][i] = float(v)
+        cls_vec = hs[:, 0, :]
+        cls_out[i] = cls_vec if self.basis is None else self.basis.apply(cls_vec)
+        if cfg.maps != "none" and pred and pred == label and enc.n_tokens == d.map_tokens:
+            if label not in sums:
+                sums[label] = np.zeros(self.map_shape(), np.int64)
+            self._accumulate(trace.attentions, sums[label])
+            counts[label] = counts.get(label, 0) + 1
+
+    def _accumulate(self, attn: np.ndarray, total: np.ndarray) -> None:
+        """Add the fixed-point map of one genome to ``total`` (int64), [SEP]/[PAD] rows/cols zeroed.
+
+        ``rint(A * 2**32)`` is exact in float32 (a power-of-two scale; rounding to an integer is
+        representable), so no float64 copy of the maps is needed; integer sums are exact."""
+        keep = ((self.keep[:, None] & self.keep[None, :]) * MAP_SCALE).astype(np.float32)
+        for layer, a in enumerate(attn):  # one layer at a time keeps the temporaries small
+            q = np.rint(np.asarray(a, np.float32) * keep).astype(np.int64)  # [H, T, T]
+            if self.cfg.maps == "layer-mean":
+                total[layer] += q.sum(axis=0)
+            else:
+                total[layer] += q
+
+    def map_shape(self) -> tuple[int, ...]:
+        d = self.dims
+        t = (d.map_tokens, d.map_tokens)
+        return (d.layers,) + t if self.cfg.maps == "layer-mean" else (d.layers, d.heads) + t
+
+
+def cls_of_records(loaded, records, batch_size: int = 4) -> np.ndarray:
+    """Full [CLS] vectors ``[P, L+1, D]`` of the records that could be analysed (PCA pilot)."""
+    from bertgeom.trace import run_batch
+
+    encs = [enc for _, enc in analyse_and_encode(loaded, records) if enc is not None]
+    out = []
+    for b in range(0, len(encs), batch_size):
+        out += [t.hidden_states[:, 0, :] for t in run_batch(loaded, encs[b : b + batch_size])]
+    if not out:
+        return np.zeros((0, loaded.num_layers + 1, int(loaded.config.hidden_size)), np.float32)
+    return np.stack(out).astype(np.float32)

@@ -1,0 +1,245 @@
+"""Where shards run: in-process, a local process pool, or Ray actors (local or on a cluster).
+
+An engine takes an iterator of shard payloads (``(shard, bytes)``) and calls
+``on_result(shard, files)`` in the driver for every finished shard, in completion order. All
+engines call :meth:`~bertgeom.precompute.core.ShardComputer.run_payload`, with the same torch/BLAS
+thread count, on the same shard contents, so they write identical files.
+
+The model travels as its files (``config.json``, ``model.safetensors``, ``kmer_vocab.json``): Ray
+workers on other machines need neither the model nor the input on a shared disk, and results come
+back to the driver, the only writer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from bertgeom.precompute.core import ClsBasis, PrecomputeConfig, PrecomputeError, ShardComputer
+
+MODEL_FILES = ("config.json", "model.safetensors", "kmer_vocab.json")
+
+Tasks = Iterable[tuple[int, bytes]]
+OnResult = Callable[[int, dict[str, bytes]], None]
+
+
+def model_bundle(source: str | os.PathLike) -> dict[str, bytes]:
+    """The files of a variant model directory, to rebuild it on a worker."""
+    p = Path(source)
+    return {name: (p / name).read_bytes() for name in MODEL_FILES}
+
+
+def load_bundle(bundle: dict[str, bytes]):
+    """Load a model bundle (through a private temporary directory, removed afterwards)."""
+    from bertgeom.models import load_model
+    from bertgeom.variant import variant_spec
+
+    with tempfile.TemporaryDirectory(prefix="bertgeom-model-") as tmp:
+        d = Path(tmp)
+        for name, data in bundle.items():
+            (d / name).write_bytes(data)
+        return load_model(variant_spec(d))  # everything is read into memory: the folder can go
+
+
+def _computer(model_source: str, cfg_dict: dict, basis_arrays: dict | None) -> ShardComputer:
+    from bertgeom.models import load_model
+    from bertgeom.variant import variant_spec
+
+    loaded = load_model(variant_spec(Path(model_source)))
+    basis = ClsBasis.from_arrays(basis_arrays) if basis_arrays else None
+    return ShardComputer(loaded, PrecomputeConfig.from_dict(cfg_dict), basis)
+
+
+# ---------------------------------------------------------------------------------------------
+# Local
+# ---------------------------------------------------------------------------------------------
+_WORKER: ShardComputer | None = None
+
+
+def _init_worker(model_source: str, cfg_dict: dict, basis_arrays: dict | None) -> None:
+    global _WORKER
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _WORKER = _computer(model_source, cfg_dict, basis_arrays)
+
+
+def _run_in_worker(shard: int, payload: bytes) -> tuple[int, dict[str, bytes]]:
+    assert _WORKER is not None
+    return shard, _WORKER.run_payload(payload)
+
+
+class LocalEngine:
+    """``workers == 1``: in the calling process; more: a ``spawn`` process pool, each worker
+    holding its own model, at most ``2 * workers`` shards in flight (bounded memory)."""
+
+    name = "local"
+
+    def __init__(self, workers: int = 1):
+        if workers < 1:
+            raise PrecomputeError("--workers must be at least 1.")
+        self.workers = workers
+
+    def run(self, computer: ShardComputer, model_source: str, tasks: Tasks, on_result: OnResult) -> None:
+        if self.workers == 1:
+            for shard, payload in tasks:
+                on_result(shard, computer.run_payload(payload))
+            return
+        import multiprocessing as mp
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+        basis = computer.basis.arrays() if computer.basis is not None else None
+        ex = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                 initargs=(model_source, computer.cfg.to_dict(), basis))
+        it = iter(tasks)
+        pending: set = set()
+        try:
+            while True:
+                while len(pending) < 2 * self.workers:
+                    nxt = next(it, None)
+                    if nxt is None:
+                        break
+                    pending.add(ex.submit(_run_in_worker, *nxt))
+                if not pending:
+                    break
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in sorted(finished, key=lambda f: f.result()[0]):
+                    on_result(*fut.result())
+        finally:
+            ex.shutdown(wait=True, cancel_futures=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ray
+# ---------------------------------------------------------------------------------------------
+class RayShardActor:
+    """Ray Data callable class: loads the model once per actor, then one shard per row."""
+
+    def __init__(self, model_ref, cfg_dict: dict, basis_arrays: dict | None):
+        import ray
+
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        bundle = ray.get(model_ref[0])  # wrapped in a list: passed through untouched by Ray
+        loaded = load_bundle(bundle)
+        basis = ClsBasis.from_arrays(basis_arrays) if basis_arrays else None
+        self.computer = ShardComputer(loaded, PrecomputeConfig.from_dict(cfg_dict), basis)
+
+    def __call__(self, batch: dict) -> dict:
+        shards, out = [], {"parquet": [], "cls.npy": [], "maps.npz": []}
+        for shard, payload in zip(batch["shard"], batch["payload"]):
+            files = self.computer.run_payload(bytes(payload))
+            shards.append(int(shard))
+            for k in out:
+                out[k].append(files[k])
+        res = {"shard": np.asarray(shards, np.int64)}
+        res.update({k: np.asarray(v, dtype=object) for k, v in out.items()})
+        return res
+
+
+def _ship_code_env() -> dict:
+    """runtime_env that uploads this bertgeom package to the cluster (model files excluded)."""
+    import bertgeom
+
+    pkg = Path(bertgeom.__file__).resolve().parent
+    return {"py_modules": [str(pkg)], "excludes": ["data/variant_model", "__pycache__", "*.pyc"]}
+
+
+class RayEngine:
+    """Ray Data ``map_batches`` over shards with an actor pool of ``workers`` model actors.
+
+    ``address=None`` starts a local Ray instance (``ray.init(num_cpus=workers * threads)``);
+    ``address="auto"`` or ``"ray://head:10001"`` joins a cluster. Shards are fed in windows of
+    ``window`` shards (default ``max(8 * workers, 16)``) so the driver's memory stays bounded; the actor
+    pool is rebuilt per window (one model load per actor per window).
+    """
+
+    name = "ray"
+
+    def __init__(self, workers: int | None = None, address: str | None = None, *, window: int | None = None,
+                 ship_code: bool | None = None, init_kwargs: dict | None = None):
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise PrecomputeError(
+                "the Ray engine needs Ray: pip install -r requirements-cluster.txt (or use --engine local)."
+            )
+        if workers is not None and workers < 1:
+            raise PrecomputeError("--workers must be at least 1.")
+        self.workers = workers
+        self.address = address
+        self.window = window
+        self.ship_code = (address is not None) if ship_code is None else ship_code
+        self.init_kwargs = dict(init_kwargs or {})
+
+    def _init(self, threads: int) -> bool:
+        """Start or join Ray; True when this call started it (and must shut it down)."""
+        import ray
+
+        if ray.is_initialized():
+            return False
+        env = _ship_code_env() if self.ship_code else {}
+        env.setdefault("env_vars", {})["TOKENIZERS_PARALLELISM"] = "false"
+        if self.address is None:  # a private local instance, sized to the workers
+            root = str(Path(__file__).resolve().parents[2])
+            env["env_vars"]["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+            kw = dict(num_cpus=(self.workers or 1) * threads, include_dashboard=False, log_to_driver=False,
+                      configure_logging=False)
+        else:  # join a running cluster (its head's resources and dashboard are its own business)
+            kw = dict(address=self.address, log_to_driver=False)
+        kw["runtime_env"] = env
+        kw.update(self.init_kwargs)
+        ray.init(**kw)
+        return True
+
+    def run(self, computer: ShardComputer, model_source: str, tasks: Tasks, on_result: OnResult) -> None:
+        import logging
+
+        import ray
+
+        threads = computer.cfg.threads
+        started = self._init(threads)
+        data_log = logging.getLogger("ray.data")
+        level = data_log.level
+        try:
+            import ray.data
+
+            data_log.setLevel(logging.ERROR)
+            ctx = ray.data.DataContext.get_current()
+            ctx.enable_progress_bars = False
+            ctx.enable_operator_progress_bars = False
+            ctx.enable_auto_log_stats = False
+            ctx.verbose_stats_logs = False
+            workers = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1) // threads))
+            window = self.window or max(8 * workers, 16)
+            model_ref = ray.put(model_bundle(model_source))
+            basis = computer.basis.arrays() if computer.basis is not None else None
+            kwargs = {"model_ref": [model_ref], "cfg_dict": computer.cfg.to_dict(), "basis_arrays": basis}
+            it = iter(tasks)
+            while True:
+                chunk = list(itertools.islice(it, window))
+                if not chunk:
+                    break
+                ds = ray.data.from_items([{"shard": s, "payload": p} for s, p in chunk],
+                                         override_num_blocks=len(chunk))
+                pool = ray.data.ActorPoolStrategy(size=min(workers, len(chunk)), max_tasks_in_flight_per_actor=1)
+                out = ds.map_batches(RayShardActor, batch_size=1, batch_format="numpy", compute=pool,
+                                     num_cpus=threads, fn_constructor_kwargs=kwargs)
+                for batch in out.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0):
+                    for i, shard in enumerate(batch["shard"]):
+                        on_result(int(shard), {k: bytes(batch[k][i]) for k in ("parquet", "cls.npy", "maps.npz")})
+        finally:
+            data_log.setLevel(level)
+            if started:
+                ray.shutdown()
+
+
+def make_engine(name: str, workers: int | None = None, address: str | None = None, **kw):
+    if name == "local":
+        return LocalEngine(workers or 1)
+    if name == "ray":
+        return RayEngine(workers, address, **kw)
+    raise PrecomputeError(f"unknown engine '{name}' (local or ray).")
+

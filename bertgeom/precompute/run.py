@@ -1,0 +1,319 @@
+"""The driver of a precompute run: plan, resume, feed shards to an engine, write, finalise."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bertgeom.precompute.core import (
+    ClsBasis,
+    ModelDims,
+    PrecomputeConfig,
+    PrecomputeError,
+    ShardComputer,
+    cls_of_records,
+    load_npz_bytes,
+    pca_basis,
+    random_basis,
+    shard_input,
+)
+from bertgeom.precompute.store import (
+    FORMAT_VERSION,
+    MapAccumulator,
+    ResultsDir,
+    atomic_write,
+    fold_partial_file,
+    sha256_file,
+)
+
+
+@dataclass
+class RunSummary:
+    out: Path
+    status: str  # "complete" or "partial"
+    n_records: int
+    n_shards: int
+    shards_skipped: int  # done by an earlier run
+    shards_computed: int
+    seconds: float
+    engine: str
+    workers: int | None
+
+    def line(self) -> str:
+        return (f"{self.status}: {self.shards_computed} shard(s) computed, {self.shards_skipped} already done, "
+                f"{self.n_shards} in all ({self.n_records} records) in {self.seconds:.1f} s -> {self.out}")
+
+
+def load_spike_model(model: str | None):
+    from bertgeom.models import VARIANT_MODEL_ID, ModelLoadError, load_model
+
+    loaded = load_model(model or VARIANT_MODEL_ID)
+    if loaded.spec.input_kind != "spike" or not loaded.labels or loaded.spec.loader != "variant":
+        raise ModelLoadError(f"'{loaded.spec.id}' is not a spike variant classifier; precompute needs one.")
+    return loaded
+
+
+def count_records(path: Path) -> int:
+    from bertgeom.genome.fasta import iter_fasta_file
+
+    return sum(1 for _ in iter_fasta_file(path))
+
+
+def _key(loaded, dims: ModelDims, cfg: PrecomputeConfig, inp: dict, labels: dict) -> dict:
+    """The part of the manifest a resumed run must match."""
+    import bertgeom
+
+    return {
+        "format": FORMAT_VERSION,
+        "bertgeom_version": bertgeom.__version__,
+        "model": {"id": loaded.spec.id, "weights_hash": loaded.weights_hash, "labels": list(dims.labels),
+                  "layers": dims.layers, "heads": dims.heads, "hidden": dims.hidden},
+        "params": {**cfg.to_dict(), "map_tokens": dims.map_tokens},
+        "input": inp,
+        "labels": labels,
+    }
+
+
+def _check_same(old: dict, new: dict, out: Path) -> None:
+    diffs = []
+    for section in ("format", "bertgeom_version", "model", "params", "input", "labels"):
+        if old.get(section) != new.get(section):
+            if section == "model" and isinstance(old.get(section), dict):
+                a, b = old[section], new[section]
+                diffs += [f"model.{k}" for k in b if a.get(k) != b.get(k) and k != "id"]
+            elif isinstance(new.get(section), dict) and isinstance(old.get(section), dict):
+                a, b = old[section], new[section]
+                diffs += [f"{section}.{k}" for k in b if a.get(k) != b.get(k) and k != "path"]
+            else:
+                diffs.append(section)
+    if diffs:
+        raise PrecomputeError(
+            f"'{out}' holds a run with a different {', '.join(diffs)}; resume it with the same inputs, "
+            "model and parameters, or write to a new --out directory."
+        )
+
+
+def _shard_payloads(path: Path, cfg: PrecomputeConfig, truth: dict, skip: set[int],
+                    limit: int | None) -> Iterator[tuple[int, bytes]]:
+    """Stream the input once, grouped into shards by record position; done shards are skipped."""
+    from bertgeom.genome.fasta import iter_fasta_file
+
+    n_sent = 0
+    buf: list = []
+    shard = 0
+    for rec in iter_fasta_file(path):
+        buf.append(rec)
+        if len(buf) == cfg.shard_size:
+            if shard not in skip:
+                if limit is not None and n_sent >= limit:
+                    return
+                yield shard, shard_input(shard, shard * cfg.shard_size, buf, truth).encode()
+                n_sent += 1
+            buf, shard = [], shard + 1
+    if buf and shard not in skip and (limit is None or n_sent < limit):
+        yield shard, shard_input(shard, shard * cfg.shard_size, buf, truth).encode()
+
+
+def _pilot_records(path: Path, n_records: int, size: int) -> list:
+    from bertgeom.genome.fasta import iter_fasta_file
+
+    want = set(np.unique(np.linspace(0, max(n_records - 1, 0), min(size, n_records)).round().astype(int)).tolist())
+    out = []
+    for i, rec in enumerate(iter_fasta_file(path)):
+        if i in want:
+            out.append(rec)
+        if len(out) == len(want):
+            break
+    return out
+
+
+def _basis(rd: ResultsDir, loaded, dims: ModelDims, cfg: PrecomputeConfig, inp: Path, n_records: int) -> ClsBasis | None:
+    if cfg.cls_dims == 0 or cfg.cls_dims >= dims.hidden:
+        return None
+    p = rd.root / "cls_basis.npz"
+    if p.is_file():
+        return ClsBasis.from_arrays(load_npz_bytes(p.read_bytes()))
+    if cfg.cls_reduce == "random":
+        basis = random_basis(dims, cfg.cls_dims, cfg.seed)
+    else:
+        from bertgeom.precompute.core import limited_threads
+
+        with limited_threads(cfg.threads):
+            x = cls_of_records(loaded, _pilot_records(inp, n_records, cfg.pca_pilot), cfg.batch_size)
+        basis = pca_basis(x, cfg.cls_dims)
+    tmp = rd.root / f"cls_basis.tmp{os.getpid()}.npz"
+    np.savez(tmp, **basis.arrays())
+    os.replace(tmp, p)
+    return basis
+
+
+def precompute(
+    input_path: str | os.PathLike,
+    labels_path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    model: str | None = None,
+    config: PrecomputeConfig | None = None,
+    engine: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    max_shards: int | None = None,
+    checkpoint_every: int = 64,
+    progress: Callable[[int, int, int], None] | None = None,
+    on_shard: Callable[[int], None] | None = None,
+    engine_kwargs: dict | None = None,
+    loaded=None,
+) -> RunSummary:
+    """Precompute per-genome results and class-mean maps of a labelled FASTA file (resumable).
+
+    ``engine``: ``"local"`` (``workers`` processes; 1 = in this process) or ``"ray"`` (``workers``
+    model actors; ``address`` joins a cluster, else a local Ray instance is started).
+    ``max_shards``: compute at most that many new shards, then stop (status ``partial``; a rerun
+    resumes). ``progress(shards_done, n_shards, genomes_done)`` after each shard; ``on_shard(shard)``
+    after a shard's files are written (an exception there interrupts the run cleanly).
+    ``loaded``: an already loaded variant model (else ``model`` is loaded). ``checkpoint_every``:
+    the running class-map sums are saved at least every that many shards.
+    """
+    from bertgeom.precompute.engines import make_engine
+    from bertgeom.variant.predict import read_labels_tsv
+
+    t0 = time.perf_counter()
+    inp, lab, out = Path(input_path), Path(labels_path), Path(out_dir)
+    for p in (inp, lab):
+        if not p.is_file():
+            raise PrecomputeError(f"no file at '{p}'.")
+    cfg = config or PrecomputeConfig()
+    loaded = loaded or load_spike_model(model)
+    dims = ModelDims.of(loaded)
+    bad = [c for c in dims.labels if not re.fullmatch(r"[A-Za-z0-9_.-]+", c)]
+    if bad:
+        raise PrecomputeError(f"class name(s) unusable as file names: {bad}")
+    eng = make_engine(engine, workers, address, **(engine_kwargs or {}))
+
+    n_records = count_records(inp)
+    n_shards = math.ceil(n_records / cfg.shard_size)
+    in_meta = {"path": str(inp.resolve()), "sha256": sha256_file(inp), "bytes": inp.stat().st_size, "n_records": n_records}
+    lab_meta = {"path": str(lab.resolve()), "sha256": sha256_file(lab)}
+    key = _key(loaded, dims, cfg, in_meta, lab_meta)
+    rd = ResultsDir(out)
+    old = rd.read_manifest() if out.is_dir() else None
+    if old is not None:
+        _check_same(old, key, out)
+        manifest = old
+    else:
+        if out.is_dir() and any(out.iterdir()):
+            raise PrecomputeError(f"'{out}' exists and is not a precompute results directory; choose another --out.")
+        manifest = {**key, "runs": []}
+    rd.prepare()
+    manifest.update(status="running", n_shards=n_shards)
+    rd.write_manifest(manifest)
+
+    basis = _basis(rd, loaded, dims, cfg, inp, n_records)
+    computer = ShardComputer(loaded, cfg, basis)
+    truth = read_labels_tsv(lab)
+
+    acc = MapAccumulator.load(rd.root)
+    done = rd.done_shards(n_shards)
+    for s in sorted(done):
+        if not fold_partial_file(rd, acc, s):
+            rd.undo_shard(s)  # its map sums were lost: redo it
+            done.discard(s)
+    skipped = len(done)
+    if skipped:
+        acc.save(rd.root)
+        for s in done:
+            rd.path(s, "maps.npz").unlink(missing_ok=True)
+    computed: list[int] = []
+    genomes_done = [sum(min(cfg.shard_size, n_records - s * cfg.shard_size) for s in done)]
+    unsaved: list[int] = []
+    unsaved_bytes = [0]
+
+    def checkpoint() -> None:
+        acc.save(rd.root)
+        for s in unsaved:
+            rd.path(s, "maps.npz").unlink(missing_ok=True)
+        unsaved.clear()
+        unsaved_bytes[0] = 0
+
+    def on_result(shard: int, files: dict[str, bytes]) -> None:
+        rd.write_shard(shard, files)
+        acc.fold(shard, load_npz_bytes(files["maps.npz"]))
+        unsaved.append(shard)
+        unsaved_bytes[0] += len(files["maps.npz"])
+        done.add(shard)
+        computed.append(shard)
+        # save the running sums once the shards' partial sums on disk outweigh them (bounded extra
+        # disk and at most ~2x the map bytes written), or every ``checkpoint_every`` shards
+        if len(unsaved) >= checkpoint_every or unsaved_bytes[0] >= max(acc.nbytes(), 32 << 20):
+            checkpoint()
+        genomes_done[0] += min(cfg.shard_size, n_records - shard * cfg.shard_size)
+        if progress:
+            progress(len(done), n_shards, genomes_done[0])
+        if on_shard:
+            on_shard(shard)
+
+    run_info = {"engine": eng.name, "workers": workers, "address": address, "started": time.time()}
+    model_source = str(loaded.spec.source)
+    tasks = _shard_payloads(inp, cfg, truth, set(done), max_shards)
+    try:
+        eng.run(computer, model_source, tasks, on_result)
+    finally:
+        checkpoint()
+        run_info.update(finished=time.time(), shards_computed=len(computed))
+        manifest["runs"] = manifest.get("runs", []) + [run_info]
+        manifest["status"] = "partial"
+        rd.write_manifest(manifest)
+
+    status = "partial"
+    if len(done) == n_shards:
+        _finalise(rd, acc, manifest, dims, cfg, computer.keep)
+        status = "complete"
+    return RunSummary(out, status, n_records, n_shards, skipped, len(computed), time.perf_counter() - t0,
+                      eng.name, workers)
+
+
+def _finalise(rd: ResultsDir, acc: MapAccumulator, manifest: dict, dims: ModelDims, cfg: PrecomputeConfig,
+              keep: np.ndarray) -> None:
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    maps_dir = rd.root / "maps"
+    maps_dir.mkdir(exist_ok=True)
+    rd.clear_outputs()
+    counts = {}
+    if cfg.maps != "none":
+        for c, mean in acc.means(dims.heads, cfg.maps).items():
+            tmp = maps_dir / f"{c}.tmp.npy"
+            np.save(tmp, mean, allow_pickle=False)
+            os.replace(tmp, maps_dir / f"{c}.npy")
+            counts[c] = acc.counts[c]
+        np.save(maps_dir / "keep.npy", keep, allow_pickle=False)
+        shape = {"layer-mean": ["L", "T", "T"], "heads": ["L", "H", "T", "T"]}[cfg.maps]
+        atomic_write(maps_dir / "index.json", json.dumps(
+            {"mode": cfg.maps, "shape": shape, "tokens": dims.map_tokens, "counts": counts,
+             "recipe": "mean over correctly classified genomes; rows/columns from the first [SEP] on zeroed "
+                       "([CLS] kept); fixed-point sums (2^-32), exact merge"}, indent=1).encode())
+    cols = ["label", "predicted", "correct", "error", "qc"]
+    t = pa.concat_tables([pq.read_table(rd.path(s, "parquet"), columns=cols) for s in range(manifest["n_shards"])])
+    g = t.to_pandas()
+    ok = g["error"].fillna("") == ""
+    labelled = ok & (g["label"].fillna("") != "")
+    manifest["summary"] = {
+        "n_records": int(len(g)), "n_errors": int((~ok).sum()), "n_labelled": int(labelled.sum()),
+        "n_correct": int(g["correct"][labelled].sum()),
+        "accuracy": float(g["correct"][labelled].mean()) if labelled.any() else None,
+        "qc": {k: int(v) for k, v in g["qc"][ok].value_counts().items()},
+        "per_class": {c: int(v) for c, v in g["label"][labelled].value_counts().items()},
+        "map_counts": counts,
+    }
+    manifest["status"] = "complete"
+    rd.write_manifest(manifest)

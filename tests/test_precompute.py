@@ -1,0 +1,226 @@
+"""Batch precompute (``python -m bertgeom precompute``): engines agree bit for bit, runs resume,
+results read back, and the stored numbers are the library's own computations.
+
+Real computations on the tiny random variant model and 20 shipped genomes (+ 1 unreadable record),
+in shards of 8 (3 shards). Half of the genomes are labelled with the class the model predicts, so
+the class-mean maps have members whatever the random weights say.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import lzma
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bertgeom.precompute import PrecomputeConfig, PrecomputeError, load_results, precompute
+
+SHARD = 8
+N_GENOMES = 20
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory, tiny_variant):
+    from bertgeom.genome.fasta import parse_sequences
+    from bertgeom.inputsets import genome_set
+    from bertgeom.variant.predict import classify_stream
+
+    items = list(genome_set()[:N_GENOMES])
+    d = tmp_path_factory.mktemp("precompute_inputs")
+    fasta = d / "genomes.fasta.xz"
+    with lzma.open(fasta, "wt") as fh:
+        for it in items:
+            fh.write(it.text + "\n")
+        fh.write(">not_a_genome\nMKFLVLLPLVSSQCVNLTTRTQLPPAYTNSFTRGVYYPDKVF\n")
+    preds = [p.predicted for p in classify_stream(tiny_variant, [parse_sequences(it.text)[0] for it in items])]
+    labels = d / "labels.tsv"
+    rows = [f"{it.name}\t{preds[i] if i % 2 == 0 else it.label}" for i, it in enumerate(items)]
+    labels.write_text("name\tclass\n" + "\n".join(rows) + "\n")
+    return fasta, labels
+
+
+def _run(inputs, out, tiny_variant, **kw):
+    cfg = kw.pop("config", PrecomputeConfig(shard_size=SHARD))
+    return precompute(*inputs, out, config=cfg, loaded=tiny_variant, **kw)
+
+
+@pytest.fixture(scope="module")
+def local1(inputs, tiny_variant, tmp_path_factory):
+    out = tmp_path_factory.mktemp("pc") / "local1"
+    summary = _run(inputs, out, tiny_variant, engine="local", workers=1)
+    assert summary.status == "complete" and summary.n_shards == 3 and summary.shards_computed == 3
+    return out
+
+
+def _assert_same_results(a_dir, b_dir, *, same_bytes=True):
+    a, b = load_results(a_dir), load_results(b_dir)
+    pd.testing.assert_frame_equal(a.genomes, b.genomes)
+    np.testing.assert_array_equal(a.cls, b.cls)
+    assert a.map_counts == b.map_counts and a.map_counts
+    for c in a.maps:
+        np.testing.assert_allclose(a.maps[c], b.maps[c], rtol=0, atol=1e-9)
+    if same_bytes:  # the shard files are byte-identical (not just close)
+        for s in range(3):
+            for suffix in ("parquet", "cls.npy"):
+                name = f"shard-{s:06d}.{suffix}"
+                assert filecmp.cmp(a_dir / "shards" / name, b_dir / "shards" / name, shallow=False), name
+        for c in a.maps:
+            assert np.array_equal(a.maps[c], b.maps[c])
+
+
+def test_local_engine_one_and_two_workers_identical(inputs, tiny_variant, local1, tmp_path):
+    summary = _run(inputs, tmp_path / "local2", tiny_variant, engine="local", workers=2)
+    assert summary.status == "complete"
+    _assert_same_results(local1, tmp_path / "local2")
+
+
+def test_ray_engine_on_local_ray_matches_local_engine(inputs, tiny_variant, local1, tmp_path):
+    pytest.importorskip("ray", reason="Ray is optional: pip install -r requirements-cluster.txt")
+    # the engine starts a small local instance (num_cpus = 2 workers x 1 thread, no dashboard) and stops it
+    summary = _run(inputs, tmp_path / "ray", tiny_variant, engine="ray", workers=2)
+    assert summary.status == "complete" and summary.engine == "ray"
+    _assert_same_results(local1, tmp_path / "ray")
+
+
+def test_interrupted_run_resumes_without_redoing_finished_shards(inputs, tiny_variant, local1, tmp_path):
+    out = tmp_path / "resume"
+
+    class Interrupt(Exception):
+        pass
+
+    def stop(shard):
+        raise Interrupt(shard)
+
+    with pytest.raises(Interrupt):  # the first finished shard interrupts the run
+        _run(inputs, out, tiny_variant, engine="local", workers=1, on_shard=stop)
+    partial = load_results(out)
+    assert partial.manifest["status"] == "partial" and not partial.maps
+    done = sorted((out / "shards").glob("*.done"))
+    assert len(done) == 1
+    stem = done[0].name[: -len(".done")]
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "shards").glob(f"{stem}.*")}
+    assert f"{stem}.parquet" in before and f"{stem}.cls.npy" in before
+
+    summary = _run(inputs, out, tiny_variant, engine="local", workers=1)
+    assert (summary.status, summary.shards_skipped, summary.shards_computed) == ("complete", 1, 2)
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "shards").glob(f"{stem}.*")}
+    for name in (f"{stem}.parquet", f"{stem}.cls.npy", f"{stem}.done"):
+        assert after[name] == before[name], f"{name} was rewritten"
+    assert not list((out / "shards").glob("*.maps.npz"))  # partial sums folded into the accumulator
+    _assert_same_results(local1, out)
+
+    again = _run(inputs, out, tiny_variant)  # nothing left to do
+    assert (again.status, again.shards_computed, again.shards_skipped) == ("complete", 0, 3)
+
+
+def test_cli_precompute_stops_after_max_shards_and_resumes(inputs, tiny_variant_dir, local1, tmp_path):
+    from bertgeom.__main__ import main
+
+    out = tmp_path / "cli"
+    argv = ["precompute", str(inputs[0]), str(inputs[1]), "--out", str(out), "--model", str(tiny_variant_dir),
+            "--shard-size", str(SHARD), "--quiet"]
+    assert main(argv + ["--max-shards", "2"]) == 0
+    assert load_results(out).manifest["status"] == "partial" and len(list(out.glob("shards/*.done"))) == 2
+    assert main(argv) == 0
+    _assert_same_results(local1, out)
+    # a rerun with other parameters refuses to mix results
+    assert main(argv + ["--maps", "heads"]) == 2
+
+
+def test_results_hold_the_library_computations(inputs, tiny_variant, local1):
+    from bertgeom.cone import hidden_state_cone_curve
+    from bertgeom.genome.fasta import iter_fasta_file
+    from bertgeom.heads import TokenKinds, head_features
+    from bertgeom.precompute.core import analyse_and_encode
+    from bertgeom.trace import run_batch
+
+    res = load_results(local1, allow_partial=False)
+    g = res.genomes
+    assert len(g) == N_GENOMES + 1 and g["index"].tolist() == list(range(N_GENOMES + 1))
+    assert g["error"].iloc[-1] and g["name"].iloc[-1] == "not_a_genome" and np.isnan(res.cls[-1]).all()
+    L, H = tiny_variant.num_layers, tiny_variant.num_heads
+    assert res.cls.shape == (N_GENOMES + 1, L + 1, tiny_variant.config.hidden_size)
+    man = res.manifest
+    assert man["model"]["weights_hash"] == tiny_variant.weights_hash and man["input"]["n_records"] == N_GENOMES + 1
+    assert len(man["input"]["sha256"]) == 64 and man["bertgeom_version"] and man["params"]["shard_size"] == SHARD
+    assert man["summary"]["n_errors"] == 1 and man["summary"]["n_correct"] == int(g["correct"].sum())
+
+    records = [r for r in iter_fasta_file(inputs[0])][:N_GENOMES]
+    encs = [e for _, e in analyse_and_encode(tiny_variant, records)]
+    traces = run_batch(tiny_variant, encs[:4]) + run_batch(tiny_variant, encs[4:8])
+    for i, tr in enumerate(traces):
+        curve = hidden_state_cone_curve(tr.hidden_states, tr.encoded.content_mask)
+        np.testing.assert_allclose(res.cone_curves(False)[i], curve, rtol=1e-6)
+        np.testing.assert_allclose(res.cone_curves(True)[i], curve / tr.encoded.content_mask.sum(), rtol=1e-6)
+        feats = head_features(tr.attentions, TokenKinds(tr.encoded.is_cls, tr.encoded.is_sep, tr.encoded.is_punct))
+        np.testing.assert_allclose(res.head_feature("k90_frac")[i], feats["k90_frac"], rtol=1e-6)
+        np.testing.assert_allclose(res.cls[i], tr.hidden_states[:, 0], rtol=1e-6)
+        assert g["predicted"].iloc[i] == tr.predicted
+
+    # class-mean maps: mean over correct genomes of the head-mean map, [SEP] row/column zeroed
+    correct = g["correct"].to_numpy()[:N_GENOMES]
+    for c, n in res.map_counts.items():
+        members = [i for i in range(N_GENOMES) if correct[i] and g["label"].iloc[i] == c]
+        assert n == len(members) and res.maps[c].shape == (L, 427, 427)
+        want = np.mean([t.attentions.mean(1) for t in run_batch(tiny_variant, [encs[i] for i in members])], axis=0)
+        want[:, -1, :] = 0
+        want[:, :, -1] = 0
+        np.testing.assert_allclose(res.maps[c], want, atol=1e-7)
+    assert res.keep.sum() == 426 and not res.keep[-1]
+
+    curves = res.class_curves()
+    assert set(curves) <= set(res.labels) and all(v["mean"].shape == (L + 1,) for v in curves.values())
+    cs = res.to_cone_set()
+    assert cs["hidden"].shape == (N_GENOMES, L + 1) and cs["cls"].shape[0] == N_GENOMES
+    assert list(cs["error_names"]) == ["not_a_genome"]
+    assert res.head_feature("delta_row").shape == (N_GENOMES + 1, L, H)
+    with pytest.raises(KeyError):
+        res.head_feature("verticality")
+
+    slim = load_results(local1, columns=["cone_0"], cls=False)  # what a huge run would read
+    assert list(slim.genomes.columns) == ["index", "name", "label", "predicted", "correct", "error", "cone_0"]
+    assert slim.cls.shape[0] == N_GENOMES + 1 and slim.maps.keys() == res.maps.keys()
+
+
+def test_heads_maps_and_reduced_cls(inputs, tiny_variant, local1, tmp_path):
+    ref = load_results(local1)
+    cfg = PrecomputeConfig(shard_size=SHARD, maps="heads", cls_dims=4, cls_reduce="pca", features=("prev",))
+    _run(inputs, tmp_path / "heads", tiny_variant, config=cfg)
+    res = load_results(tmp_path / "heads")
+    L, H = tiny_variant.num_layers, tiny_variant.num_heads
+    for c, m in res.maps.items():
+        assert m.shape == (L, H, 427, 427)
+        np.testing.assert_allclose(m.mean(1), ref.maps[c], atol=1e-7)
+    assert res.cls.shape == (N_GENOMES + 1, L + 1, 4) and (tmp_path / "heads" / "cls_basis.npz").is_file()
+    ok = res.ok()
+    # PCA of the pilot: the reduced vectors keep the pairwise geometry of the leading components
+    assert np.isfinite(res.cls[ok]).all() and res.cls[ok][:, -1].std(0).max() > 0
+    assert [c for c in res.genomes.columns if c.startswith("prev_")] == [f"prev_{l + 1}-{h + 1}" for l in range(L) for h in range(H)]
+
+    cfg = PrecomputeConfig(shard_size=SHARD, maps="none", cls_dims=3, cls_reduce="random")
+    _run(inputs, tmp_path / "rand", tiny_variant, config=cfg)
+    res = load_results(tmp_path / "rand")
+    assert not res.maps and res.cls.shape[-1] == 3
+    basis = np.load(tmp_path / "rand" / "cls_basis.npz")["components"]
+    np.testing.assert_allclose(res.cls[0], np.einsum("ld,ldk->lk", ref.cls[0].astype(np.float64), basis),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_bad_requests_are_one_sentence(inputs, tiny_variant, local1, tmp_path):
+    with pytest.raises(PrecomputeError, match="different params.shard_size"):
+        _run(inputs, local1, tiny_variant, config=PrecomputeConfig(shard_size=5))
+    with pytest.raises(PrecomputeError, match="unknown per-head feature"):
+        PrecomputeConfig(features=("prev", "nope"))
+    with pytest.raises(PrecomputeError, match="no file"):
+        precompute(tmp_path / "missing.fasta", inputs[1], tmp_path / "x", loaded=tiny_variant)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    with pytest.raises(PrecomputeError, match="not a precompute results directory"):
+        _run(inputs, busy, tiny_variant)
+    with pytest.raises(PrecomputeError, match="no manifest.json"):
+        load_results(busy)
+    shutil.rmtree(busy)
