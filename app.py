@@ -16,6 +16,8 @@ PAGES = {
     "Start": [st.Page("pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True)],
     "Explore": [
         st.Page("pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:", url_path="heads"),
+        st.Page("pages/subspace_directions.py", title="Subspace Directions", icon=":material/explore:", url_path="subspace"),
+        st.Page("pages/cone_index.py", title="Cone Index per Layer", icon=":material/change_history:", url_path="cone"),
     ],
 }
 if spike_model_available():  # only pages that can work are listed
