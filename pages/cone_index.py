@@ -157,12 +157,20 @@ section = st.segmented_control("Show", list(SECTIONS), format_func=SECTIONS.get,
 # ------------------------------------------------------------------ set helpers
 def choose_set():
     """Set source widgets; returns (items, fingerprint, note) or None."""
+    results = cone_cache.results_dirs() if is_spike else []
     if is_spike:
-        src = st.radio("Set", ["shipped", "upload"], horizontal=True, key="w_cone_set",
+        sources = ["shipped", "upload"] + (["precomputed"] if results else [])
+        src = st.radio("Set", sources, horizontal=True, key="w_cone_set",
                        format_func={"shipped": "shipped held-out genomes (labelled, 8 classes)",
-                                    "upload": "upload a labelled FASTA"}.get)
+                                    "upload": "upload a labelled FASTA",
+                                    "precomputed": "a precomputed results directory"}.get)
     else:
         src = "shipped"
+    if src == "precomputed":
+        path = st.selectbox("Results directory (from `python -m bertgeom precompute`)", results, key="w_cone_results")
+        note = cone_cache.results_note(path, loaded.weights_hash)
+        st.caption(note)
+        return (), f"precomputed:{path}", note
     if src == "shipped":
         items = shipped_set(loaded.spec.input_kind)
         note = (f"{len(items)} real held-out genomes (none used in training), labelled with their class."
@@ -193,7 +201,10 @@ def load_set():
     if chosen is None:
         return None
     items, fp, _ = chosen
-    data = cone_cache.set_cones(model_id, items, fp, token_set, pad_to)
+    if fp.startswith("precomputed:"):  # computed elsewhere (e.g. on a Ray cluster): read, don't run the model
+        data = cone_cache.precomputed_set(fp.split(":", 1)[1])
+    else:
+        data = cone_cache.set_cones(model_id, items, fp, token_set, pad_to)
     errs = list(zip(data["error_names"].tolist(), data["error_messages"].tolist()))
     if errs:
         with st.expander(f"{len(errs)} input(s) could not be analysed"):
@@ -490,7 +501,10 @@ elif section == "entropy":
             if chosen is not None:
                 items, fp, _ = chosen
                 labels_present = [c for c in loaded.labels if any(it.label == c for it in items)]
-                if not labels_present:
+                if fp.startswith("precomputed:"):
+                    st.info("Per-head entropies need per-head maps: run precompute with `--maps heads` and read "
+                            "`maps/<class>.npy`, or pick the shipped set here.")
+                elif not labels_present:
                     st.info("This set has no labels of the model's classes.")
                 else:
                     f1, f2 = st.columns(2)

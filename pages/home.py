@@ -3,48 +3,67 @@
 import streamlit as st
 
 from bertgeom.examples import example_sentences
-from bertgeom.models import REGISTRY
+from bertgeom.models import REGISTRY, VARIANT_MODEL_ID
 from bertgeom.ui.state import select_head
 
 
 def _use_sentence(sentence: str, layer: int = 0, head: int = 0) -> None:
     st.session_state["text_value"] = sentence
     st.session_state["w_text"] = sentence
-    if st.session_state.get("model_id") not in REGISTRY or REGISTRY[st.session_state["model_id"]].input_kind != "text":
-        st.session_state["model_id"] = "minilm-l6"
+    st.session_state["model_id"] = "minilm-l6"
     select_head(layer, head)
+
+
+def _use_genome(index: int) -> None:
+    from bertgeom.ui.genome_input import demo_genomes
+
+    text = demo_genomes()[index]["text"]
+    st.session_state["genome_value"] = text
+    st.session_state["w_genome"] = text
+    st.session_state["model_id"] = VARIANT_MODEL_ID
 
 
 st.title("bertgeom — the geometry of BERT's attention")
 st.markdown(
     """
-BERT reads a text (or a genome cut into 12-letter *k-mers*) as a row of **tokens**. In every
-layer, each of its **attention heads** lets every token look at the others and mix in what
-it finds. bertgeom opens that machinery up:
+BERT reads a text — or a genome cut into 12-letter *k-mers* — as a row of **tokens**. In every
+layer, each **attention head** lets every token look at the others and mix in what it finds.
+bertgeom opens that machinery up:
 
-* **Attention Heads** — every head of the model at a glance. Click a square to see *who
-  looks at whom*: some heads look at the previous word, some at the next, some dump their
-  attention on the `[CLS]`/`[SEP]` tokens, some spread it everywhere.
+* **Attention Heads** — every head at a glance; click one to see *who looks at whom*. Some heads
+  look at the previous token, some at the next, some park their attention on `[CLS]`/`[SEP]`,
+  some spread it everywhere. Patterns are named after Kovaleva et al. and the 2025 "gates".
+* **Subspace Directions** — what each head searches for: the geometry of its query and key
+  projections, and whether its attention pushes all tokens in one direction.
+* **Cone Index per Layer** — how tightly the token vectors bunch into a narrow cone as they
+  flow through the layers, and where the classes separate.
+* **Variant Classifier** — paste a SARS-CoV-2 genome: quality check, predicted variant,
+  mutations, and which parts of the spike drove the prediction.
 
-The methods follow four papers: Bonino, Ghione & Cirrincione 2025 (*The geometry of BERT*),
-Clark et al. 2019 (*What does BERT look at?*), Kovaleva et al. 2019 (*Revealing the dark
-secrets of BERT*) and Guan et al. 2020 (*How far does BERT look at?*). Where a paper's exact
-definition could not be recovered, the page says so and lets you move the thresholds.
+The methods follow Bonino, Ghione & Cirrincione 2025 (*The geometry of BERT*), Clark et al.
+2019, Kovaleva et al. 2019 and Guan et al. 2020. Where a paper's exact definition could not be
+recovered, the page says so and lets you move the thresholds.
 """
 )
 
 st.subheader("Start here")
 c1, c2 = st.columns(2)
 with c1:
-    st.markdown("**1 · Pick a model and an input** in the sidebar (or use a button below).")
-    st.markdown("**2 · Open a page** in the navigation on the left.")
-    st.markdown("**3 · Share what you see**: the address bar keeps the model, layer and head.")
-with c2:
+    st.markdown("**English text** (MiniLM, a pretrained BERT)")
     sentences = example_sentences()
-    if st.button(f"Example: “{sentences[0]}”", on_click=_use_sentence, args=(sentences[0], 0, 0)):
+    if st.button(f"“{sentences[0]}”", on_click=_use_sentence, args=(sentences[0], 0, 2), key="w_home_s0"):
         st.switch_page("pages/attention_heads.py")
-    if st.button(f"Example: “{sentences[2]}”", on_click=_use_sentence, args=(sentences[2], 1, 2)):
+    if st.button(f"“{sentences[2]}”", on_click=_use_sentence, args=(sentences[2], 1, 2), key="w_home_s1"):
         st.switch_page("pages/attention_heads.py")
+with c2:
+    if VARIANT_MODEL_ID in REGISTRY:
+        st.markdown("**A SARS-CoV-2 genome** (the variant BERT of the case study)")
+        if st.button("An Omicron genome → Variant Classifier", on_click=_use_genome, args=(7,), key="w_home_g0"):
+            st.switch_page("pages/variant_classifier.py")
+        if st.button("An Alpha genome → Attention Heads", on_click=_use_genome, args=(3,), key="w_home_g1"):
+            st.switch_page("pages/attention_heads.py")
+    st.markdown("Or pick a model and an input in the sidebar. The *Share this view* box there gives a "
+                "link that reopens the same page, model, layer and head.")
 
 st.subheader("Models")
 for spec in REGISTRY.values():
@@ -53,12 +72,15 @@ for spec in REGISTRY.values():
 with st.expander("For teachers: a 10-minute tour"):
     st.markdown(
         """
-1. Load the example sentence and open **Attention Heads**. Colour the grid by *previous-token
-   mass*: the bright squares are heads that copy information from the word before.
+1. Load the first English example and open **Attention Heads**. Colour the grid by
+   *attention to previous token*: the bright squares are heads that copy information from
+   the word before.
 2. Click one. In its heatmap each row is a word asking *where should I look?*; the bright
    cells just left of the diagonal are the answer.
-3. Colour by *[SEP] mass*: many heads in the middle layers park their attention on `[SEP]`,
-   a "no-op" that Clark et al. (2019) first described.
-4. Raise the threshold slider (θ) to keep only the strong links (the 2025 paper uses θ = 0.3).
+3. Colour by *attention to [SEP]*: many middle-layer heads park their attention there, a
+   "no-op" that Clark et al. (2019) first described.
+4. Raise the threshold θ to keep only strong links (the 2025 paper uses θ = 0.3).
+5. Switch to the Omicron genome and open **Variant Classifier**: which spike domains does the
+   model read to decide? Revert N501Y in *What if?* and watch the probabilities.
 """
     )

@@ -14,6 +14,8 @@ SENTENCE = "The cat sat on the mat because it was tired."
 
 
 def _app(**state) -> AppTest:
+    """The app with the English MiniLM picked (the variant model may be the default)."""
+    state.setdefault("model_id", "minilm-l6")
     at = AppTest.from_file(APP, default_timeout=120)
     for key, value in state.items():
         at.session_state[key] = value
@@ -47,8 +49,10 @@ def test_home_page_explains_and_offers_examples():
     at = _app().run()
     assert not at.exception
     assert "bertgeom" in at.title[0].value
-    assert any("Example" in b.label for b in at.button)
-    assert at.sidebar.selectbox(key="w_model").value == "minilm-l6"
+    assert any("The cat sat" in b.label for b in at.button)
+    from bertgeom.models import DEFAULT_MODEL_ID
+
+    assert at.sidebar.selectbox(key="w_model").value == DEFAULT_MODEL_ID
 
 
 def test_attention_heads_page_shows_grid_and_heatmap_for_the_example():

@@ -80,3 +80,44 @@ def test_a_shared_link_restores_model_layer_and_head(server, page):
     expect(page.get_by_text("L2 H3 — who attends to whom")).to_be_visible(timeout=60_000)
     grid = page.get_by_test_id("stPlotlyChart").first
     expect(grid.locator(".scatterlayer .trace").first.locator(".point")).to_have_count(2 * 4)  # tiny model's heads
+
+
+def _needs_variant_model():
+    from bertgeom.models import REGISTRY, VARIANT_MODEL_ID
+
+    if VARIANT_MODEL_ID not in REGISTRY:
+        pytest.skip("the shipped variant model is not installed")
+
+
+def test_paste_a_genome_and_see_prediction_and_qc_card(server, page):
+    _needs_variant_model()
+    from bertgeom.inputsets import genome_set
+
+    page.goto(f"{server}/?view=classifier&model=sars-cov-2-variant")
+    wait_idle(page)
+    box = page.get_by_label("Genome or spike sequence (FASTA or bare)")
+    box.fill(genome_set("demo")[3].text)  # Alpha
+    box.press("Control+Enter")
+    wait_idle(page)
+    expect(page.get_by_text("Verdict:")).to_be_visible(timeout=120_000)
+    expect(page.get_by_text("Alpha —").first).to_be_visible(timeout=60_000)
+    _shot(page, "variant_classifier")
+
+
+def test_upload_a_fasta_and_download_the_csv(server, page, tmp_path):
+    _needs_variant_model()
+    from bertgeom.inputsets import genome_set
+
+    fasta = tmp_path / "two.fasta"
+    fasta.write_text(genome_set("demo")[5].text + "\n" + genome_set("demo")[7].text + "\n")
+    page.goto(f"{server}/?view=classifier&model=sars-cov-2-variant")
+    wait_idle(page)
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(fasta))
+    wait_idle(page)
+    expect(page.get_by_text("2 records")).to_be_visible(timeout=120_000)
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download all predictions (CSV)").click()
+    path = info.value.path()
+    text = open(path).read()
+    assert text.startswith("name,predicted") and text.count("\n") >= 3
+    _shot(page, "variant_classifier_upload")

@@ -68,6 +68,7 @@ def test_a_model_path_in_a_shared_link_is_ignored_unless_enabled(tiny_bert_dir, 
 def test_user_text_is_shown_as_text_not_html():
     at = AppTest.from_file(APP, default_timeout=120)
     at.session_state["text_value"] = "<img src=x onerror=alert(1)> <b>bold</b>"
+    at.session_state["model_id"] = "minilm-l6"
     at.run()
     at = at.switch_page("pages/attention_heads.py").run()
     assert not at.exception

@@ -160,3 +160,41 @@ def uploaded_set(fasta: bytes, labels_tsv: bytes | None) -> tuple[InputItem, ...
         if isinstance(exc, InputError):
             raise
         raise InputError(f"The labels could not be read: {exc} (use the 8 class names, e.g. omicron).") from None
+
+
+def results_root():
+    """Where precomputed results directories are looked for: ``$BERTGEOM_RESULTS_DIR`` or ./results.
+
+    The UI only lists directories under this root (a shared server never opens arbitrary paths)."""
+    import os
+    from pathlib import Path
+
+    return Path(os.environ.get("BERTGEOM_RESULTS_DIR") or "results")
+
+
+def results_dirs() -> list[str]:
+    """Results directories (holding a ``manifest.json``) under :func:`results_root`, newest first."""
+    root = results_root()
+    if not root.is_dir():
+        return []
+    found = [p for p in [root, *root.iterdir()] if p.is_dir() and (p / "manifest.json").is_file()]
+    return [str(p) for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)]
+
+
+def results_note(path: str, weights_hash: str) -> str:
+    from bertgeom.precompute import load_results
+
+    res = load_results(path, cls=False)
+    model = res.manifest.get("model", {})
+    status = "complete" if res.complete else "partial (still running or interrupted)"
+    same = model.get("weights_hash") == weights_hash
+    return (f"{len(res.genomes)} genomes precomputed by model {model.get('id', '?')} ({status}). "
+            + ("" if same else "⚠ These results come from different weights than the model picked in the sidebar."))
+
+
+@st.cache_data(max_entries=4, show_spinner="Reading the precomputed results…")
+def precomputed_set(path: str) -> dict:
+    """A precomputed directory as the per-set dict the page draws (no model run)."""
+    from bertgeom.precompute import load_results
+
+    return load_results(path).to_cone_set()
