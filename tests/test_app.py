@@ -46,7 +46,7 @@ def _charts(at):
 
 
 def test_home_page_explains_and_offers_examples():
-    at = _app().run()
+    at = AppTest.from_file(APP, default_timeout=120).run()  # a fresh session: the default model
     assert not at.exception
     assert "bertgeom" in at.title[0].value
     assert any("The cat sat" in b.label for b in at.button)

@@ -40,7 +40,9 @@ class TrainConfig:
     shared_data: str = str(DEFAULT_SHARED)
     synth_per_class: int = 120  #: synthetic spikes from definitions + profiles, per class
     template_copies_per_class: int = 100  #: noised copies of real training genomes, per class
-    max_real_per_class: int = 100  #: cap on real training genomes per class (gh has ~200)
+    max_real_per_class: int = 250  #: cap on real training genomes per class (gh, the most diverse, has ~200)
+    dropout_rate: float = 0.8  #: Poisson mean of amplicon dropouts per synthetic spike (all classes alike,
+    #: so that N runs carry no class signal: real VOC genomes of 2021 have more dropouts than 2020 ones)
     epochs: float = 1.0
     batch_size: int = 8
     lr_encoder: float = 1.5e-4  #: small BERTs fine-tune well at 1e-4..2e-4
@@ -80,7 +82,7 @@ def real_genomes(shared: Path):
 def build_examples(cfg: TrainConfig) -> tuple[list[Example], list]:
     """The training examples and the real validation genomes (not analysed yet)."""
     from bertgeom.genome.pipeline import analyse_sequence
-    from bertgeom.genome.synth import synth_batch, synth_from_template
+    from bertgeom.genome.synth import SynthConfig, synth_batch, synth_from_template
 
     rng = np.random.default_rng(cfg.seed)
     train_real, validation = real_genomes(Path(cfg.shared_data))
@@ -98,7 +100,8 @@ def build_examples(cfg: TrainConfig) -> tuple[list[Example], list]:
             examples.append(Example(g.name, a.spike.aligned, g.cls, "real"))
             templates[g.cls].append((g.name, a.spike))
     _log(f"real training genomes: {len(examples)} " + str({c: len(v) for c, v in templates.items()}))
-    for s in synth_batch(cfg.synth_per_class, seed=cfg.seed):
+    noise = SynthConfig(dropout_rate=cfg.dropout_rate)
+    for s in synth_batch(cfg.synth_per_class, seed=cfg.seed, config=noise):
         examples.append(Example(f"synth-{s.clade}", s.aligned, s.cls, "synthetic"))
     for cls in CLASSES:
         pool = templates[cls]
@@ -106,7 +109,7 @@ def build_examples(cfg: TrainConfig) -> tuple[list[Example], list]:
             continue
         for i in range(cfg.template_copies_per_class):
             name, cut = pool[int(rng.integers(len(pool)))]
-            s = synth_from_template(cut, cls, rng, name=name)
+            s = synth_from_template(cut, cls, rng, config=noise, name=name)
             examples.append(Example(f"copy-{name}", s.aligned, cls, "template"))
     _log(f"training examples: {len(examples)} " + str({c: sum(e.cls == c for e in examples) for c in CLASSES}))
     return examples, validation
