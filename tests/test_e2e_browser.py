@@ -95,7 +95,7 @@ def test_paste_a_genome_and_see_prediction_and_qc_card(server, page):
 
     page.goto(f"{server}/?view=classifier&model=sars-cov-2-variant")
     wait_idle(page)
-    box = page.get_by_label("Genome or spike sequence (FASTA or bare)")
+    box = page.get_by_role("textbox", name="Genome or spike sequence")
     box.fill(genome_set("demo")[3].text)  # Alpha
     box.press("Control+Enter")
     wait_idle(page)

@@ -35,7 +35,7 @@ async def _session(browser, base: str, genome_text: str, name: str, layer: int, 
     page.set_default_timeout(240_000)
     await page.goto(f"{base}/?view=classifier")
     await page.wait_for_selector(IDLE)
-    box = page.get_by_label("Genome or spike sequence (FASTA or bare)")
+    box = page.get_by_role("textbox", name="Genome or spike sequence")
     await box.fill(genome_text)
     await box.press("Control+Enter")
     await page.get_by_text("Verdict:").wait_for()
