@@ -27,7 +27,7 @@ from bertgeom.patterns import (
 )
 from bertgeom.ui import heads_cache as hc
 from bertgeom.ui.cache import cached_head_features
-from bertgeom.ui.sidebar import current_model_and_trace
+from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.state import select_head
 
 TAXONOMIES = {"kovaleva": "Kovaleva class", "gates": "Bonino gate", "clark": "Clark behaviour"}
@@ -54,7 +54,7 @@ st.caption(
 loaded, trace = current_model_and_trace()
 model_id = st.session_state["model_id"]
 is_spike = loaded.spec.input_kind == "spike"
-text = st.session_state["genome_value" if is_spike else "text_value"].strip()
+text = current_input_text(loaded)
 table = cached_head_features(model_id, text)
 L, H = trace.num_layers, trace.num_heads
 

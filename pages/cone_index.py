@@ -12,7 +12,7 @@ from bertgeom.cone import ENTROPY_DOCS, STREAM_DOCS, TOKEN_SETS
 from bertgeom.inputsets import set_fingerprint, shipped_set
 from bertgeom.trace import InputError
 from bertgeom.ui import cone_cache
-from bertgeom.ui.sidebar import current_model_and_trace
+from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 
 MAX_SET = 400  # inputs read from an upload (bounded work)
 
@@ -83,7 +83,7 @@ code's versions are shown next to them where they differ.
 loaded, trace = current_model_and_trace()
 model_id = st.session_state["model_id"]
 is_spike = loaded.spec.input_kind == "spike"
-text = st.session_state["genome_value" if is_spike else "text_value"]
+text = current_input_text(loaded)
 L, H = trace.num_layers, trace.num_heads
 max_pos = min(int(loaded.max_tokens), 512)  # the paper's fixed length (or the model's, if shorter)
 

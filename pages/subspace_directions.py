@@ -11,7 +11,7 @@ from bertgeom.inputsets import InputItem, labelled_fasta_set, shipped_set
 from bertgeom.subspace import DATA_FEATURE_DOCS, WEIGHT_FEATURE_DOCS
 from bertgeom.trace import InputError
 from bertgeom.ui import subspace_cache as sc
-from bertgeom.ui.sidebar import current_model_and_trace
+from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.state import select_head
 
 #: Largest heatmap of a d x d matrix drawn in the browser (d = 512 is 262k cells).
@@ -88,7 +88,7 @@ st.caption(
 loaded, trace = current_model_and_trace()
 model_id = st.session_state["model_id"]
 is_spike = loaded.spec.input_kind == "spike"
-text = st.session_state["genome_value" if is_spike else "text_value"].strip()
+text = current_input_text(loaded)
 wh = loaded.weights_hash
 L, H = trace.num_layers, trace.num_heads
 

@@ -93,6 +93,12 @@ def render_sidebar(url_path: str = "") -> None:
                 st.code(share_link(url_path), language=None)
 
 
+def current_input_text(loaded) -> str:
+    """The sidebar's current input for ``loaded``'s kind (genome or text), stripped."""
+    key = "genome_value" if loaded.spec.input_kind == "spike" else "text_value"
+    return (st.session_state.get(key) or "").strip()
+
+
 def current_model_and_trace() -> tuple[object, Trace]:
     """Load the current model and trace, or explain what is wrong and stop the page."""
     model_id = st.session_state["model_id"]
@@ -104,7 +110,7 @@ def current_model_and_trace() -> tuple[object, Trace]:
     except ModelLoadError as exc:
         st.error(str(exc))
         st.stop()
-    text = st.session_state["genome_value" if loaded.spec.input_kind == "spike" else "text_value"]
+    text = current_input_text(loaded)
     if not (text or "").strip():
         st.info("Type or pick an input in the sidebar to start.")
         st.stop()
