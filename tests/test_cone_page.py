@@ -264,4 +264,4 @@ def test_cone_page_uploaded_labelled_fasta(tiny_variant_dir, cache_dir, monkeypa
     # a labels file with an unknown class: one sentence, no traceback
     tsv = f"name\tlabel\n{demo[0].name}|{demo[0].label}\tnot-a-variant\n".encode()
     at.file_uploader(key="w_cone_labels").set_value(("labels.tsv", tsv, "text/plain")).run()
-    assert not at.exception and at.error and "could not be read" in at.error[0].value
+    assert not at.exception and at.error and "is not one of the classes" in at.error[0].value

@@ -38,8 +38,12 @@ async def _session(browser, base: str, genome_text: str, name: str, layer: int, 
     box = page.get_by_role("textbox", name="Genome or spike sequence")
     await box.fill(genome_text)
     await box.press("Control+Enter")
+    try:  # the page first shows the default genome: wait for this session's own record
+        await page.get_by_role("heading", name=name, exact=True).wait_for(timeout=240_000)
+        heading = 1
+    except Exception:  # noqa: BLE001 - playwright's TimeoutError: reported as "not its own"
+        heading = 0
     await page.get_by_text("Verdict:").wait_for()
-    heading = await page.get_by_role("heading", name=name).count()
     await page.goto(f"{base}/?view=heads&layer={layer}&head={head}")
     await page.wait_for_selector(IDLE)
     await page.get_by_text(f"L{layer} H{head} — who attends to whom").wait_for()
