@@ -46,13 +46,15 @@ scale of a laptop CPU.
 geometry), {cfg.get('vocab_size')} tokens (5 special + the training set's 12-mers; MiniLM's English rows
 were dropped since spike inputs never use them). Weights: fp16 safetensors, {size_mb:.1f} MB.
 
-**Recipe** (`python -m bertgeom train --epochs {train_cfg.get('epochs')} --threads 2`, seed {train_cfg.get('seed')}):
+**Recipe** (`python -m bertgeom train --epochs {train_cfg.get('epochs')} --threads {train_cfg.get('threads') or 2}`, seed {train_cfg.get('seed')}):
 start from the bundled pretrained all-MiniLM-L6-v2 encoder; new k-mer embeddings drawn from the
 distribution of MiniLM's token embeddings; fine-tune end to end with AdamW (encoder lr
 {train_cfg.get('lr_encoder')}, new embeddings and classifier lr {train_cfg.get('lr_new')}), batch
 {train_cfg.get('batch_size')}, linear warm-up ({train_cfg.get('warmup_share')}) and decay, gradient clipping
-{train_cfg.get('max_grad_norm')}. Training took {summary.get('train_seconds', 'n/a')} s on 2 CPU cores
-({summary.get('steps', 'n/a')} steps, {summary.get('train_examples', 'n/a')} examples).
+{train_cfg.get('max_grad_norm')}. Training took {summary.get('train_seconds', 'n/a')} s with
+{train_cfg.get('threads') or 'all'} CPU thread(s) on a 2-core machine that was running other jobs
+({summary.get('steps', 'n/a')} steps, {summary.get('train_examples', 'n/a')} examples; amplicon
+dropouts drawn with mean {train_cfg.get('dropout_rate', 'n/a')} per synthetic spike).
 
 **Training data** (open data only, no GISAID):
 * {train_cfg.get('synth_per_class')} synthetic spikes per class from the Nextstrain clade definitions
