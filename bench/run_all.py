@@ -113,7 +113,7 @@ def classify_throughput(n: int) -> dict:
 
 
 _RSS_SNIPPET = """
-import resource, sys
+import sys
 sys.path.insert(0, {root!r})
 import torch, transformers, bertgeom.models, bertgeom.trace
 if {load}:
@@ -122,7 +122,8 @@ if {load}:
     from bertgeom.inputsets import genome_set
     a = load_model("minilm-l6"); run_trace(a, "The cat sat on the mat because it was tired.")
     b = load_model({variant!r}); run_trace(b, genome_set("demo")[-1].text)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# VmHWM is this process's own peak (ru_maxrss would inherit the parent's peak across fork/exec)
+print([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")][0])
 """
 
 
