@@ -99,7 +99,7 @@ def test_paste_a_genome_and_see_prediction_and_qc_card(server, page):
     box.fill(genome_set("demo")[3].text)  # Alpha
     box.press("Control+Enter")
     wait_idle(page)
-    expect(page.get_by_text("Verdict:")).to_be_visible(timeout=120_000)
+    expect(page.get_by_text("Verdict:").first).to_be_visible(timeout=120_000)
     expect(page.get_by_text("Alpha —").first).to_be_visible(timeout=60_000)
     _shot(page, "variant_classifier")
 

@@ -43,7 +43,7 @@ async def _session(browser, base: str, genome_text: str, name: str, layer: int, 
         heading = 1
     except Exception:  # noqa: BLE001 - playwright's TimeoutError: reported as "not its own"
         heading = 0
-    await page.get_by_text("Verdict:").wait_for()
+    await page.get_by_text("Verdict:").first.wait_for()
     await page.goto(f"{base}/?view=heads&layer={layer}&head={head}")
     await page.wait_for_selector(IDLE)
     await page.get_by_text(f"L{layer} H{head} — who attends to whom").wait_for()
