@@ -39,3 +39,26 @@ def test_accuracy_on_the_shipped_real_validation_genomes(variant):
     assert report.accuracy >= 0.97, report.table()
     recalls = np.array([report.per_class[c]["recall"] for c in variant.labels])
     assert (recalls >= 0.75).all(), report.table()
+
+
+def test_cone_page_shows_all_8_classes_with_the_shipped_model(tmp_path, monkeypatch):
+    """Issue 6's done-when: per-class cone curves and [CLS] projections for the 8 classes."""
+    import json
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=600)
+    at.session_state["w_cone_section"] = "classes"
+    at.run()
+    at.switch_page("pages/cone_index.py").run()
+    assert not at.exception and not at.error
+    specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    curves = [s for s in specs if "per class" in (s["layout"].get("title") or {}).get("text", "")]
+    names = [t["name"] for t in curves[0]["data"] if t.get("mode") == "lines+markers"]
+    assert len(names) == 8, names
+    at.segmented_control(key="w_cone_section").set_value("distribution").run()
+    assert not at.exception
+    assert any("Separability" in (s["layout"].get("title") or {}).get("text", "")
+               for s in (json.loads(el.proto.spec) for el in at.get("plotly_chart")))
