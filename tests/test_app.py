@@ -105,3 +105,16 @@ def test_empty_input_gets_a_hint_not_an_error():
     _open(at, "pages/attention_heads.py")
     assert not at.exception
     assert at.info and "input" in at.info[0].value.lower()
+
+
+def test_home_genome_example_opens_the_classifier_with_that_genome():
+    from bertgeom.models import REGISTRY, VARIANT_MODEL_ID
+
+    if VARIANT_MODEL_ID not in REGISTRY:
+        pytest.skip("the shipped variant model is not installed")
+    at = AppTest.from_file(APP, default_timeout=240).run()
+    next(b for b in at.button if "Omicron genome" in b.label).click().run()
+    assert not at.exception
+    assert at.title[0].value == "Variant Classifier"
+    assert at.session_state["model_id"] == VARIANT_MODEL_ID
+    assert any(s.value.startswith("OP339227") for s in at.subheader)  # the shipped Omicron example

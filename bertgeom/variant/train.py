@@ -205,6 +205,7 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
     rng = np.random.default_rng(cfg.seed)
     order = np.concatenate([rng.permutation(n) for _ in range(math.ceil(cfg.epochs) + 1)])
     step = 0
+    elapsed_before = 0.0  # training seconds spent before a resume (kept in the checkpoint)
     ckpt = work_dir / "checkpoint.pt"
     if ckpt.is_file():
         state = torch.load(ckpt, map_location="cpu", weights_only=True)  # our own file; tensors only
@@ -212,6 +213,7 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         step = int(state["step"])
+        elapsed_before = float(state.get("elapsed", 0.0))
         _log(f"resumed from step {step}/{total}")
     model.train()
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -240,13 +242,14 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
         if step % cfg.checkpoint_every == 0 or step == stop_at:
             tmp = ckpt.with_suffix(".tmp")
             torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                        "scheduler": sched.state_dict(), "step": step}, tmp)
+                        "scheduler": sched.state_dict(), "step": step,
+                        "elapsed": elapsed_before + time.time() - t_train}, tmp)
             os.replace(tmp, ckpt)
     model.eval()
     config_extra = {"bertgeom_k": vocab.k, "bertgeom_stride": vocab.stride, "bertgeom_train_config": asdict(cfg)}
     save_variant_model(model, vocab, out_dir, extra_config=config_extra)
     summary = {"train_examples": int(n), "vocab_size": len(vocab), "steps": step, "schedule_steps": total,
-               "train_seconds": round(time.time() - t0, 1), "final_loss": float(np.mean(running[-20:])) if running else None}
+               "train_seconds": round(elapsed_before + time.time() - t0, 1), "final_loss": float(np.mean(running[-20:])) if running else None}
     (out_dir / "train_summary.json").write_text(json.dumps(summary, indent=1))
     _log(f"saved model to {out_dir}: {summary}")
     return summary
