@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from bertgeom.cone import (
 )
 from bertgeom.inputsets import InputItem, map_over_set
 from bertgeom.models import LoadedModel
-from bertgeom.trace import EncodedInput, InputError, encode_input
+from bertgeom.trace import EncodedInput
 
 __all__ = [
     "single_threaded",
@@ -111,6 +112,23 @@ def rows_for(encoded: EncodedInput, token_set: str = "content", n: int | None = 
     return token_mask(am, token_set, special_tokens_mask=special)
 
 
+@dataclass
+class PaddedPass:
+    """One input's share of :func:`padded_forward` (what :func:`map_over_set` hands a reduction)."""
+
+    encoded: EncodedInput
+    hidden: np.ndarray  # [L+1, pad_to, D], PAD rows included
+    attention_mask: np.ndarray  # [pad_to]
+    logits: np.ndarray | None
+    labels: tuple[str, ...] = ()
+
+    @property
+    def predicted(self) -> str | None:
+        if self.logits is None or not self.labels:
+            return None
+        return self.labels[int(np.argmax(self.logits))]
+
+
 def padded_forward(loaded: LoadedModel, encoded: Sequence[EncodedInput], pad_to: int):
     """Run the model on inputs padded to ``pad_to`` positions (PAD keys masked, as the official
     code did with its fixed 512-token inputs).
@@ -120,15 +138,9 @@ def padded_forward(loaded: LoadedModel, encoded: Sequence[EncodedInput], pad_to:
     """
     import torch
 
-    n = int(pad_to)
-    if any(e.n_tokens > n for e in encoded):
-        raise InputError(f"An input is longer than {n} tokens and cannot be padded to {n}.")
-    pad_id = int(getattr(loaded.config, "pad_token_id", 0) or 0)
-    ids = torch.full((len(encoded), n), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(encoded), n), dtype=torch.long)
-    for b, e in enumerate(encoded):
-        ids[b, : e.n_tokens] = torch.from_numpy(e.input_ids)
-        mask[b, : e.n_tokens] = 1
+    from bertgeom.trace import pad_batch
+
+    ids, mask = pad_batch(loaded, list(encoded), int(pad_to))
     with torch.inference_mode():
         out = loaded.model(input_ids=ids, attention_mask=mask, output_hidden_states=True, return_dict=True)
     hidden = torch.stack(out.hidden_states, dim=1).float().numpy()
@@ -275,49 +287,23 @@ def cone_profiles_over_set(
             timings.update(clock)
         return _stack_results([it.name for it in sr.items], sr.labels, sr.predicted, per_item, logits, sr.errors)
 
-    names, labels, predicted, errors = [], [], [], []
-    pending: list[tuple[InputItem, EncodedInput]] = []
-    done = 0
+    def padded_runner(model: LoadedModel, encs: list[EncodedInput]) -> list[PaddedPass]:
+        hidden, mask, lg = padded_forward(model, encs, pad_to)
+        return [PaddedPass(enc, hidden[b], mask[b], None if lg is None else lg[b], model.labels)
+                for b, enc in enumerate(encs)]
 
-    def flush():
-        nonlocal done
-        if not pending:
-            return
-        encs = [e for _, e in pending]
-        hidden, mask, lg = padded_forward(loaded, encs, pad_to)
-        for b, (item, enc) in enumerate(pending):
-            content = rows_for(enc, "content", pad_to)
-            per_item.append(profile(hidden[b], layer_weights, rows_for(enc, token_set, pad_to), content,
-                                     mask[b], None, streams, faithful))
-            row_logits = None if lg is None else lg[b]
-            logits.append(row_logits)
-            names.append(item.name)
-            labels.append(item.label)
-            pred = None
-            if row_logits is not None and loaded.labels:
-                pred = loaded.labels[int(np.argmax(row_logits))]
-            predicted.append(pred)
-        done += len(pending)
-        pending.clear()
-        if progress:
-            progress(done + len(errors), len(items))
+    def reduce_padded(p: PaddedPass, item: InputItem):
+        content = rows_for(p.encoded, "content", pad_to)
+        per_item.append(profile(p.hidden, layer_weights, rows_for(p.encoded, token_set, pad_to), content,
+                                p.attention_mask, None, streams, faithful))
+        logits.append(p.logits)
+        return None
 
-    for item in items:
-        try:
-            enc = encode_input(loaded, item.text)
-            if enc.n_tokens > pad_to:
-                raise InputError(f"{enc.n_tokens} tokens do not fit in {pad_to} positions.")
-            pending.append((item, enc))
-        except InputError as exc:
-            errors.append((item.name, str(exc)))
-        if len(pending) >= batch_size:
-            flush()
-    flush()
-    if progress:
-        progress(len(items), len(items))
+    sr = map_over_set(loaded, items, reduce_padded, batch_size=batch_size, progress=progress,
+                      runner=padded_runner, max_tokens=pad_to)
     if timings is not None:
         timings.update(clock)
-    return _stack_results(names, labels, predicted, per_item, logits, errors)
+    return _stack_results([it.name for it in sr.items], sr.labels, sr.predicted, per_item, logits, sr.errors)
 
 
 def group_stats(values, groups, order: Sequence[str] | None = None) -> dict[str, dict[str, np.ndarray]]:

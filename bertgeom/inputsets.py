@@ -134,12 +134,17 @@ def map_over_set(
     *,
     batch_size: int = 8,
     progress: Callable[[int, int], None] | None = None,
+    runner: Callable[[LoadedModel, list[EncodedInput]], list] | None = None,
+    max_tokens: int | None = None,
 ) -> SetResult:
-    """Run every input once (batched) and keep ``reduce(trace, item)`` of each.
+    """Run every input once (batched) and keep ``reduce(result, item)`` of each.
 
-    Inputs that cannot be encoded (bad sequence, failed alignment) are listed in
-    ``errors``; they never stop the run.
+    ``runner(loaded, encoded_batch)`` makes one result per input (default
+    :func:`~bertgeom.trace.run_batch`: a :class:`Trace`); any result with a ``predicted``
+    attribute works. Inputs that cannot be encoded (bad sequence, failed alignment, longer
+    than ``max_tokens``) are listed in ``errors``; they never stop the run.
     """
+    runner = runner or run_batch
     ok_items: list[InputItem] = []
     results: list = []
     predicted: list[str | None] = []
@@ -151,7 +156,7 @@ def map_over_set(
         nonlocal done
         if not pending:
             return
-        traces = run_batch(loaded, [e for _, e in pending])
+        traces = runner(loaded, [e for _, e in pending])
         for (item, _), trace in zip(pending, traces):
             ok_items.append(item)
             results.append(reduce(trace, item))
@@ -163,7 +168,10 @@ def map_over_set(
 
     for item in items:
         try:
-            pending.append((item, encode_input(loaded, item.text)))
+            enc = encode_input(loaded, item.text)
+            if max_tokens is not None and enc.n_tokens > max_tokens:
+                raise InputError(f"{enc.n_tokens} tokens do not fit in {max_tokens} positions.")
+            pending.append((item, enc))
         except InputError as exc:
             errors.append((item.name, str(exc)))
         if len(pending) >= batch_size:

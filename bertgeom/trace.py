@@ -173,19 +173,32 @@ def _forward(loaded: LoadedModel, input_ids, attention_mask):
     return out
 
 
-def run_batch(loaded: LoadedModel, encoded: list[EncodedInput]) -> list[Trace]:
-    """One padded forward pass over several inputs; each trace is cropped to its tokens."""
+def pad_batch(loaded: LoadedModel, encoded: list[EncodedInput], width: int | None = None):
+    """``(input_ids, attention_mask)`` torch tensors ``[B, width]`` (default: the longest input).
+
+    Raises :class:`InputError` when an input is longer than ``width``.
+    """
     import torch
 
-    if not encoded:
-        return []
-    n = max(e.n_tokens for e in encoded)
+    n = max(e.n_tokens for e in encoded) if width is None else int(width)
+    if any(e.n_tokens > n for e in encoded):
+        raise InputError(f"An input is longer than {n} tokens and cannot be padded to {n}.")
     pad_id = int(getattr(loaded.config, "pad_token_id", 0) or 0)
     ids = torch.full((len(encoded), n), pad_id, dtype=torch.long)
     mask = torch.zeros((len(encoded), n), dtype=torch.long)
     for b, e in enumerate(encoded):
         ids[b, : e.n_tokens] = torch.from_numpy(e.input_ids)
         mask[b, : e.n_tokens] = 1
+    return ids, mask
+
+
+def run_batch(loaded: LoadedModel, encoded: list[EncodedInput]) -> list[Trace]:
+    """One padded forward pass over several inputs; each trace is cropped to its tokens."""
+    import torch
+
+    if not encoded:
+        return []
+    ids, mask = pad_batch(loaded, encoded)
     out = _forward(loaded, ids, mask)
     attn = torch.stack(out.attentions, dim=1)  # [B, L, H, n, n]
     hidden = torch.stack(out.hidden_states, dim=1)  # [B, L+1, n, D]
