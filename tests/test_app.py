@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pathlib import Path
+from plotly_json import plotly_values  # noqa: E402
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SENTENCE = "The cat sat on the mat because it was tired."
@@ -26,19 +27,6 @@ def _open(at: AppTest, page: str) -> AppTest:
     """Run the entry point once, then open ``page`` through the navigation."""
     at.run()
     return at.switch_page(page).run()
-
-
-def _values(x) -> list:
-    """Plotly JSON arrays may come base64-encoded (``{"bdata", "dtype"}``): decode them."""
-    if isinstance(x, dict) and "bdata" in x:
-        import base64
-
-        import numpy as np
-
-        arr = np.frombuffer(base64.b64decode(x["bdata"]), dtype=np.dtype(x["dtype"]))
-        shape = [int(s) for s in str(x.get("shape", len(arr))).split(",")]
-        return arr.reshape(shape).tolist()
-    return list(x)
 
 
 def _charts(at):
@@ -61,9 +49,9 @@ def test_attention_heads_page_shows_grid_and_heatmap_for_the_example():
     assert not at.exception
     charts = _charts(at)
     grid = charts[0]["data"][0]
-    assert grid["type"] == "scatter" and len(_values(grid["x"])) == 6 * 12
+    assert grid["type"] == "scatter" and len(plotly_values(grid["x"])) == 6 * 12
     heat = [c for c in charts if c["data"][0]["type"] == "heatmap"][0]
-    assert len(_values(heat["data"][0]["z"])) == 13  # 11 word pieces + [CLS] + [SEP]
+    assert len(plotly_values(heat["data"][0]["z"])) == 13  # 11 word pieces + [CLS] + [SEP]
     assert at.number_input(key="w_layer").value == 3 and at.number_input(key="w_head").value == 5
     assert at.query_params["layer"] == "3" and at.query_params["head"] == "5"
 
@@ -86,7 +74,7 @@ def test_shared_link_restores_model_layer_and_head():
     assert not at.exception
     assert at.session_state["model_id"] == "tiny-random"
     assert (at.session_state["layer"], at.session_state["head"]) == (1, 2)
-    assert len(_values(_charts(at)[0]["data"][0]["x"])) == 2 * 4
+    assert len(plotly_values(_charts(at)[0]["data"][0]["x"])) == 2 * 4
 
 
 def test_unknown_model_in_the_url_is_ignored_and_unknown_model_state_gets_a_clear_message():

@@ -16,6 +16,7 @@ from bertgeom.inputsets import genome_set
 from bertgeom.projections import pca
 from bertgeom.trace import run_trace
 from bertgeom.weights import extract_layer_weights
+from plotly_json import plotly_values  # noqa: E402
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SENTENCE = "The cat sat on the mat because it was tired."
@@ -148,16 +149,6 @@ def _titles(at) -> list[str]:
     return [(c["layout"].get("title") or {}).get("text", "") for c in _charts(at)]
 
 
-def _values(x) -> list:
-    if isinstance(x, dict) and "bdata" in x:
-        import base64
-
-        arr = np.frombuffer(base64.b64decode(x["bdata"]), dtype=np.dtype(x["dtype"]))
-        shape = [int(s) for s in str(x.get("shape", len(arr))).split(",")]
-        return arr.reshape(shape).tolist()
-    return list(x)
-
-
 def _ok(at) -> None:
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
@@ -184,10 +175,10 @@ def test_cone_page_minilm_sentence_all_sections(cache_dir):
     _ok(at)
     assert at.title[0].value == "Cone Index per Layer"
     curve = _charts(at)[0]
-    assert len(_values(curve["data"][0]["x"])) == 7  # hidden_states[0..6]
+    assert len(plotly_values(curve["data"][0]["x"])) == 7  # hidden_states[0..6]
     assert "m = 11" in _titles(at)[0]
     iso = [t for t in curve["data"] if "isotropic" in (t.get("name") or "")]
-    assert iso and _values(iso[0]["y"])[0] == pytest.approx(np.sqrt(11))
+    assert iso and plotly_values(iso[0]["y"])[0] == pytest.approx(np.sqrt(11))
     assert any("Streams" in t or "streams" in t for t in _titles(at))
     assert len(at.get("download_button")) >= 3
     # the official code's token set, padded to 512
@@ -220,7 +211,7 @@ def test_cone_page_tiny_variant_model_per_class_and_projections(tiny_variant_dir
     at.run()
     at.switch_page("pages/cone_index.py").run()
     _ok(at)
-    assert len(_values(_charts(at)[0]["data"][0]["x"])) == 3  # 2 layers
+    assert len(plotly_values(_charts(at)[0]["data"][0]["x"])) == 3  # 2 layers
     _section(at, "classes")
     curves = [c for c in _charts(at) if "mean ± sd per class" in (c["layout"].get("title") or {}).get("text", "")][0]
     names = [t["name"] for t in curves["data"] if t.get("mode") == "lines+markers"]

@@ -9,20 +9,11 @@ import plotly.io as pio
 
 from bertgeom import figures_heads as fh
 from bertgeom.figures import head_grid, picked_head
+from plotly_json import plotly_array  # noqa: E402
 
 
 def _json(fig) -> dict:
     return json.loads(pio.to_json(fig))
-
-
-def _arr(x):
-    """Plotly JSON arrays may be base64-encoded: decode to a numpy array."""
-    if isinstance(x, dict) and "bdata" in x:
-        import base64
-
-        a = np.frombuffer(base64.b64decode(x["bdata"]), dtype=np.dtype(x["dtype"]))
-        return a.reshape([int(s) for s in str(x.get("shape", a.size)).split(",")])
-    return np.asarray(x)
 
 
 def test_attention_map_masks_below_theta_and_uses_unique_category_labels():
@@ -57,7 +48,7 @@ def test_head_scatter_customdata_is_layer_head_and_a_click_selects_that_head():
             l, h = cd
             assert ht.startswith(f"L{l + 1} H{h + 1}")
     ring = spec["data"][-1]
-    assert ring["customdata"] == [[1, 2]] and _arr(ring["x"])[0] == coords[6, 0]
+    assert ring["customdata"] == [[1, 2]] and plotly_array(ring["x"])[0] == coords[6, 0]
     point = spec["data"][0]
     assert picked_head({"selection": {"points": [{"customdata": point["customdata"][1]}]}}) == tuple(point["customdata"][1])
     # continuous colouring

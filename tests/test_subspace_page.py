@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+from plotly_json import plotly_values  # noqa: E402
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGE = "pages/subspace_directions.py"
@@ -56,19 +57,8 @@ def _tab(at: AppTest, name: str, **state) -> dict[str, dict]:
     return _charts(at)
 
 
-def _vals(x) -> list:
-    """Plotly JSON arrays may come base64-encoded (``{"bdata", "dtype", "shape"}``): decode them."""
-    if isinstance(x, dict) and "bdata" in x:
-        import base64
-
-        arr = np.frombuffer(base64.b64decode(x["bdata"]), dtype=np.dtype(x["dtype"]))
-        shape = [int(s) for s in str(x.get("shape", len(arr))).split(",")]
-        return arr.reshape(shape).tolist()
-    return list(x)
-
-
 def _n(x) -> int:
-    return len(_vals(x))
+    return len(plotly_values(x))
 
 
 def test_minilm_page_shows_every_tab_for_the_example_sentence():
@@ -94,7 +84,7 @@ def test_minilm_page_shows_every_tab_for_the_example_sentence():
     a = _tab(at, TABS[2], w_sub_across_on=True)
     hists = [k for k in a if k.startswith("w_sub_hist_")]
     assert len(hists) == 4 and "w_sub_box" not in a  # sentences carry no class
-    assert sum(_vals(a["w_sub_hist_delta_row"]["data"][0]["y"])) == 24  # every shipped sentence counted
+    assert sum(plotly_values(a["w_sub_hist_delta_row"]["data"][0]["y"])) == 24  # every shipped sentence counted
     assert "24 of 24 used" in " ".join(e.label for e in at.expander)
 
     f = _tab(at, TABS[3])
