@@ -68,13 +68,13 @@ def head_grid(
                 )
             )
     else:
-        cmin, cmax = zrange if zrange else (float(np.nanmin(values)), float(np.nanmax(values)))
+        cmin, cmax = zrange if zrange else _finite_range(values)
         fig.add_trace(
             go.Scatter(
                 x=hf + 1, y=lf + 1, mode="markers", showlegend=False,
                 marker=dict(
                     symbol="square", size=size, color=values.ravel(), colorscale=colorscale,
-                    cmin=cmin, cmax=cmax if cmax > cmin else cmin + 1e-9,
+                    cmin=cmin, cmax=cmax,
                     colorbar=dict(title=dict(text=colour_label, side="right"), thickness=12),
                     line=dict(width=1, color="white"),
                 ),
@@ -88,6 +88,7 @@ def head_grid(
                 x=[h + 1], y=[l + 1], mode="markers", showlegend=False, hoverinfo="skip",
                 marker=dict(symbol="square-open", size=size + 6, color=SELECTED_COLOUR, line=dict(width=3)),
                 customdata=[[l, h]],
+                cliponaxis=False,  # the outline of a square on the grid's edge stays whole
             )
         )
     fig.update_layout(
@@ -98,9 +99,22 @@ def head_grid(
         margin=dict(l=50, r=20, t=40 if title else 10, b=40),
         plot_bgcolor="white",
         clickmode="event+select",
-        legend=dict(orientation="h", y=-0.25),
     )
+    if categories is not None:  # legend under the axis title; the figure grows so squares keep their size
+        rows = int(np.ceil(len(set(np.asarray(categories).ravel().tolist())) / 3))
+        plot_h = max(100, int(fig.layout.height) - 50)
+        fig.update_layout(height=int(fig.layout.height) + 40 + 24 * rows,
+                          legend=dict(orientation="h", yanchor="top", y=-58 / plot_h, x=0, xanchor="left"))
     return fig
+
+
+def _finite_range(values: np.ndarray) -> tuple[float, float]:
+    """Colour range of the finite values (all-NaN -> (0, 1); a constant gets a tiny width)."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return 0.0, 1.0
+    lo, hi = float(finite.min()), float(finite.max())
+    return lo, hi if hi > lo else lo + max(abs(lo), 1.0) * 1e-6
 
 
 def picked_head(event) -> tuple[int, int] | None:
@@ -132,51 +146,6 @@ def _category_palette(categories: Sequence[str]) -> dict[str, str]:
         "#eeca3b", "#9d755d", "#ff9da6", "#bab0ac", "#2f4b7c", "#a05195",
     ]
     return {c: base[i % len(base)] for i, c in enumerate(categories)}
-
-
-def attention_heatmap(
-    attention: np.ndarray,
-    labels: Sequence[str],
-    *,
-    theta: float = 0.0,
-    title: str = "",
-    colorscale: str = "Blues",
-    max_labels: int = 60,
-) -> go.Figure:
-    """Heatmap of one attention matrix (rows: queries, columns: keys).
-
-    Entries below ``theta`` are hidden (the paper's threshold masking, default 0.3 on the
-    page); hovering shows query, key and weight. Tick labels are thinned beyond
-    ``max_labels`` tokens so long inputs stay readable.
-    """
-    a = np.asarray(attention, dtype=float)
-    shown = np.where(a >= theta, a, np.nan) if theta > 0 else a
-    n = a.shape[0]
-    labels = [str(x) for x in labels]
-    hover = np.empty((n, n), dtype=object)
-    for i in range(n):  # hover strings only (display); n is small or thinned below
-        hover[i] = [f"query {labels[i]}<br>key {labels[j]}<br>weight {a[i, j]:.3f}" for j in range(n)]
-    fig = go.Figure(
-        go.Heatmap(
-            z=shown, x=list(range(n)), y=list(range(n)), colorscale=colorscale, zmin=0,
-            zmax=max(float(np.nanmax(a)), 1e-9), hoverinfo="text", text=hover,
-            colorbar=dict(title=dict(text="weight", side="right"), thickness=12),
-            hoverongaps=False,
-        )
-    )
-    step = max(1, int(np.ceil(n / max_labels)))
-    ticks = list(range(0, n, step))
-    fig.update_layout(
-        title=title,
-        xaxis=dict(title="key (attended to)", tickmode="array", tickvals=ticks, range=[-0.5, n - 0.5],
-                   ticktext=[labels[t] for t in ticks], side="top", tickangle=-60),
-        yaxis=dict(title="query (attending)", tickmode="array", tickvals=ticks,
-                   ticktext=[labels[t] for t in ticks], range=[n - 0.5, -0.5]),
-        height=min(900, max(360, 120 + 18 * min(n, max_labels))),
-        margin=dict(l=10, r=10, t=110 if title else 90, b=10),
-        plot_bgcolor="#f7f7f7",
-    )
-    return fig
 
 
 def top_arcs(attention: np.ndarray, labels: Sequence[str], *, theta: float = 0.3, limit: int = 50) -> list[dict]:

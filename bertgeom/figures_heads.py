@@ -27,7 +27,6 @@ __all__ = [
     "prob_bars",
     "matrix_heatmap",
     "diverging_grid",
-    "category_grid",
 ]
 
 _FONT = dict(size=12)
@@ -326,24 +325,3 @@ def diverging_grid(values: np.ndarray, *, colour_label: str = "", selected: tupl
                      colorscale="RdBu_r", zrange=(-m, m))
 
 
-def category_grid(
-    values: np.ndarray,
-    categories: np.ndarray,
-    *,
-    colour_label: str = "",
-    selected: tuple[int, int] | None = None,
-    hover_text: np.ndarray | None = None,
-    title: str = "",
-    per_row: int = 3,
-) -> go.Figure:
-    """:func:`bertgeom.figures.head_grid` coloured by category, made taller by the height of its
-    legend (below the grid) so the squares keep their size and never overlap."""
-    fig = head_grid(values, colour_label=colour_label, selected=selected, hover_text=hover_text, title=title,
-                    categories=categories)
-    n_cats = len(set(np.asarray(categories).ravel().tolist()))
-    rows = int(np.ceil(n_cats / max(1, per_row)))
-    base = int(fig.layout.height)
-    plot_h = max(100, base - 50)  # the grid's own plot area (its margins are ~50 px)
-    fig.update_layout(height=base + 40 + 24 * rows,  # room for the legend under the axis title
-                      legend=dict(orientation="h", yanchor="top", y=-58 / plot_h, x=0, xanchor="left"))
-    return fig

@@ -76,23 +76,13 @@ def scalar_grid(
 ) -> go.Figure:
     """Clickable layer x head grid of one per-head scalar (``[L, H]``, NaN allowed).
 
-    A thin wrapper of :func:`bertgeom.figures.head_grid` (customdata ``[layer, head]``) that
-    copes with all-NaN or constant values.
+    A thin wrapper of :func:`bertgeom.figures.head_grid` (customdata ``[layer, head]``; all-NaN
+    and constant values are handled there).
     """
     v = np.asarray(values, dtype=float)
     if v.ndim != 2:
         raise ValueError(f"scalar_grid expects [L, H] values, got shape {v.shape}")
-    finite = v[np.isfinite(v)]
-    if zrange is None:
-        if finite.size == 0:
-            zrange = (0.0, 1.0)
-        else:
-            lo, hi = float(finite.min()), float(finite.max())
-            zrange = (lo, hi if hi > lo else lo + max(abs(lo), 1.0) * 1e-6)
-    fig = head_grid(v, title=title, colour_label=label, selected=selected, colorscale=colorscale, zrange=zrange)
-    if selected is not None:
-        fig.data[-1].cliponaxis = False  # the outline of a square on the grid's edge stays whole
-    return fig
+    return head_grid(v, title=title, colour_label=label, selected=selected, colorscale=colorscale, zrange=zrange)
 
 
 # -------------------------------------------------------------------------------------------

@@ -217,7 +217,7 @@ with left:
     if colour.startswith("label:"):
         lab = labels[colour[6:]]
         st.caption(f"**{TAXONOMIES[colour[6:]]}** per head; hover for all three labels. {lab.note}")
-        grid = fh.category_grid(lab.confidence, _label_grid(lab.primary), colour_label="confidence",
+        grid = figures.head_grid(lab.confidence, categories=_label_grid(lab.primary), colour_label="confidence",
                                 selected=(layer, head), hover_text=grid_hover)
     else:
         flabel, formula, source = FEATURE_DOCS[colour]
@@ -553,7 +553,7 @@ def _similarity_tab() -> None:
     st.markdown("**The clusters on the head grid**; click a head to select it.")
     c1, _ = st.columns([5, 4])
     with c1:
-        _chart(fh.category_grid(np.zeros((L, H)), cluster_cat.reshape(L, H), colour_label="cluster",
+        _chart(figures.head_grid(np.zeros((L, H)), categories=cluster_cat.reshape(L, H), colour_label="cluster",
                                 selected=(layer, head)), "w_cluster_grid", clickable=True)
     cdf = pd.DataFrame(clus.centroids, columns=clus.feature_names)
     cdf.insert(0, "cluster", [f"{c + 1}: {cnames[c]}" for c in range(clus.k)])

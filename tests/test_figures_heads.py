@@ -93,9 +93,16 @@ def test_matrix_heatmap_and_diverging_grid():
 
 def test_category_grid_grows_with_its_legend_and_keeps_clicks():
     cats = np.array([["a", "b", "c", "d"], ["e", "a", "b", "c"]], dtype=object)
-    fig = fh.category_grid(np.zeros((2, 4)), cats, selected=(1, 2))
-    plain = head_grid(np.zeros((2, 4)), categories=cats)
+    fig = head_grid(np.zeros((2, 4)), categories=cats, selected=(1, 2))
+    plain = head_grid(np.zeros((2, 4)), selected=(1, 2))
     assert fig.layout.height > plain.layout.height and fig.layout.legend.yanchor == "top"
     spec = _json(fig)
     assert {tr["name"] for tr in spec["data"][:-1]} == {"a", "b", "c", "d", "e"}
-    assert spec["data"][-1]["customdata"] == [[1, 2]]
+    assert spec["data"][-1]["customdata"] == [[1, 2]] and spec["data"][-1]["cliponaxis"] is False
+
+
+def test_head_grid_copes_with_all_nan_and_constant_values():
+    nan = _json(head_grid(np.full((2, 3), np.nan)))["data"][0]["marker"]
+    assert (nan["cmin"], nan["cmax"]) == (0.0, 1.0)
+    const = _json(head_grid(np.full((2, 3), 0.5)))["data"][0]["marker"]
+    assert const["cmin"] == 0.5 and const["cmax"] > 0.5
