@@ -121,3 +121,13 @@ def test_upload_a_fasta_and_download_the_csv(server, page, tmp_path):
     text = open(path).read()
     assert text.startswith("name,predicted") and text.count("\n") >= 3
     _shot(page, "variant_classifier_upload")
+
+
+@pytest.mark.parametrize(("view", "title"), [("subspace", "Subspace Directions"), ("cone", "Cone Index per Layer")])
+def test_the_geometry_pages_open_without_errors(server, page, view, title):
+    page.goto(f"{server}/?view={view}&model=minilm-l6&layer=2&head=3")
+    wait_idle(page)
+    expect(page.get_by_role("heading", name=title)).to_be_visible(timeout=120_000)
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible(timeout=120_000)
+    _shot(page, view)
