@@ -37,7 +37,8 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
 
     from bertgeom.genome.pipeline import analyse_sequence
-    from bertgeom.models import REGISTRY, VARIANT_MODEL_ID, load_model
+    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.models import REGISTRY, load_model
     from bertgeom.variant.predict import classify_stream, logits_for_ids
 
     model_id = args.model or (VARIANT_MODEL_ID if VARIANT_MODEL_ID in REGISTRY else "")

@@ -46,7 +46,8 @@ def _inputs(d: Path, n: int) -> tuple[Path, Path]:
 
 
 def _model(arg: str, d: Path) -> tuple[str, str]:
-    from bertgeom.models import REGISTRY, VARIANT_MODEL_ID
+    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.models import REGISTRY
 
     if arg:
         return arg, arg

@@ -46,7 +46,8 @@ def _best(fn, repeat: int) -> float:
 
 
 def _variant_model_id() -> str:
-    from bertgeom.models import REGISTRY, VARIANT_MODEL_ID
+    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.models import REGISTRY
 
     if VARIANT_MODEL_ID in REGISTRY:
         return VARIANT_MODEL_ID
@@ -61,7 +62,8 @@ def analysis_latency(repeat: int) -> list[dict]:
     from bertgeom.heads import TokenKinds, _reference_per_head, head_features
     from bertgeom.inputsets import genome_set
     from bertgeom.models import load_model
-    from bertgeom.trace import encode_input, run_trace
+    from bertgeom.inputs import encode_input
+    from bertgeom.trace import run_trace
 
     rows = []
     cases = [("spike genome (427 tokens)", _variant_model_id(), genome_set("demo")[-1].text),
@@ -70,7 +72,7 @@ def analysis_latency(repeat: int) -> list[dict]:
         loaded = load_model(model_id)
         enc = encode_input(loaded, text)
         if loaded.spec.input_kind == "text":  # trim to exactly 128 tokens
-            from bertgeom.trace import EncodedInput
+            from bertgeom.inputs import EncodedInput
 
             keep = list(range(127)) + [enc.n_tokens - 1]
             enc = EncodedInput(enc.key, enc.input_ids[keep], [enc.tokens[i] for i in keep], enc.spans[keep],

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
         args.model = DEFAULT_MODEL_ID
     from bertgeom.models import ModelLoadError
-    from bertgeom.trace import InputError
+    from bertgeom.inputs import InputError
 
     try:
         return int(args.func(args) or 0)

@@ -48,6 +48,8 @@ from typing import Iterable
 
 import numpy as np
 
+from bertgeom.attention import attention_from_weights, softmax
+
 __all__ = [
     "AblationError",
     "disabled_mask",
@@ -60,7 +62,6 @@ __all__ = [
     "same_shape",
     "weight_cosine",
     "bilinear_cosine",
-    "attention_from_weights",
     "map_cosine_on_shared_inputs",
 ]
 
@@ -125,9 +126,7 @@ class ForwardResult:
     def probs(self) -> np.ndarray | None:
         if self.logits is None:
             return None
-        z = self.logits - self.logits.max(axis=-1, keepdims=True)
-        e = np.exp(z)
-        return e / e.sum(axis=-1, keepdims=True)
+        return softmax(self.logits)
 
 
 def _model_parts(loaded):
@@ -420,25 +419,6 @@ def weight_cosine(weights_a, weights_b) -> dict[str, np.ndarray]:
         A2, B2 = _stack(weights_b, what)
         out[what] = bilinear_cosine(A1, B1, A2, B2)
     return out
-
-
-def attention_from_weights(weights, layer_inputs: np.ndarray) -> np.ndarray:
-    """Attention ``[L, H, T, T]`` of every head when layer ``l`` reads ``layer_inputs[l]``
-    (``[L, T, D]``), from the query/key weights alone (no padding; single input)."""
-    X = np.asarray(layer_inputs, dtype=np.float64)
-    if X.ndim != 3 or X.shape[0] != len(weights):
-        raise ValueError(f"layer_inputs must be [L={len(weights)}, T, D], got {X.shape}")
-    Wq = np.stack([lw.Wq_heads for lw in weights]).astype(np.float64)  # [L, H, d, D]
-    Wk = np.stack([lw.Wk_heads for lw in weights]).astype(np.float64)
-    bq = np.stack([lw.bq_heads for lw in weights]).astype(np.float64)  # [L, H, d]
-    bk = np.stack([lw.bk_heads for lw in weights]).astype(np.float64)
-    scale = np.array([lw.scaling for lw in weights])[:, None, None, None]
-    q = np.einsum("ltD,lhdD->lhtd", X, Wq) + bq[:, :, None, :]
-    k = np.einsum("ltD,lhdD->lhtd", X, Wk) + bk[:, :, None, :]
-    s = np.einsum("lhtd,lhsd->lhts", q, k) * scale
-    s -= s.max(axis=-1, keepdims=True)
-    e = np.exp(s)
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def map_cosine_on_shared_inputs(weights_a, weights_b, layer_inputs: np.ndarray) -> dict[str, np.ndarray]:

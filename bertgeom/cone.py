@@ -24,6 +24,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bertgeom.attention import (
+    attention_from_scores,
+    correct_attention,
+    faithful_qkv,
+    merge_heads,
+    project_qkv,
+    split_heads,
+    to_numpy,
+)
+
 __all__ = [
     "cone_index",
     "isotropic_reference",
@@ -45,18 +55,6 @@ __all__ = [
     "mean_row_entropy",
     "attention_entropies",
 ]
-
-
-def _to_numpy(x) -> np.ndarray:
-    if hasattr(x, "detach"):  # torch tensor
-        x = x.detach().to("cpu")
-        if str(x.dtype) in ("torch.bfloat16", "torch.float16"):
-            x = x.float()
-        x = x.numpy()
-    x = np.asarray(x)
-    if not np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float64)
-    return x
 
 
 def _scalar_or_array(a: np.ndarray):
@@ -88,14 +86,14 @@ def cone_index(X, mask=None, *, normalized: bool = False, raw: bool = False):
     The computation never materialises a normalised copy of ``X`` (the weights ``1/||x_i||`` are applied
     inside one batched ``einsum``), so it scales to ``[N, L+1, T, d]`` stacks.
     """
-    X = _to_numpy(X)
+    X = to_numpy(X)
     if X.ndim < 2:
         raise ValueError(f"cone_index expects [..., m, d], got shape {X.shape}")
     sq = np.einsum("...i,...i->...", X, X)  # [..., m], no full-size temporary
     norms = np.sqrt(sq.astype(np.float64, copy=False))
     nonzero = norms > 0
     if mask is not None:
-        mask = np.asarray(_to_numpy(mask) if hasattr(mask, "detach") else mask).astype(bool)
+        mask = np.asarray(to_numpy(mask) if hasattr(mask, "detach") else mask).astype(bool)
         sel = nonzero & np.broadcast_to(mask, norms.shape)
     else:
         sel = nonzero
@@ -145,7 +143,7 @@ def token_mask(
     """
     if token_set not in TOKEN_SETS:
         raise ValueError(f"token_set must be one of {list(TOKEN_SETS)}, got {token_set!r}")
-    am = np.asarray(_to_numpy(attention_mask) if hasattr(attention_mask, "detach") else attention_mask)
+    am = np.asarray(to_numpy(attention_mask) if hasattr(attention_mask, "detach") else attention_mask)
     valid = am.astype(bool)
     if token_set == "all":
         return np.ones_like(valid, dtype=bool)
@@ -153,7 +151,7 @@ def token_mask(
     pos = np.arange(T)
     if special_tokens_mask is not None:
         stm = special_tokens_mask
-        stm = np.asarray(_to_numpy(stm) if hasattr(stm, "detach") else stm).astype(bool)
+        stm = np.asarray(to_numpy(stm) if hasattr(stm, "detach") else stm).astype(bool)
         special = stm | ~valid
     else:
         last_valid = T - 1 - np.argmax(valid[..., ::-1], axis=-1)  # [...]
@@ -166,7 +164,7 @@ def token_mask(
 
 def select_rows(X, mask) -> np.ndarray:
     """Rows of one matrix ``X [T, d]`` selected by ``mask [T]`` (``None`` = all rows)."""
-    X = _to_numpy(X)
+    X = to_numpy(X)
     if mask is None:
         return X
     return X[np.asarray(mask, dtype=bool)]
@@ -273,22 +271,19 @@ def layer_streams(
     ``post_attention [T,d]``, optionally ``layer_output [T,d]``, ``attention_faithful``,
     ``head_output_faithful [H,T,dh]`` and ``multihead_faithful [T,d]``.
     """
-    from . import subspace as sub
-
-    X = _to_numpy(X).astype(np.float64)
+    X = to_numpy(X).astype(np.float64)
     out: dict[str, np.ndarray] = {"layer_input": X}
     if attention is None:
-        _, _, V = sub.project_qkv(X, lw, bias=True)
-        A = sub.correct_attention(X, lw, attention_mask=attention_mask)
+        _, _, V = project_qkv(X, lw, bias=True)
+        A = correct_attention(X, lw, attention_mask=attention_mask)
     else:
         # only the values are needed when the model's attention is given
-        V = sub._split_heads(X @ lw.W_v.T.astype(np.float64) + lw.b_v, lw.num_heads, lw.head_dim)
-        A = _to_numpy(attention).astype(np.float64)
+        V = split_heads(X @ lw.W_v.T.astype(np.float64) + lw.b_v, lw.num_heads, lw.head_dim)
+        A = to_numpy(attention).astype(np.float64)
     Z = A @ V  # [H, T, dh]
     out["attention"] = A
     out["head_output"] = Z
-    Zc = np.transpose(Z, (1, 0, 2)).reshape(X.shape[0], -1)  # concat heads [T, H*dh]
-    U = layer_norm(X + Zc @ lw.W_o.T.astype(np.float64) + lw.b_o, lw.ln1_gamma, lw.ln1_beta, lw.ln1_eps)
+    U = layer_norm(X + merge_heads(Z) @ lw.W_o.T.astype(np.float64) + lw.b_o, lw.ln1_gamma, lw.ln1_beta, lw.ln1_eps)
     out["post_attention"] = U
     if layer_output:
         Hm = activation(lw.hidden_act, U @ lw.W_1.T.astype(np.float64) + lw.b_1)
@@ -296,13 +291,12 @@ def layer_streams(
             U + Hm @ lw.W_2.T.astype(np.float64) + lw.b_2, lw.ln2_gamma, lw.ln2_beta, lw.ln2_eps
         )
     if faithful:
-        Qf, Kf, Vf = sub.faithful_qkv(X, lw)  # once (faithful_attention would project again)
-        Af = sub._softmax((Qf @ np.swapaxes(Kf, -1, -2)) * lw.scaling)
+        Qf, Kf, Vf = faithful_qkv(X, lw)  # once (faithful_attention would project again)
+        Af = attention_from_scores(Qf, Kf, lw.scaling)
         Zf = Af @ Vf
         out["attention_faithful"] = Af
         out["head_output_faithful"] = Zf
-        Zfc = np.transpose(Zf, (1, 0, 2)).reshape(X.shape[0], -1)
-        out["multihead_faithful"] = layer_norm(X + Zfc, eps=FAITHFUL_LN_EPS)
+        out["multihead_faithful"] = layer_norm(X + merge_heads(Zf), eps=FAITHFUL_LN_EPS)
     return out
 
 
@@ -363,13 +357,13 @@ def stream_cone_indices(
     ``attentions``: optional ``[L, H, T, T]`` true attention (else recomputed).
     The "layer output" stream uses ``hidden_states[l+1]`` (the model's own output).
     """
-    hs = _to_numpy(hidden_states).astype(np.float64)
+    hs = to_numpy(hidden_states).astype(np.float64)
     L = len(layer_weights)
     if hs.shape[0] != L + 1:
         raise ValueError(f"hidden_states has {hs.shape[0]} entries, expected L+1 = {L + 1}")
     T = hs.shape[1]
     rmask = np.ones(T, bool) if rows is None else np.asarray(rows, dtype=bool)
-    att = None if attentions is None else _to_numpy(attentions)
+    att = None if attentions is None else to_numpy(attentions)
     H = layer_weights[0].num_heads
     li, po, lo = np.zeros(L), np.zeros(L), np.zeros(L)
     ho = np.zeros((L, H))
@@ -413,7 +407,7 @@ def hidden_state_cone_curve(hidden_states, mask=None, *, normalized=False, raw=F
     ``hidden_states``: ``[..., L+1, T, d]``; ``mask``: ``[..., T]`` row selection (broadcast over
     layers). Equivalent to the official single-sequence curve (keys -1..L-1 = x ticks 0..L).
     """
-    hs = _to_numpy(hidden_states)
+    hs = to_numpy(hidden_states)
     m = None
     if mask is not None:
         m = np.asarray(mask, dtype=bool)[..., None, :]
@@ -493,19 +487,19 @@ def von_neumann_entropy_code(A, *, dtype=np.float64):
 
     ``p_i = |lambda_i| / sqrt(sum_j |lambda_j|^2)`` (L2, so ``sum p != 1``); ``-sum_{p>0} p ln p``.
     """
-    lam = np.abs(_eigvals(_to_numpy(A).astype(dtype)))
+    lam = np.abs(_eigvals(to_numpy(A).astype(dtype)))
     return _scalar_or_array(_entropy_of(lam, "l2"))
 
 
 def von_neumann_entropy_l1(A, *, dtype=np.float64):
     """Eigenvalue entropy with ``p = |lambda| / sum |lambda|`` (a proper distribution)."""
-    lam = np.abs(_eigvals(_to_numpy(A).astype(dtype)))
+    lam = np.abs(_eigvals(to_numpy(A).astype(dtype)))
     return _scalar_or_array(_entropy_of(lam, "l1"))
 
 
 def singular_value_entropy(A, *, dtype=np.float64):
     """Spectral entropy with ``p = sigma^2 / sum sigma^2`` of ``A [..., n, m]``."""
-    sv = _svdvals(_to_numpy(A).astype(dtype)).astype(np.float64)
+    sv = _svdvals(to_numpy(A).astype(dtype)).astype(np.float64)
     return _scalar_or_array(_entropy_of(sv**2, "l1"))
 
 
@@ -532,7 +526,7 @@ def shannon_value_entropy_code(A, bins: int = 20):
     All entries (zeros included) are cut into ``bins`` equal-width bins over [min, max] exactly
     as ``pandas.cut`` does; ``p_b = count_b / n m``; natural log.
     """
-    A = _to_numpy(A)
+    A = to_numpy(A)
     lead = A.shape[:-2]
     flat = A.reshape((-1,) + (A.shape[-2] * A.shape[-1],))
     res = np.array([_shannon_code_one(r, bins) for r in flat]).reshape(lead)
@@ -546,7 +540,7 @@ def mean_row_entropy(A, rows=None, *, normalize: bool = False):
     keys), ``None`` = all. Rows are renormalised over the valid keys. ``normalize`` divides by
     ``ln(n_v)`` (1 = uniform rows).
     """
-    A = _to_numpy(A).astype(np.float64)
+    A = to_numpy(A).astype(np.float64)
     T = A.shape[-1]
     v = np.ones(A.shape[:-2] + (T,), bool) if rows is None else np.broadcast_to(
         np.asarray(rows, bool), A.shape[:-2] + (T,)
@@ -576,7 +570,7 @@ def attention_entropies(
     the eigen/singular decompositions (float32 is several times faster on CPU; eigenvalues of
     144 heads of 426x426 take a few seconds).
     """
-    A = _to_numpy(A).astype(np.float64)
+    A = to_numpy(A).astype(np.float64)
     Ar = A
     if rows is not None:
         r = np.asarray(rows, bool)

@@ -33,7 +33,8 @@ from bertgeom.cone import (
 )
 from bertgeom.inputsets import InputItem, map_over_set
 from bertgeom.models import LoadedModel
-from bertgeom.trace import EncodedInput
+from bertgeom.inputs import EncodedInput
+from bertgeom.trace import forward, pad_batch
 
 __all__ = [
     "single_threaded",
@@ -138,11 +139,8 @@ def padded_forward(loaded: LoadedModel, encoded: Sequence[EncodedInput], pad_to:
     """
     import torch
 
-    from bertgeom.trace import pad_batch
-
     ids, mask = pad_batch(loaded, list(encoded), int(pad_to))
-    with torch.inference_mode():
-        out = loaded.model(input_ids=ids, attention_mask=mask, output_hidden_states=True, return_dict=True)
+    out = forward(loaded, ids, mask, attentions=False)
     hidden = torch.stack(out.hidden_states, dim=1).float().numpy()
     logits = getattr(out, "logits", None)
     return hidden, mask.numpy(), (None if logits is None else logits.float().numpy())

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from bertgeom.models import LoadedModel
-from bertgeom.trace import EncodedInput, InputError, Trace, encode_input, run_batch
+from bertgeom.inputs import EncodedInput, InputError, encode_input
+from bertgeom.trace import Trace, run_batch
 
 
 @dataclass(frozen=True)

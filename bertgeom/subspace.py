@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cone import _to_numpy, cone_index
+from bertgeom.attention import correct_attention, faithful_attention, project_qkv, to_numpy
+from bertgeom.cone import cone_index
 
 __all__ = [
     "WEIGHT_FEATURE_DOCS",
@@ -47,10 +48,6 @@ __all__ = [
     "principal_angles",
     "qk_bilinear",
     "weight_geometry",
-    "project_qkv",
-    "faithful_qkv",
-    "correct_attention",
-    "faithful_attention",
     "attention_deviation",
     "compare_faithful_attention",
     "head_outputs",
@@ -460,63 +457,6 @@ def weight_geometry(
 # -------------------------------------------------------------------------------------------
 # Queries, keys, values and attention for one layer (correct and faithful)
 # -------------------------------------------------------------------------------------------
-def _split_heads(Y: np.ndarray, H: int, dh: int) -> np.ndarray:
-    # [T, H*dh] -> [H, T, dh]
-    return np.transpose(Y.reshape(Y.shape[0], H, dh), (1, 0, 2))
-
-
-def project_qkv(X, lw, *, bias: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-head queries, keys, values of one layer: each ``[H, T, d_head]`` (float64).
-
-    ``Q = X W_q^T + b_q`` split into heads (rows ``s`` of the (out, in) weight), same for K, V.
-    ``X``: ``[T, d]`` layer input ``hidden_states[l]``.
-    """
-    X = _to_numpy(X).astype(np.float64)
-    H, dh = lw.num_heads, lw.head_dim
-    res = []
-    for W, b in ((lw.W_q, lw.b_q), (lw.W_k, lw.b_k), (lw.W_v, lw.b_v)):
-        Y = X @ W.T.astype(np.float64)
-        if bias:
-            Y = Y + b
-        res.append(_split_heads(Y, H, dh))
-    return tuple(res)
-
-
-def faithful_qkv(X, lw) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The official code's per-head Q, K, V: ``X @ W[:, s]`` (columns of the (out, in) weight,
-    i.e. the transposed map), no biases. Each ``[H, T, d_head]``.
-
-    Equivalent to the correct projection with ``W`` replaced by ``W^T`` and ``b = 0``.
-    """
-    X = _to_numpy(X).astype(np.float64)
-    H, dh = lw.num_heads, lw.head_dim
-    return tuple(_split_heads(X @ W.astype(np.float64), H, dh) for W in (lw.W_q, lw.W_k, lw.W_v))
-
-
-def _softmax(S: np.ndarray) -> np.ndarray:
-    S = S - S.max(-1, keepdims=True)
-    E = np.exp(S)
-    return E / E.sum(-1, keepdims=True)
-
-
-def correct_attention(X, lw, attention_mask=None) -> np.ndarray:
-    """The model's attention ``[H, T, T]``: ``softmax(Q_h K_h^T * scaling + mask)`` with biases;
-    padding **columns** (``attention_mask == 0``) get zero weight (HF eager semantics)."""
-    Q, K, _ = project_qkv(X, lw, bias=True)
-    S = (Q @ np.swapaxes(K, -1, -2)) * lw.scaling
-    if attention_mask is not None:
-        am = np.asarray(_to_numpy(attention_mask)).astype(bool).reshape(-1)
-        S = np.where(am[None, None, :], S, -np.inf)
-    return _softmax(S)
-
-
-def faithful_attention(X, lw) -> np.ndarray:
-    """The official code's hand-made attention ``[H, T, T]`` for all heads of a layer:
-    transposed head slices, no biases, no padding mask (softmax over every position)."""
-    Q, K, _ = faithful_qkv(X, lw)
-    return _softmax((Q @ np.swapaxes(K, -1, -2)) * lw.scaling)
-
-
 def attention_deviation(A_faithful, A_correct, rows=None) -> dict[str, np.ndarray]:
     """Per-head difference between two attention stacks ``[..., H, T, T]``.
 
@@ -524,8 +464,8 @@ def attention_deviation(A_faithful, A_correct, rows=None) -> dict[str, np.ndarra
     the total-variation distance ``0.5 * sum_j |A_f - A_c|``), each ``[..., H]``. ``rows``: ``[T]``
     bool restricts the query rows compared (keys are always all positions).
     """
-    Af = _to_numpy(A_faithful).astype(np.float64)
-    Ac = _to_numpy(A_correct).astype(np.float64)
+    Af = to_numpy(A_faithful).astype(np.float64)
+    Ac = to_numpy(A_correct).astype(np.float64)
     D = np.abs(Af - Ac)
     if rows is not None:
         D = D[..., np.asarray(rows, bool), :]
@@ -548,7 +488,7 @@ def compare_faithful_attention(X, lw, attention_mask=None, rows=None) -> dict[st
 
 def head_outputs(A, V) -> np.ndarray:
     """``Z_h = A_h V_h``: ``[..., H, T, T] @ [..., H, T, dh] -> [..., H, T, dh]``."""
-    return _to_numpy(A).astype(np.float64) @ _to_numpy(V).astype(np.float64)
+    return to_numpy(A).astype(np.float64) @ to_numpy(V).astype(np.float64)
 
 
 def compute_head_outputs(hidden_states, layer_weights, attentions=None, attention_mask=None):
@@ -557,14 +497,14 @@ def compute_head_outputs(hidden_states, layer_weights, attentions=None, attentio
     ``hidden_states``: ``[L+1, T, d]``; ``attentions``: optional ``[L, H, T, T]`` (the model's);
     else attention is recomputed with :func:`correct_attention`.
     """
-    hs = _to_numpy(hidden_states)
+    hs = to_numpy(hidden_states)
     Z = []
     for l, lw in enumerate(layer_weights):
         _, _, V = project_qkv(hs[l], lw, bias=True)
         A = (
             correct_attention(hs[l], lw, attention_mask)
             if attentions is None
-            else _to_numpy(attentions[l])
+            else to_numpy(attentions[l])
         )
         Z.append(head_outputs(A, V))
     return np.stack(Z)
@@ -607,7 +547,7 @@ def head_data_geometry(
     positions (the official code's choice). ``eps``: singular-value threshold of D2.
     All SVDs are done in one batched call (float32 by default).
     """
-    A = _to_numpy(attentions)
+    A = to_numpy(attentions)
     if A.ndim == 3:
         A = A[None]
     T = A.shape[-1]
@@ -624,7 +564,7 @@ def head_data_geometry(
     }
     spectra = {"attn_sv": sv}
     if head_outputs is not None:
-        Z = _to_numpy(head_outputs)
+        Z = to_numpy(head_outputs)
         if Z.ndim == 3:
             Z = Z[None]
         Zr = Z[..., r, :].astype(dtype)
@@ -670,8 +610,8 @@ def joint_qk_pca(Q, K, *, n_components: int = 2, normalize: bool = False) -> Joi
     """
     from .projections import pca
 
-    Q = _to_numpy(Q).astype(np.float64)
-    K = _to_numpy(K).astype(np.float64)
+    Q = to_numpy(Q).astype(np.float64)
+    K = to_numpy(K).astype(np.float64)
     c = 1.0
     if normalize:
         qn = np.linalg.norm(Q, axis=1).mean()

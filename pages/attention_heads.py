@@ -17,6 +17,7 @@ import streamlit as st
 
 from bertgeom import figures
 from bertgeom import figures_heads as fh
+from bertgeom.attention import softmax
 from bertgeom.heads import FEATURE_DOCS, feature_doc
 from bertgeom.patterns import (
     DISPLAY_NAMES,
@@ -604,8 +605,8 @@ def _disable_tab() -> None:
         res = hc.cached_ablation(model_id, text, heads)
         cos = _cos_rows(res["cls_before"], res["cls_after"])  # [L+1]: embeddings, then every layer
         if classifier:
-            pb = _softmax(res["logits_before"])
-            pa = _softmax(res["logits_after"])
+            pb = softmax(res["logits_before"])
+            pa = softmax(res["logits_after"])
             top = int(np.argmax(pb))
             after = int(np.argmax(pa))
             c1, c2, c3 = st.columns(3)
@@ -634,9 +635,9 @@ def _disable_tab() -> None:
         return
     sw = hc.cached_sweep(model_id, text, kind)
     if classifier:
-        pb = _softmax(sw["base_logits"])
+        pb = softmax(sw["base_logits"])
         top = int(np.argmax(pb))
-        pa = _softmax(sw["logits"])[..., top]
+        pa = softmax(sw["logits"])[..., top]
         delta = pa - pb[top]
         what = f"change of p({loaded.labels[top]}) (predicted class)"
     else:
@@ -656,12 +657,6 @@ def _disable_tab() -> None:
         _chart(fh.layer_bars(delta, title=f"{what}, each layer disabled", ylabel="Δ"), "w_sweep_layers")
         sdf = pd.DataFrame({"layer": np.arange(1, L + 1), "delta": delta})
     _csv(sdf, f"sweep_{kind}.csv", "w_sweep_csv")
-
-
-def _softmax(z) -> np.ndarray:
-    z = np.asarray(z, dtype=np.float64)
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def _cos_rows(a, b) -> np.ndarray:

@@ -10,7 +10,7 @@ from bertgeom import conesets, figures
 from bertgeom import figures_cone as fc
 from bertgeom.cone import ENTROPY_DOCS, STREAM_DOCS, TOKEN_SETS
 from bertgeom.inputsets import set_fingerprint, shipped_set
-from bertgeom.trace import InputError
+from bertgeom.inputs import InputError
 from bertgeom.ui import cone_cache
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 

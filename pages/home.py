@@ -3,7 +3,8 @@
 import streamlit as st
 
 from bertgeom.examples import example_sentences
-from bertgeom.models import REGISTRY, VARIANT_MODEL_ID
+from bertgeom.variant import VARIANT_MODEL_ID
+from bertgeom.models import REGISTRY
 from bertgeom.ui.state import select_head
 
 

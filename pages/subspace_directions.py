@@ -9,7 +9,7 @@ from bertgeom import figures_subspace as fs
 from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
 from bertgeom.inputsets import InputItem, labelled_fasta_set, shipped_set
 from bertgeom.subspace import DATA_FEATURE_DOCS, WEIGHT_FEATURE_DOCS
-from bertgeom.trace import InputError
+from bertgeom.inputs import InputError
 from bertgeom.ui import subspace_cache as sc
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.state import select_head

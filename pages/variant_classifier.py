@@ -11,8 +11,9 @@ from bertgeom.figures_variant import layer_strip, probability_bars, spike_track
 from bertgeom.genome.classes import CLASS_DISPLAY
 from bertgeom.genome.mutations import class_defining_mutations
 from bertgeom.genome.reference import SPIKE_START
-from bertgeom.models import REGISTRY, VARIANT_MODEL_ID, ModelLoadError, resolve_spec
-from bertgeom.trace import InputError
+from bertgeom.variant import VARIANT_MODEL_ID
+from bertgeom.models import REGISTRY, ModelLoadError, resolve_spec
+from bertgeom.inputs import InputError
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.genome_input import demo_genomes
 from bertgeom.ui.variant_cache import classify_records, integrated_gradients_for, probabilities_for, split_records

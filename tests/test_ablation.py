@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from bertgeom.attention import attention_from_weights
 from bertgeom.ablation import (
     AblationError,
-    attention_from_weights,
     bilinear_cosine,
     cls_cosine,
     disabled_mask,

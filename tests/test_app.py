@@ -96,7 +96,8 @@ def test_empty_input_gets_a_hint_not_an_error():
 
 
 def test_home_genome_example_opens_the_classifier_with_that_genome():
-    from bertgeom.models import REGISTRY, VARIANT_MODEL_ID
+    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.models import REGISTRY
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")

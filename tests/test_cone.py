@@ -10,7 +10,7 @@ from bertgeom import cone
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from bertgeom.subspace import faithful_attention, faithful_qkv  # noqa: E402
+from bertgeom.attention import faithful_attention, faithful_qkv  # noqa: E402
 from bertgeom.weights import extract_layer_weights  # noqa: E402
 
 

@@ -83,7 +83,8 @@ def test_a_shared_link_restores_model_layer_and_head(server, page):
 
 
 def _needs_variant_model():
-    from bertgeom.models import REGISTRY, VARIANT_MODEL_ID
+    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.models import REGISTRY
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bertgeom.genome.fasta import SequenceInputError, parse_sequences
 from bertgeom.inputsets import labelled_fasta_set
-from bertgeom.trace import InputError, encode_input, encode_text
+from bertgeom.inputs import InputError, encode_input, encode_text
 from bertgeom.variant.explain import parse_change
 
 LOOKALIKES = "АВСЕНКМОРТХасеорху＞ＡＣＧＴ\u200b\u00a0\u2028\ufeff"  # Cyrillic, full-width, zero-width, BOM

@@ -55,7 +55,8 @@ def test_eight_sessions_at_once(tmp_path):
     from playwright.async_api import async_playwright
 
     from bertgeom.inputsets import genome_set
-    from bertgeom.models import REGISTRY, VARIANT_MODEL_ID
+    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.models import REGISTRY
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")

@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 
 from bertgeom.models import REGISTRY, ModelLoadError, load_model, resolve_spec
-from bertgeom.trace import InputError, attention_from_qk, encode_text, queries_keys, run_batch, run_trace
+from bertgeom.attention import correct_attention, project_qkv
+from bertgeom.inputs import InputError, encode_text
+from bertgeom.trace import run_batch, run_trace
+from bertgeom.weights import extract_layer_weights
 
 SENTENCE = "The cat sat on the mat because it was tired."
 
@@ -44,9 +47,10 @@ def test_token_spans_point_back_into_the_text(minilm):
 @pytest.mark.parametrize("layer", [0, 3, 5])
 def test_queries_and_keys_rebuild_the_models_attention(minilm, layer):
     trace = run_trace(minilm, SENTENCE)
-    q, k = queries_keys(minilm, trace, layer)
+    lw = extract_layer_weights(minilm.model)[layer]
+    q, k, _ = project_qkv(trace.hidden_states[layer], lw)
     assert q.shape == (12, len(trace.tokens), 32)
-    np.testing.assert_allclose(attention_from_qk(q, k), trace.attentions[layer], atol=1e-5)
+    np.testing.assert_allclose(correct_attention(trace.hidden_states[layer], lw), trace.attentions[layer], atol=1e-5)
 
 
 def test_tiny_random_bert_loads_from_a_safetensors_directory(tiny_bert, tiny_bert_dir):
@@ -54,8 +58,8 @@ def test_tiny_random_bert_loads_from_a_safetensors_directory(tiny_bert, tiny_ber
     trace = run_trace(tiny_bert, "hello world")
     assert trace.attentions.shape[:2] == (2, 4)
     np.testing.assert_allclose(trace.attentions.sum(-1), 1.0, atol=1e-5)
-    q, k = queries_keys(tiny_bert, trace, 1)
-    np.testing.assert_allclose(attention_from_qk(q, k), trace.attentions[1], atol=1e-5)
+    lw = extract_layer_weights(tiny_bert.model)[1]
+    np.testing.assert_allclose(correct_attention(trace.hidden_states[1], lw), trace.attentions[1], atol=1e-5)
 
 
 def test_batched_pass_matches_single_passes(minilm):

@@ -11,6 +11,7 @@ import scipy.linalg
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from bertgeom import attention as att  # noqa: E402
 from bertgeom import subspace as sub  # noqa: E402
 from bertgeom.weights import extract_layer_weights  # noqa: E402
 
@@ -68,12 +69,12 @@ def test_correct_attention_matches_hf(num_heads):
     assert lws[0].head_dim == 24 // num_heads
     for b in range(2):
         for l, lw in enumerate(lws):
-            A = sub.correct_attention(out.hidden_states[l][b], lw, attention_mask=mask[b])
+            A = att.correct_attention(out.hidden_states[l][b], lw, attention_mask=mask[b])
             ref = out.attentions[l][b].numpy()
             assert A.shape == ref.shape == (num_heads, 10, 10)
             np.testing.assert_allclose(A, ref, atol=1e-5)
     # padding columns get zero weight
-    A = sub.correct_attention(out.hidden_states[0][1], lws[0], attention_mask=mask[1])
+    A = att.correct_attention(out.hidden_states[0][1], lws[0], attention_mask=mask[1])
     assert np.all(A[..., 7:] == 0)
 
 
@@ -97,7 +98,7 @@ def test_faithful_is_the_transposed_head_without_bias(rbert):
     _, lws, out, _ = rbert
     lw = lws[0]
     X = out.hidden_states[0][0].numpy().astype(np.float64)
-    Af = sub.faithful_attention(X, lw)
+    Af = att.faithful_attention(X, lw)
     for h in range(lw.num_heads):
         s = lw.head_slice(h)
         q = X @ lw.W_q[:, s]
@@ -106,7 +107,7 @@ def test_faithful_is_the_transposed_head_without_bias(rbert):
         P = np.exp(S - S.max(1, keepdims=True))
         P /= P.sum(1, keepdims=True)
         np.testing.assert_allclose(Af[h], P, atol=1e-10)
-        Qf, Kf, Vf = sub.faithful_qkv(X, lw)
+        Qf, Kf, Vf = att.faithful_qkv(X, lw)
         np.testing.assert_allclose(Vf[h], X @ lw.W_v[:, s], atol=1e-10)
 
 
@@ -127,7 +128,7 @@ def test_faithful_equals_correct_for_symmetric_unbiased_weights(rbert):
 def test_project_qkv_matches_linear_layers(rbert):
     model, lws, out, _ = rbert
     X = out.hidden_states[1][0]
-    Q, K, V = sub.project_qkv(X, lws[1])
+    Q, K, V = att.project_qkv(X, lws[1])
     sa = model.encoder.layer[1].attention.self
     with torch.no_grad():
         ref = sa.key(X).numpy()
@@ -264,7 +265,7 @@ def test_data_geometry_restricts_to_token_set(rbert):
 # ------------------------------------------------------------------ joint Q/K PCA
 def test_joint_qk_pca(rbert):
     _, lws, out, _ = rbert
-    Q, K, _ = sub.project_qkv(out.hidden_states[0][0], lws[0])
+    Q, K, _ = att.project_qkv(out.hidden_states[0][0], lws[0])
     p1 = sub.joint_qk_pca(Q[0], K[0])
     p2 = sub.joint_qk_pca(Q[0], K[0])
     assert p1.q_coords.shape == (10, 2) and p1.k_coords.shape == (10, 2)

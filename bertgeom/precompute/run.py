@@ -52,7 +52,8 @@ class RunSummary:
 
 
 def load_spike_model(model: str | None):
-    from bertgeom.models import VARIANT_MODEL_ID, ModelLoadError, load_model
+    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.models import ModelLoadError, load_model
 
     loaded = load_model(model or VARIANT_MODEL_ID)
     if loaded.spec.input_kind != "spike" or not loaded.labels or loaded.spec.loader != "variant":

@@ -10,7 +10,8 @@ from __future__ import annotations
 import streamlit as st
 
 from bertgeom.models import LoadedModel, load_model
-from bertgeom.trace import Trace, normalise_text, run_trace
+from bertgeom.inputs import normalise_text
+from bertgeom.trace import Trace, run_trace
 
 
 @st.cache_resource(show_spinner="Loading the model (once per server)…", max_entries=4)

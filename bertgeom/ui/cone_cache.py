@@ -16,7 +16,7 @@ import streamlit as st
 
 from bertgeom import conesets
 from bertgeom.inputsets import InputItem, disk_cached_arrays
-from bertgeom.trace import normalise_text
+from bertgeom.inputs import normalise_text
 from bertgeom.ui.cache import cached_model, get_trace
 
 #: Bump when the arrays stored on disk change meaning.
@@ -152,7 +152,7 @@ def pareto(X: np.ndarray, n_components: int) -> np.ndarray:
 def uploaded_set(fasta: bytes, labels_tsv: bytes | None) -> tuple[InputItem, ...]:
     """A labelled set from an uploaded FASTA (+ optional labels TSV)."""
     from bertgeom.inputsets import labelled_fasta_set
-    from bertgeom.trace import InputError
+    from bertgeom.inputs import InputError
 
     try:
         return labelled_fasta_set(fasta, labels_tsv)

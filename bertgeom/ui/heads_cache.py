@@ -286,7 +286,7 @@ def class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta: 
     the longest input and averaged; ``theta_sum`` is the paper's *sum* of ``A * 1[A >= theta]``.
     """
     from bertgeom.heads import class_mean_maps
-    from bertgeom.trace import encode_input
+    from bertgeom.inputs import encode_input
 
     loaded = cached_model(model_id)
     items = [it for it in set_items(loaded.spec.input_kind) if it.name in set(names)]
@@ -404,7 +404,7 @@ def cached_compare(model_id: str, partner_id: str, text: str) -> dict:
 @st.cache_data(max_entries=8, show_spinner=False)
 def cached_compare_layer(model_id: str, partner_id: str, text: str, layer: int) -> tuple[np.ndarray, np.ndarray]:
     """Both checkpoints' maps ``[H, T, T]`` of one layer on the current model's layer input."""
-    from bertgeom.ablation import attention_from_weights
+    from bertgeom.attention import attention_from_weights
 
     wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
     X = get_trace(model_id, text).hidden_states[layer][None]

@@ -6,7 +6,8 @@ import streamlit as st
 
 from bertgeom.examples import example_sentences
 from bertgeom.models import REGISTRY, ModelLoadError, custom_models_allowed, resolve_spec
-from bertgeom.trace import InputError, Trace
+from bertgeom.inputs import InputError
+from bertgeom.trace import Trace
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.state import clamp_selection, share_link
 

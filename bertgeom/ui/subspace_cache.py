@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import streamlit as st
 
+from bertgeom import attention as att
 from bertgeom import subspace as sub
 from bertgeom.inputsets import InputItem, SetResult, disk_cached_arrays, map_over_set, set_fingerprint
 from bertgeom.trace import Trace
@@ -57,8 +58,8 @@ def faithful_stack(hidden_states: np.ndarray, layer_weights: Sequence[LayerWeigh
     head slices, no bias and no mask (:func:`bertgeom.subspace.faithful_qkv`)."""
     A, Z = [], []
     for l, lw in enumerate(layer_weights):  # one batched call per layer (all heads at once)
-        Af = sub.faithful_attention(hidden_states[l], lw)
-        V = sub.faithful_qkv(hidden_states[l], lw)[2]
+        Af = att.faithful_attention(hidden_states[l], lw)
+        V = att.faithful_qkv(hidden_states[l], lw)[2]
         A.append(Af.astype(np.float32))
         Z.append(sub.head_outputs(Af, V).astype(np.float32))
     return np.stack(A), np.stack(Z)
@@ -97,9 +98,9 @@ def head_set_reducer(
     def reduce(trace: Trace, _item: InputItem) -> dict[str, np.ndarray]:
         rows = token_rows(trace, token_set)
         X = trace.hidden_states[layer]
-        _, _, V = sub.project_qkv(X, lw, bias=True)
-        Af = sub.faithful_attention(X, lw)[head]
-        Vf = sub.faithful_qkv(X, lw)[2]
+        _, _, V = att.project_qkv(X, lw, bias=True)
+        Af = att.faithful_attention(X, lw)[head]
+        Vf = att.faithful_qkv(X, lw)[2]
         A = trace.attentions[layer, head].astype(np.float64)
         Z = A @ V[head]
         Zf = Af @ Vf[head]
@@ -160,7 +161,7 @@ def cached_faithful_layer(model_id: str, weights_hash: str, text: str, layer: in
     """The official code's attention ``[H, T, T]`` (float32) of one layer for the current input."""
     trace = get_trace(model_id, text)
     lw = cached_layer_weights(model_id, weights_hash)[layer]
-    return sub.faithful_attention(trace.hidden_states[layer], lw).astype(np.float32)
+    return att.faithful_attention(trace.hidden_states[layer], lw).astype(np.float32)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -170,7 +171,7 @@ def cached_joint_qk(model_id: str, weights_hash: str, text: str, layer: int, hea
     trace = get_trace(model_id, text)
     lw = cached_layer_weights(model_id, weights_hash)[layer]
     X = trace.hidden_states[layer]
-    Q, K, _ = sub.faithful_qkv(X, lw) if faithful else sub.project_qkv(X, lw, bias=True)
+    Q, K, _ = att.faithful_qkv(X, lw) if faithful else att.project_qkv(X, lw, bias=True)
     return sub.joint_qk_pca(Q[head], K[head], n_components=2, normalize=normalize)
 
 

@@ -15,20 +15,52 @@ from pathlib import Path
 import numpy as np
 
 from bertgeom.genome.classes import CLASSES
-from bertgeom.models import (  # noqa: F401 - re-exported
-    VARIANT_DIR,
-    VARIANT_MODEL_ID,
+from bertgeom.inputs import EncodedInput, InputError, register_encoder
+from bertgeom.models import (
     LoadedModel,
     ModelLoadError,
     ModelSpec,
-    _finish,
-    _hash_file,
-    variant_spec,
+    finish_loading,
+    hash_file,
+    keep_old_names,
+    register,
+    register_loader,
 )
-from bertgeom.trace import EncodedInput, InputError
 
 #: Largest paste the genome box accepts (about 60 full genomes).
 MAX_GENOME_INPUT_BYTES = 2_000_000
+
+#: The shipped model's directory and registry id.
+VARIANT_DIR = Path(__file__).resolve().parent.parent / "data" / "variant_model"
+VARIANT_MODEL_ID = "sars-cov-2-variant"
+
+#: The input kind of variant models: a SARS-CoV-2 genome, read through its spike gene.
+INPUT_KIND = "spike"
+
+
+def variant_spec(path: Path = VARIANT_DIR) -> ModelSpec:
+    """Spec of a variant model stored in ``path`` (the shipped one by default)."""
+    shipped = Path(path) == VARIANT_DIR
+    return ModelSpec(
+        id=VARIANT_MODEL_ID if shipped else str(path),
+        display_name="SARS-CoV-2 variant BERT (spike 12-mers)" if shipped else f"variant model at {path}",
+        loader="variant",
+        input_kind=INPUT_KIND,
+        source=str(path),
+        labels=CLASSES,
+        description=(
+            "A 6-layer x 12-head BERT fine-tuned from MiniLM on spike-gene 12-mers (stride 9) to tell "
+            "8 SARS-CoV-2 classes apart (gh = pre-VOC, lambda, mu, alpha, beta, delta, gamma, omicron); "
+            "trained on open data only (see its model card)."
+            if shipped else "A spike k-mer classifier stored in a local directory."
+        ),
+        licence="Apache-2.0 (derived from MiniLM); training data: open INSDC genomes via Nextstrain (MIT)",
+    )
+
+
+def _recognise(path: Path) -> ModelSpec | None:
+    """A local directory with our k-mer vocabulary is a variant model."""
+    return variant_spec(path) if (Path(path) / "kmer_vocab.json").is_file() else None
 
 
 def save_variant_model(model, vocab, path: Path, *, extra_config: dict | None = None) -> None:
@@ -76,7 +108,7 @@ def load_variant(spec: ModelSpec) -> LoadedModel:
         raise ModelLoadError(f"The variant model at '{path}' has a vocabulary that does not match its weights.")
     labels = tuple(model.config.id2label[i] for i in range(model.config.num_labels))
     spec = ModelSpec(**{**spec.__dict__, "labels": labels})
-    return LoadedModel(spec, _finish(model), vocab, _hash_file(path / "model.safetensors"),
+    return LoadedModel(spec, finish_loading(model), vocab, hash_file(path / "model.safetensors"),
                        extra={"card": _read(path / "MODEL_CARD.md"), "metrics": _read_json(path / "metrics.json")})
 
 
@@ -160,3 +192,16 @@ def build_tiny_variant_model(path: Path, *, seed: int = 0, layers: int = 2, head
     model = build_variant_model(config)
     save_variant_model(model, vocab, Path(path))
     return Path(path)
+
+
+def _register() -> None:
+    """Teach the library this case study: its loader, its genome encoder and, when its weights
+    are present, the shipped model as the default of the picker."""
+    register_loader("variant", load_variant, recognise=_recognise)
+    register_encoder(INPUT_KIND, encode_genome_input)
+    keep_old_names(VARIANT_DIR=VARIANT_DIR, VARIANT_MODEL_ID=VARIANT_MODEL_ID, variant_spec=variant_spec)
+    if (VARIANT_DIR / "model.safetensors").is_file():
+        register(variant_spec(), first=True)
+
+
+_register()
