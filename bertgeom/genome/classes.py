@@ -4,7 +4,7 @@ Class ids follow the paper's ``config/general_config.yaml`` (paper_spec §3.1):
 ``gh:0, lambda:1, mu:2, alpha:3, beta:4, delta:5, gamma:6, omicron:7``.
 
 ``gh`` means "pre-VOC": the GISAID clade GH *and* every other pre-VOC lineage, because GH's
-own marker (ORF3a Q57H) lies outside the spike (see ``shared/data/README.md``).
+own marker (ORF3a Q57H) lies outside the spike (see ``bertgeom/data/PROVENANCE.md``).
 """
 
 from __future__ import annotations

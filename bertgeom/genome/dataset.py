@@ -8,7 +8,7 @@ only, so a model trained on the training part never saw them.
 
 Rebuild the shipped files (``bertgeom/data/genomes`` and the spike profiles) with::
 
-    python -m bertgeom.genome.dataset build /work/shared/data
+    python -m bertgeom.genome.dataset build bertgeom/data
 """
 
 from __future__ import annotations
@@ -320,6 +320,6 @@ if __name__ == "__main__":  # pragma: no cover
     import sys
 
     if len(sys.argv) != 3 or sys.argv[1] != "build":
-        sys.exit("usage: python -m bertgeom.genome.dataset build /path/to/shared/data")
+        sys.exit("usage: python -m bertgeom.genome.dataset build bertgeom/data  (a folder holding genomes/open_genomes_dev.*)")
     for k, v in build_shipped_files(sys.argv[2]).items():
         print(k, v, v.stat().st_size)

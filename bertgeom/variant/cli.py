@@ -6,15 +6,31 @@ from pathlib import Path
 
 
 def _cmd_train(args) -> int:
-    from bertgeom.variant import VARIANT_DIR
-    from bertgeom.variant.train import TrainConfig, train
+    import sys
 
-    cfg = TrainConfig(seed=args.seed, shared_data=args.data, epochs=args.epochs,
+    from bertgeom.variant.train import TrainConfig, resolve_device, train
+
+    try:
+        resolve_device(args.device)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.init_from and not (Path(args.init_from) / "kmer_vocab.json").is_file():
+        print(f"error: '{args.init_from}' is not a variant model directory (no kmer_vocab.json).", file=sys.stderr)
+        return 2
+    cfg = TrainConfig(seed=args.seed, data_dir=args.data, init_from=args.init_from, epochs=args.epochs,
                       synth_per_class=args.synth_per_class, template_copies_per_class=args.copies_per_class,
-                      threads=args.threads, max_steps=args.max_steps)
-    out = Path(args.out) if args.out else VARIANT_DIR
-    work = Path(args.work_dir)
-    train(cfg, out, work)
+                      threads=args.threads, max_steps=args.max_steps, device=args.device, precision=args.precision,
+                      augment={"off": True} if args.no_augment else {})
+    for name in ("batch_size", "lr_encoder", "lr_new", "checkpoint_every"):
+        value = getattr(args, name)
+        if value:
+            setattr(cfg, name, value)
+    try:
+        train(cfg, Path(args.out), Path(args.work_dir))
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -80,10 +96,12 @@ def _cmd_evaluate(args) -> int:
             return 2
     loaded = _load(args.model)
     bar = _progress_bar()
-    result = evaluate(loaded, args.fasta, args.labels, baseline_data=None if args.no_baseline else args.data,
+    result = evaluate(loaded, args.fasta, args.labels, baseline_data=None if args.no_baseline else (args.data or True),
                       batch_size=args.batch_size, progress=lambda i, n: (setattr(bar, "total", n), bar.update(1)))
     bar.close()
     print(result["model"].table())
+    print()
+    print(result["rules"].table())
     if "baseline" in result:
         print()
         print(result["baseline"].table())
@@ -96,17 +114,25 @@ def _cmd_evaluate(args) -> int:
 
 
 def register(sub) -> None:
-    from bertgeom.variant.train import DEFAULT_SHARED
-
     p = sub.add_parser("train", help="train the SARS-CoV-2 variant model from a seed (resumable)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--data", default=str(DEFAULT_SHARED), help="folder with genomes/ (the open developer set)")
+    p.add_argument("--data", default="", help="folder with genomes/open_genomes_dev.* (default: the copy shipped in the package)")
+    p.add_argument("--init-from", default="", help="continue from this variant model directory (default: start from MiniLM)")
     p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--batch-size", type=int, default=0, help="examples per step (default 8)")
+    p.add_argument("--lr-encoder", type=float, default=0.0, help="encoder learning rate (default 1.5e-4)")
+    p.add_argument("--lr-new", type=float, default=0.0, help="k-mer embedding and classifier learning rate (default 3e-3)")
     p.add_argument("--synth-per-class", type=int, default=120)
     p.add_argument("--copies-per-class", type=int, default=100)
+    p.add_argument("--no-augment", action="store_true", help="train without the label-preserving augmentation")
+    p.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda or mps")
+    p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
+                   help="auto: bf16 autocast where the device supports it")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (default 20)")
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many optimiser steps (0: all)")
-    p.add_argument("--out", default="", help="model directory to write (default: the shipped model's)")
+    p.add_argument("--out", default="runs/variant/model",
+                   help="model directory to write (the shipped model is never overwritten unless you name its folder)")
     p.add_argument("--work-dir", default="runs/variant", help="checkpoints and prepared data (resume from here)")
     p.set_defaults(func=_cmd_train)
 
@@ -121,8 +147,9 @@ def register(sub) -> None:
     p.add_argument("fasta")
     p.add_argument("labels", help="TSV with 'name' and 'label' (or 'class') columns")
     p.add_argument("--model", default=None)
-    p.add_argument("--data", default=str(DEFAULT_SHARED),
-                   help="open developer set used to regenerate the training recipe for the baseline")
+    p.add_argument("--data", default="",
+                   help="folder with the open developer set used to regenerate the recipe for the baseline "
+                        "(default: the copy shipped in the package)")
     p.add_argument("--no-baseline", action="store_true", help="skip the k-mer logistic-regression baseline")
     p.add_argument("--json", default="", help="also write the reports as JSON")
     p.add_argument("--batch-size", type=int, default=16)

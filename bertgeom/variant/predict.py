@@ -27,6 +27,8 @@ class Prediction:
     qc_reasons: str = ""
     n_mutations: int | None = None
     unk_rate: float | None = None
+    rule_call: str = ""  #: the rule-based marker call (bertgeom.genome.markers), a second opinion
+    rule_evidence: str = ""  #: its evidence, e.g. "delta: 7/7 markers"
     error: str = ""
 
     def row(self, labels: Iterable[str], model_version: str) -> dict:
@@ -38,6 +40,8 @@ class Prediction:
         out.update(qc=self.qc, qc_reasons=self.qc_reasons,
                    n_mutations="" if self.n_mutations is None else self.n_mutations,
                    unk_rate="" if self.unk_rate is None else round(self.unk_rate, 4),
+                   rule_call=self.rule_call, rule_evidence=self.rule_evidence,
+                   agrees="" if not (self.predicted and self.rule_call) else ("yes" if self.predicted == self.rule_call else "no"),
                    error=self.error, model_version=model_version)
         return out
 
@@ -60,6 +64,7 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 
 def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int = 16) -> Iterator[Prediction]:
     """Classify records (``SequenceRecord``/``RecordError``/str) lazily, in input order."""
+    from bertgeom.genome.markers import call_cut
     from bertgeom.genome.pipeline import analyse_sequence
 
     labels = loaded.labels
@@ -96,6 +101,8 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
             pred.qc_reasons = "; ".join(a.qc.reasons) if a.qc else ""
             pred.n_mutations = len(a.mutations.nucleotide) if a.mutations else None
             pred.unk_rate = a.unk_rate
+            rule = call_cut(a.spike)
+            pred.rule_call, pred.rule_evidence = rule.call, rule.summary()
         pending.append((pred, ids))
         if sum(i is not None for _, i in pending) >= batch_size:
             yield from flush()
@@ -187,13 +194,15 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
     """Model and k-mer logistic-regression baseline on labelled genomes; returns both reports.
 
     The baseline is trained in the same run on the model's own training recipe (regenerated
-    from the seed and ``baseline_data``, the open developer set); without that data it is skipped.
+    from the seed and ``baseline_data``, the folder holding the open developer set, ``True`` for the
+    copy shipped in the package; with the recipe's augmentation, two augmented draws per example);
+    ``None`` skips it.
     """
     from bertgeom.genome.fasta import RecordError, iter_fasta_file
     from bertgeom.genome.pipeline import analyse_sequence
 
     truth = read_labels_tsv(labels_tsv)
-    names, y_true, y_pred, spikes, skipped = [], [], [], [], []
+    names, y_true, y_pred, y_rule, spikes, skipped = [], [], [], [], [], []
     records = [r for r in iter_fasta_file(fasta) if isinstance(r, RecordError) or r.name in truth]
     for i, pred in enumerate(classify_stream(loaded, records, batch_size=batch_size)):
         if progress:
@@ -204,17 +213,20 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
         names.append(pred.name)
         y_true.append(truth[pred.name])
         y_pred.append(pred.predicted)
+        y_rule.append(pred.rule_call)
     labels = list(loaded.labels)
-    result = {"model": eval_report("BERT variant model", y_true, y_pred, labels), "skipped": skipped}
+    result = {"model": eval_report("BERT variant model", y_true, y_pred, labels),
+              "rules": eval_report("rule-based marker call", y_true, y_rule, labels), "skipped": skipped}
     if baseline_data:
         from pathlib import Path
 
-        from bertgeom.variant.train import TrainConfig, build_examples
+        from bertgeom.variant.train import TrainConfig, augmented_copies, build_examples
 
         cfg_dict = loaded.model.config.to_dict().get("bertgeom_train_config") or {}
         cfg = TrainConfig(**{k: v for k, v in cfg_dict.items() if k in TrainConfig.__dataclass_fields__})
-        cfg.shared_data = str(Path(baseline_data))
-        examples, _ = build_examples(cfg)
+        cfg.data_dir, cfg.init_from = str(baseline_data) if baseline_data is not True else "", ""
+        pool, _ = build_examples(cfg)
+        examples = augmented_copies(pool, 2, cfg.seed, cfg.augment_config())
         clf = train_kmer_baseline(loaded.tokenizer, [e.spike for e in examples], [e.cls for e in examples])
         rec_by_name = {r.name: r for r in records if not isinstance(r, RecordError)}
         for n in names:

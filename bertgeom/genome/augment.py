@@ -1,0 +1,157 @@
+"""Label-preserving augmentation of training spikes that mimics real evolution and sequencing.
+
+Why: a classifier that has only seen each class's full marker set can learn single-k-mer
+shortcuts (one Lambda k-mer -> "Lambda"), while SARS-CoV-2 lineages share convergent mutations
+(L452R, E484K, K417N, T478K, P681H, ...). Each augmented spike keeps its label, and every change is
+made at reference coordinates of the aligned spike (the model's own input representation, see
+:mod:`.kmers`):
+
+* **convergence**: 1-3 characteristic mutations of *other* classes (:mod:`.markers`) are
+  injected (substitutions, deletions and insertions), never more than
+  :attr:`AugmentConfig.max_foreign_share` of one foreign class's markers;
+* **reversion**: 1-2 of the class's own markers are reverted to the reference base;
+* **dropout**: an own marker falls under an N run (a short run or a 200-300 nt amplicon dropout);
+* **private substitutions** at realistic rates (Poisson, transition-biased) and, rarely, a
+  partial spike (one end missing).
+
+An augmentation is kept only if the marker-based call (:func:`.markers.call_by_markers`) of the
+result still gives the label: so "label-preserving" means what a rule-based caller such as
+Nextclade would say, not a guess. Everything is drawn from the ``rng`` passed in, so a run is
+reproducible from its seed (and resumable: the trainer seeds each step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .markers import MarkerTable, apply_marker, call_by_markers, load_marker_table
+from .reference import SPIKE_START
+
+_TRANSITION = {"A": "G", "G": "A", "C": "T", "T": "C"}
+_ACGT = np.frombuffer(b"ACGT", dtype=np.uint8)
+
+
+@dataclass(frozen=True)
+class AugmentConfig:
+    """Probabilities and sizes of each augmentation (per training example)."""
+
+    foreign_prob: float = 0.5  #: inject foreign characteristic mutations
+    foreign_counts: tuple[float, float, float] = (0.6, 0.3, 0.1)  #: P(1), P(2), P(3) foreign mutations
+    max_foreign_share: float = 0.34  #: at most this share of one foreign class's markers
+    revert_prob: float = 0.3  #: revert own markers to the reference
+    revert_counts: tuple[float, float] = (0.75, 0.25)  #: P(1), P(2) reverted markers
+    mask_prob: float = 0.2  #: hide one own marker under an N run
+    mask_amplicon_share: float = 0.5  #: that N run is an amplicon dropout (200-300 nt), else 1-30 nt
+    private_rate: float = 0.5  #: Poisson mean of extra private substitutions
+    partial_prob: float = 0.05  #: one spike end missing (up to ``partial_max`` nt)
+    partial_max: int = 900
+    tries: int = 4  #: draws before giving up and returning the spike unchanged
+
+    @classmethod
+    def none(cls) -> "AugmentConfig":
+        return cls(foreign_prob=0.0, revert_prob=0.0, mask_prob=0.0, private_rate=0.0, partial_prob=0.0)
+
+
+@dataclass
+class Augmented:
+    """An augmented aligned spike with what was done to it (nucleotide names, in order)."""
+
+    aligned: str
+    insertions: list[tuple[int, str]]
+    events: list[str] = field(default_factory=list)
+
+
+def _n_run(arr: np.ndarray, centre: int, length: int, rng: np.random.Generator) -> tuple[int, int]:
+    start = centre - int(rng.integers(0, length))
+    a, b = max(start, 0), min(start + length, len(arr))
+    # an N run swallows deletions it touches (consensus callers write missing amplicons at reference length)
+    while a > 0 and arr[a - 1] == ord("-"):
+        a -= 1
+    while b < len(arr) and arr[b] == ord("-"):
+        b += 1
+    arr[a:b] = ord("N")
+    return a, b
+
+
+def _draw(aligned: str, insertions, cls: str, rng: np.random.Generator, cfg: AugmentConfig,
+          table: MarkerTable) -> Augmented:
+    arr = np.frombuffer(aligned.encode("ascii"), dtype=np.uint8).copy()
+    ins = dict(insertions)
+    events: list[str] = []
+    own = table.of(cls, role=None)  # gh: its context marker D614G may be reverted too (19A/19B lack it)
+    own_sites = {i for m in own for i in range(*m.span)}
+    touched: set[int] = set()
+    if rng.random() < cfg.foreign_prob:
+        n = 1 + int(rng.choice(len(cfg.foreign_counts), p=np.asarray(cfg.foreign_counts) / sum(cfg.foreign_counts)))
+        pool = table.foreign_to(cls)
+        per_class: dict[str, int] = {}
+        for i in rng.permutation(len(pool))[: 4 * n]:
+            if n == 0:
+                break
+            m = pool[int(i)]
+            holders = [c for c in table.classes_with(m.key) if c != cls]
+            if any(per_class.get(c, 0) + 1 > cfg.max_foreign_share * len(table.of(c)) for c in holders):
+                continue
+            if (own_sites | touched).intersection(range(*m.span)):
+                continue  # same site as an own marker (e.g. L452Q on Delta's L452R): that would be a reversion too
+            if apply_marker(arr, ins, m):
+                touched.update(range(*m.span))
+                for c in holders:
+                    per_class[c] = per_class.get(c, 0) + 1
+                events.append(f"+{m.name} ({m.cls} {m.label})")
+                n -= 1
+    if own and rng.random() < cfg.revert_prob:
+        n = 1 + int(rng.choice(len(cfg.revert_counts), p=np.asarray(cfg.revert_counts) / sum(cfg.revert_counts)))
+        for i in rng.permutation(len(own))[:n]:
+            m = own[int(i)]
+            if not touched.intersection(range(*m.span)) and apply_marker(arr, ins, m, revert=True):
+                events.append(f"-{m.name} (reverted {m.label})")
+    if own and rng.random() < cfg.mask_prob:
+        m = own[int(rng.integers(len(own)))]
+        length = int(rng.integers(200, 301)) if rng.random() < cfg.mask_amplicon_share else int(rng.integers(1, 31))
+        a, b = _n_run(arr, m.pos - SPIKE_START, length, rng)
+        for p in [p for p in ins if a - 1 <= p - SPIKE_START < b]:
+            del ins[p]
+        events.append(f"N {SPIKE_START + a}-{SPIKE_START + b - 1} (over {m.label})")
+    for _ in range(rng.poisson(cfg.private_rate)):
+        i = int(rng.integers(len(arr)))
+        b = chr(arr[i])
+        if b not in _TRANSITION:
+            continue
+        alt = _TRANSITION[b] if rng.random() < 0.7 else str(rng.choice([x for x in "ACGT" if x not in (b, _TRANSITION[b])]))
+        arr[i] = ord(alt)
+        events.append(f"private {b}{SPIKE_START + i}{alt}")
+    if rng.random() < cfg.partial_prob:
+        n = int(rng.integers(1, cfg.partial_max + 1))
+        if rng.random() < 0.5:
+            arr[:n] = ord("N")
+            events.append(f"missing start {n}")
+        else:
+            arr[len(arr) - n :] = ord("N")
+            events.append(f"missing end {n}")
+        ins = {p: s for p, s in ins.items() if chr(arr[min(p - SPIKE_START, len(arr) - 1)]) != "N"}
+    return Augmented(arr.tobytes().decode("ascii"), sorted(ins.items()), events)
+
+
+def augment_spike(aligned: str, cls: str, rng: np.random.Generator, insertions=(), config: AugmentConfig | None = None,
+                  table: MarkerTable | None = None) -> Augmented:
+    """One label-preserving augmentation of an aligned spike of class ``cls`` (module docstring).
+
+    If the marker call of the original already differs from ``cls`` (a real genome whose spike
+    lacks markers), only changes that keep that call are accepted; if no draw within
+    ``config.tries`` passes, the spike comes back unchanged with no events.
+    """
+    cfg = config or AugmentConfig()
+    table = table or load_marker_table()
+    insertions = list(insertions)
+    before = call_by_markers(aligned, insertions, table).call
+    for _ in range(cfg.tries):
+        out = _draw(aligned, insertions, cls, rng, cfg, table)
+        if not out.events or call_by_markers(out.aligned, out.insertions, table).call == before:
+            return out
+    return Augmented(aligned, insertions, [])
+
+
+__all__ = ["AugmentConfig", "Augmented", "augment_spike"]
