@@ -1,7 +1,8 @@
 """Write the shipped variant model's card (``MODEL_CARD.md``) and ``metrics.json``.
 
-``python -m bertgeom.variant.card MODEL_DIR EVAL.json`` after ``python -m bertgeom evaluate
-... --json EVAL.json``: the numbers in the card always come from an evaluation run.
+``python -m bertgeom.variant.card MODEL_DIR EVAL.json [ROBUSTNESS.json]`` after ``python -m bertgeom
+evaluate ... --json EVAL.json`` (and ``python bench/bench_robustness.py --out ROBUSTNESS.json``): the
+numbers in the card always come from an evaluation run.
 """
 
 from __future__ import annotations
@@ -27,42 +28,90 @@ def _confusion(report: dict) -> str:
     return "\n".join(lines)
 
 
-def write_card(model_dir: Path, evaluation: dict) -> str:
+def _stage_line(stage: dict) -> str:
+    summ = stage.get("summary") or {}
+    src = f"continued from `{stage['init_from']}`" if stage.get("init_from") else "from the bundled MiniLM-L6"
+    aug = "no augmentation" if (stage.get("augment") or {}).get("off") or "augment" not in stage else "per-step augmentation"
+    return (f"{src}; {stage.get('epochs')} epoch(s) of batch {stage.get('batch_size')} "
+            f"({summ.get('steps', 'n/a')} steps, {summ.get('train_examples', 'n/a')} pool examples), encoder lr "
+            f"{stage.get('lr_encoder')}, new-parameter lr {stage.get('lr_new')}, {aug}; "
+            f"{summ.get('train_seconds', 'n/a')} s on {summ.get('device', 'cpu')}"
+            f"{' (bf16)' if summ.get('bf16') else ''} with {stage.get('threads') or 'all'} thread(s)")
+
+
+def _robustness_table(rob: dict) -> str:
+    rows = ["| classifier | accuracy (plain) | wrong with conf. >= 0.9 | +1 foreign marker: flips | -1 own marker: flips |",
+            "|---|---|---|---|---|"]
+    for name, r in rob["reports"].items():
+        f, n = r["flip_rate"], r["n_perturbed"]
+        conf = "n/a" if name.startswith("rule") else str(r["wrong_confident"])
+        rows.append(f"| {name} | {r['accuracy']:.1%} | {conf} | {f.get('foreign', 0):.1%} of {n.get('foreign', 0)} | "
+                    f"{f.get('revert', 0):.1%} of {n.get('revert', 0)} |")
+    return "\n".join(rows)
+
+
+def write_card(model_dir: Path, evaluation: dict, robustness: dict | None = None) -> str:
     cfg = json.loads((model_dir / "config.json").read_text())
     train_cfg = cfg.get("bertgeom_train_config", {})
     summary_path = model_dir / "train_summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-    model, base = evaluation["model"], evaluation.get("baseline")
+    stages = list(cfg.get("bertgeom_train_history") or []) + [{**train_cfg, "summary": summary}]
+    model, base, rules = evaluation["model"], evaluation.get("baseline"), evaluation.get("rules")
     size_mb = (model_dir / "model.safetensors").stat().st_size / 2**20
+    stage_lines = "\n".join(f"{i}. {_stage_line(st)}." for i, st in enumerate(stages, 1))
+    cmd = "python -m bertgeom train"
+    if train_cfg.get("init_from"):
+        cmd += f" --init-from {train_cfg['init_from']}"
+    cmd += (f" --epochs {train_cfg.get('epochs')} --batch-size {train_cfg.get('batch_size')} --lr-encoder "
+            f"{train_cfg.get('lr_encoder')} --lr-new {train_cfg.get('lr_new')} --threads {train_cfg.get('threads') or 0}")
+    rob_block = ""
+    if robustness:
+        rob_block = f"""
+## Robustness to one mutation
+
+`python bench/bench_robustness.py` on the real validation genomes: accuracy on all
+{robustness['validation_genomes']}, and flip rates (call changed by the perturbation) on
+{robustness['perturbed_bases']} of them (at most {robustness['max_per_class']} per class): each gains one
+characteristic mutation of another class (the signature markers T19R, D80A, T76I, K417N wherever
+foreign, plus two drawn from the table) or loses one of its own. The rule-based marker call is
+robust by construction; the k-mer baseline is trained on this model's recipe in the same run.
+
+{_robustness_table(robustness)}
+"""
     text = f"""# SARS-CoV-2 variant BERT (spike 12-mers) — model card
 
 **What it does.** Reads the spike gene of a SARS-CoV-2 genome as overlapping 12-mers (stride 9,
 425 tokens between [CLS] and [SEP]) and predicts one of 8 classes: gh (pre-VOC: GISAID clade GH
 and every other pre-VOC lineage — GH's own marker lies outside the spike), lambda, mu, alpha, beta,
-delta, gamma, omicron. It reproduces the case study of Bonino, Ghione & Cirrincione (2025) at the
-scale of a laptop CPU.
+delta, gamma, omicron. It reproduces the case study of Bonino, Ghione & Cirrincione (2025,
+arXiv:2502.12033, §5) at the scale of a laptop CPU.
 
 **Architecture.** `BertForSequenceClassification`, 6 layers x 12 heads, hidden 384 (MiniLM-L6
-geometry), {cfg.get('vocab_size')} tokens (5 special + the training set's 12-mers; MiniLM's English rows
+geometry), {cfg.get('vocab_size')} tokens (5 special + the training pool's 12-mers; MiniLM's English rows
 were dropped since spike inputs never use them). Weights: fp16 safetensors, {size_mb:.1f} MB.
 
-**Recipe** (`python -m bertgeom train --epochs {train_cfg.get('epochs')} --threads {train_cfg.get('threads') or 2}`, seed {train_cfg.get('seed')}):
-start from the bundled pretrained all-MiniLM-L6-v2 encoder; new k-mer embeddings drawn from the
-distribution of MiniLM's token embeddings; fine-tune end to end with AdamW (encoder lr
-{train_cfg.get('lr_encoder')}, new embeddings and classifier lr {train_cfg.get('lr_new')}), batch
-{train_cfg.get('batch_size')}, linear warm-up ({train_cfg.get('warmup_share')}) and decay, gradient clipping
-{train_cfg.get('max_grad_norm')}. Training took {summary.get('train_seconds', 'n/a')} s with
-{train_cfg.get('threads') or 'all'} CPU thread(s) on a 2-core machine that was running other jobs
-({summary.get('steps', 'n/a')} steps, {summary.get('train_examples', 'n/a')} examples; amplicon
-dropouts drawn with mean {train_cfg.get('dropout_rate', 'n/a')} per synthetic spike).
+**Recipe.** Training stages, oldest first (each from `python -m bertgeom train`, seed
+{train_cfg.get('seed')}; the last one is `{cmd}`):
 
-**Training data** (open data only, no GISAID):
+{stage_lines}
+
+Every stage fine-tunes end to end with AdamW, linear warm-up ({train_cfg.get('warmup_share')}) and decay,
+gradient clipping {train_cfg.get('max_grad_norm')}; the newest also uses label smoothing
+{train_cfg.get('label_smoothing', 0)}. The robustness stage draws fresh **label-preserving augmentations**
+for every example of every step (`bertgeom.genome.augment`): 1-3 characteristic mutations of other classes
+injected (convergent evolution; half the examples), 1-2 own markers reverted (30 %), an own marker under
+an N run (20 %), private substitutions and partial spikes; an augmentation is kept only if the
+rule-based marker call still gives the label.
+
+**Training data** (open data only, no GISAID), shipped in `bertgeom/data/genomes`:
 * {train_cfg.get('synth_per_class')} synthetic spikes per class from the Nextstrain clade definitions
   (reference + inherited clade mutations + the training genomes' spike mutation profiles) with
   realistic noise (private substitutions, amplicon-dropout N runs, short N runs, partial ends,
   ambiguity codes);
 * {train_cfg.get('template_copies_per_class')} noised copies per class of the real training genomes;
-* the real training genomes themselves (at most {train_cfg.get('max_real_per_class')} per class).
+* the real training genomes themselves (at most {train_cfg.get('max_real_per_class')} per class), less those
+  whose spike markers contradict their genome-wide label (a Delta x Omicron recombinant, genomes
+  whose clade call fell back on N).
 
 Real genomes: 567 open INSDC genomes redistributed by Nextstrain (MIT), labelled by Nextstrain clade
 rules; at most half of each class is used for training (`split_real_genomes`, seed 0) and the rest
@@ -71,13 +120,15 @@ is the validation set below. The model never saw a validation genome.
 ## Metrics on real held-out genomes
 
 Evaluated with `python -m bertgeom evaluate` on the {model['n']} real validation genomes (open data,
-not trained on), next to a logistic regression on k-mer counts trained on the same recipe in the
+not trained on), next to the rule-based marker call (`bertgeom.genome.markers`, the second opinion the
+CLI and the page show) and a logistic regression on k-mer counts trained on the same recipe in the
 same run.
 
 | classifier | accuracy | macro-F1 |
 |---|---|---|
 | BERT variant model | {model['accuracy']:.4f} | {model['macro_f1']:.4f} |
-""" + (f"| k-mer count logistic regression | {base['accuracy']:.4f} | {base['macro_f1']:.4f} |\n" if base else "") + f"""
+""" + (f"| rule-based marker call | {rules['accuracy']:.4f} | {rules['macro_f1']:.4f} |\n" if rules else "") + (
+        f"| k-mer count logistic regression | {base['accuracy']:.4f} | {base['macro_f1']:.4f} |\n" if base else "") + f"""
 Per class (BERT):
 
 {_table(model)}
@@ -85,26 +136,33 @@ Per class (BERT):
 Confusion matrix (BERT):
 
 {_confusion(model)}
-
+{rob_block}
 ## Limits
 
 * The VOC classes have few real genomes here (lambda and mu: 6 each in the whole open set, so 3
   held out); per-class recall on those rests on a handful of genomes. The paper's GISAID test set
   (9,881 genomes) cannot be redistributed.
+* Labels are genome-wide Nextstrain clade calls; a few genomes' spikes disagree with them
+  (recombinants, N-heavy genomes): no spike-only classifier can get those right.
 * `gh` means "pre-VOC": from the spike alone GH cannot be told apart from other D614G lineages.
 * Lineages that appeared after the clade definitions used here (or recombinants) are forced into
-  one of the 8 classes; watch the low-confidence warning and the QC card.
+  one of the 8 classes; watch the low-confidence warning, the rule-based second opinion and the QC card.
+* Robustness was measured for one added or one lost characteristic mutation; several foreign
+  markers at once (a real recombinant) can and should change the call.
 * Alignment uses minimap2 (the paper used BWA on 150-nt chunks) and keeps reference
   coordinates (deletions as '-', insertions recorded, not inserted).
 * k-mers never seen in training are read as [UNK]; the UNK rate is reported per genome.
 """
     (model_dir / "MODEL_CARD.md").write_text(text)
-    metrics = {"model": model, "baseline": base, "skipped": evaluation.get("skipped", [])}
+    metrics = {"model": model, "rules": rules, "baseline": base, "skipped": evaluation.get("skipped", [])}
+    if robustness:
+        metrics["robustness"] = robustness
     (model_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
     return text
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: python -m bertgeom.variant.card MODEL_DIR EVAL.json")
-    write_card(Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text()))
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: python -m bertgeom.variant.card MODEL_DIR EVAL.json [ROBUSTNESS.json]")
+    write_card(Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text()),
+               json.loads(Path(sys.argv[3]).read_text()) if len(sys.argv) == 4 else None)

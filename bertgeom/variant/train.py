@@ -391,6 +391,8 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
     model.config.name_or_path = ""  # no machine path in the shipped config
     config_extra = {"bertgeom_k": vocab.k, "bertgeom_stride": vocab.stride, "bertgeom_train_config": public_config(cfg)}
     save_variant_model(model, vocab, out_dir, extra_config=config_extra)
+    if cfg.init_from:
+        record_lineage(out_dir, Path(cfg.init_from))
     summary = {"train_examples": int(n), "vocab_size": len(vocab), "steps": step, "schedule_steps": total,
                "examples_seen": int(step * cfg.batch_size), "device": device, "bf16": bf16,
                "train_seconds": round(elapsed_before + time.time() - t0, 1),
@@ -398,6 +400,21 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
     (out_dir / "train_summary.json").write_text(json.dumps(summary, indent=1))
     _log(f"saved model to {out_dir}: {summary}")
     return summary
+
+
+def record_lineage(model_dir: Path, base_dir: Path) -> list[dict]:
+    """Write into ``model_dir/config.json`` the training stages of the model it continued from
+    (``bertgeom_train_history``: the base's own history, then the base's config and summary)."""
+    base = json.loads((base_dir / "config.json").read_text())
+    summary_file = base_dir / "train_summary.json"
+    stage = {k: v for k, v in (base.get("bertgeom_train_config") or {}).items() if k != "shared_data"}
+    stage["summary"] = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+    history = list(base.get("bertgeom_train_history") or []) + [stage]
+    path = model_dir / "config.json"
+    config = json.loads(path.read_text())
+    config["bertgeom_train_history"] = history
+    path.write_text(json.dumps(config, indent=1, sort_keys=True))
+    return history
 
 
 def public_config(cfg: TrainConfig) -> dict:
