@@ -134,31 +134,70 @@ def _describe(ch: str) -> str:
     return f"the non-printable character U+{ord(ch):04X}"
 
 
-def _maybe_decompress(data: bytes, limit: int) -> bytes:
-    """Decompress gzip/xz/bz2 bytes (bounded by ``limit`` output bytes); other bytes pass through."""
+class TruncatedInputError(SequenceInputError):
+    """A compressed input ended before its end-of-stream marker. ``records`` holds the records read
+    intact before the one where reading stopped (``stopped_in``, or ``None`` before the first header)."""
+
+    def __init__(self, message: str, records: list | None = None, stopped_in: str | None = None):
+        super().__init__(message)
+        self.records = records or []
+        self.stopped_in = stopped_in
+
+
+def _decompress_members(data: bytes, limit: int, make, magic: bytes) -> tuple[bytes, bool]:
+    """Every member/stream of a gzip, xz or bz2 byte string (concatenated members, BGZF blocks and
+    multi-stream xz included), at most ``limit + 1`` output bytes; ``truncated`` is True when the
+    input ends inside a member."""
+    out = bytearray()
+    rest = data
+    while rest:
+        d = make()
+        chunk = d.decompress(rest, max(limit + 1 - len(out), 1))
+        out += chunk
+        if len(out) > limit:
+            return bytes(out), False
+        if not d.eof:
+            if getattr(d, "needs_input", True) or not d.unconsumed_tail:
+                return bytes(out), True
+        rest = d.unused_data
+        rest = rest.lstrip(b"\x00")  # xz stream padding, zero-filled tails
+        if rest and not rest.startswith(magic):
+            raise SequenceInputError("The compressed input has unreadable data after its last complete block.")
+    return bytes(out), False
+
+
+def _maybe_decompress(data: bytes, limit: int) -> tuple[bytes, bool]:
+    """Decompress gzip/xz/bz2 bytes (bounded by ``limit`` output bytes; every member read); other bytes
+    pass through. Returns ``(bytes, truncated)``."""
     try:
         if data[:2] == b"\x1f\x8b":
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out = d.decompress(data, limit + 1)
+            out, truncated = _decompress_members(data, limit, lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
+                                                 b"\x1f\x8b")
         elif data[:6] == b"\xfd7zXZ\x00":
-            out = lzma.LZMADecompressor().decompress(data, max_length=limit + 1)
+            out, truncated = _decompress_members(data, limit, lzma.LZMADecompressor, b"\xfd7zXZ\x00")
         elif data[:3] == b"BZh":
-            out = bz2.BZ2Decompressor().decompress(data, max_length=limit + 1)
+            out, truncated = _decompress_members(data, limit, bz2.BZ2Decompressor, b"BZh")
         else:
-            return data
+            return data, False
     except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
+        if isinstance(exc, SequenceInputError):
+            raise
         raise SequenceInputError(f"The compressed input could not be decompressed ({exc}).") from None
     if len(out) > limit:
         raise SequenceInputError(f"The decompressed input is larger than the limit of {limit:,} bytes.")
-    return out
+    return out, truncated
 
 
-def _to_text(data: str | bytes, max_bytes: int) -> str:
+def _to_text(data: str | bytes, max_bytes: int) -> tuple[str, bool]:
+    """``(text, truncated)``: decoded, decompressed text and whether a compressed stream ended early."""
+    truncated = False
     if isinstance(data, (bytes, bytearray, memoryview)):
         data = bytes(data)
         if len(data) > max_bytes:
             raise SequenceInputError(f"The input is larger than the limit of {max_bytes:,} bytes.")
-        data = _maybe_decompress(data, max_bytes)
+        data, truncated = _maybe_decompress(data, max_bytes)
+        if truncated:
+            data = data.decode("utf-8", errors="ignore").encode("utf-8")  # a multi-byte character may be cut
         if b"\x00" in data:
             raise SequenceInputError("The input is binary data, not a text FASTA file or sequence.")
         try:
@@ -175,7 +214,7 @@ def _to_text(data: str | bytes, max_bytes: int) -> str:
         raise SequenceInputError("The input must be text or bytes.")
     if "\x00" in text:
         raise SequenceInputError("The input is binary data, not a text FASTA file or sequence.")
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("\r\n", "\n").replace("\r", "\n"), truncated
 
 
 def _genbank_origin(lines: list[str]) -> tuple[str, list[str]] | None:
@@ -203,9 +242,12 @@ def parse_sequences(data: str | bytes, max_bytes: int = MAX_INPUT_BYTES, max_rec
     """Parse pasted or uploaded input into cleaned records.
 
     Raises :class:`SequenceInputError` (one sentence) for empty input, binary content, input over
-    ``max_bytes``, protein or other non-nucleotide text, or a record without sequence.
+    ``max_bytes``, protein or other non-nucleotide text, or a record without sequence; and
+    :class:`TruncatedInputError` (with the records read intact) when a compressed input ends early.
     """
-    text = _to_text(data, max_bytes)
+    text, truncated = _to_text(data, max_bytes)
+    if truncated:
+        return _truncated(text, max_bytes, max_records)
     if not text.strip():
         raise SequenceInputError("The input is empty: paste a nucleotide sequence or a FASTA file.")
     lines = text.split("\n")
@@ -249,6 +291,19 @@ def parse_sequences(data: str | bytes, max_bytes: int = MAX_INPUT_BYTES, max_rec
     if not records:
         raise SequenceInputError("The input is empty: paste a nucleotide sequence or a FASTA file.")
     return records
+
+
+def _truncated(text: str, max_bytes: int, max_records: int):
+    """Raise :class:`TruncatedInputError` naming the record where a cut compressed stream stopped."""
+    idx = text.rfind("\n>")
+    cut = idx + 1 if idx >= 0 else 0
+    head, last = text[:cut], text[cut:]
+    stopped_in = _clean_name(last[1:].split("\n", 1)[0], "unnamed") if last.startswith(">") else None
+    records = parse_sequences(head, max_bytes, max_records) if head.strip() else []
+    where = f"inside record '{stopped_in}'" if stopped_in else "before the first complete record"
+    raise TruncatedInputError(
+        f"The compressed input is truncated: reading stopped {where}; "
+        f"{_plural(len(records), 'record')} before it were read intact.", records, stopped_in)
 
 
 def parse_single(data: str | bytes, max_bytes: int = MAX_INPUT_BYTES) -> SequenceRecord:
@@ -308,7 +363,14 @@ def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LE
 
         at_line_start = True
         while True:
-            line = fh.readline(line_limit)
+            try:
+                line = fh.readline(line_limit)
+            except (EOFError, OSError, lzma.LZMAError, zlib.error) as exc:
+                where = f"inside record '{name}'" if name is not None else "before the first record"
+                kind = "ends early (truncated)" if isinstance(exc, EOFError) else f"cannot be read further ({exc})"
+                yield RecordError(name or "sequence", index,
+                                  f"The compressed file {kind}: reading stopped {where}; the records before it were read.")
+                return
             if not line:
                 break
             complete = line.endswith("\n")
