@@ -224,8 +224,8 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
 
         cfg_dict = loaded.model.config.to_dict().get("bertgeom_train_config") or {}
         cfg = TrainConfig(**{k: v for k, v in cfg_dict.items() if k in TrainConfig.__dataclass_fields__})
-    if "augment" not in cfg_dict:  # a model trained before augmentation existed: its recipe had none
-        cfg.augment = {"off": True}
+        if "augment" not in cfg_dict:  # a model trained before augmentation existed: its recipe had none
+            cfg.augment = {"off": True}
         cfg.data_dir, cfg.init_from = str(baseline_data) if baseline_data is not True else "", ""
         pool, _ = build_examples(cfg)
         examples = augmented_copies(pool, 2, cfg.seed, cfg.augment_config())
