@@ -61,6 +61,7 @@ class RecordError:
     name: str
     index: int  # 0-based position of the record in the file
     message: str
+    stream_error: bool = False  #: the file itself could not be read further (truncated, corrupt)
 
     ok = False
 
@@ -369,7 +370,8 @@ def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LE
                 where = f"inside record '{name}'" if name is not None else "before the first record"
                 kind = "ends early (truncated)" if isinstance(exc, EOFError) else f"cannot be read further ({exc})"
                 yield RecordError(name or "sequence", index,
-                                  f"The compressed file {kind}: reading stopped {where}; the records before it were read.")
+                                  f"The compressed file {kind}: reading stopped {where}; the records before it were read.",
+                                  stream_error=True)
                 return
             if not line:
                 break

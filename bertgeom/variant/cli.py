@@ -41,46 +41,122 @@ def _progress_bar(total_hint: int | None = None):
     return tqdm(total=total_hint, unit="genome", dynamic_ncols=True, leave=True)
 
 
-def _load(model_id: str | None):
-    from bertgeom.models import VARIANT_MODEL_ID, ModelLoadError, load_model
+#: Exit codes of the case-study commands: bad input, bad model, output not writable, interrupted.
+EXIT_INPUT, EXIT_MODEL, EXIT_OUTPUT, EXIT_INTERRUPTED = 2, 3, 4, 130
 
-    loaded = load_model(model_id or VARIANT_MODEL_ID)
+
+class CliError(Exception):
+    """A user error: ``str(err)`` is one sentence; ``code`` the exit status."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+def _load(model_id: str | None):
+    """The variant model, or :class:`CliError` (exit 3) with one sentence for any broken directory."""
+    from bertgeom.models import ModelLoadError, load_model
+    from bertgeom.variant import VARIANT_MODEL_ID
+
+    try:
+        loaded = load_model(model_id or VARIANT_MODEL_ID)
+    except ModelLoadError as exc:
+        raise CliError(str(exc), EXIT_MODEL) from None
+    except Exception as exc:  # a damaged config.json, vocabulary or weights file
+        raise CliError(f"The variant model '{model_id or VARIANT_MODEL_ID}' could not be loaded "
+                       f"({type(exc).__name__}: {str(exc)[:200]}).", EXIT_MODEL) from None
     if loaded.spec.input_kind != "spike" or not loaded.labels:
-        raise ModelLoadError(f"'{loaded.spec.id}' is not a spike classifier; use the variant model.")
+        raise CliError(f"'{loaded.spec.id}' is not a spike classifier; use the variant model.", EXIT_MODEL)
     return loaded
+
+
+def csv_safe(value):
+    """A CSV cell that a spreadsheet will not run as a formula (names starting with = + - @ are quoted
+    with a leading apostrophe, as OWASP recommends); other values pass unchanged."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def _output_target(out: str) -> tuple[Path | None, Path | None]:
+    """``(final, partial)`` paths for ``--out`` (``(None, None)`` for standard output); rows go to the
+    partial file and replace the final one only when the run succeeds."""
+    if out == "-":
+        return None, None
+    final = Path(out)
+    if final.is_dir():
+        raise CliError(f"--out '{out}' is a folder; give a file name such as '{Path(out) / 'predictions.csv'}'.", EXIT_OUTPUT)
+    if not final.parent.is_dir():
+        raise CliError(f"The folder of --out '{out}' does not exist.", EXIT_OUTPUT)
+    return final, final.with_name(final.name + ".partial")
 
 
 def _cmd_classify(args) -> int:
     import csv
+    import os
     import sys
 
     from bertgeom.genome.fasta import iter_fasta_file
     from bertgeom.variant.predict import classify_stream
 
-    if not Path(args.input).is_file():
-        print(f"error: no file at '{args.input}'.", file=sys.stderr)
-        return 2
-    loaded = _load(args.model)
-    out = open(args.out, "w", newline="") if args.out != "-" else sys.stdout
+    try:
+        if not Path(args.input).is_file():
+            raise CliError(f"No file at '{args.input}'.", EXIT_INPUT)
+        final, partial = _output_target(args.out)
+        loaded = _load(args.model)
+        try:
+            out = open(partial, "w", newline="") if partial else sys.stdout
+        except OSError as exc:
+            raise CliError(f"--out '{args.out}' cannot be written ({exc.strerror}).", EXIT_OUTPUT) from None
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
     writer = None
     n = n_err = 0
     bar = _progress_bar()
+    status = 0
+    stream_errors: list[str] = []
+
+    def records():
+        for rec in iter_fasta_file(args.input):
+            if getattr(rec, "stream_error", False):
+                stream_errors.append(rec.message)
+            yield rec
+
     try:
-        for pred in classify_stream(loaded, iter_fasta_file(args.input), batch_size=args.batch_size):
-            row = pred.row(loaded.labels, loaded.weights_hash)
+        for pred in classify_stream(loaded, records(), batch_size=args.batch_size):
+            row = {k: csv_safe(v) for k, v in pred.row(loaded.labels, loaded.weights_hash).items()}
             if writer is None:
                 writer = csv.DictWriter(out, fieldnames=list(row))
                 writer.writeheader()
             writer.writerow(row)
+            out.flush()
             n += 1
             n_err += bool(pred.error)
             bar.update(1)
+    except KeyboardInterrupt:
+        status = EXIT_INTERRUPTED
+    except OSError as exc:
+        print(f"error: writing the results failed ({exc.strerror or exc}).", file=sys.stderr)
+        status = EXIT_OUTPUT
     finally:
         bar.close()
         if out is not sys.stdout:
             out.close()
-    print(f"classified {n - n_err} of {n} records ({n_err} could not be read or aligned; see their 'error' column)",
-          file=sys.stderr)
+    if status == 0 and partial is not None:
+        os.replace(partial, final)
+    where = f" to '{final}'" if final else ""
+    if status == EXIT_INTERRUPTED:
+        kept = f"; the {n} rows written so far are in '{partial}'" if partial else ""
+        print(f"interrupted after {n} records{kept}; '{final or 'the output'}' was left as it was.", file=sys.stderr)
+        return status
+    if status:
+        return status
+    if stream_errors:
+        print(f"error: {stream_errors[0]} The {n - 1} rows before it were written{where}.", file=sys.stderr)
+        return EXIT_INPUT
+    print(f"classified {n - n_err} of {n} records{where} ({n_err} could not be read or aligned; see their "
+          "'error' column)", file=sys.stderr)
     return 0
 
 
@@ -93,8 +169,12 @@ def _cmd_evaluate(args) -> int:
     for p in (args.fasta, args.labels):
         if not Path(p).is_file():
             print(f"error: no file at '{p}'.", file=sys.stderr)
-            return 2
-    loaded = _load(args.model)
+            return EXIT_INPUT
+    try:
+        loaded = _load(args.model)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
     bar = _progress_bar()
     result = evaluate(loaded, args.fasta, args.labels, baseline_data=None if args.no_baseline else (args.data or True),
                       batch_size=args.batch_size, progress=lambda i, n: (setattr(bar, "total", n), bar.update(1)))
