@@ -69,3 +69,42 @@ def test_names_that_look_like_formulas_are_neutralised(tiny_variant_dir, tmp_pat
     assert _run(fasta, "--model", tiny_variant_dir, "--out", out).returncode == 0
     names = [row["name"] for row in csv.DictReader(out.open())]
     assert names == ["'=HYPERLINK(\"http://x\")", "'@SUM(A1)"]
+
+
+def test_parallel_preparation_keeps_input_order_and_bad_records_in_place(tiny_variant):
+    from bertgeom.genome.fasta import RecordError
+    from bertgeom.variant.predict import classify_stream
+
+    recs = [r for r, _ in load_demo_genomes()]
+    stream = [recs[0], RecordError("broken", 1, "Record 'broken' contains no sequence."), *recs[1:5], "ACGT" * 3]
+    one = [p.row(tiny_variant.labels, "v") for p in classify_stream(tiny_variant, stream, batch_size=3)]
+    two = [p.row(tiny_variant.labels, "v") for p in classify_stream(tiny_variant, stream, batch_size=3, workers=2)]
+    assert one == two
+    assert [r["name"] for r in one][:2] == [recs[0].name, "broken"] and one[1]["error"]
+
+
+def test_the_fast_classifier_matches_the_analysis_model(tiny_variant):
+    import numpy as np
+
+    from bertgeom.variant.predict import FastClassifier, logits_for_ids
+
+    texts = [r.sequence[21000:25500] for r, _ in load_demo_genomes()]
+    ids, _ = tiny_variant.tokenizer.encode_batch([t[:3822] for t in texts], max_length=None)
+    ids[2, 300:] = 0  # a shorter, padded row
+    fast = FastClassifier(tiny_variant, "cpu")
+    assert fast.device == "cpu" and fast.model is not tiny_variant.model
+    np.testing.assert_allclose(fast.logits(ids), logits_for_ids(tiny_variant, ids), atol=1e-4)
+    assert tiny_variant.model.config._attn_implementation == "eager"  # the shared model keeps attentions
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no GPU here (CI has none)")
+def test_the_gpu_gives_the_cpu_argmax_on_the_demo_genomes():  # pragma: no cover - GPU machines only
+    from bertgeom.models import load_model
+    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.variant.predict import classify_stream
+
+    loaded = load_model(VARIANT_MODEL_ID)
+    recs = [r for r, _ in load_demo_genomes()]
+    cpu = [p.predicted for p in classify_stream(loaded, recs)]
+    gpu = [p.predicted for p in classify_stream(loaded, recs, device="cuda")]
+    assert cpu == gpu

@@ -70,6 +70,15 @@ def _load(model_id: str | None):
     return loaded
 
 
+def _device(name: str) -> str:
+    from bertgeom.variant.train import resolve_device
+
+    try:
+        return resolve_device(name)
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+
+
 def csv_safe(value):
     """A CSV cell that a spreadsheet will not run as a formula (names starting with = + - @ are quoted
     with a leading apostrophe, as OWASP recommends); other values pass unchanged."""
@@ -103,6 +112,7 @@ def _cmd_classify(args) -> int:
         if not Path(args.input).is_file():
             raise CliError(f"No file at '{args.input}'.", EXIT_INPUT)
         final, partial = _output_target(args.out)
+        device = _device(args.device)
         loaded = _load(args.model)
         try:
             out = open(partial, "w", newline="") if partial else sys.stdout
@@ -124,7 +134,8 @@ def _cmd_classify(args) -> int:
             yield rec
 
     try:
-        for pred in classify_stream(loaded, records(), batch_size=args.batch_size):
+        for pred in classify_stream(loaded, records(), batch_size=args.batch_size, workers=args.workers,
+                                    device=device):
             row = {k: csv_safe(v) for k, v in pred.row(loaded.labels, loaded.weights_hash).items()}
             if writer is None:
                 writer = csv.DictWriter(out, fieldnames=list(row))
@@ -171,13 +182,15 @@ def _cmd_evaluate(args) -> int:
             print(f"error: no file at '{p}'.", file=sys.stderr)
             return EXIT_INPUT
     try:
+        device = _device(args.device)
         loaded = _load(args.model)
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
     bar = _progress_bar()
     result = evaluate(loaded, args.fasta, args.labels, baseline_data=None if args.no_baseline else (args.data or True),
-                      batch_size=args.batch_size, progress=lambda i, n: (setattr(bar, "total", n), bar.update(1)))
+                      batch_size=args.batch_size, progress=lambda i, n: (setattr(bar, "total", n), bar.update(1)),
+                      workers=args.workers, device=device)
     bar.close()
     print(result["model"].table())
     print()
@@ -221,6 +234,8 @@ def register(sub) -> None:
     p.add_argument("--out", default="-", help="CSV to write (default: standard output)")
     p.add_argument("--model", default=None, help="variant model id or directory (default: the shipped one)")
     p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--workers", type=int, default=1, help="processes that parse, align and tokenise (default 1)")
+    p.add_argument("--device", default="auto", help="where the forward passes run: auto (a GPU when there is one), cpu, cuda, mps")
     p.set_defaults(func=_cmd_classify)
 
     p = sub.add_parser("evaluate", help="accuracy, macro-F1, per-class metrics and confusion matrix on labelled genomes")
@@ -233,4 +248,6 @@ def register(sub) -> None:
     p.add_argument("--no-baseline", action="store_true", help="skip the k-mer logistic-regression baseline")
     p.add_argument("--json", default="", help="also write the reports as JSON")
     p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--workers", type=int, default=1, help="processes that parse, align and tokenise (default 1)")
+    p.add_argument("--device", default="auto", help="where the forward passes run: auto, cpu, cuda, mps")
     p.set_defaults(func=_cmd_evaluate)
