@@ -4,7 +4,13 @@ End to end = parse -> align (minimap2) -> cut spike -> mutations/QC -> tokenise 
 forward, exactly what ``python -m bertgeom classify`` does. The bound = the same batched
 forward passes on the same, already tokenised inputs. Target: end to end >= 80% of the bound.
 
-Usage: python bench/bench_classify.py [--n 64] [--batch-size 16] [--model ID|DIR] [--json out.json]
+Per stage, in the same run: preparation (parse/align/tokenise) per genome, the forward bound of
+the analysis model (eager attention, fp32, CPU) and of the classification copy
+(:class:`~bertgeom.variant.predict.FastClassifier`: SDPA, bf16 on a GPU) on ``--device``, and
+end to end with ``--workers`` preparation processes feeding forwards on that device.
+
+Usage: python bench/bench_classify.py [--n 64] [--batch-size 16] [--model ID|DIR] [--device auto]
+                                      [--workers 2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -34,12 +40,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--model", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--device", default="auto", help="device of the classification copy (auto: a GPU when there is one)")
+    ap.add_argument("--workers", type=int, default=2, help="preparation processes for the parallel end-to-end run")
     args = ap.parse_args(argv)
 
     from bertgeom.genome.pipeline import analyse_sequence
     from bertgeom.variant import VARIANT_MODEL_ID
     from bertgeom.models import REGISTRY, load_model
-    from bertgeom.variant.predict import classify_stream, logits_for_ids
+    from bertgeom.variant.predict import FastClassifier, classify_stream, logits_for_ids
 
     model_id = args.model or (VARIANT_MODEL_ID if VARIANT_MODEL_ID in REGISTRY else "")
     if not model_id:
@@ -74,6 +82,19 @@ def main(argv=None) -> dict:
         analyse_sequence(r, vocab=loaded.tokenizer)
     t_prep = time.perf_counter() - t0
 
+    fast = FastClassifier(loaded, args.device)
+    fast.logits(padded[: args.batch_size])  # warm-up
+    t0 = time.perf_counter()
+    for s in range(0, len(ids), args.batch_size):
+        fast.logits(padded[s : s + args.batch_size])
+    t_fast = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    n_par = sum(p.error == "" for p in classify_stream(loaded, records, batch_size=args.batch_size,
+                                                         workers=args.workers, device=args.device))
+    t_par = time.perf_counter() - t0
+    assert n_par == n_ok
+
     out = {
         "model": loaded.spec.id if loaded.spec.id != model_id else Path(model_id).name,
         "genomes": len(records),
@@ -82,6 +103,11 @@ def main(argv=None) -> dict:
         "end_to_end_genomes_per_s": len(records) / t_e2e,
         "share_of_bound": t_forward / t_e2e,
         "preprocessing_ms_per_genome": 1000 * t_prep / len(records),
+        "device": fast.device + (" (bf16)" if "bfloat16" in str(fast.dtype) else ""),
+        "fast_forward_bound_genomes_per_s": len(records) / t_fast,
+        "workers": args.workers,
+        "end_to_end_parallel_genomes_per_s": len(records) / t_par,
+        "parallel_share_of_fast_bound": t_fast / t_par,
     }
     print(f"{'measure':36s} value")
     for k, v in out.items():
