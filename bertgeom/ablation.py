@@ -49,6 +49,7 @@ from typing import Iterable
 import numpy as np
 
 from bertgeom.attention import attention_from_weights, softmax
+from bertgeom.tables import head_label
 
 __all__ = [
     "AblationError",
@@ -98,7 +99,7 @@ def disabled_mask(
 def head_names(mask: np.ndarray) -> list[str]:
     """1-based display names (``"L3 H5"``) of the ``True`` entries of an ``[L, H]`` mask."""
     ll, hh = np.nonzero(np.asarray(mask, dtype=bool))
-    return [f"L{l + 1} H{h + 1}" for l, h in zip(ll, hh)]
+    return [head_label(l, h) for l, h in zip(ll, hh)]
 
 
 # ----------------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bertgeom.metricdocs import MetricDoc, doc_table
+
 from bertgeom.attention import (
     attention_from_scores,
     correct_attention,
@@ -33,11 +35,11 @@ from bertgeom.attention import (
     split_heads,
     to_numpy,
 )
+from bertgeom.inputs import TOKEN_SETS
 
 __all__ = [
     "cone_index",
     "isotropic_reference",
-    "TOKEN_SETS",
     "token_mask",
     "select_rows",
     "layer_norm",
@@ -119,13 +121,6 @@ def isotropic_reference(m) -> np.ndarray | float:
 # -------------------------------------------------------------------------------------------
 # Token sets
 # -------------------------------------------------------------------------------------------
-TOKEN_SETS: dict[str, str] = {
-    "content": "content tokens only: attention_mask = 1 and not a special token (default)",
-    "content+cls": "content tokens plus [CLS]",
-    "all": "all positions including [SEP] and [PAD] (faithful: the official code used all 512 rows)",
-}
-
-
 def token_mask(
     attention_mask,
     token_set: str = "content",
@@ -208,7 +203,7 @@ def activation(name: str, x: np.ndarray) -> np.ndarray:
 # -------------------------------------------------------------------------------------------
 # Streams
 # -------------------------------------------------------------------------------------------
-STREAM_DOCS: dict[str, tuple[str, str, str]] = {
+STREAM_DOCS: dict[str, MetricDoc] = doc_table({
     "layer_input": (
         "Layer input",
         "X = hidden_states[l]",
@@ -240,7 +235,7 @@ STREAM_DOCS: dict[str, tuple[str, str, str]] = {
         "Z'_h = softmax(X W_q[:,s] (X W_k[:,s])^T / sqrt(d_h)) X W_v[:,s]",
         "paper_spec §2.1 deviation (code: distance_cones_analysis)",
     ),
-}
+})
 
 #: eps of the freshly initialised ``torch.nn.LayerNorm`` used by the official code.
 FAITHFUL_LN_EPS = 1e-5
@@ -417,7 +412,7 @@ def hidden_state_cone_curve(hidden_states, mask=None, *, normalized=False, raw=F
 # -------------------------------------------------------------------------------------------
 # Entropies (paper_spec §2.7)
 # -------------------------------------------------------------------------------------------
-ENTROPY_DOCS: dict[str, tuple[str, str, str]] = {
+ENTROPY_DOCS: dict[str, MetricDoc] = doc_table({
     "vn_code": (
         "'von Neumann' entropy (official code)",
         "lambda = eig(A); p_i = |lambda_i| / sqrt(sum_j |lambda_j|^2); S = -sum_{p>0} p ln p",
@@ -444,7 +439,7 @@ ENTROPY_DOCS: dict[str, tuple[str, str, str]] = {
         "mean over valid queries i of -sum_{j valid} A_ij ln A_ij",
         "paper_spec §2.7 PROPOSED",
     ),
-}
+})
 
 
 def _plogp_sum(p: np.ndarray, axis=-1) -> np.ndarray:

@@ -42,6 +42,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
+
+from bertgeom.metricdocs import MetricDoc, doc_table
+from bertgeom.tables import head_label
 from numpy.lib.stride_tricks import as_strided
 
 __all__ = [
@@ -53,7 +56,6 @@ __all__ = [
     "DEFAULT_DIST_BINS",
     "feature_doc",
     "hist_labels",
-    "head_name",
 ]
 
 # Lower edges of the |offset| bins after the {0} bin: {1}, {2}, {3-4}, {5-8}, {9-16},
@@ -61,11 +63,6 @@ __all__ = [
 DEFAULT_DIST_BINS: tuple[int, ...] = (1, 2, 3, 5, 9, 17, 33)
 
 _K90_TOL = 1e-9  # relative slack so that e.g. 18 x 0.05 counts as reaching 0.9
-
-
-def head_name(layer: int, head: int) -> str:
-    """1-based display name of the 0-based head ``(layer, head)``, e.g. ``(7, 9) -> '8-10'``."""
-    return f"{layer + 1}-{head + 1}"
 
 
 # ----------------------------------------------------------------------------------------
@@ -197,7 +194,7 @@ class TokenKinds:
 # name -> (short label, formula, source).  Row means are over the query rows Q
 # (content tokens by default); n = T = number of real tokens, V = content positions,
 # n_v = |V|, C = [CLS], S = [SEP] positions, P = punctuation positions.
-FEATURE_DOCS: dict[str, tuple[str, str, str]] = {
+FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
     "self": ("attention to self", "mean_i A[i,i]", "Clark 2019 §3.1 ('self'); Guan-style r_0; Bonino m_self (PROPOSED)"),
     "prev": ("attention to previous token", "mean_i A[i,i-1]", "Clark 2019 §3.1 ('left'); Guan-style r_-1"),
     "next": ("attention to next token", "mean_i A[i,i+1]", "Clark 2019 §3.1 ('right'); Guan-style r_+1"),
@@ -237,7 +234,7 @@ FEATURE_DOCS: dict[str, tuple[str, str, str]] = {
     "segment_mass": ("own-segment content mass", "mean_i sum_{j in V, seg(j)=seg(i)} A[i,j]; 0 for single-segment inputs", "Kovaleva 'block' (seed spec §2.2 recon, f19)"),
     "delta_row": ("row alignment", "|| sum_i A[i,:]/||A[i,:]|| || / |Q|  (cone index of the rows / n_v)", "Bonino delta_row (PROPOSED, §2.2 D1)"),
     "template_residual": ("template residual", "max(0, 1 - (sink + self + prev + next))", "seed spec f20 (Kovaleva heterogeneous proxy)"),
-}
+})
 
 
 def hist_labels(dist_bins: Sequence[int] = DEFAULT_DIST_BINS) -> list[str]:
@@ -253,19 +250,19 @@ def hist_labels(dist_bins: Sequence[int] = DEFAULT_DIST_BINS) -> list[str]:
     return [f"d-{p}" for p in reversed(pos)] + ["d0"] + [f"d+{p}" for p in pos]
 
 
-def feature_doc(name: str) -> tuple[str, str, str]:
+def feature_doc(name: str) -> MetricDoc:
     """(label, formula, source) for any feature name, including generated ones."""
     if name in FEATURE_DOCS:
         return FEATURE_DOCS[name]
     if name.startswith("off_m") or name.startswith("off_p"):
         k = int(name[5:])
         sign = "-" if name[4] == "m" else "+"
-        return (f"offset {sign}{k} mass", f"mean_i A[i,i{sign}{k}]", "Guan-style G4 r_k (recon)")
+        return MetricDoc(f"offset {sign}{k} mass", f"mean_i A[i,i{sign}{k}]", "Guan-style G4 r_k (recon)")
     if name.startswith("local_"):
         w = int(name[6:])
-        return (f"local mass |j-i|<={w}", f"mean_i sum_{{|j-i|<={w}}} A[i,j]", "Guan-style G5 loc(w) (recon)")
+        return MetricDoc(f"local mass |j-i|<={w}", f"mean_i sum_{{|j-i|<={w}}} A[i,j]", "Guan-style G5 loc(w) (recon)")
     if name.startswith("d-") or name.startswith("d+") or name == "d0":
-        return (f"distance bin {name[1:]}", "mean_i sum_{j-i in bin} A[i,j]", "Guan-style G6 histogram (recon)")
+        return MetricDoc(f"distance bin {name[1:]}", "mean_i sum_{j-i in bin} A[i,j]", "Guan-style G6 histogram (recon)")
     raise KeyError(name)
 
 
@@ -338,7 +335,7 @@ class HeadFeatureTable:
         rows = []
         for l in range(L):
             for h in range(H):
-                r: dict = {"layer": l + 1, "head": h + 1, "name": head_name(l, h)}
+                r: dict = {"layer": l + 1, "head": h + 1, "name": head_label(l, h)}
                 for c in cols:
                     v = float(self[c][l, h])
                     r[c] = int(round(v)) if c == "n_blocks" and self.n_examples == 1 else v

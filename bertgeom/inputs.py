@@ -23,6 +23,20 @@ if TYPE_CHECKING:
 MAX_TEXT_CHARS = 20_000
 
 
+#: The token sets every analysis offers, one vocabulary: which rows of a sequence count.
+TOKEN_SETS: dict[str, str] = {
+    "content": "content tokens only: [CLS], [SEP] and padding left out",
+    "content+cls": "content tokens plus [CLS]",
+    "all": "all positions, [CLS] and [SEP] included (and [PAD] where inputs are padded): the official code's choice",
+}
+#: Short names of the token sets for pickers.
+TOKEN_SET_LABELS: dict[str, str] = {
+    "content": "content tokens",
+    "content+cls": "content tokens + [CLS]",
+    "all": "all positions (official code)",
+}
+
+
 class InputError(ValueError):
     """User input that cannot be analysed; the message is one clear sentence."""
 
@@ -55,6 +69,16 @@ class EncodedInput:
     @property
     def content_mask(self) -> np.ndarray:
         return ~(self.is_cls | self.is_sep)
+
+    def token_rows(self, token_set: str) -> np.ndarray:
+        """Boolean ``[T]`` selection of the tokens in ``token_set`` (see :data:`TOKEN_SETS`)."""
+        if token_set == "all":
+            return np.ones(self.n_tokens, dtype=bool)
+        if token_set == "content":
+            return self.content_mask.copy()
+        if token_set == "content+cls":
+            return self.content_mask | self.is_cls
+        raise ValueError(f"token_set must be one of {list(TOKEN_SETS)}, got {token_set!r}")
 
 
 def _is_punct(token: str) -> bool:

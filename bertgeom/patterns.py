@@ -417,3 +417,78 @@ def label_distribution(
         for c, name in enumerate(classes):
             out[..., c] += lab == name
     return classes, out / len(tables)
+
+
+# ----------------------------------------------------------------------------------------
+# How labels read (display names, hover text, the features behind Clark's behaviours)
+# ----------------------------------------------------------------------------------------
+
+#: The three taxonomies with their names in the UI.
+TAXONOMY_NAMES = {"kovaleva": "Kovaleva class", "gates": "Bonino gate", "clark": "Clark behaviour"}
+
+#: Clark behaviour -> (feature behind it, unit shown).
+CLARK_EVIDENCE = {"next": ("next", "next-token mass"), "prev": ("prev", "previous-token mass"),
+                  "cls": ("cls", "[CLS] mass"), "sep": ("sep", "[SEP] mass"), "punct": ("punct", ". , mass"),
+                  "broad": ("entropy", "entropy, nats")}
+
+
+def display_label(name: str) -> str:
+    """Display name of a label, compound labels (``"a+b"``) included."""
+    return " + ".join(DISPLAY_NAMES.get(p, p) for p in str(name).split("+"))
+
+
+def display_labels(arr) -> np.ndarray:
+    """Display names of an array of labels (object dtype: names are never truncated)."""
+    return np.array([display_label(x) for x in np.asarray(arr).ravel()], dtype=object).reshape(np.shape(arr))
+
+
+def label_hover(labels: Mapping[str, PatternLabels]) -> np.ndarray:
+    """``[L, H]`` hover text with the three labels of every head (as :func:`classify_heads` gives them)."""
+    kov, gate, clark = labels["kovaleva"], labels["gates"], labels["clark"]
+    L, H = kov.labels.shape
+    return np.array([
+        [f"Kovaleva: {display_label(kov.labels[l, h])} ({kov.confidence[l, h]:.2f})"
+         f"<br>gate: {display_label(gate.labels[l, h])} ({gate.confidence[l, h]:.2f})"
+         f"<br>Clark: {display_label(clark.labels[l, h])}" for h in range(H)] for l in range(L)
+    ], dtype=object)
+
+
+def rule_marks(th: PatternThresholds) -> dict[str, float]:
+    """The threshold each rule applies to a feature (drawn as ticks on a head's feature vector)."""
+    return {"prev": th.clark_prev, "next": th.clark_next, "cls": th.clark_cls, "sep": th.clark_sep,
+            "punct": th.clark_punct, "special": th.gate_closed, "bwd": th.gate_candidate, "fwd": th.gate_candidate,
+            "self": th.gate_candidate, "col_content": th.gate_candidate, "block_mass": th.gate_candidate,
+            "delta_row": th.gate_directional_delta, "entropy_norm": th.gate_open_entropy, "k90_frac": th.gate_open_k90}
+
+
+def clark_findings(labels: Mapping[str, PatternLabels], feats, *, shown: int = 12) -> list[str]:
+    """One markdown line per Clark behaviour: the heads that show it with the feature value behind
+    each, or the strongest head when none passes the threshold."""
+    from bertgeom.tables import head_label
+
+    clark = labels["clark"]
+    lines = []
+    for cls_name, (feat, unit) in CLARK_EVIDENCE.items():
+        heads = clark.heads_with(cls_name)
+        vals = np.asarray(feats[feat])
+        if heads:
+            listed = ", ".join(f"{head_label(l, h)} ({vals[l, h]:.2f})" for l, h in heads[:shown])
+            more = f" and {len(heads) - shown} more" if len(heads) > shown else ""
+            lines.append(f"- **{DISPLAY_NAMES[cls_name]}** ({unit}): {listed}{more}")
+        else:
+            l, h = np.unravel_index(int(np.argmax(vals)), vals.shape)
+            lines.append(f"- {DISPLAY_NAMES[cls_name]}: no head passes the threshold "
+                         f"(strongest {unit}: {head_label(l, h)}, {vals[l, h]:.2f})")
+    return lines
+
+
+def labels_frame(labels: Mapping[str, PatternLabels], feats, feature_names: Sequence[str]):
+    """One row per head: the three labels with their confidence, then the named features."""
+    from bertgeom.tables import per_head_frame
+
+    cols = {}
+    for tax, short in (("kovaleva", "kovaleva"), ("gates", "gate"), ("clark", "clark")):
+        cols[short] = labels[tax].labels
+        cols[f"{short}_conf"] = np.round(labels[tax].confidence.astype(float), 3)
+    cols.update({n: np.asarray(feats[n], dtype=float) for n in feature_names})
+    return per_head_frame(cols)

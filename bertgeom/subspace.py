@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bertgeom.metricdocs import MetricDoc, doc_table
+
 from bertgeom.attention import correct_attention, faithful_attention, project_qkv, to_numpy
 from bertgeom.cone import cone_index
 
@@ -60,7 +62,7 @@ __all__ = [
 # -------------------------------------------------------------------------------------------
 # Feature documentation: name -> (label, formula, source)
 # -------------------------------------------------------------------------------------------
-WEIGHT_FEATURE_DOCS: dict[str, tuple[str, str, str]] = {
+WEIGHT_FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
     "qk_norm": (
         "||M_h||_F",
         "M_h = W_q[s,:]^T W_k[s,:] (bias-free bilinear score form, d x d)",
@@ -139,25 +141,25 @@ WEIGHT_FEATURE_DOCS: dict[str, tuple[str, str, str]] = {
         "exp(H(p)), p = sigma(W_o[:,s] W_v[s,:]) / sum sigma",
         "Roy & Vetterli (2007)",
     ),
-}
+})
 for _n, _blk in (("q", "W_q[s,:]"), ("k", "W_k[s,:]"), ("v", "W_v[s,:]"), ("o", "W_o[:,s]")):
-    WEIGHT_FEATURE_DOCS[f"{_n}_norm"] = (
+    WEIGHT_FEATURE_DOCS[f"{_n}_norm"] = MetricDoc(
         f"||{_blk}||_F",
         f"Frobenius norm of the head block {_blk}",
         "code: eigenvalues_analysis (singular values of head blocks)",
     )
-    WEIGHT_FEATURE_DOCS[f"{_n}_erank"] = (
+    WEIGHT_FEATURE_DOCS[f"{_n}_erank"] = MetricDoc(
         f"Effective rank of {_blk}",
         "exp(-sum p ln p), p = sigma / sum sigma",
         "Roy & Vetterli (2007); code: eigenvalues_analysis",
     )
-    WEIGHT_FEATURE_DOCS[f"{_n}_rank"] = (
+    WEIGHT_FEATURE_DOCS[f"{_n}_rank"] = MetricDoc(
         f"Numerical rank of {_blk}",
         "#{sigma_i > rtol * sigma_max}",
         "code: singularvalues_ratio_analysis (matrix_rank)",
     )
 
-WEIGHT_SPECTRA_DOCS: dict[str, tuple[str, str, str]] = {
+WEIGHT_SPECTRA_DOCS: dict[str, MetricDoc] = doc_table({
     "q_sv": ("Singular values of W_q[s,:]", "[L,H,d_head], descending", "code: eigenvalues_analysis"),
     "k_sv": ("Singular values of W_k[s,:]", "[L,H,d_head], descending", "code: eigenvalues_analysis"),
     "v_sv": ("Singular values of W_v[s,:]", "[L,H,d_head], descending", "code: eigenvalues_analysis"),
@@ -174,9 +176,9 @@ WEIGHT_SPECTRA_DOCS: dict[str, tuple[str, str, str]] = {
         "paper_spec §2.2 D4",
     ),
     "ov_sv": ("Singular values of W_o[:,s] W_v[s,:]", "[L,H,d_head], descending", "PROPOSED"),
-}
+})
 
-DATA_FEATURE_DOCS: dict[str, tuple[str, str, str]] = {
+DATA_FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
     "attn_rank": (
         "Numerical rank of A (D2)",
         "r_eps(A) = #{sigma_i(A) >= eps}, eps = 1e-3, A restricted to the token set",
@@ -198,7 +200,7 @@ DATA_FEATURE_DOCS: dict[str, tuple[str, str, str]] = {
         "delta_out = I_cone(rows of Z_h) / n_v",
         "paper_spec §2.2 D3 (PROPOSED)",
     ),
-}
+})
 
 
 # -------------------------------------------------------------------------------------------

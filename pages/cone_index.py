@@ -1,42 +1,19 @@
-"""Cone Index per Layer: how narrow the cloud of token vectors is, layer by layer (paper_spec §2.4, §2.6, §2.7)."""
+"""Cone Index per Layer: how narrow the cloud of token vectors is, layer by layer (paper_spec §2.4, §2.6, §2.7).
 
-from contextlib import contextmanager
+The page holds the settings every section shares and the current input's curve; the sections
+are in :mod:`bertgeom.ui.cone_sections`."""
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertgeom import conesets, figures
-from bertgeom import figures_cone as fc
-from bertgeom.cone import ENTROPY_DOCS, STREAM_DOCS, TOKEN_SETS
-from bertgeom.inputsets import set_fingerprint, shipped_set
-from bertgeom.inputs import InputError
+from bertgeom.cone import STREAM_DOCS
+from bertgeom.figures import cone as fc
+from bertgeom.inputs import TOKEN_SET_LABELS, TOKEN_SETS
 from bertgeom.ui import cone_cache
+from bertgeom.ui.cone_sections import SECTIONS, View
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
-
-MAX_SET = 400  # inputs read from an upload (bounded work)
-
-
-@contextmanager
-def guarded(what: str):
-    """Turn any failure into one sentence (never a traceback)."""
-    try:
-        yield
-    except InputError as exc:
-        st.error(str(exc))
-    except Exception as exc:  # noqa: BLE001 - the page must not show tracebacks
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        st.error(f"{what} failed: {first}")
-
-
-def csv_button(df: pd.DataFrame, name: str, key: str, label: str = "Download CSV") -> None:
-    st.download_button(label, df.to_csv(index=False).encode(), file_name=name, mime="text/csv", key=key,
-                       on_click="ignore", icon=":material/download:")
-
-
-def chart(fig, key: str) -> None:
-    st.plotly_chart(fig, key=key, config=figures.PLOTLY_CONFIG)
-
+from bertgeom.ui.widgets import chart, csv_button, doc_list, guarded, teaching
 
 st.title("Cone Index per Layer")
 st.caption(
@@ -45,40 +22,7 @@ st.caption(
     "≈ √m for unrelated directions). Follow it through the layers and through each sub-step."
 )
 
-with st.expander("What a narrow cone means — a two-minute read", icon=":material/school:"):
-    st.markdown(
-        """
-**The picture.** In every layer each token is a vector (384 numbers for MiniLM and the variant
-model). Forget the lengths and keep only the directions: each token becomes an arrow of length 1.
-If the arrows point every which way they cancel when added, and the sum is short — about **√m**
-for m unrelated arrows (the dashed line in the plots). If they all point the same way the sum has
-length **m**. The **cone index** is that length, **I = ‖Σ x/‖x‖‖**; **I/m** puts it on a 0–1 scale
-(it equals the square root of the average cosine between all pairs of tokens).
-
-**A narrow cone** (I/m close to 1) means the tokens share one dominant direction and differ only
-by small angles around it. Transformers are known to be *anisotropic* in this way: their token
-vectors crowd into a cone instead of filling the space. Watching I/m layer by layer shows where
-the stream of information *converges* (tokens become alike, e.g. as each absorbs a summary of the
-whole input — what a classifier needs in its [CLS] token) and where it *spreads* again.
-
-**Inside a layer** (the *streams*): each attention head averages the tokens it looks at — averaging
-pulls vectors together, so head outputs are often a narrow cone; concatenation + W_O and the
-residual + LayerNorm mix that back with the input; the MLP then acts on each token alone. Comparing
-the streams shows which step narrows or widens the cone.
-
-**Cautions.** A constant offset shared by all tokens is enough to narrow the cone, and the index
-says nothing about *which* direction is shared. The token set matters: [CLS] and [SEP] are often
-outliers, and padding rows (the official code used all 512 rows) are near-copies of each other
-that inflate the index — try the token-set box. On a 2-layer *random* model the numbers are a
-baseline, not a finding.
-
-**What is reconstructed.** The paper's body text could not be read. The formula (rows scaled to
-unit length, then summed) is the official code's; the paper writes ‖Σx‖ without the scaling
-(available below as *raw vectors*). The corrected "post-attention" stream, the silhouette score
-and the properly normalised entropies are our additions (PROPOSED in the spec); the official
-code's versions are shown next to them where they differ.
-"""
-    )
+teaching("cone_index", "What a narrow cone means — a two-minute read", icon=":material/school:")
 
 loaded, trace = current_model_and_trace()
 model_id = st.session_state["model_id"]
@@ -87,20 +31,8 @@ text = current_input_text(loaded)
 L, H = trace.num_layers, trace.num_heads
 max_pos = min(int(loaded.max_tokens), 512)  # the paper's fixed length (or the model's, if shorter)
 
-if is_spike:
-    from bertgeom.genome.classes import CLASS_DISPLAY
-
-    DISPLAY = {**CLASS_DISPLAY, "": "all inputs"}
-else:
-    DISPLAY = {"": "all inputs (unlabelled)"}
-
-TOKEN_LABELS = {
-    "content": "content tokens (default)",
-    "content+cls": "content tokens + [CLS]",
-    "all": "all positions (official code)",
-}
 c1, c2, c3 = st.columns([3, 3, 3], vertical_alignment="bottom")
-token_set = c1.selectbox("Token set", list(TOKEN_SETS), key="w_cone_tokens", format_func=TOKEN_LABELS.get,
+token_set = c1.selectbox("Token set", list(TOKEN_SETS), key="w_cone_tokens", format_func=TOKEN_SET_LABELS.get,
                          help="Which rows enter the cone index. " + " · ".join(f"{k}: {v}" for k, v in TOKEN_SETS.items()))
 pad_ok = token_set == "all" and trace.encoded.n_tokens < max_pos
 pad = c2.checkbox(f"Pad to {max_pos} as the paper (PAD rows included)", key="w_cone_pad", disabled=not pad_ok,
@@ -134,7 +66,7 @@ k5.metric(f"{norm_label}, last layer", f"{hid_n[-1]:.3f}")
 what = "this genome" if is_spike else "this input"
 chart(fc.cone_curve({what: hid}, m, normalized_curves={what: hid_n}, normalized_label=norm_label,
                     raw_reference=unit,
-                    title=f"Cone index of hidden_states[0…{L}] — {TOKEN_LABELS[token_set]}, m = {m}"),
+                    title=f"Cone index of hidden_states[0…{L}] — {TOKEN_SET_LABELS[token_set]}, m = {m}"),
       "w_cone_curve")
 curve_df = pd.DataFrame({"layer": np.arange(L + 1), "I": hid, "I_over_m" if unit else "I_over_sum_norms": hid_n,
                          "m": m, "sqrt_m": np.sqrt(m), "token_set": token_set, "padded_to": pad_to or 0})
@@ -143,415 +75,17 @@ if pad_to:
     st.caption(f"ℹ️ Padded to {pad_to} positions: {pad_to - trace.encoded.n_tokens} PAD rows count in m "
                "(the official code's choice; they are near-duplicates and inflate I).")
 
-SECTIONS = {
-    "streams": "Streams inside each layer",
-    "classes": "Per class over a set",
-    "distribution": "Data distribution ([CLS])",
-    "entropy": "Attention entropies",
-}
 st.divider()
-section = st.segmented_control("Show", list(SECTIONS), format_func=SECTIONS.get, default="streams", required=True,
-                               key="w_cone_section")
+section = st.segmented_control("Show", list(SECTIONS), format_func=lambda k: SECTIONS[k][0], default="streams",
+                               required=True, key="w_cone_section")
+SECTIONS[section][1](View(loaded, trace, model_id, text, token_set, pad_to, unit, max_pos, cur, section))
 
-
-# ------------------------------------------------------------------ set helpers
-def choose_set():
-    """Set source widgets; returns (items, fingerprint, note) or None."""
-    results = cone_cache.results_dirs() if is_spike else []
-    if is_spike:
-        sources = ["shipped", "upload"] + (["precomputed"] if results else [])
-        src = st.radio("Set", sources, horizontal=True, key="w_cone_set",
-                       format_func={"shipped": "shipped held-out genomes (labelled, 8 classes)",
-                                    "upload": "upload a labelled FASTA",
-                                    "precomputed": "a precomputed results directory"}.get)
-    else:
-        src = "shipped"
-    if src == "precomputed":
-        path = st.selectbox("Results directory (from `python -m bertgeom precompute`)", results, key="w_cone_results")
-        note = cone_cache.results_note(path, loaded.weights_hash)
-        st.caption(note)
-        return (), f"precomputed:{path}", note
-    if src == "shipped":
-        items = shipped_set(loaded.spec.input_kind)
-        note = (f"{len(items)} real held-out genomes (none used in training), labelled with their class."
-                if is_spike else f"The {len(items)} shipped example sentences (no labels).")
-    else:
-        u1, u2 = st.columns(2)
-        fasta = u1.file_uploader("FASTA (genomes or spikes)", type=["fasta", "fa", "fna", "txt", "gz", "xz"],
-                                 key="w_cone_fasta")
-        tsv = u2.file_uploader("Labels (optional TSV: name + label)", type=["tsv", "txt", "csv"], key="w_cone_labels",
-                               help="Without it, labels are read from a '|label' suffix of each header (>seq1|omicron).")
-        if fasta is None:
-            st.info("Upload a FASTA file to analyse your own set.")
-            return None
-        items = cone_cache.uploaded_set(fasta.getvalue(), tsv.getvalue() if tsv is not None else None)
-        note = f"Uploaded set '{fasta.name}': {len(items)} records."
-        if len(items) > MAX_SET:
-            items = items[:MAX_SET]
-            note += f" Only the first {MAX_SET} are analysed."
-        if not any(it.label for it in items):
-            note += " No labels were found, so the set is shown as one group."
-    st.caption(note)
-    return tuple(items), set_fingerprint(items), note
-
-
-def load_set():
-    """The chosen set's per-input results (cached), after the correctly-classified filter."""
-    chosen = choose_set()
-    if chosen is None:
-        return None
-    items, fp, _ = chosen
-    if fp.startswith("precomputed:"):  # computed elsewhere (e.g. on a Ray cluster): read, don't run the model
-        data = cone_cache.precomputed_set(fp.split(":", 1)[1])
-    else:
-        data = cone_cache.set_cones(model_id, items, fp, token_set, pad_to)
-    errs = list(zip(data["error_names"].tolist(), data["error_messages"].tolist()))
-    if errs:
-        with st.expander(f"{len(errs)} input(s) could not be analysed"):
-            st.dataframe(pd.DataFrame(errs, columns=["input", "reason"]), hide_index=True, width="stretch")
-    if len(data["names"]) == 0:
-        st.warning("No input of the set could be analysed.")
-        return None
-    labelled = bool(np.any(data["labels"] != ""))
-    if loaded.spec.is_classifier and labelled:
-        acc = float(np.mean(data["correct"][data["labels"] != ""]))
-        only = st.checkbox(f"Correctly classified inputs only (as the official code; accuracy here {acc:.0%})",
-                           key=f"w_cone_correct_{section}")
-        if only:
-            data = conesets.subset(data, data["correct"])
-            if len(data["names"]) == 0:
-                st.warning("No input of the set is classified correctly by this model: untick the box.")
-                return None
-    return items, fp, data, labelled
-
-
-def group_order(data) -> list[str]:
-    present = set(data["labels"].tolist())
-    order = [c for c in loaded.labels if c in present]
-    return order + sorted(present - set(order))
-
-
-def groups_of(data) -> np.ndarray:
-    return data["labels"]
-
-
-STREAM_CHOICES = {
-    "hidden": f"hidden_states[l], l = 0…{L}",
-    "layer_input": "layer input X",
-    "head_output": "head output Z_h (mean over heads)",
-    "one_head": "one head's output Z_h",
-    "post_attention": "after concat + W_O + LayerNorm (U)",
-    "layer_output": "layer output Y (after the MLP)",
-    "multihead_faithful": "'multihead output' (official code)",
-    "one_head_faithful": "one head's output (official code)",
-}
-
-
-STREAM_NEEDS = {"one_head": "head_output", "one_head_faithful": "head_output_faithful"}
-
-
-def available_streams(data) -> list[str]:
-    """The stream choices a set result holds (a precomputed set may hold hidden_states only)."""
-    return [c for c in STREAM_CHOICES if STREAM_NEEDS.get(c, c) in data]
-
-
-def stream_from_choice(data, choice: str, head: int, normalized: bool):
-    if choice == "one_head":
-        return conesets.stream_values(data, "head_output", head=head, normalized=normalized)
-    if choice == "one_head_faithful":
-        return conesets.stream_values(data, "head_output_faithful", head=head, normalized=normalized)
-    return conesets.stream_values(data, choice, normalized=normalized)
-
-
-def stream_label(choice: str, head: int) -> str:
-    return STREAM_CHOICES[choice].replace("one head's", f"head {head + 1}")
-
-
-# ------------------------------------------------------------------ section: streams
-if section == "streams":
-    st.markdown("#### What each step of a layer does to the cone")
-    st.caption(
-        "Per layer: its input X, each head's output Z_h = A_h V_h (band: lowest to highest head), the "
-        "post-attention sublayer U = LayerNorm(X + concat(Z) W_O + b) and the layer output after the MLP. "
-        "X → heads shows what attention does; heads → U what concatenation + W_O + residual do; U → output what "
-        "the MLP does."
-    )
-    s1, s2 = st.columns(2)
-    faithful = s1.toggle("Show the official code's “multihead output”", value=True, key="w_cone_faithful",
-                         help=STREAM_DOCS["multihead_faithful"][1] + ". It skips W_O and the trained LayerNorm, so "
-                              "it differs from U.")
-    normalized = s2.toggle(f"Normalised ({norm_label})", value=True, key="w_cone_stream_norm")
-    suffix = "_norm" if normalized else ""
-    keys = ["layer_input", "head_output", "post_attention", "layer_output"]
-    if faithful:
-        keys += ["multihead_faithful"]
-    streams = {k: cur[k + suffix] for k in keys}
-    chart(fc.stream_curves(streams, conesets.STREAM_LABELS, m, normalized=normalized, reference=unit or normalized,
-                           title=f"Cone index of the streams of each layer (m = {m})"), "w_cone_streams")
-    st.markdown("##### Each head's output, layer × head")
-    hcols = st.columns(2 if faithful else 1)
-    zr = (0.0, 1.0) if normalized else None
-    with hcols[0]:
-        chart(fc.head_heatmap(cur["head_output" + suffix], title="head output Z_h (true attention, W_V with bias)",
-                              colour_label=norm_label if normalized else "I", zrange=zr), "w_cone_heads")
-    if faithful:
-        with hcols[1]:
-            chart(fc.head_heatmap(cur["head_output_faithful" + suffix],
-                                  title="head output, official code (transposed slices, no bias, no mask)",
-                                  colour_label=norm_label if normalized else "I", zrange=zr), "w_cone_heads_faithful")
-    rows = {"layer": np.arange(1, L + 1)}
-    for k in ["layer_input", "head_output", "post_attention", "layer_output", "multihead_faithful",
-              "head_output_faithful"]:
-        v, vn = cur[k], cur[k + "_norm"]
-        if v.ndim == 2:
-            v, vn = v.mean(1), vn.mean(1)
-            k = k + "_mean_over_heads"
-        rows[f"{k}_I"], rows[f"{k}_{'I_over_m' if unit else 'I_over_sum_norms'}"] = v, vn
-    stream_df = pd.DataFrame(rows)
-    with st.expander("Numbers (per layer)"):
-        st.dataframe(stream_df, hide_index=True, width="stretch")
-    head_df = pd.DataFrame([{"layer": l + 1, "head": h + 1, "I": cur["head_output"][l, h],
-                             "I_norm": cur["head_output_norm"][l, h],
-                             "I_official_code": cur["head_output_faithful"][l, h],
-                             "I_norm_official_code": cur["head_output_faithful_norm"][l, h]}
-                            for l in range(L) for h in range(H)])
-    d1, d2 = st.columns(2)
-    with d1:
-        csv_button(stream_df, "cone_index_streams.csv", "w_cone_streams_csv", "Download streams CSV")
-    with d2:
-        csv_button(head_df, "cone_index_heads.csv", "w_cone_heads_csv", "Download per-head CSV")
-
-# ------------------------------------------------------------------ section: per class
-elif section == "classes":
-    st.markdown("#### How the cone evolves for each class")
-    with guarded("The computation over the set"):
-        loaded_set = load_set()
-        if loaded_set is not None:
-            items, fp, data, labelled = loaded_set
-            groups, order = groups_of(data), group_order(data)
-            if not labelled:
-                st.info("This set has no class labels, so all inputs form one family of curves "
-                        "(mean ± sd over the set). Use the variant model with its genomes for per-class curves.")
-            a1, a2, a3 = st.columns([4, 2, 2])
-            streams_here = available_streams(data)
-            choice = a1.selectbox("Stream", streams_here, format_func=STREAM_CHOICES.get, key="w_cone_set_stream")
-            head = a2.number_input("Head (one-head streams)", 1, H, min(5, H), key="w_cone_set_head",
-                                   help="For the streams of one head. The official code used head 5 (index 4).") - 1
-            normalized = a3.toggle("Normalised (I / m)", value=True, key="w_cone_set_norm")
-            values, x = stream_from_choice(data, choice, head, normalized)
-            mref = float(np.median(data["m"]))
-            ref = 1 / np.sqrt(mref) if normalized else np.sqrt(mref)
-            chart(fc.class_curves(values, groups, x=x, order=order, display=DISPLAY,
-                                  y_title="I / m" if normalized else "I", unit_range=normalized,
-                                  reference=ref, reference_label=f"isotropic (median m = {mref:.0f})",
-                                  x_title="layer (0 = embeddings)" if choice == "hidden" else "layer",
-                                  title=f"{stream_label(choice, head)}: mean ± sd "
-                                        f"{'per class' if labelled else 'over the set'}, {len(values)} inputs"),
-                  "w_cone_class_curves")
-            st.markdown("##### Histograms per layer (20 bins, as the official code)")
-            mode = st.radio("Compare in each layer", ["classes", "streams"], horizontal=True, key="w_cone_hist_mode",
-                            format_func={"classes": "the classes (stream above)",
-                                         "streams": "streams (official code: input, multihead output, output)"}.get)
-            if mode == "classes":
-                series = {g: values[groups == g] for g in order}
-                panels = [f"layer {i}" for i in x]
-                hist_title = f"{stream_label(choice, head)} {'per class' if labelled else 'over the set'}"
-            else:
-                h1, h2 = st.columns(2)
-                cls_opts = ["__all__"] + order
-                default_cls = "omicron" if "omicron" in order else "__all__"
-                pick = h1.selectbox("Inputs", cls_opts, index=cls_opts.index(default_cls), key="w_cone_hist_class",
-                                    format_func=lambda c: "all inputs" if c == "__all__" else DISPLAY.get(c, c))
-                stream_opts = [c for c in streams_here if c != "hidden"]
-                chosen_streams = h2.multiselect(
-                    "Streams", stream_opts, key="w_cone_hist_streams",
-                    default=[c for c in ("layer_input", "multihead_faithful", "layer_output") if c in stream_opts],
-                    format_func=lambda c: stream_label(c, head))
-                sel = np.ones(len(groups), bool) if pick == "__all__" else groups == pick
-                series = {stream_label(c, head): stream_from_choice(data, c, head, normalized)[0][sel]
-                          for c in chosen_streams}
-                panels = [f"layer {i}" for i in range(1, L + 1)]
-                hist_title = f"streams of {'all inputs' if pick == '__all__' else DISPLAY.get(pick, pick)}"
-            if series:
-                chart(fc.layer_histograms(series, panel_titles=panels, display=DISPLAY,
-                                          x_title="I / m" if normalized else "I", title=hist_title),
-                      "w_cone_hists")
-            stats = conesets.group_stats(values, groups, order)
-            stat_df = pd.DataFrame([{"class": DISPLAY.get(g, g), "layer": int(xi), "mean": s["mean"][j],
-                                     "sd": s["sd"][j], "n": int(s["n"])}
-                                    for g, s in stats.items() for j, xi in enumerate(x)])
-            per_input = pd.DataFrame({"input": data["names"], "label": data["labels"], "predicted": data["predicted"],
-                                      "correct": data["correct"], "m": data["m"]})
-            for j, xi in enumerate(x):
-                per_input[f"layer_{xi}"] = values[:, j]
-            with st.expander("Numbers (mean ± sd per class and layer)"):
-                st.dataframe(stat_df, hide_index=True, width="stretch")
-            d1, d2 = st.columns(2)
-            with d1:
-                csv_button(stat_df, "cone_index_per_class.csv", "w_cone_class_csv", "Download per-class CSV")
-            with d2:
-                csv_button(per_input, "cone_index_per_input.csv", "w_cone_inputs_csv", "Download per-input CSV")
-
-# ------------------------------------------------------------------ section: data distribution
-elif section == "distribution":
-    st.markdown("#### Where the classes separate: the [CLS] vectors of the set, layer by layer")
-    st.caption("Each point is one input's [CLS] vector (or the mean of its content tokens) after the chosen layer, "
-               "projected to 2 or 3 dimensions; colour = true class. PCA is exact and fast; UMAP and t-SNE "
-               "(seed 42) are slower and only run when you pick them.")
-    with guarded("The data-distribution analysis"):
-        loaded_set = load_set()
-        if loaded_set is not None:
-            items, fp, data, labelled = loaded_set
-            groups, order = groups_of(data), group_order(data)
-            feat_opts = {k: v for k, v in (("cls", "[CLS] vector"), ("mean", "mean of the content tokens"),
-                                           ("logits", "logits (pre-softmax, the classifier's output)")) if k in data}
-            if not feat_opts:
-                st.info("This set holds no vectors to project.")
-                st.stop()
-            b1, b2, b3 = st.columns([3, 3, 2])
-            feature = b1.selectbox("Vectors", list(feat_opts), format_func=feat_opts.get, key="w_cone_feature")
-            method = b2.radio("Projection", ["pca", "umap", "tsne"], horizontal=True, key="w_cone_method",
-                              format_func={"pca": "PCA", "umap": "UMAP (slow)", "tsne": "t-SNE (slow)"}.get)
-            dims = b3.radio("Plot", [2, 3], horizontal=True, key="w_cone_dims", format_func=lambda d: f"{d}-D")
-            if feature == "logits":
-                X = data["logits"].astype(np.float64)
-                layer_name = "logits"
-                layer = None
-            else:
-                layer = st.slider("Layer (0 = embeddings)", 0, L, L, key="w_cone_proj_layer")
-                X = data[feature][:, layer, :].astype(np.float64)
-                layer_name = f"layer {layer}"
-            N = X.shape[0]
-            if method != "pca" and N < dims + 3:
-                st.warning(f"{method.upper()} needs at least {dims + 3} inputs; this set has {N}. Showing PCA.")
-                method = "pca"
-            proj = cone_cache.projection(X, method, dims)
-            hover = [f"{n}<br>label: {DISPLAY.get(lab, lab) or '—'}<br>predicted: {p or '—'}"
-                     for n, lab, p in zip(data["names"], data["labels"], data["predicted"])]
-            if proj.explained_variance_ratio is not None:
-                ax = [f"PC{i + 1} ({100 * r:.1f}%)" for i, r in enumerate(proj.explained_variance_ratio)]
-                ptitle = f"PCA of {feat_opts[feature]}, {layer_name}: {100 * proj.total_explained_variance:.1f}% of the variance shown"
-            else:
-                ax = [f"{method.upper()} {i + 1}" for i in range(dims)]
-                ptitle = f"{ 'UMAP' if method == 'umap' else 't-SNE'} of {feat_opts[feature]}, {layer_name} (seed 42)"
-            p1, p2 = st.columns([3, 2])
-            with p1:
-                chart(fc.projection_scatter(proj.coords, groups, hover=hover, order=order, display=DISPLAY,
-                                            title=ptitle, axis_titles=ax), "w_cone_proj")
-            with p2:
-                k = int(min(10, N, X.shape[1]))
-                chart(fc.pareto_chart(cone_cache.pareto(X, k), title=f"PCA: explained variance, {layer_name}"),
-                      "w_cone_pareto")
-            n_cls = len(set(groups.tolist()) - {""})
-            sep_df = None
-            if feature != "logits" and labelled and n_cls >= 2:
-                has = groups != ""  # unlabelled inputs do not count in the score
-                feats = np.transpose(data[feature][has], (1, 0, 2)).astype(np.float64)
-                sep = cone_cache.separability(feats, groups[has])
-                chart(fc.layer_score_curve({"silhouette (−1…1)": sep["silhouette"]}, selected=layer,
-                                           y_title="silhouette",
-                                           title="Separability of the classes per layer (silhouette, full dimension)"),
-                      "w_cone_silhouette")
-                st.caption("Silhouette (PROPOSED in the spec): for each input, how much closer it is to its own class than "
-                           "to the nearest other class, averaged; near 0 = classes overlap, near 1 = well separated.")
-                sep_df = pd.DataFrame({"layer": np.arange(L + 1), "silhouette": sep["silhouette"],
-                                       "between_within_variance_ratio": sep["variance_ratio"]})
-            elif not labelled:
-                st.info("No class labels in this set: the points are one group and no separability score is defined.")
-            coord_df = pd.DataFrame(proj.coords, columns=[f"dim{i + 1}" for i in range(dims)])
-            coord_df.insert(0, "label", data["labels"])
-            coord_df.insert(0, "input", data["names"])
-            d1, d2 = st.columns(2)
-            with d1:
-                csv_button(coord_df, f"projection_{method}_{layer_name.replace(' ', '')}.csv", "w_cone_proj_csv",
-                           "Download coordinates CSV")
-            if sep_df is not None:
-                with d2:
-                    csv_button(sep_df, "separability_per_layer.csv", "w_cone_sep_csv", "Download separability CSV")
-
-# ------------------------------------------------------------------ section: entropies
-elif section == "entropy":
-    st.markdown("#### Entropies of attention, per layer (mean over heads; band: lowest to highest head)")
-    st.caption("Left: exactly as the official code computes them — its “von Neumann” entropy scales the "
-               "|eigenvalues| to unit L2 norm (so they do not sum to 1), and its Shannon entropy puts the values of "
-               "all entries into 20 bins (it describes how attention values are spread, not where a token looks). "
-               "Right: properly normalised versions (PROPOSED in the spec): eigenvalues and squared singular "
-               "values scaled to sum 1, and the mean entropy of each token's attention row.")
-    with guarded("The entropy computation"):
-        sources = {"input": "this input"}
-        if loaded.spec.is_classifier and is_spike:
-            sources["class"] = "class-mean attention over the set (official code's recipe)"
-        e1, e2 = st.columns([3, 3], vertical_alignment="bottom")
-        if len(sources) > 1:
-            src = e1.radio("Attention of", list(sources), format_func=sources.get, horizontal=True, key="w_cone_ent_src")
-        else:
-            src = "input"
-            e1.caption("Attention of this input (the class-mean recipe needs a classifier and a labelled set).")
-        pad512 = e2.checkbox(f"{max_pos} × {max_pos} matrix as the official code", value=is_spike, key="w_cone_ent_pad",
-                             help="The code's matrices had 512 rows and columns, [SEP] and padding zeroed. The zeros "
-                                  "change the binned Shannon entropy a lot; the eigenvalue entropy not at all.",
-                             disabled=trace.encoded.n_tokens > max_pos)
-        epad = max_pos if pad512 and trace.encoded.n_tokens <= max_pos else None
-        ent = None
-        if src == "input":
-            ent = cone_cache.input_entropies(model_id, text, epad)
-            where = "this input"
-        else:
-            chosen = choose_set()
-            if chosen is not None:
-                items, fp, _ = chosen
-                labels_present = [c for c in loaded.labels if any(it.label == c for it in items)]
-                if fp.startswith("precomputed:"):
-                    st.info("Per-head entropies need per-head maps: run precompute with `--maps heads` and read "
-                            "`maps/<class>.npy`, or pick the shipped set here.")
-                elif not labels_present:
-                    st.info("This set has no labels of the model's classes.")
-                else:
-                    f1, f2 = st.columns(2)
-                    cls = f1.selectbox("Class", labels_present, key="w_cone_ent_class",
-                                       index=labels_present.index("omicron") if "omicron" in labels_present else 0,
-                                       format_func=lambda c: DISPLAY.get(c, c))
-                    only = f2.checkbox("Correctly classified only (as the official code)", value=True,
-                                       key="w_cone_ent_correct")
-                    res = cone_cache.class_entropies(model_id, items, fp, cls, epad, only)
-                    if int(res["n_used"]) == 0:
-                        st.warning("No input of this class qualifies (none is classified correctly?): untick the box.")
-                    else:
-                        ent = res
-                        where = f"mean attention of {int(res['n_used'])} {DISPLAY.get(cls, cls)} inputs"
-        if ent is not None:
-            scaled = st.toggle("Divide the proper entropies by ln n (0 = one direction/key, 1 = uniform)",
-                               key="w_cone_ent_scale")
-            lbl = {k: v[0] for k, v in ENTROPY_DOCS.items()}
-            g1, g2 = st.columns(2)
-            with g1:
-                chart(fc.entropy_figure({k: ent[k] for k in conesets.FAITHFUL_ENTROPIES}, lbl,
-                                        title=f"Official code — {where}"), "w_cone_ent_code")
-            proper = {k: ent[k] / (float(ent["ln_n"]) if scaled else 1.0) for k in conesets.PROPER_ENTROPIES}
-            with g2:
-                chart(fc.entropy_figure(proper, lbl, title=f"Properly normalised — {where}",
-                                        y_title="entropy / ln n" if scaled else "entropy (nats)",
-                                        reference={("maximum 1" if scaled else f"maximum ln n = {float(ent['ln_n']):.2f}"):
-                                                   1.0 if scaled else float(ent["ln_n"])}),
-                      "w_cone_ent_proper")
-            with st.expander("How each entropy is computed"):
-                for k in conesets.FAITHFUL_ENTROPIES + conesets.PROPER_ENTROPIES:
-                    name, formula, source = ENTROPY_DOCS[k]
-                    st.markdown(f"* **{name}** = `{formula}` — {source}")
-                st.markdown(f"n = {int(round(np.exp(float(ent['ln_n']))))} rows kept (not [SEP], not padding) for "
-                            "the proper entropies; the official code's use the whole matrix.")
-            ent_df = pd.DataFrame([{"layer": l + 1, "head": h + 1, **{k: float(ent[k][l, h]) for k in
-                                   conesets.FAITHFUL_ENTROPIES + conesets.PROPER_ENTROPIES}}
-                                   for l in range(L) for h in range(H)])
-            csv_button(ent_df, "attention_entropies.csv", "w_cone_ent_csv", "Download per-head CSV")
 
 with st.expander("Definitions and where they come from"):
     st.markdown("**Cone index** (official code, `distance_cone`): `I = ‖Σ_i x_i/‖x_i‖‖`, 0 ≤ I ≤ m; "
                 "`I/m = sqrt(mean cos(x_i, x_j))`. The paper writes `‖Σ x‖` (the *raw* option).")
-    for key in ("layer_input", "head_output", "post_attention", "layer_output", "multihead_faithful",
-                "head_output_faithful"):
-        name, formula, source = STREAM_DOCS[key]
-        st.markdown(f"* **{name}** = `{formula}` — {source}")
-    st.markdown("Token sets: " + "; ".join(f"**{TOKEN_LABELS[k]}** — {v}" for k, v in TOKEN_SETS.items()) + ".")
+    doc_list(STREAM_DOCS[k] for k in ("layer_input", "head_output", "post_attention", "layer_output",
+                                      "multihead_faithful", "head_output_faithful"))
+    st.markdown("Token sets: " + "; ".join(f"**{TOKEN_SET_LABELS[k]}** — {v}" for k, v in TOKEN_SETS.items()) + ".")
     st.caption("Reconstructed: the paper's text was unavailable, so every definition follows the official code "
                "(paper_spec §2.4, §2.6, §2.7); additions are marked PROPOSED.")

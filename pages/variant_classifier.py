@@ -6,17 +6,16 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertgeom import __version__, figures
-from bertgeom.figures_variant import layer_strip, probability_bars, spike_track
+from bertgeom.figures.base import probability_bars
+from bertgeom.figures.variant import layer_strip, spike_track
 from bertgeom.genome.classes import CLASS_DISPLAY
-from bertgeom.genome.mutations import class_defining_mutations
-from bertgeom.genome.reference import SPIKE_START
 from bertgeom.variant import VARIANT_MODEL_ID
 from bertgeom.models import REGISTRY, ModelLoadError, resolve_spec
 from bertgeom.inputs import InputError
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.genome_input import demo_genomes
 from bertgeom.ui.variant_cache import classify_records, integrated_gradients_for, probabilities_for, split_records
+from bertgeom.ui.widgets import chart
 from bertgeom.variant.explain import (
     apply_changes,
     attention_rollout,
@@ -24,6 +23,7 @@ from bertgeom.variant.explain import (
     parse_change,
     reversion_changes,
 )
+from bertgeom.variant.result import defining_flag, mutation_rows, mutation_tokens, result_record, result_row
 
 st.title("Variant Classifier")
 st.caption(
@@ -127,36 +127,20 @@ with right:
         st.warning("Low confidence: the sequence fails QC, so treat this prediction with caution.")
     elif confidence < min_conf:
         st.warning(f"Low confidence: the model is unsure ({confidence:.1%} < {min_conf:.0%}).")
-    st.plotly_chart(probability_bars(probs, labels, CLASS_DISPLAY, highlight=pred), key="w_probs",
-                    config=figures.PLOTLY_CONFIG)
+    chart(probability_bars(labels, {"probability": probs}, display=CLASS_DISPLAY, highlight=pred), "w_probs")
 
 # ---- mutations -------------------------------------------------------------------------------
 st.markdown("#### Spike mutations")
 report = analysis.mutations
 aligned = analysis.spike.aligned
-defining = class_defining_mutations(pred)
-defining_names = {m.name for m in defining}
-present_nuc = {m.name for m in report.spike_nucleotide}
-aa_rows = []
-for m in report.amino_acid:
-    aa_rows.append({
-        "mutation": m.name, "nucleotide": ", ".join(m.nuc), "domain": m.domain or "",
-        f"defines {CLASS_DISPLAY.get(pred, pred)}": "yes" if set(m.nuc) & defining_names else "",
-        "defining clades": ", ".join(m.defining_clades),
-    })
+aa_rows, missing = mutation_rows(analysis, pred)
 mut_df = pd.DataFrame(aa_rows)
 if len(mut_df):
-    flag = f"defines {CLASS_DISPLAY.get(pred, pred)}"
+    flag = defining_flag(pred)
     st.dataframe(mut_df.style.apply(lambda r: ["background-color: #fde2d9" if r[flag] else "" for _ in r], axis=1),
                  hide_index=True, width="stretch")
 else:
     st.write("No spike amino-acid change against Wuhan-Hu-1.")
-missing = []
-for m in defining:
-    if m.name in present_nuc:
-        continue
-    base = aligned[m.pos - SPIKE_START]
-    missing.append(f"{m.aa or m.name} ({m.name}: {'not covered' if base in 'N-' else 'reference base'})")
 if missing:
     st.caption(f"Defining spike mutations of {CLASS_DISPLAY.get(pred, pred)} not found: " + "; ".join(missing))
 
@@ -175,16 +159,11 @@ tracks = {f"[CLS] attention, layer {layer}": cls_att[layer - 1], "attention roll
 if use_ig:
     ig = integrated_gradients_for(model_id, record_text, labels.index(pred), 16)
     tracks["integrated gradients"] = ig
-mut_tokens = {}
-for m in report.spike_nucleotide:
-    tok = 1 + max(0, (m.pos - SPIKE_START) // 9)
-    if tok < len(axis) - 1:
-        mut_tokens[tok] = (mut_tokens.get(tok, "") + " " + (m.aa or m.name)).strip()
+mut_tokens = mutation_tokens(report, loaded.tokenizer, len(axis))
 with c1:
-    st.plotly_chart(spike_track(tracks, axis, domains, mutation_tokens=mut_tokens), key="w_track",
-                    config=figures.PLOTLY_CONFIG)
+    chart(spike_track(tracks, axis, domains, mutation_tokens=mut_tokens), "w_track")
 with st.expander("[CLS] attention of every layer"):
-    st.plotly_chart(layer_strip(cls_att, axis), key="w_strip", config=figures.PLOTLY_CONFIG)
+    chart(layer_strip(cls_att, axis), "w_strip")
 
 # ---- in-silico mutagenesis -------------------------------------------------------------------
 st.markdown("#### What if? In-silico mutagenesis")
@@ -216,23 +195,10 @@ if changes:
                 f"({new_probs.max():.1%})")
 
 # ---- downloads -------------------------------------------------------------------------------
-manifest = {
-    "app": "bertgeom", "app_version": __version__, "model": loaded.spec.id, "model_hash": loaded.weights_hash,
-    "k": loaded.tokenizer.k, "stride": loaded.tokenizer.stride, "reference": "MN908947.3", "aligner": "minimap2 (mappy)",
-}
-result = {
-    "manifest": manifest, "name": analysis.name, "predicted": pred,
-    "probabilities": {c: float(p) for c, p in zip(labels, probs)},
-    "qc": {"verdict": qc.verdict, "reasons": qc.reasons, "coverage": qc.coverage, "n_share": qc.n_share,
-           "frameshifts": qc.frameshifts, "private": qc.private},
-    "mutations": report.aa_names(), "nucleotide_mutations": report.nuc_names(spike_only=True),
-}
 c1, c2 = st.columns(2)
-c1.download_button("Download result (JSON)", json.dumps(result, indent=1).encode(), "variant_result.json",
-                   "application/json")
-flat = {"name": analysis.name, "predicted": pred, **{f"p_{c}": float(p) for c, p in zip(labels, probs)},
-        "qc": qc.verdict, "mutations": " ".join(report.aa_names()), **manifest}
-c2.download_button("Download result (CSV)", pd.DataFrame([flat]).to_csv(index=False).encode(), "variant_result.csv",
-                   "text/csv")
+c1.download_button("Download result (JSON)", json.dumps(result_record(loaded, analysis, pred, labels, probs),
+                                                      indent=1).encode(), "variant_result.json", "application/json")
+c2.download_button("Download result (CSV)", pd.DataFrame([result_row(loaded, analysis, pred, labels, probs)]).to_csv(
+    index=False).encode(), "variant_result.csv", "text/csv")
 with st.expander("Model card"):
     st.markdown(loaded.extra.get("card") or "No model card was found next to the weights.")

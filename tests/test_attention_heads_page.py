@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bertgeom.figures import picked_head
+from bertgeom.figures.base import picked_head
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SENTENCE = "The cat sat on the mat because it was tired."
@@ -180,7 +180,7 @@ def test_variant_model_domains_set_statistics_ablation_and_comparison(tiny_varia
     at.run()
     assert not at.exception
     probs = [s for s in _chart_specs(at) if s["layout"].get("barmode") == "group"]
-    assert probs and len(probs[0]["data"][0]["x"]) == 8  # 8 classes before / after
+    assert probs and len(probs[0]["data"][0]["y"]) == 8  # 8 classes before / after (horizontal bars)
 
     at.session_state["heads_tab"] = "Compare checkpoints"
     at.run()
@@ -200,7 +200,7 @@ def test_variant_model_domains_set_statistics_ablation_and_comparison(tiny_varia
 def test_domain_masses_partition_the_zeroed_attention(tiny_variant):
     from bertgeom.inputsets import genome_set
     from bertgeom.trace import run_trace
-    from bertgeom.ui.heads_cache import domain_masses
+    from bertgeom.sets.heads import domain_masses
 
     trace = run_trace(tiny_variant, genome_set("demo")[0].text)
     mass, hi = domain_masses(trace.attentions, trace.encoded, theta=0.0)
@@ -212,7 +212,7 @@ def test_domain_masses_partition_the_zeroed_attention(tiny_variant):
 
 def test_js_rows_subsample_long_inputs_only(minilm):
     from bertgeom.trace import run_trace
-    from bertgeom.ui.heads_cache import js_rows_for
+    from bertgeom.sets.heads import js_rows_for
 
     short = run_trace(minilm, SENTENCE).encoded
     assert js_rows_for(short) is None
@@ -230,10 +230,10 @@ def test_class_mean_pads_zeroes_and_averages_like_the_paper(minilm):
     from bertgeom.heads import TokenKinds
     from bertgeom.inputsets import sentence_set
     from bertgeom.trace import run_trace
-    from bertgeom.ui.heads_cache import class_mean
+    from bertgeom.sets.heads import class_mean_over_set
 
     items = sentence_set()[:2]
-    cm = class_mean("minilm-l6", minilm.weights_hash, tuple(it.name for it in items))
+    cm = class_mean_over_set(minilm, items)
     traces = [run_trace(minilm, it.text) for it in items]
     T = max(t.encoded.n_tokens for t in traces)
     expected = np.zeros((6, 12, T, T))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertgeom import figures_cone as fc
+from bertgeom.figures import cone as fc
 
 
 def _y(trace) -> np.ndarray:

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import plotly.io as pio
 
-from bertgeom import figures_heads as fh
-from bertgeom.figures import head_grid, picked_head
+from bertgeom.figures import heads as fh
+from bertgeom.figures.base import head_grid, matrix_heatmap, picked_head, probability_bars
 from plotly_json import plotly_array  # noqa: E402
 
 
@@ -75,12 +75,14 @@ def test_label_charts_distributions_and_lines():
     assert list(bars.data[0].x) == ["L1", "L2", "L3"]
     lines = fh.layer_lines({"a": [0.1, 0.2], "b": [0.3, 0.4]}, xlabels=["emb", "L1"])
     assert len(lines.data) == 2 and list(lines.data[0].x) == ["emb", "L1"]
-    probs = fh.prob_bars(["x", "y"], [0.8, 0.2], [0.6, 0.4])
-    assert [t.name for t in probs.data] == ["all heads", "heads disabled"]
+    probs = probability_bars(["x", "y"], {"all heads": [0.8, 0.2], "heads disabled": [0.6, 0.4]})
+    assert [t.name for t in probs.data] == ["all heads", "heads disabled"] and probs.layout.showlegend
+    one = probability_bars(["x", "y"], {"p": [0.8, 0.2]}, highlight="x")
+    assert list(one.data[0].marker.color) == ["#e4572e", "#9db4c0"] and not one.layout.showlegend
 
 
 def test_matrix_heatmap_and_diverging_grid():
-    m = fh.matrix_heatmap(np.eye(3), ["a", "b", "c"], ["a", "b", "c"], colour_label="JS")
+    m = matrix_heatmap(np.eye(3), ["a", "b", "c"], ["a", "b", "c"], colour_label="JS")
     assert m.data[0].type == "heatmap" and "JS" in m.data[0].hovertemplate
     g = fh.diverging_grid(np.array([[-0.2, 0.1], [0.05, 0.0]]), colour_label="Δ", selected=(0, 1))
     spec = _json(g)

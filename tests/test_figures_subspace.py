@@ -6,7 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from bertgeom import figures_subspace as fs
+from bertgeom.figures import subspace as fs
+from bertgeom.figures.base import matrix_heatmap
 
 
 def _xy(trace) -> tuple[list, list]:
@@ -47,7 +48,7 @@ def test_spectra_angles_and_eigen_figures():
 
 def test_matrix_heatmap_is_centred_on_zero():
     M = np.array([[1.0, -3.0], [0.5, 2.0]])
-    fig = fs.matrix_heatmap(M, title="M")
+    fig = matrix_heatmap(M, title="M", diverging=True)
     hm = fig.data[0]
     assert isinstance(hm, go.Heatmap) and np.asarray(hm.z).shape == (2, 2)
     assert hm.zmin == -3.0 and hm.zmax == 3.0 and hm.zmid == 0.0

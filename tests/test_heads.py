@@ -21,7 +21,6 @@ from bertgeom.heads import (
     class_mean_maps,
     feature_doc,
     head_features,
-    head_name,
     hist_labels,
 )
 
@@ -260,7 +259,7 @@ def test_table_rows_matrix_and_mean():
     t1 = head_features(softmax_maps(rng, 2, 3, 15), kinds)
     t2 = head_features(softmax_maps(rng, 2, 3, 15), kinds)
     rows = t1.to_rows()
-    assert len(rows) == 6 and rows[4]["layer"] == 2 and rows[4]["head"] == 2 and rows[4]["name"] == "2-2"
+    assert len(rows) == 6 and rows[4]["layer"] == 2 and rows[4]["head"] == 2 and rows[4]["name"] == "L2 H2"
     assert rows[4]["prev"] == t1["prev"][1, 1]
     assert isinstance(rows[0]["n_blocks"], int) and "top_col" in rows[0]
     M = t1.matrix(["self", "hist", "entropy"])
@@ -281,7 +280,6 @@ def test_every_feature_is_documented():
         assert label and formula and source
     assert set(FEATURE_DOCS) <= set(t.names)
     assert hist_labels(DEFAULT_DIST_BINS)[0] == "d-33+" and len(hist_labels()) == 15
-    assert head_name(7, 9) == "8-10"
 
 
 def test_class_mean_maps_zeroing_and_threshold_sum():

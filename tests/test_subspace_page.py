@@ -170,7 +170,7 @@ def test_bad_genome_gets_one_sentence_not_a_traceback(tiny_variant_dir, monkeypa
 def test_set_reducer_matches_the_per_input_geometry(tiny_bert):
     from bertgeom.inputsets import InputItem, map_over_set
     from bertgeom.trace import run_trace
-    from bertgeom.ui import subspace_cache as sc
+    from bertgeom.sets import subspace as sc
     from bertgeom.weights import extract_layer_weights
 
     lws = extract_layer_weights(tiny_bert.model)
@@ -203,7 +203,7 @@ def test_faithful_differs_from_correct_when_the_model_has_biases(tiny_bert):
     import torch
 
     from bertgeom.trace import run_trace
-    from bertgeom.ui import subspace_cache as sc
+    from bertgeom.sets import subspace as sc
     from bertgeom.weights import extract_layer_weights
 
     trace = run_trace(tiny_bert, SENTENCE)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from bertgeom.tables import head_label
+
 #: Toolbar options for ``st.plotly_chart(config=...)``: SVG download, no logo.
 PLOTLY_CONFIG = {
     "displaylogo": False,
@@ -20,11 +22,6 @@ PLOTLY_CONFIG = {
 }
 
 SELECTED_COLOUR = "#e4572e"
-
-
-def head_label(layer: int, head: int) -> str:
-    """1-based display name of a 0-based (layer, head)."""
-    return f"L{layer + 1} H{head + 1}"
 
 
 def head_grid(
@@ -57,7 +54,7 @@ def head_grid(
     fig = go.Figure()
     if categories is not None:
         cats = np.asarray(categories).ravel()
-        palette = _category_palette(sorted(set(cats.tolist())))
+        palette = category_colours(sorted(set(cats.tolist())))
         for cat, colour in palette.items():
             sel = cats == cat
             fig.add_trace(
@@ -140,24 +137,130 @@ def picked_head(event) -> tuple[int, int] | None:
     return None
 
 
-def _category_palette(categories: Sequence[str]) -> dict[str, str]:
-    base = [
-        "#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2",
-        "#eeca3b", "#9d755d", "#ff9da6", "#bab0ac", "#2f4b7c", "#a05195",
-    ]
-    return {c: base[i % len(base)] for i, c in enumerate(categories)}
+#: Qualitative colours for categories (colour-blind friendly first).
+PALETTE = (
+    "#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2",
+    "#eeca3b", "#9d755d", "#ff9da6", "#bab0ac", "#2f4b7c", "#a05195",
+)
 
 
-def top_arcs(attention: np.ndarray, labels: Sequence[str], *, theta: float = 0.3, limit: int = 50) -> list[dict]:
-    """Entries ``A[i, j] >= theta`` sorted by weight: the head's strongest links."""
-    a = np.asarray(attention)
-    i, j = np.nonzero(a >= theta)
-    order = np.argsort(-a[i, j], kind="stable")[:limit]
-    return [
-        {"query": labels[i[k]], "key": labels[j[k]], "query_pos": int(i[k]), "key_pos": int(j[k]),
-         "offset": int(j[k] - i[k]), "weight": float(a[i[k], j[k]])}
-        for k in order
-    ]
+def _vocabulary_colours() -> dict[str, str]:
+    """Fixed colours of the categories every page shares, by raw and display name: the pattern
+    labels (Kovaleva, gates, Clark: one colour each across the three, as they meet in one chart)
+    and the variant classes."""
+    from plotly.colors import qualitative
+
+    from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
+    from bertgeom.patterns import CLARK_CLASSES, DISPLAY_NAMES, GATE_CLASSES, KOVALEVA_CLASSES
+
+    fixed: dict[str, str] = {}
+    extended = PALETTE + tuple(qualitative.Dark24)
+    labels = dict.fromkeys(KOVALEVA_CLASSES + GATE_CLASSES + CLARK_CLASSES)
+    for vocabulary, display, colours in ((labels, DISPLAY_NAMES, extended), (CLASSES, CLASS_DISPLAY, PALETTE)):
+        for i, name in enumerate(vocabulary):
+            fixed.setdefault(name, colours[i % len(colours)])
+            fixed.setdefault(display.get(name, name), colours[i % len(colours)])
+    return fixed
+
+
+_FIXED: dict[str, str] = {}
+
+
+def category_colours(categories: Sequence[str]) -> dict[str, str]:
+    """One colour per category, the same in every chart: a category of a shared vocabulary
+    (a pattern label, a variant class) keeps its own colour; any other is coloured in the order
+    given (12 colours, then plotly's 48 beyond 12 categories)."""
+    if not _FIXED:
+        _FIXED.update(_vocabulary_colours())
+    categories = list(categories)
+    others = [c for c in categories if str(c) not in _FIXED]
+    base = PALETTE
+    if len(others) > len(PALETTE):
+        from plotly.colors import qualitative
+
+        base = tuple(qualitative.Dark24 + qualitative.Light24)
+    free = {c: base[i % len(base)] for i, c in enumerate(others)}
+    return {c: _FIXED.get(str(c), free.get(c)) for c in categories}
+
+
+def layout(fig: go.Figure, *, title: str = "", height: int = 320, legend_below: bool = False, **kw) -> go.Figure:
+    """The common look: white background, light grid, a left-aligned title."""
+    fig.update_layout(
+        title=dict(text=title, x=0, xanchor="left", font=dict(size=14)) if title else None,
+        height=height,
+        margin=dict(l=55, r=20, t=50 if title else 20, b=60 if legend_below else 45),
+        plot_bgcolor="white",
+        **({"legend": dict(orientation="h", yanchor="top", y=-0.24, x=0), "hovermode": "closest"} if legend_below else {}),
+        **kw,
+    )
+    fig.update_xaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False)
+    fig.update_yaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False)
+    return fig
+
+
+def matrix_heatmap(
+    M: np.ndarray,
+    row_labels: Sequence | None = None,
+    col_labels: Sequence | None = None,
+    *,
+    title: str = "",
+    colour_label: str = "",
+    colorscale: str = "Viridis",
+    zrange: tuple[float, float] | None = None,
+    diverging: bool = False,
+    fmt: str = ".3g",
+    x_title: str = "",
+    y_title: str = "",
+    height: int | None = None,
+) -> go.Figure:
+    """A matrix as a heatmap (float32 payload), rows top to bottom.
+
+    With labels (heads, domains) the axes are categorical; without, rows and columns are numbered
+    from 1 and the cells are square. ``diverging``: a red-blue scale centred on 0.
+    """
+    A = np.asarray(M, dtype=np.float32)
+    labelled = row_labels is not None
+    x = list(col_labels) if labelled else np.arange(A.shape[1]) + 1
+    y = list(row_labels) if labelled else np.arange(A.shape[0]) + 1
+    if diverging:
+        m = float(np.nanmax(np.abs(A))) if A.size else 1.0
+        m = m if m > 0 else 1.0
+        colorscale, zrange = "RdBu_r", (-m, m)
+    where = "%{y} · %{x}" if labelled else "row %{y}, col %{x}"
+    fig = go.Figure(go.Heatmap(
+        z=A, x=x, y=y, colorscale=colorscale, zmid=0.0 if diverging else None,
+        zmin=zrange[0] if zrange else None, zmax=zrange[1] if zrange else None,
+        hovertemplate=f"{where}<br>{colour_label} %{{z:{fmt}}}<extra></extra>",
+        colorbar=dict(title=dict(text=colour_label, side="right"), thickness=12),
+    ))
+    layout(fig, title=title, height=height or min(900, max(320, 120 + 9 * A.shape[0])))
+    fig.update_xaxes(title=x_title, showgrid=False, **(dict(type="category", tickangle=-60) if labelled
+                                                         else dict(constrain="domain")))
+    fig.update_yaxes(title=y_title, showgrid=False, autorange="reversed",
+                     **(dict(type="category") if labelled else dict(scaleanchor="x", scaleratio=1, constrain="domain")))
+    return fig
+
+
+def probability_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, display: dict | None = None,
+                     highlight: str | None = None, title: str = "") -> go.Figure:
+    """Horizontal bars of class probabilities: one series (the predicted class ``highlight``ed)
+    or several side by side (e.g. before / after disabling heads)."""
+    display = display or {}
+    names = [display.get(c, c) for c in labels]
+    fig = go.Figure()
+    colours = ("#9db4c0", SELECTED_COLOUR)
+    for i, (name, probs) in enumerate(series.items()):
+        p = np.asarray(probs, dtype=float)
+        colour = ([SELECTED_COLOUR if c == highlight else colours[0] for c in labels] if len(series) == 1
+                  else colours[i % 2])
+        fig.add_trace(go.Bar(x=p, y=names, orientation="h", name=name, marker_color=colour,
+                             text=[f"{v:.1%}" for v in p], textposition="outside", cliponaxis=False,
+                             hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
+    layout(fig, title=title, height=60 + 28 * len(labels) * max(1, len(series)) + (40 if title else 0),
+           barmode="group", showlegend=len(series) > 1, legend=dict(orientation="h", y=-0.2))
+    fig.update_xaxes(range=[0, 1.12], title="probability", tickformat=".0%")
+    fig.update_yaxes(autorange="reversed", showgrid=False)
+    return fig
 
 
 def token_lines(attention: np.ndarray, tokens: Sequence[str], *, theta: float = 0.05, title: str = "") -> go.Figure:

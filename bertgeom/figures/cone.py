@@ -13,11 +13,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-#: Qualitative colours for classes / groups (colour-blind friendly first).
-PALETTE = (
-    "#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d",
-    "#ff9da6", "#bab0ac", "#2f4b7c", "#a05195",
-)
+from bertgeom.figures.base import PALETTE, category_colours, layout
+
 REFERENCE_COLOUR = "#888888"
 
 #: Colours of the streams (fixed so the same stream looks the same in every figure).
@@ -32,29 +29,10 @@ STREAM_COLOURS = {
 }
 
 
-def group_colours(groups: Sequence[str]) -> dict[str, str]:
-    """A stable colour per group, in the given order."""
-    return {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(groups)}
-
-
 def _rgba(hex_colour: str, alpha: float) -> str:
     h = hex_colour.lstrip("#")
     r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
     return f"rgba({r},{g},{b},{alpha})"
-
-
-def _layout(fig: go.Figure, *, title: str = "", height: int = 360, legend_below: bool = True) -> go.Figure:
-    fig.update_layout(
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        height=height,
-        margin=dict(l=55, r=20, t=60 if title else 25, b=60),
-        plot_bgcolor="white",
-        legend=dict(orientation="h", yanchor="top", y=-0.24, x=0) if legend_below else None,
-        hovermode="closest",
-    )
-    fig.update_xaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False)
-    fig.update_yaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False)
-    return fig
 
 
 def _band(fig, x, lo, hi, colour, name, *, row=None, col=None, legendgroup=None):
@@ -91,7 +69,7 @@ def cone_curve(curves: Mapping[str, np.ndarray] | np.ndarray, m: int, *, title: 
                         subplot_titles=("cone index I", f"normalised {normalized_label} (0…1)"))
     n = len(next(iter(curves.values())))
     x = np.arange(n)
-    colours = group_colours(list(curves))
+    colours = category_colours(list(curves))
     for name, y in curves.items():
         y = np.asarray(y, float)
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=name, legendgroup=name,
@@ -113,7 +91,7 @@ def cone_curve(curves: Mapping[str, np.ndarray] | np.ndarray, m: int, *, title: 
     fig.update_xaxes(title_text="layer (0 = embeddings)", tickmode="linear", dtick=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], row=1, col=2)
-    return _layout(fig, title=title, height=380)
+    return layout(fig, title=title, height=380, legend_below=True)
 
 
 def stream_curves(streams: Mapping[str, np.ndarray], labels: Mapping[str, str], m: int, *,
@@ -149,7 +127,7 @@ def stream_curves(streams: Mapping[str, np.ndarray], labels: Mapping[str, str], 
     fig.update_yaxes(title_text="I / m" if normalized else "I", rangemode="tozero")
     if normalized:
         fig.update_yaxes(range=[0, 1.05])
-    return _layout(fig, title=title, height=400)
+    return layout(fig, title=title, height=400, legend_below=True)
 
 
 def head_heatmap(values: np.ndarray, *, title: str = "", colour_label: str = "I / m",
@@ -166,7 +144,7 @@ def head_heatmap(values: np.ndarray, *, title: str = "", colour_label: str = "I 
     ))
     fig.update_xaxes(title_text="head", tickmode="linear", dtick=1)
     fig.update_yaxes(title_text="layer", tickmode="linear", dtick=1, autorange="reversed")
-    return _layout(fig, title=title, height=max(220, 90 + 34 * L), legend_below=False)
+    return layout(fig, title=title, height=max(220, 90 + 34 * L), legend_below=False)
 
 
 # -------------------------------------------------------------------------------------------
@@ -188,7 +166,7 @@ def class_curves(values: np.ndarray, groups: Sequence[str], *, x: Sequence[int] 
     x = np.arange(K) if x is None else np.asarray(x)
     present = set(g.tolist())
     keys = [k for k in (order or sorted(present)) if k in present]
-    colours = group_colours(list(order or sorted(present)))
+    colours = category_colours(list(order or sorted(present)))
     display = display or {}
     fig = go.Figure()
     for k in keys:
@@ -210,7 +188,7 @@ def class_curves(values: np.ndarray, groups: Sequence[str], *, x: Sequence[int] 
     fig.update_yaxes(title_text=y_title)
     if unit_range:
         fig.update_yaxes(range=[0, 1.05])
-    return _layout(fig, title=title, height=420)
+    return layout(fig, title=title, height=420, legend_below=True)
 
 
 def histogram_counts(series: Mapping[str, np.ndarray], bins: int = 20) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -243,7 +221,7 @@ def layer_histograms(series: Mapping[str, np.ndarray], *, panel_titles: Sequence
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(panel_titles), horizontal_spacing=0.06,
                         vertical_spacing=0.16 if rows > 1 else 0.1)
     keys = list(series)
-    colours = group_colours(list(order) if order else keys)
+    colours = category_colours(list(order) if order else keys)
     for j in range(K):
         edges, counts = histogram_counts({k: np.asarray(series[k], float)[:, j] for k in keys}, bins)
         r, c = j // cols + 1, j % cols + 1
@@ -260,7 +238,7 @@ def layer_histograms(series: Mapping[str, np.ndarray], *, panel_titles: Sequence
     fig.update_xaxes(title_text=x_title, row=rows)
     fig.update_yaxes(title_text="count", col=1)
     fig.update_annotations(font_size=12)
-    return _layout(fig, title=title, height=120 + 230 * rows)
+    return layout(fig, title=title, height=120 + 230 * rows, legend_below=True)
 
 
 def projection_scatter(coords: np.ndarray, groups: Sequence[str], *, hover: Sequence[str] | None = None,
@@ -274,7 +252,7 @@ def projection_scatter(coords: np.ndarray, groups: Sequence[str], *, hover: Sequ
     g = np.asarray(groups).astype(str)
     present = set(g.tolist())
     keys = [c for c in (order or sorted(present)) if c in present]
-    colours = group_colours(list(order or sorted(present)))
+    colours = category_colours(list(order or sorted(present)))
     display = display or {}
     hover = np.asarray(hover if hover is not None else [""] * len(g), dtype=object)
     axis_titles = list(axis_titles or [f"dim {i + 1}" for i in range(k)])
@@ -292,11 +270,11 @@ def projection_scatter(coords: np.ndarray, groups: Sequence[str], *, hover: Sequ
     if k == 2:
         fig.update_xaxes(title_text=axis_titles[0])
         fig.update_yaxes(title_text=axis_titles[1])
-        _layout(fig, title=title, height=460)
+        layout(fig, title=title, height=460, legend_below=True)
     else:
         fig.update_layout(scene=dict(xaxis_title=axis_titles[0], yaxis_title=axis_titles[1],
                                      zaxis_title=axis_titles[2]))
-        _layout(fig, title=title, height=520)
+        layout(fig, title=title, height=520, legend_below=True)
         fig.update_layout(margin=dict(l=0, r=0, t=60 if title else 25, b=0))
     return fig
 
@@ -314,7 +292,7 @@ def pareto_chart(ratios: np.ndarray, *, title: str = "") -> go.Figure:
     fig.update_yaxes(title_text="explained variance %", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title_text="cumulative %", range=[0, 105], tickvals=[0, 25, 50, 75, 100], secondary_y=True,
                      showgrid=False)
-    return _layout(fig, title=title, height=340)
+    return layout(fig, title=title, height=340, legend_below=True)
 
 
 def layer_score_curve(scores: Mapping[str, np.ndarray], *, x: Sequence[int] | None = None, title: str = "",
@@ -322,7 +300,7 @@ def layer_score_curve(scores: Mapping[str, np.ndarray], *, x: Sequence[int] | No
                       selected: int | None = None) -> go.Figure:
     """One line per score over layers (e.g. silhouette per layer); ``selected`` marks a layer."""
     fig = go.Figure()
-    colours = group_colours(list(scores))
+    colours = category_colours(list(scores))
     for name, v in scores.items():
         v = np.asarray(v, float)
         xs = np.arange(len(v)) if x is None else np.asarray(x)
@@ -332,7 +310,7 @@ def layer_score_curve(scores: Mapping[str, np.ndarray], *, x: Sequence[int] | No
         fig.add_vline(x=selected, line=dict(color="#e4572e", dash="dot"))
     fig.update_xaxes(title_text=x_title, tickmode="linear", dtick=1)
     fig.update_yaxes(title_text=y_title)
-    return _layout(fig, title=title, height=320)
+    return layout(fig, title=title, height=320, legend_below=True)
 
 
 def entropy_figure(values: Mapping[str, np.ndarray], labels: Mapping[str, str], *, title: str = "",
@@ -342,7 +320,7 @@ def entropy_figure(values: Mapping[str, np.ndarray], labels: Mapping[str, str], 
     ``values``: ``{key: [L, H]}``; ``reference``: optional ``{label: value}`` dashed lines
     (e.g. the maximum ``ln n``)."""
     fig = go.Figure()
-    colours = group_colours(list(values))
+    colours = category_colours(list(values))
     L = 0
     for key, v in values.items():
         v = np.asarray(v, float)
@@ -358,4 +336,4 @@ def entropy_figure(values: Mapping[str, np.ndarray], labels: Mapping[str, str], 
                                  line=dict(color=REFERENCE_COLOUR, dash="dash"), hoverinfo="name"))
     fig.update_xaxes(title_text="layer", tickmode="linear", dtick=1)
     fig.update_yaxes(title_text=y_title, rangemode="tozero")
-    return _layout(fig, title=title, height=380)
+    return layout(fig, title=title, height=380, legend_below=True)

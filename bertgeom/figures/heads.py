@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from bertgeom.figures import SELECTED_COLOUR, _category_palette, head_grid, head_label
+from bertgeom.figures.base import SELECTED_COLOUR, category_colours, head_grid, head_label
 
 __all__ = [
     "attention_map",
@@ -24,8 +24,6 @@ __all__ = [
     "distribution",
     "layer_bars",
     "layer_lines",
-    "prob_bars",
-    "matrix_heatmap",
     "diverging_grid",
 ]
 
@@ -133,7 +131,7 @@ def feature_bars(
 def label_counts(counts: Mapping[str, int], *, display: Mapping[str, str] | None = None, title: str = "") -> go.Figure:
     """Bar chart of how many heads carry each label."""
     keys = list(counts)
-    palette = _category_palette(sorted(keys))
+    palette = category_colours(sorted(keys))
     names = [display.get(k, k) if display else k for k in keys]
     fig = go.Figure(go.Bar(x=names, y=[counts[k] for k in keys], marker_color=[palette[k] for k in keys],
                            text=[counts[k] for k in keys], textposition="outside", cliponaxis=False))
@@ -149,7 +147,7 @@ def label_shares(
     fig = go.Figure()
     seen: set[str] = set()
     all_classes = sorted({c for cls, _ in rows.values() for c in cls})
-    palette = _category_palette(all_classes)
+    palette = category_colours(all_classes)
     for tax, (classes, frac) in rows.items():
         for c, f in zip(classes, np.asarray(frac, dtype=float)):
             if f <= 0:
@@ -193,7 +191,7 @@ def head_scatter(
     fig = go.Figure()
     if categories is not None:
         cats = np.asarray([str(c) for c in categories])
-        palette = _category_palette(sorted(set(cats.tolist())))
+        palette = category_colours(sorted(set(cats.tolist())))
         for cat, colour in palette.items():
             idx = np.flatnonzero(cats == cat)
             fig.add_trace(go.Scatter(
@@ -234,7 +232,7 @@ def distribution(
 ) -> go.Figure:
     """Box or violin per group (e.g. per class) of one head's values over inputs or rows."""
     fig = go.Figure()
-    palette = _category_palette(list(groups))
+    palette = category_colours(list(groups))
     for name, vals in groups.items():
         v = np.asarray(vals, dtype=float).ravel()
         if kind == "violin":
@@ -272,46 +270,6 @@ def layer_lines(series: Mapping[str, Sequence[float]], *, title: str = "", ylabe
     fig.update_layout(title=title, height=300, yaxis=dict(title=ylabel, range=list(yrange) if yrange else None),
                       margin=dict(l=10, r=10, t=40 if title else 10, b=10), plot_bgcolor="white",
                       legend=dict(orientation="h", y=-0.25), font=_FONT)
-    return fig
-
-
-def prob_bars(classes: Sequence[str], before: Sequence[float], after: Sequence[float], *, title: str = "",
-              names: tuple[str, str] = ("all heads", "heads disabled")) -> go.Figure:
-    """Grouped bars of class probabilities before and after an intervention."""
-    fig = go.Figure()
-    for vals, name, colour in ((before, names[0], "#9ecae9"), (after, names[1], "#e4572e")):
-        v = np.asarray(vals, dtype=float)
-        fig.add_trace(go.Bar(x=list(classes), y=v, name=name, marker_color=colour,
-                             text=[f"{p:.2f}" for p in v], textposition="outside", cliponaxis=False))
-    fig.update_layout(barmode="group", title=title, height=320, yaxis=dict(title="probability", range=[0, 1.08]),
-                      margin=dict(l=10, r=10, t=40 if title else 10, b=10), plot_bgcolor="white",
-                      legend=dict(orientation="h", y=-0.2), font=_FONT)
-    return fig
-
-
-def matrix_heatmap(
-    M: np.ndarray,
-    row_labels: Sequence[str],
-    col_labels: Sequence[str],
-    *,
-    title: str = "",
-    colorscale: str = "Viridis",
-    colour_label: str = "",
-    zrange: tuple[float, float] | None = None,
-    fmt: str = ".3g",
-) -> go.Figure:
-    """A plain labelled matrix (head-by-head distances, heads x domains) with a hover template."""
-    M = np.asarray(M, dtype=np.float32)
-    fig = go.Figure(go.Heatmap(
-        z=M, x=list(col_labels), y=list(row_labels), colorscale=colorscale,
-        zmin=zrange[0] if zrange else None, zmax=zrange[1] if zrange else None,
-        hovertemplate="%{y} · %{x}<br>" + colour_label + " %{z:" + fmt + "}<extra></extra>",
-        colorbar=dict(title=dict(text=colour_label, side="right"), thickness=12),
-    ))
-    n = M.shape[0]
-    fig.update_layout(title=title, height=min(900, max(320, 120 + 9 * n)), font=_FONT,
-                      margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-                      xaxis=dict(type="category", tickangle=-60), yaxis=dict(type="category", autorange="reversed"))
     return fig
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertgeom.figures import _category_palette, head_grid, head_label
+from bertgeom.figures.base import category_colours, head_grid, head_label, layout
 
 __all__ = [
     "scalar_grid",
@@ -22,7 +22,6 @@ __all__ = [
     "sym_eigen_figure",
     "principal_angles_figure",
     "complex_eigen_figure",
-    "matrix_heatmap",
     "attention_spectrum_figure",
     "energy_figure",
     "joint_qk_figure",
@@ -36,30 +35,6 @@ KEY_COLOUR = "#f58518"
 POS_COLOUR = "#2f7ebc"
 NEG_COLOUR = "#d6604d"
 ZERO_COLOUR = "#bab0ac"
-
-
-def _palette(names: Sequence[str]) -> dict[str, str]:
-    """Distinct colours for categories: the shared 12-colour palette, or 26 colours beyond 12."""
-    names = list(names)
-    if len(names) <= 12:
-        return _category_palette(names)
-    from plotly.colors import qualitative
-
-    base = qualitative.Dark24 + qualitative.Light24
-    return {c: base[i % len(base)] for i, c in enumerate(names)}
-
-
-def _layout(fig: go.Figure, *, title: str = "", height: int = 320, **kw) -> go.Figure:
-    fig.update_layout(
-        title=dict(text=title, font=dict(size=14)) if title else None,
-        height=height,
-        margin=dict(l=55, r=20, t=45 if title else 15, b=45),
-        plot_bgcolor="white",
-        **kw,
-    )
-    fig.update_xaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False)
-    fig.update_yaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False)
-    return fig
 
 
 # -------------------------------------------------------------------------------------------
@@ -109,7 +84,7 @@ def spectra_figure(
                 marker=dict(size=5), hovertemplate=f"{name}<br>σ_%{{x}} = %{{y:.4g}}<extra></extra>",
             )
         )
-    _layout(fig, title=title, legend=dict(orientation="h", y=-0.25))
+    layout(fig, title=title, legend=dict(orientation="h", y=-0.25))
     fig.update_xaxes(title="index i (descending)")
     fig.update_yaxes(title=y_title, type="log" if log_y else "linear")
     return fig
@@ -139,7 +114,7 @@ def sym_eigen_figure(eigs: np.ndarray, *, d_model: int, rtol: float = 1e-6, titl
     n_trivial = max(d_model - lam.size, 0)
     full_title = title or "Eigenvalues of the symmetric part S_h"
     full_title += f"<br><sup>+ {n_trivial} eigenvalues exactly 0 (rank S_h ≤ 2·d_head)</sup>"
-    _layout(fig, title=full_title, height=340, legend=dict(orientation="h", y=-0.25), bargap=0.1)
+    layout(fig, title=full_title, height=340, legend=dict(orientation="h", y=-0.25), bargap=0.1)
     fig.update_xaxes(title="index i (descending)")
     fig.update_yaxes(title="λ_i(S_h)", zeroline=True, zerolinecolor="#888888")
     return fig
@@ -157,7 +132,7 @@ def principal_angles_figure(angles_rad: np.ndarray, *, title: str = "") -> go.Fi
         go.Bar(x=idx, y=deg, marker_color=QUERY_COLOUR, customdata=idx.tolist(),
                hovertemplate="θ_%{x} = %{y:.2f}°<extra></extra>")
     )
-    _layout(fig, title=title or "Principal angles, query vs key subspace", height=340)
+    layout(fig, title=title or "Principal angles, query vs key subspace", height=340)
     fig.update_xaxes(title="index i (ascending)")
     fig.update_yaxes(title="angle (degrees)", range=[0, 90], dtick=15)
     return fig
@@ -178,43 +153,11 @@ def complex_eigen_figure(eigvals: np.ndarray, *, title: str = "") -> go.Figure:
                                colorbar=dict(title=dict(text="|λ|", side="right"), thickness=10)),
                    hovertemplate="λ = %{x:.3g} %{y:+.3g}i<extra></extra>")
     )
-    _layout(fig, title=title or "Eigenvalues of M_h (complex plane)", height=340)
+    layout(fig, title=title or "Eigenvalues of M_h (complex plane)", height=340)
     lim = 1.08 * (r if r > 0 else 1.0)
     fig.update_xaxes(title="Re λ", range=[-lim, lim], zeroline=True, zerolinecolor="#888888")
     fig.update_yaxes(title="Im λ", range=[-lim, lim], zeroline=True, zerolinecolor="#888888",
                      scaleanchor="x", scaleratio=1)
-    return fig
-
-
-def matrix_heatmap(
-    M: np.ndarray,
-    *,
-    title: str = "",
-    x_title: str = "",
-    y_title: str = "",
-    one_based: bool = True,
-    height: int = 460,
-) -> go.Figure:
-    """Heatmap of a real matrix with a diverging colour scale centred on 0 (float32 payload)."""
-    A = np.asarray(M, dtype=np.float32)
-    m = float(np.nanmax(np.abs(A))) if A.size else 1.0
-    m = m if m > 0 else 1.0
-    off = 1 if one_based else 0
-    fig = go.Figure(
-        go.Heatmap(
-            z=A, x=np.arange(A.shape[1]) + off, y=np.arange(A.shape[0]) + off,
-            colorscale="RdBu_r", zmid=0.0, zmin=-m, zmax=m,
-            colorbar=dict(thickness=12),
-            hovertemplate="row %{y}, col %{x}: %{z:.3g}<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        title=dict(text=title, font=dict(size=14)) if title else None, height=height,
-        margin=dict(l=55, r=20, t=45 if title else 15, b=45), plot_bgcolor="white",
-    )
-    fig.update_xaxes(title=x_title, showgrid=False, constrain="domain")
-    fig.update_yaxes(title=y_title, autorange="reversed", showgrid=False, scaleanchor="x", scaleratio=1,
-                     constrain="domain")
     return fig
 
 
@@ -246,7 +189,7 @@ def attention_spectrum_figure(sv: np.ndarray, *, eps: float = 1e-3, title: str =
         )
     fig.add_hline(y=eps, line=dict(color="#888888", dash="dash"), annotation_text=f"ε = {eps:g}",
                   annotation_position="top right")
-    _layout(fig, title=title or "Singular values of A (D2)", height=340,
+    layout(fig, title=title or "Singular values of A (D2)", height=340,
             legend=dict(orientation="h", y=-0.3), showlegend=True)
     fig.update_xaxes(title="index i (descending)")
     fig.update_yaxes(title="σ_i(A)", type="log", dtick=max(1, int(np.ceil(decades / 6))), exponentformat="power")
@@ -267,7 +210,7 @@ def energy_figure(out_sv: np.ndarray, *, title: str = "") -> go.Figure:
     fig.add_trace(go.Scatter(x=idx, y=np.cumsum(share), name="cumulative", mode="lines+markers",
                              marker=dict(size=4, color=KEY_COLOUR), customdata=idx.tolist(),
                              hovertemplate="first %{x}: %{y:.1%}<extra></extra>"))
-    _layout(fig, title=title or "Energy of the head output Z_h per direction (D3)", height=340,
+    layout(fig, title=title or "Energy of the head output Z_h per direction (D3)", height=340,
             legend=dict(orientation="h", y=-0.3))
     fig.update_xaxes(title="singular direction i of Z_h")
     fig.update_yaxes(title="σ_i² / Σσ²", range=[0, 1.02], tickformat=".0%")
@@ -304,7 +247,7 @@ def joint_qk_figure(
         if categories is None or len(categories) != n:
             raise ValueError("colour_by='category' needs one category per token")
         cats = np.asarray([str(c) for c in categories], dtype=object)
-        palette = _palette(list(dict.fromkeys(cats.tolist())))
+        palette = category_colours(list(dict.fromkeys(cats.tolist())))
         for cat, colour in palette.items():
             sel = np.flatnonzero(cats == cat)
             for kind, P in ((0, Q), (1, K)):
@@ -334,7 +277,7 @@ def joint_qk_figure(
             )
     ev = list(explained) if explained is not None else [None, None]
     ax = [f"PC{i + 1}" + (f" ({ev[i]:.0%})" if i < len(ev) and ev[i] is not None else "") for i in range(2)]
-    _layout(fig, title=title or "Queries (●) and keys (×) in one plane", height=460,
+    layout(fig, title=title or "Queries (●) and keys (×) in one plane", height=460,
             legend=dict(orientation="h", y=-0.18, font=dict(size=10)))
     fig.update_xaxes(title=ax[0])
     fig.update_yaxes(title=ax[1], scaleanchor="x", scaleratio=1)
@@ -366,7 +309,7 @@ def histogram_figure(
         pad = max(abs(lo) * 0.01, 1e-3)
         lo, hi = lo - pad, hi + pad
     edges = np.linspace(lo, hi, nbins + 1)
-    palette = _palette(list(vals))
+    palette = category_colours(list(vals))
     fig = go.Figure()
     for name, v in vals.items():
         v = v[np.isfinite(v)]
@@ -378,7 +321,7 @@ def histogram_figure(
                    customdata=[name] * len(centres),
                    hovertemplate=f"{name}<br>%{{x:.4g}}: %{{y}} inputs<extra></extra>")
         )
-    _layout(fig, title=title, height=300, barmode="overlay", bargap=0,
+    layout(fig, title=title, height=300, barmode="overlay", bargap=0,
             legend=dict(orientation="h", y=-0.3, font=dict(size=10)), showlegend=len(vals) > 1)
     fig.update_xaxes(title=x_title)
     fig.update_yaxes(title="inputs")
@@ -399,7 +342,7 @@ def class_box_figure(
     cls = np.asarray([str(c) for c in classes], dtype=object)
     order = list(order) if order is not None else list(dict.fromkeys(cls.tolist()))
     labels = [str(n) for n in names] if names is not None else [str(i) for i in range(cls.size)]
-    palette = _palette(list(series))
+    palette = category_colours(list(series))
     fig = go.Figure()
     rank = {c: i for i, c in enumerate(order)}
     keep = np.array([c in rank for c in cls], dtype=bool)
@@ -412,7 +355,7 @@ def class_box_figure(
                    marker=dict(color=palette[name], size=5), line=dict(width=1),
                    customdata=[labels[i] for i in idx], hovertemplate="%{customdata}: %{y:.4g}<extra></extra>")
         )
-    _layout(fig, title=title, height=320, boxmode="group",
+    layout(fig, title=title, height=320, boxmode="group",
             legend=dict(orientation="h", y=-0.3), showlegend=len(series) > 1)
     fig.update_xaxes(title="class", categoryorder="array", categoryarray=order)
     fig.update_yaxes(title=y_title)

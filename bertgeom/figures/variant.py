@@ -7,25 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from bertgeom.figures import _category_palette
+from bertgeom.figures.base import category_colours
 
-DOMAIN_COLOURS = _category_palette(["SP", "NTD", "RBD", "FP", "HR1", "HR2", "TM", "CT", "S1", "S2"])
+DOMAIN_COLOURS = category_colours(["SP", "NTD", "RBD", "FP", "HR1", "HR2", "TM", "CT", "S1", "S2"])
 NO_DOMAIN_COLOUR = "#c8c8c8"  # the paper's "no domain N" stretches between named domains
-
-
-def probability_bars(probs: Sequence[float], labels: Sequence[str], display: dict[str, str] | None = None,
-                     highlight: str | None = None) -> go.Figure:
-    """Horizontal bars of the class probabilities, the predicted class highlighted."""
-    display = display or {}
-    names = [display.get(c, c) for c in labels]
-    colours = ["#e4572e" if c == highlight else "#9db4c0" for c in labels]
-    fig = go.Figure(go.Bar(x=list(probs), y=names, orientation="h", marker_color=colours,
-                           text=[f"{p:.1%}" for p in probs], textposition="outside", cliponaxis=False,
-                           hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
-    fig.update_layout(xaxis=dict(range=[0, 1.12], title="probability", tickformat=".0%"),
-                      yaxis=dict(autorange="reversed"), height=60 + 28 * len(labels),
-                      margin=dict(l=10, r=30, t=10, b=40), plot_bgcolor="white")
-    return fig
 
 
 def _domain_spans(domains: Sequence[str]) -> list[tuple[str, int, int]]:

@@ -141,8 +141,6 @@ def row_schema(dims: ModelDims, cfg: PrecomputeConfig):
     """The Parquet schema of the per-genome rows (fixed, so every shard has the same columns)."""
     import pyarrow as pa
 
-    from bertgeom.heads import head_name
-
     f32, i32 = pa.float32(), pa.int32()
     cols = [("index", pa.int64()), ("shard", i32), ("name", pa.string()), ("label", pa.string()),
             ("predicted", pa.string()), ("correct", pa.bool_()), ("confidence", f32)]
@@ -151,14 +149,17 @@ def row_schema(dims: ModelDims, cfg: PrecomputeConfig):
              ("n_tokens", i32), ("error", pa.string()), ("cone_m", i32)]
     cols += [(f"cone_{l}", f32) for l in range(dims.layers + 1)]
     cols += [(f"cone_raw_{l}", f32) for l in range(dims.layers + 1)]
-    cols += [(f"{f}_{head_name(l, h)}", f32) for f in cfg.features for l in range(dims.layers) for h in range(dims.heads)]
+    cols += [(head_column(f, l, h), f32) for f in cfg.features for l in range(dims.layers) for h in range(dims.heads)]
     return pa.schema(cols)
 
 
-def feature_columns(dims: ModelDims, feature: str) -> list[str]:
-    from bertgeom.heads import head_name
+def head_column(feature: str, layer: int, head: int) -> str:
+    """Parquet column of one head's feature, ``<feature>_<layer>-<head>`` (1-based): the stored format."""
+    return f"{feature}_{layer + 1}-{head + 1}"
 
-    return [f"{feature}_{head_name(l, h)}" for l in range(dims.layers) for h in range(dims.heads)]
+
+def feature_columns(dims: ModelDims, feature: str) -> list[str]:
+    return [head_column(feature, l, h) for l in range(dims.layers) for h in range(dims.heads)]
 
 
 def npy_bytes(a: np.ndarray) -> bytes:

@@ -221,10 +221,10 @@ class PrecomputeResults:
 
     def head_feature(self, name: str) -> np.ndarray:
         """``[N, L, H]`` values of one stored per-head feature (NaN for unreadable records)."""
-        from bertgeom.heads import head_name
+        from bertgeom.precompute.core import head_column
 
         L, H = self.num_layers, self.num_heads
-        cols = [f"{name}_{head_name(l, h)}" for l in range(L) for h in range(H)]
+        cols = [head_column(name, l, h) for l in range(L) for h in range(H)]
         missing = [c for c in cols if c not in self.genomes.columns]
         if missing:
             raise KeyError(f"feature '{name}' was not precomputed (stored: {', '.join(self.manifest['params']['features'])})")

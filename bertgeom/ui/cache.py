@@ -40,3 +40,11 @@ def cached_head_features(model_id: str, text: str):
     enc = trace.encoded
     kinds = TokenKinds(is_cls=enc.is_cls, is_sep=enc.is_sep, is_punct=enc.is_punct)
     return head_features(trace.attentions, kinds)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Reading the layer weights…")
+def cached_layer_weights(model_id: str):
+    """Every layer's weights as numpy arrays (:func:`bertgeom.weights.extract_layer_weights`), shared read-only."""
+    from bertgeom.weights import extract_layer_weights
+
+    return extract_layer_weights(cached_model(model_id).model)

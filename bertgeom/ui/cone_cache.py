@@ -17,18 +17,10 @@ import streamlit as st
 from bertgeom import conesets
 from bertgeom.inputsets import InputItem, disk_cached_arrays
 from bertgeom.inputs import normalise_text
-from bertgeom.ui.cache import cached_model, get_trace
+from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 
 #: Bump when the arrays stored on disk change meaning.
 DISK_VERSION = "cone-v1"
-
-
-@st.cache_resource(max_entries=4, show_spinner=False)
-def cached_layer_weights(model_id: str):
-    """Every layer's weights as numpy arrays (shared, read-only)."""
-    from bertgeom.weights import extract_layer_weights
-
-    return extract_layer_weights(cached_model(model_id).model)
 
 
 def _encoded_and_hidden(model_id: str, text: str, pad_to: int | None):

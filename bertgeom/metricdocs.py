@@ -1,0 +1,24 @@
+"""What each metric means, as a small typed record the UI and the docs read.
+
+Every analysis module keeps a table ``name -> MetricDoc`` next to the code that computes the
+metric (``heads.FEATURE_DOCS``, ``subspace.WEIGHT_FEATURE_DOCS``, ``cone.STREAM_DOCS``…), so a
+formula is written once, beside its implementation, and shown by every page that plots it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class MetricDoc(NamedTuple):
+    """A metric's short label, its formula (plain text) and its source (paper and section, or
+    ``ours`` / ``PROPOSED`` for our own additions)."""
+
+    label: str
+    formula: str
+    source: str
+
+
+def doc_table(entries: dict[str, tuple[str, str, str]]) -> dict[str, MetricDoc]:
+    """A documentation table from ``name -> (label, formula, source)`` triples."""
+    return {name: MetricDoc(*entry) for name, entry in entries.items()}

@@ -1,0 +1,147 @@
+"""The widget idioms every page shares, written once.
+
+* :func:`chart` -- a plotly figure with the export toolbar; ``selects_head=True`` makes a click
+  on a head (grid square, MDS point, map) select that head everywhere;
+* :func:`csv_button` and :func:`table` -- a CSV download, and a table with its download;
+* :func:`head_picker` -- the layer and head boxes (1-based), kept in step with clicks;
+* :func:`progress` -- a progress bar as a ``(done, total)`` callback;
+* :func:`open_tabs` -- lazy tabs: only the open one runs;
+* :func:`guarded` -- any failure becomes one sentence, never a traceback;
+* :func:`errors_expander` -- the inputs of a set that could not be analysed;
+* :func:`doc_caption` and :func:`doc_list` -- a metric's documentation record, as the UI shows it;
+* :func:`teaching` -- the long explanatory texts of ``bertgeom/ui/texts/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from bertgeom.figures.base import PLOTLY_CONFIG, picked_head
+from bertgeom.inputs import InputError
+from bertgeom.ui.state import select_head
+
+TEXTS = Path(__file__).resolve().parent / "texts"
+
+
+def _on_pick(key: str) -> None:
+    picked = picked_head(st.session_state.get(key))
+    if picked is not None and picked[0] >= 0 and picked[1] >= 0:
+        select_head(*picked)
+
+
+def chart(fig, key: str | None = None, *, selects_head: bool = False) -> None:
+    """Draw ``fig`` with the export toolbar; with ``selects_head`` a click selects the head."""
+    if selects_head:
+        st.plotly_chart(fig, key=key, on_select=partial(_on_pick, key), selection_mode="points", config=PLOTLY_CONFIG)
+    else:
+        st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG)
+
+
+def csv_button(df: pd.DataFrame, file_name: str, key: str, label: str = "Download CSV") -> None:
+    st.download_button(label, df.to_csv(index=False).encode("utf-8"), file_name=file_name, mime="text/csv",
+                       key=key, icon=":material/download:", on_click="ignore")
+
+
+def table(df: pd.DataFrame, file_name: str, key: str, **kw) -> None:
+    """A table and its CSV download."""
+    st.dataframe(df, hide_index=True, width="stretch", **kw)
+    csv_button(df, file_name, key)
+
+
+def _on_head_boxes() -> None:
+    select_head(st.session_state["w_layer"] - 1, st.session_state["w_head"] - 1)
+
+
+def head_picker(num_layers: int, num_heads: int, columns=None) -> tuple[int, int]:
+    """The layer and head number boxes (1-based) of the selected head; returns it 0-based."""
+    layer, head = st.session_state["layer"], st.session_state["head"]
+    st.session_state["w_layer"], st.session_state["w_head"] = layer + 1, head + 1
+    c1, c2 = columns if columns is not None else st.columns(2)
+    c1.number_input("Layer", min_value=1, max_value=num_layers, step=1, key="w_layer", on_change=_on_head_boxes)
+    c2.number_input("Head", min_value=1, max_value=num_heads, step=1, key="w_head", on_change=_on_head_boxes)
+    return layer, head
+
+
+@contextmanager
+def progress(text: str, *, show: bool = True) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar for the duration of the block, updated by the yielded ``(done, total)``
+    callback (``show=False``: a silent callback, e.g. when the answer is already cached)."""
+    bar = st.progress(0.0, text=text) if show else None
+
+    def update(done: int, total: int) -> None:
+        if bar is not None:
+            bar.progress(min(1.0, done / max(total, 1)), text=f"{text} {done}/{total}")
+
+    try:
+        yield update
+    finally:
+        if bar is not None:
+            bar.empty()
+
+
+def open_tabs(names: list[str], key: str) -> Iterator[tuple[str, object]]:
+    """``(name, container)`` of the open tab(s) only: the others do not run."""
+    tabs = st.tabs(names, key=key, on_change="rerun")
+    for name, tab in zip(names, tabs):
+        if tab.open is not False:  # None (no state tracking) counts as open
+            yield name, tab
+
+
+@contextmanager
+def guarded(what: str):
+    """Turn any failure into one sentence (never a traceback)."""
+    try:
+        yield
+    except InputError as exc:
+        st.error(str(exc))
+    except Exception as exc:  # noqa: BLE001 - the page must not show tracebacks
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        st.error(f"{what} failed: {first}")
+
+
+def errors_expander(errors: Iterable[tuple[str, str]]) -> None:
+    """The inputs of a set that could not be analysed, with the reason (nothing when none)."""
+    errors = list(errors)
+    if errors:
+        with st.expander(f"{len(errors)} input(s) could not be analysed"):
+            st.dataframe(pd.DataFrame(errors, columns=["input", "reason"]), hide_index=True, width="stretch")
+
+
+def doc_caption(doc, *, formula: str | None = None) -> None:
+    """``label = formula — source`` of a metric's documentation record."""
+    st.caption(f"**{doc.label}** = `{formula or doc.formula}` — {doc.source}")
+
+
+def doc_list(docs: Iterable) -> None:
+    """A bulleted list of documentation records."""
+    st.markdown("\n".join(f"* **{d.label}** = `{d.formula}` — {d.source}" for d in docs))
+
+
+def teaching(name: str, title: str, **kw) -> None:
+    """An expander holding the long text ``bertgeom/ui/texts/<name>.md``."""
+    with st.expander(title, **kw):
+        st.markdown(text(name))
+
+
+def text(name: str) -> str:
+    return (TEXTS / f"{name}.md").read_text(encoding="utf-8")
+
+
+def restore_widgets(store: str, defaults: dict) -> None:
+    """Put back the page's widget values that Streamlit forgot (it drops a widget's value when the
+    widget is not drawn: another page, a closed tab); see :func:`remember_widgets`."""
+    kept = st.session_state.setdefault(store, {})
+    for k, v in defaults.items():
+        if k not in st.session_state:
+            st.session_state[k] = kept.get(k, v)
+
+
+def remember_widgets(store: str, keys: Iterable[str]) -> None:
+    """Keep a copy of the page's widget values for :func:`restore_widgets`."""
+    st.session_state[store] = {k: st.session_state[k] for k in keys if k in st.session_state}
