@@ -6,11 +6,14 @@ Run with ``streamlit run app.py``. Pages live in ``pages/``; all computation liv
 
 import streamlit as st
 
+from bertgeom.runtime import configure_server_threads
+
 from bertgeom.ui.sidebar import render_sidebar
 from bertgeom.ui.state import follow_view_link, init_state, spike_model_available, write_query_params
 
 st.set_page_config(page_title="bertgeom · geometry of BERT attention", page_icon="🧭", layout="wide")
 init_state()
+configure_server_threads()  # torch threads per request, set deliberately (see bertgeom.runtime)
 
 PAGES = {
     "Start": [st.Page("pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True)],
