@@ -10,7 +10,9 @@ Everything that recomputes attention outside the model's own forward pass reads 
 * :func:`faithful_qkv` and :func:`faithful_attention` -- the official code's hand-made variant
   (transposed head slices ``X @ W[:, s]``, no biases, no mask), paper_spec §2.1 deviation;
 * :func:`attention_from_weights` -- every layer's correct attention at once, each layer reading
-  its own input.
+  its own input;
+* :func:`kept_tokens` -- which rows and columns a class-mean or entropy recipe keeps ([SEP] and
+  what follows it removed, paper_spec §2.3), in one place for every recipe.
 
 ``lw`` is a :class:`bertgeom.weights.LayerWeights`. Everything is numpy (float64 inside);
 torch tensors are accepted and converted.
@@ -31,6 +33,8 @@ __all__ = [
     "correct_attention",
     "faithful_attention",
     "attention_from_weights",
+    "ZERO_MODES",
+    "kept_tokens",
 ]
 
 
@@ -122,3 +126,23 @@ def attention_from_weights(weights, layer_inputs) -> np.ndarray:
     if X.ndim != 3 or X.shape[0] != len(weights):
         raise ValueError(f"layer_inputs must be [L={len(weights)}, T, D], got {X.shape}")
     return np.stack([correct_attention(X[l], lw) for l, lw in enumerate(weights)])
+
+
+#: How the official code zeroes a map before averaging: ``first_sep`` -- every row and column from
+#: the first [SEP] on (``A[:, s:] = 0; A[s:, :] = 0``: [SEP] and [PAD] removed, [CLS] kept; the
+#: class-mean recipe); ``special`` -- the [SEP] rows and columns only (the entropy recipe).
+ZERO_MODES = ("first_sep", "special")
+
+
+def kept_tokens(is_sep, mode: str = "first_sep") -> np.ndarray:
+    """Boolean ``[T]``: the positions whose rows and columns a recipe keeps (see :data:`ZERO_MODES`)."""
+    is_sep = np.asarray(is_sep, dtype=bool)
+    if mode == "special":
+        return ~is_sep
+    if mode == "first_sep":
+        keep = np.ones(is_sep.shape[0], dtype=bool)
+        seps = np.flatnonzero(is_sep)
+        if seps.size:
+            keep[seps[0]:] = False
+        return keep
+    raise ValueError(f"mode must be one of {ZERO_MODES}, got {mode!r}")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bertgeom.attention import kept_tokens
 from bertgeom.cone import (
     attention_entropies,
     hidden_state_cone_curve,
@@ -332,7 +333,7 @@ def attention_code_matrix(attentions, is_sep, n: int | None = None) -> tuple[np.
     if n < T:
         raise ValueError(f"cannot pad {T} tokens to {n}")
     keep = np.zeros(n, bool)
-    keep[:T] = ~np.asarray(is_sep, bool)
+    keep[:T] = kept_tokens(is_sep, "special")
     out = np.zeros(A.shape[:-2] + (n, n))
     out[..., :T, :T] = A
     out = out * keep[:, None] * keep[None, :]

@@ -43,6 +43,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from bertgeom.attention import ZERO_MODES, kept_tokens
 from bertgeom.metricdocs import MetricDoc, doc_table
 from bertgeom.tables import head_label
 from numpy.lib.stride_tricks import as_strided
@@ -1010,18 +1011,12 @@ def _reference_per_head(
 
 
 def _zero_mask(kinds: TokenKinds, mode: str) -> np.ndarray:
-    """Positions whose rows and columns are zeroed."""
-    if mode == "first_sep":
-        seps = np.flatnonzero(kinds.is_sep)
-        z = np.zeros(kinds.n, bool)
-        if seps.size:
-            z[seps[0]:] = True
-        return z | kinds.is_pad
-    if mode == "special":
-        return kinds.is_sep | kinds.is_pad
+    """Positions whose rows and columns are zeroed (padding always; see :func:`bertgeom.attention.kept_tokens`)."""
     if mode == "none":
         return kinds.is_pad.copy()
-    raise ValueError("mode must be 'first_sep', 'special' or 'none'")
+    if mode not in ZERO_MODES:
+        raise ValueError("mode must be 'first_sep', 'special' or 'none'")
+    return ~kept_tokens(kinds.is_sep, mode) | kinds.is_pad
 
 
 def class_mean_maps(

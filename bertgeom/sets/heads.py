@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bertgeom.attention import kept_tokens
 from bertgeom.heads import TokenKinds, head_features
 from bertgeom.inputsets import map_over_set
 
@@ -47,15 +48,6 @@ def _domain_names() -> list[str]:
     return list(DOMAIN_ORDER) + [CLS_DOMAIN]
 
 
-def _keep_before_first_sep(encoded) -> np.ndarray:
-    """Positions kept by the paper's recipe: everything before the first [SEP] ([CLS] kept)."""
-    sep = np.flatnonzero(encoded.is_sep)
-    keep = np.ones(encoded.n_tokens, dtype=bool)
-    if sep.size:
-        keep[sep[0]:] = False
-    return keep
-
-
 def domain_masses(attn: np.ndarray, encoded, theta: float = SET_THETA) -> tuple[np.ndarray, np.ndarray]:
     """Attention mass falling on each spike domain, per head: ``([L, H, D], [L, H, D])`` for all
     weights and for weights ``> theta`` only, on the paper's zeroed map ([SEP] onwards removed).
@@ -68,7 +60,7 @@ def domain_masses(attn: np.ndarray, encoded, theta: float = SET_THETA) -> tuple[
     for j, d in enumerate(doms):
         if d in names:
             onehot[j, names.index(d)] = 1.0
-    keep = _keep_before_first_sep(encoded).astype(np.float32)
+    keep = kept_tokens(encoded.is_sep, "first_sep").astype(np.float32)
     Z = np.asarray(attn, dtype=np.float32) * keep[:, None] * keep[None, :]
     col = Z.sum(axis=2, dtype=np.float64)  # [L, H, T]: mass received by each key
     col_hi = np.where(Z > theta, Z, 0.0).sum(axis=2, dtype=np.float64)
