@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bertgeom.genome.reference import SPIKE_START, reference_spike
-from bertgeom.inputsets import genome_set
+from bertgeom.sets.inputs import genome_set
 from bertgeom.trace import run_trace
 from bertgeom.variant.explain import (
     SpikeChange,
@@ -110,3 +110,17 @@ def test_classify_cli_writes_one_row_per_record(tiny_variant_dir, tmp_path):
     rows = list(csv.DictReader(open(out)))
     assert [row["name"] for row in rows][1] == "junk" and rows[1]["error"]
     assert rows[0]["predicted"] and rows[0]["model_version"] and "p_omicron" in rows[0]
+
+
+def test_checked_integrated_gradients_report_their_completeness_gap(tiny_variant, omicron_trace):
+    from bertgeom.variant.explain import integrated_gradients_checked
+
+    ids = omicron_trace.encoded.input_ids
+    target = int(np.argmax(omicron_trace.logits))
+    res = integrated_gradients_checked(tiny_variant, ids, target, steps=8, tolerance=0.02, max_steps=64)
+    assert res.attributions.shape == (427,) and res.attributions[0] == 0
+    assert res.gap == pytest.approx(abs(res.attributions.sum() - res.delta) / abs(res.delta))
+    assert res.complete and res.steps <= 64, res.summary()
+    assert "gap" in res.summary()
+    loose = integrated_gradients_checked(tiny_variant, ids, target, steps=2, tolerance=1e-9, max_steps=4)
+    assert loose.steps == 4 and not loose.complete and "read the track with care" in loose.summary()
