@@ -14,6 +14,7 @@ from bertgeom.models import REGISTRY, ModelLoadError, resolve_spec
 from bertgeom.inputs import InputError
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.genome_input import demo_genomes
+from bertgeom.ui.plain import plain
 from bertgeom.ui.variant_cache import classify_records, integrated_gradients_for, probabilities_for, split_records
 from bertgeom.ui.widgets import chart
 from bertgeom.variant.explain import (
@@ -23,7 +24,14 @@ from bertgeom.variant.explain import (
     parse_change,
     reversion_changes,
 )
-from bertgeom.variant.result import defining_flag, mutation_rows, mutation_tokens, result_record, result_row
+from bertgeom.variant.result import (
+    defining_flag,
+    mutation_rows,
+    mutation_tokens,
+    result_record,
+    result_row,
+    second_opinion,
+)
 
 st.title("Variant Classifier")
 st.caption(
@@ -69,7 +77,7 @@ if not text:
 try:
     records = split_records(text)
 except Exception as exc:  # noqa: BLE001 - SequenceInputError and friends: one sentence for the user
-    st.error(str(exc))
+    st.error(plain(exc))
     st.stop()
 
 if len(records) > 1:
@@ -87,7 +95,7 @@ else:
 try:
     trace = get_trace(model_id, record_text)
 except InputError as exc:
-    st.error(str(exc))
+    st.error(plain(exc))
     st.stop()
 analysis = trace.encoded.extra["analysis"]
 probs = trace.probs
@@ -96,9 +104,9 @@ pred = trace.predicted
 confidence = float(probs.max())
 qc = analysis.qc
 
-st.subheader(f"{analysis.name}")
+st.subheader(plain(analysis.name), anchor=False)
 for note in trace.encoded.notes:
-    st.caption(f"ℹ️ {note}")
+    st.caption(f"ℹ️ {plain(note)}")
 
 left, right = st.columns([2, 3], gap="large")
 with left:
@@ -123,17 +131,25 @@ with right:
     st.markdown("#### Prediction")
     min_conf = st.slider("Warn below this confidence", 0.5, 0.99, 0.9, 0.01, key="w_min_conf")
     st.markdown(f"### {CLASS_DISPLAY.get(pred, pred)} — {confidence:.1%}")
+    opinion = second_opinion(analysis, pred, confidence, min_conf)
+    mark = ":green[:material/check_circle: agrees]" if opinion["agrees"] else ":red[:material/error: disagrees]"
+    st.markdown(f"**Second opinion** (rule-based, from each class's characteristic spike mutations): "
+                f"**{opinion['display']}** — {opinion['matched']} of {opinion['expected']} markers, {mark}",
+                help="The table of characteristic mutations ships with the app "
+                     "(bertgeom/data/definitions/characteristic_mutations.tsv): mutations shared by every "
+                     "Nextstrain clade of a class, plus those carried by >= 75% of its training genomes. "
+                     "A class is called when >= 60% of its readable markers (and at least 3) are present.")
     if qc.verdict == "fail":
         st.warning("Low confidence: the sequence fails QC, so treat this prediction with caution.")
-    elif confidence < min_conf:
-        st.warning(f"Low confidence: the model is unsure ({confidence:.1%} < {min_conf:.0%}).")
+    if opinion["warning"]:
+        (st.error if not opinion["agrees"] else st.warning)(opinion["warning"])
     chart(probability_bars(labels, {"probability": probs}, display=CLASS_DISPLAY, highlight=pred), "w_probs")
 
 # ---- mutations -------------------------------------------------------------------------------
 st.markdown("#### Spike mutations")
 report = analysis.mutations
 aligned = analysis.spike.aligned
-aa_rows, missing = mutation_rows(analysis, pred)
+aa_rows, missing = mutation_rows(analysis, pred, opinion["call"])
 mut_df = pd.DataFrame(aa_rows)
 if len(mut_df):
     flag = defining_flag(pred)
@@ -142,7 +158,7 @@ if len(mut_df):
 else:
     st.write("No spike amino-acid change against Wuhan-Hu-1.")
 if missing:
-    st.caption(f"Defining spike mutations of {CLASS_DISPLAY.get(pred, pred)} not found: " + "; ".join(missing))
+    st.caption("Characteristic mutations expected but missing: " + "; ".join(missing))
 
 # ---- explanation track ----------------------------------------------------------------------
 st.markdown("#### Which parts of the spike drove the prediction?")
@@ -154,14 +170,18 @@ c1, c2 = st.columns([3, 1])
 with c2:
     layer = st.number_input("[CLS] attention of layer", 1, trace.num_layers, trace.num_layers, key="w_cls_layer")
     use_ig = st.checkbox("Integrated gradients", value=False, key="w_ig",
-                         help="Attribution of each k-mer to the predicted class (16 steps; a few seconds).")
+                         help="Attribution of each k-mer to the predicted class (Gauss-Legendre quadrature, "
+                              "refined until the attributions add up to f(input) - f(baseline) within 5%; "
+                              "a few seconds).")
 tracks = {f"[CLS] attention, layer {layer}": cls_att[layer - 1], "attention rollout": rollout[-1]}
 if use_ig:
-    ig = integrated_gradients_for(model_id, record_text, labels.index(pred), 16)
+    ig, ig_summary, ig_complete = integrated_gradients_for(model_id, record_text, labels.index(pred), 16)
     tracks["integrated gradients"] = ig
 mut_tokens = mutation_tokens(report, loaded.tokenizer, len(axis))
 with c1:
     chart(spike_track(tracks, axis, domains, mutation_tokens=mut_tokens), "w_track")
+if use_ig:
+    (st.caption if ig_complete else st.warning)(f"Integrated gradients: {ig_summary}.")
 with st.expander("[CLS] attention of every layer"):
     chart(layer_strip(cls_att, axis), "w_strip")
 

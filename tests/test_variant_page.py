@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bertgeom.inputsets import genome_set
+from bertgeom.sets.inputs import genome_set
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGE = "pages/variant_classifier.py"
@@ -56,3 +56,31 @@ def test_several_records_get_a_table_and_protein_text_gets_a_sentence(variant_ap
     at2 = variant_app(">p\nMFVFLVLLPLVSSQCVNLTTRTQLPPAYTNSFTRGVYYPDKVFRSSVLHSTQDLFLPFFSNVTWFHAIHV")
     assert not at2.exception
     assert at2.error and len(at2.error[0].value.split(". ")) <= 2
+
+
+def test_the_rule_based_second_opinion_stands_beside_the_prediction(variant_app):
+    at = variant_app(genome_set("demo")[3].text)  # Alpha: the markers say alpha
+    assert not at.exception
+    opinion = [m.value for m in at.markdown if "Second opinion" in m.value]
+    assert opinion and "Alpha" in opinion[0] and "markers" in opinion[0]
+    # the tiny random model almost surely disagrees: the page must say so prominently
+    if "disagrees" in opinion[0]:
+        assert any("disagree" in e.value for e in at.error)
+    table = at.dataframe[0].value
+    assert {"mutation", "nucleotide", "domain", "characteristic of", "private"} <= set(table.columns)
+    assert "del69-70" in set(table["mutation"]) and "H69-" not in set(table["mutation"])  # one row per deletion
+
+
+def test_markdown_in_a_fasta_header_is_shown_as_text(variant_app):
+    seq = genome_set("demo")[3].text.split("\n", 1)[1]
+    at = variant_app(f">![p](http://127.0.0.1:8999/p.png) :red[x] $x$ [link](http://e.x)\n{seq}")
+    assert not at.exception
+    heading = at.subheader[0].value
+    assert "\\!\\[p\\]\\(http\\:" in heading and "\\:red\\[x\\]" in heading and "\\$x\\$" in heading
+
+
+def test_plain_renders_user_text_literally():
+    from bertgeom.ui.plain import plain
+
+    assert plain("![p](u) :red[x] $y$\nz") == "\\!\\[p\\]\\(u\\) \\:red\\[x\\] \\$y\\$ z"
+    assert plain("USA/CA-1/2020") == "USA\\/CA\\-1\\/2020"

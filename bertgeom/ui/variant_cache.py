@@ -30,11 +30,13 @@ def classify_records(model_id: str, text: str) -> list[dict]:
 
 
 @st.cache_data(max_entries=16, show_spinner="Integrated gradients (a few forward and backward passes)…")
-def integrated_gradients_for(model_id: str, text: str, target: int, steps: int) -> np.ndarray:
-    from bertgeom.variant.explain import integrated_gradients
+def integrated_gradients_for(model_id: str, text: str, target: int, steps: int) -> tuple[np.ndarray, str, bool]:
+    """``(attributions, completeness summary, complete)``: see ``integrated_gradients_checked``."""
+    from bertgeom.variant.explain import integrated_gradients_checked
 
     trace = get_trace(model_id, text)
-    return integrated_gradients(cached_model(model_id), trace.encoded.input_ids, target, steps=steps)
+    res = integrated_gradients_checked(cached_model(model_id), trace.encoded.input_ids, target, steps=steps)
+    return res.attributions, res.summary(), res.complete
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -9,29 +9,77 @@ from bertgeom.genome.classes import CLASS_DISPLAY
 
 
 def defining_flag(pred: str) -> str:
-    """Column name that marks the mutations defining the predicted class."""
-    return f"defines {CLASS_DISPLAY.get(pred, pred)}"
+    """Column name that marks the characteristic mutations of the predicted class."""
+    return f"characteristic of {CLASS_DISPLAY.get(pred, pred)}"
 
 
-def mutation_rows(analysis, pred: str) -> tuple[list[dict], list[str]]:
-    """The spike amino-acid changes (one row each, those defining ``pred`` flagged) and the
-    defining mutations of ``pred`` that the genome lacks (with why: reference base or not covered)."""
-    from bertgeom.genome.mutations import class_defining_mutations
-    from bertgeom.genome.reference import SPIKE_START
+def _events(report) -> list[dict]:
+    """The spike amino-acid changes as events: consecutive deleted residues become one ``del69-70``
+    row (as Nextstrain writes them), with the union of their nucleotide changes."""
+    events: list[dict] = []
+    for m in report.amino_acid:
+        last = events[-1] if events else None
+        if m.kind == "del" and last is not None and last["kind"] == "del" and m.pos == last["end"] + 1:
+            last["end"] = m.pos
+            last["nuc"] = list(dict.fromkeys(last["nuc"] + list(m.nuc)))
+            continue
+        events.append({"kind": m.kind, "start": m.pos, "end": m.pos, "name": m.name, "nuc": list(m.nuc),
+                       "domain": m.domain or ""})
+    for e in events:
+        if e["kind"] == "del":
+            e["name"] = f"del{e['start']}" if e["start"] == e["end"] else f"del{e['start']}-{e['end']}"
+    return events
 
-    report, aligned = analysis.mutations, analysis.spike.aligned
-    defining = class_defining_mutations(pred)
-    defining_names = {m.name for m in defining}
-    present = {m.name for m in report.spike_nucleotide}
-    rows = [{"mutation": m.name, "nucleotide": ", ".join(m.nuc), "domain": m.domain or "",
-             defining_flag(pred): "yes" if set(m.nuc) & defining_names else "",
-             "defining clades": ", ".join(m.defining_clades)} for m in report.amino_acid]
+
+def mutation_rows(analysis, pred: str, rule_call: str | None = None) -> tuple[list[dict], list[str]]:
+    """One row per spike mutation event (substitution, grouped deletion, insertion) with its
+    nucleotide changes, domain, the classes it characterises (``characteristic_mutations.tsv``),
+    whether it characterises ``pred``, and whether it is private (characteristic of no class); and
+    the characteristic mutations of ``pred`` (and of ``rule_call`` when it differs) that are
+    missing, with why: the reference base is read there, or the site is not covered (N)."""
+    from bertgeom.genome.markers import ABSENT, MISSING, load_marker_table, marker_state
+
+    table = load_marker_table()
+    classes_of: dict[str, list[str]] = {}
+    for m in table.markers:
+        classes_of.setdefault(m.name, []).append(m.cls)
+    flag = defining_flag(pred)
+    rows = []
+    for e in _events(analysis.mutations):
+        owners = sorted({c for n in e["nuc"] for c in classes_of.get(n, [])}, key=list(CLASS_DISPLAY).index)
+        rows.append({"mutation": e["name"], "nucleotide": ", ".join(e["nuc"]), "domain": e["domain"],
+                     flag: "yes" if pred in owners else "",
+                     "characteristic of": ", ".join(CLASS_DISPLAY.get(c, c) for c in owners),
+                     "private": "" if owners else "yes"})
     missing = []
-    for m in defining:
-        if m.name not in present:
-            base = aligned[m.pos - SPIKE_START]
-            missing.append(f"{m.aa or m.name} ({m.name}: {'not covered' if base in 'N-' else 'reference base'})")
+    aligned, insertions = analysis.spike.aligned, analysis.spike.insertions
+    for cls in dict.fromkeys([pred] + ([rule_call] if rule_call and rule_call != pred else [])):
+        for m in table.of(cls):
+            state = marker_state(m, aligned, insertions)
+            if state in (ABSENT, MISSING):
+                why = "not covered (N)" if state == MISSING else "reference or another base"
+                missing.append(f"{m.label} ({m.name}; {CLASS_DISPLAY.get(cls, cls)}: {why})")
     return rows, missing
+
+
+def second_opinion(analysis, pred: str, confidence: float, min_confidence: float = 0.9) -> dict:
+    """The rule-based marker call beside the BERT's (:func:`bertgeom.genome.markers.call_cut`), with
+    its evidence and the warning a user should see: disagreement, or a low BERT confidence."""
+    from bertgeom.genome.markers import call_cut
+
+    rule = call_cut(analysis.spike)
+    ev = rule.evidence.get(rule.call)
+    out = {"call": rule.call, "display": CLASS_DISPLAY.get(rule.call, rule.call), "summary": rule.summary(),
+           "agrees": rule.call == pred, "matched": len(ev.present) if ev else 0,
+           "expected": ev.n_markers if ev else 0, "warning": ""}
+    if rule.call != pred:
+        out["warning"] = (f"The BERT ({CLASS_DISPLAY.get(pred, pred)}, {confidence:.0%}) and the rule-based call "
+                          f"from characteristic mutations ({out['display']}: {rule.summary()}) disagree. Check the "
+                          "mutation table and the QC card before trusting either.")
+    elif confidence < min_confidence:
+        out["warning"] = (f"The BERT is unsure ({confidence:.0%} < {min_confidence:.0%}), although the rule-based "
+                          f"call agrees ({rule.summary()}).")
+    return out
 
 
 def mutation_tokens(report, vocab, n_tokens: int) -> dict[int, str]:
