@@ -77,6 +77,19 @@ def test_shared_link_restores_model_layer_and_head():
     assert len(plotly_values(_charts(at)[0]["data"][0]["x"])) == 2 * 4
 
 
+def test_odd_numbers_in_a_shared_link_are_ignored_not_fatal():
+    from bertgeom.ui.state import url_index
+
+    assert url_index("3") == 2 and url_index("²") is None and url_index("0") is None and url_index("-1") is None
+    assert url_index("٣") is None and url_index("9" * 50) is None
+    at = _app(text_value=SENTENCE)
+    at.query_params["layer"] = "²"
+    at.query_params["head"] = "٣"
+    _open(at, "pages/attention_heads.py")
+    assert not at.exception
+    assert (at.session_state["layer"], at.session_state["head"]) == (0, 0)
+
+
 def test_unknown_model_in_the_url_is_ignored_and_unknown_model_state_gets_a_clear_message():
     at = _app(text_value=SENTENCE)
     at.query_params["model"] = "../../etc/passwd"

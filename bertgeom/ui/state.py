@@ -21,6 +21,15 @@ STORE = {
 }
 
 
+def url_index(value: str | None) -> int | None:
+    """0-based index from a 1-based URL number (``"3"`` -> 2); anything else -> None. Only ASCII
+    digits count: ``"²".isdigit()`` is True but ``int("²")`` raises."""
+    if value is None or not (value.isascii() and value.isdigit()) or len(value) > 6:
+        return None
+    n = int(value)
+    return n - 1 if n >= 1 else None
+
+
 def init_state() -> None:
     """Fill defaults once per session and read a shared link's query parameters."""
     for key, default in STORE.items():
@@ -34,8 +43,9 @@ def init_state() -> None:
             st.session_state["model_id"] = model
         for name in ("layer", "head"):
             value = qp.get(name)
-            if value is not None and value.isdigit() and int(value) >= 1:
-                st.session_state[name] = int(value) - 1  # URL is 1-based like the UI
+            index = url_index(value)
+            if index is not None:
+                st.session_state[name] = index
 
 
 def spike_model_available() -> bool:
