@@ -13,7 +13,7 @@
 temporary directory (``--full-size``: a random model with the shipped model's shape, 6 x 12,
 width 384, so timings are representative without the trained weights). The genomes are the
 shipped held-out validation genomes repeated to ``--n`` (300). One pass of
-:func:`bertgeom.conesets.cone_profiles_over_set` (batched forward, 8 genomes a batch) computes, per
+:func:`bertgeom.sets.cone.cone_profiles_over_set` (batched forward, 8 genomes a batch) computes, per
 genome, the cone index of ``hidden_states[0..L]`` and of every stream, and the [CLS] and
 mean-pooled vectors of every layer; then PCA + Pareto + silhouette of [CLS] for every layer and
 UMAP / t-SNE of the last layer. The report gives the time of each part and the share spent in
@@ -22,7 +22,7 @@ the model's forward pass (measured with forward hooks on the model).
 **Synthetic mode** (``--synthetic``). ``bench_cone(hidden_states_batch, masks)`` times, on the
 same data:
 
-* ``batched``: one :func:`bertgeom.cone.cone_index` call over ``[N, L+1, T, d]`` (per-genome
+* ``batched``: one :func:`bertgeom.analysis.cone.cone_index` call over ``[N, L+1, T, d]`` (per-genome
   masks broadcast over layers);
 * ``per_genome``: one call per genome over its ``[L+1, T, d]`` (what the model pass does);
 * ``loop``: one call per genome and per layer on the selected rows (the official code's style).
@@ -42,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bertgeom.cone import cone_index  # noqa: E402
+from bertgeom.analysis.cone import cone_index  # noqa: E402
 
 
 def _best_of(fn, repeats: int) -> tuple[float, object]:
@@ -64,7 +64,7 @@ def bench_cone(
 ) -> dict:
     """Time the cone index of ``hidden_states_batch [N, L+1, T, d]``.
 
-    ``masks``: optional ``[N, T]`` bool token sets (e.g. :func:`bertgeom.cone.token_mask`).
+    ``masks``: optional ``[N, T]`` bool token sets (e.g. :func:`bertgeom.analysis.cone.token_mask`).
     ``loop_limit``: time the per-layer Python loop on the first ``loop_limit`` genomes only and
     extrapolate linearly (the loop is slow for large N). Returns a dict with the shape, the
     seconds per mode, the speed-ups and the max abs difference between modes.
@@ -161,7 +161,7 @@ def load_bench_model(which: str = "auto", tmp_dir: str | None = None):
 
 def genomes(n: int):
     """The shipped validation genomes repeated (names suffixed) to ``n`` inputs."""
-    from bertgeom.inputsets import InputItem, genome_set
+    from bertgeom.sets.inputs import InputItem, genome_set
 
     base = genome_set()
     return tuple(InputItem(f"{base[i % len(base)].name}#{i // len(base)}", base[i % len(base)].text,
@@ -193,7 +193,7 @@ class ForwardTimer:
 
 def _projections(cls: np.ndarray, labels, *, slow: bool) -> tuple[dict[str, float], np.ndarray]:
     """Time PCA + Pareto and the silhouette for every layer, and UMAP / t-SNE of the last layer."""
-    from bertgeom.projections import pca, pca_pareto, silhouette_per_layer, tsne_project, umap_project
+    from bertgeom.analysis.projections import pca, pca_pareto, silhouette_per_layer, tsne_project, umap_project
 
     proj: dict[str, float] = {}
     t1 = time.perf_counter()
@@ -221,7 +221,7 @@ def bench_model_pass(n: int = 300, *, quick: bool = False, which: str = "auto", 
     ``which``: see :func:`load_bench_model`; ``tmp_dir``: where a random model is built."""
     import tempfile
 
-    from bertgeom import conesets
+    from bertgeom.sets import cone as conesets
 
     if tmp_dir is None:
         with tempfile.TemporaryDirectory(prefix="bench_cone_") as tmp:

@@ -7,7 +7,7 @@ each made as softmax(template + noise).
 
 Compared implementations (all compute the same values; the script checks agreement):
 
-* ``loop``     -- ``bertgeom.heads._reference_per_head``: a plain Python loop over heads and
+* ``loop``     -- ``bertgeom.analysis.heads._reference_per_head``: a plain Python loop over heads and
                   query rows with numpy on each row (the straightforward implementation);
 * ``per-head`` -- ``head_features`` called once per head (vectorised over rows and keys,
                   Python loop over heads), a stricter baseline;
@@ -30,15 +30,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bertgeom.heads import TokenKinds, _reference_per_head, head_features  # noqa: E402
+from bertgeom.analysis.heads import head_features  # noqa: E402
+from bertgeom.analysis.tokens import TokenKinds  # noqa: E402
+from bertgeom.attention import softmax  # noqa: E402
+from bench.reference_heads import reference_per_head  # noqa: E402
 
 L, H, T = 6, 12, 427
-
-
-def softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(-1, keepdims=True)
 
 
 def random_maps(seed: int = 0) -> np.ndarray:
@@ -117,7 +114,7 @@ def main(argv=None) -> int:
         t_ours, table = best_time(lambda: head_features(attn, kinds), args.repeat)
         t_ours1, _ = best_time(lambda: head_features(attn, kinds, n_jobs=1), args.repeat)
         t_ph, _ = best_time(lambda: per_head_calls(attn, kinds), max(1, args.repeat - 1))
-        t_loop, ref = best_time(lambda: _reference_per_head(attn, kinds), args.loop_repeat)
+        t_loop, ref = best_time(lambda: reference_per_head(attn, kinds), args.loop_repeat)
         diff = max_abs_diff(table, ref)
         results.append(
             dict(

@@ -59,8 +59,10 @@ def _variant_model_id() -> str:
 
 
 def analysis_latency(repeat: int) -> list[dict]:
-    from bertgeom.heads import TokenKinds, _reference_per_head, head_features
-    from bertgeom.inputsets import genome_set
+    from bertgeom.analysis.heads import head_features
+    from bertgeom.analysis.tokens import TokenKinds
+    from bench.reference_heads import reference_per_head
+    from bertgeom.sets.inputs import genome_set
     from bertgeom.models import load_model
     from bertgeom.inputs import encode_input
     from bertgeom.trace import run_trace
@@ -85,7 +87,7 @@ def analysis_latency(repeat: int) -> list[dict]:
 
         def baseline():
             tr = run_trace(loaded, enc)
-            _reference_per_head(tr.attentions, TokenKinds(tr.encoded.is_cls, tr.encoded.is_sep, tr.encoded.is_punct))
+            reference_per_head(tr.attentions, TokenKinds(tr.encoded.is_cls, tr.encoded.is_sep, tr.encoded.is_punct))
 
         t_ours = _best(ours, repeat)
         t_base = _best(baseline, 1)
@@ -129,7 +131,7 @@ import torch, transformers, bertgeom.models, bertgeom.trace
 if {load}:
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
-    from bertgeom.inputsets import genome_set
+    from bertgeom.sets.inputs import genome_set
     a = load_model("minilm-l6"); run_trace(a, "The cat sat on the mat because it was tired.")
     b = load_model({variant!r}); run_trace(b, genome_set("demo")[-1].text)
 # VmHWM is this process's own peak (ru_maxrss would inherit the parent's peak across fork/exec)

@@ -11,7 +11,7 @@ For head ``h`` with ``s = slice(h * head_dim, (h + 1) * head_dim)``:
   head's output ``Z_h`` (columns of the (out, in) matrix).
 
 The official code of the paper sliced **columns** of ``W_q/W_k/W_v`` instead (``X @ W_q[:, s]``);
-see :mod:`bertgeom.subspace` ("faithful" mode).
+see :mod:`bertgeom.analysis.subspace` ("faithful" mode).
 
 The extraction never mutates the model: tensors are detached, moved to CPU, converted to
 float32 and copied.  The result is a list of small frozen dataclasses of numpy arrays, which

@@ -16,8 +16,8 @@ import streamlit as st
 
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, token_lines
-from bertgeom.heads import FEATURE_DOCS, feature_doc
-from bertgeom.patterns import (
+from bertgeom.analysis.heads import FEATURE_DOCS, feature_doc
+from bertgeom.analysis.patterns import (
     DISPLAY_NAMES,
     TAXONOMY_NAMES,
     classify_heads,

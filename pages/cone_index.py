@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertgeom.cone import STREAM_DOCS
+from bertgeom.analysis.cone import STREAM_DOCS
 from bertgeom.figures import cone as fc
 from bertgeom.inputs import TOKEN_SET_LABELS, TOKEN_SETS
 from bertgeom.ui import cone_cache

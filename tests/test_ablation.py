@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bertgeom.attention import attention_from_weights
-from bertgeom.ablation import (
+from bertgeom.analysis.ablation import (
     AblationError,
     bilinear_cosine,
     cls_cosine,
@@ -75,7 +75,7 @@ def test_classifier_logits_match_and_disabling_nothing_is_identical(tiny_variant
 
 
 def _variant_text():
-    from bertgeom.inputsets import genome_set
+    from bertgeom.sets.inputs import genome_set
 
     return genome_set("demo")[0].text
 

@@ -43,7 +43,7 @@ def _text(at) -> str:
 
 
 def _variant_state(tiny_variant_dir) -> dict:
-    from bertgeom.inputsets import genome_set
+    from bertgeom.sets.inputs import genome_set
 
     return {"model_id": str(tiny_variant_dir), "genome_value": genome_set("demo")[-1].text}
 
@@ -80,7 +80,7 @@ def test_grid_colour_picker_offers_label_categories():
 
 
 def test_minilm_over_the_shipped_sentences_is_cached_on_disk(monkeypatch):
-    from bertgeom.inputsets import cache_dir
+    from bertgeom.sets.inputs import cache_dir
     from bertgeom.ui import heads_cache as hc
 
     at = _page("Over a set of inputs", text_value=SENTENCE, layer=1, head=8)
@@ -198,7 +198,7 @@ def test_variant_model_domains_set_statistics_ablation_and_comparison(tiny_varia
 
 
 def test_domain_masses_partition_the_zeroed_attention(tiny_variant):
-    from bertgeom.inputsets import genome_set
+    from bertgeom.sets.inputs import genome_set
     from bertgeom.trace import run_trace
     from bertgeom.sets.heads import domain_masses
 
@@ -227,8 +227,8 @@ def test_js_rows_subsample_long_inputs_only(minilm):
 
 
 def test_class_mean_pads_zeroes_and_averages_like_the_paper(minilm):
-    from bertgeom.heads import TokenKinds
-    from bertgeom.inputsets import sentence_set
+    from bertgeom.analysis.tokens import TokenKinds
+    from bertgeom.sets.inputs import sentence_set
     from bertgeom.trace import run_trace
     from bertgeom.sets.heads import class_mean_over_set
 

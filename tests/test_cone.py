@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertgeom import cone
+from bertgeom.analysis import cone as cone
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

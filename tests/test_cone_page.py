@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bertgeom import conesets
-from bertgeom.cone import cone_index, hidden_state_cone_curve
+from bertgeom.sets import cone as conesets
+from bertgeom.analysis.cone import cone_index, hidden_state_cone_curve
 from bertgeom.genome.classes import CLASSES
-from bertgeom.inputsets import genome_set
-from bertgeom.projections import pca
+from bertgeom.sets.inputs import genome_set
+from bertgeom.analysis.projections import pca
 from bertgeom.trace import run_trace
 from bertgeom.weights import extract_layer_weights
 from plotly_json import plotly_values  # noqa: E402
@@ -106,7 +106,7 @@ def test_set_profiles_are_stable_and_seeded_pca_of_cls_is_reproducible(tiny_vari
 
 
 def test_set_padded_to_512_counts_pad_rows_and_reports_bad_records(tiny_variant):
-    from bertgeom.inputsets import InputItem
+    from bertgeom.sets.inputs import InputItem
 
     items = list(genome_set("demo")[:2]) + [InputItem("broken", ">broken\nNNNNNNNNNN", "gh")]
     res = conesets.cone_profiles_over_set(tiny_variant, items, "all", pad_to=512, batch_size=2)

@@ -12,28 +12,27 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bertgeom.heads import (
+from bench.reference_heads import reference_per_head
+from bertgeom.analysis.heads import (
     DEFAULT_DIST_BINS,
     FEATURE_DOCS,
     HeadFeatureTable,
-    TokenKinds,
-    _reference_per_head,
     class_mean_maps,
     feature_doc,
     head_features,
     hist_labels,
 )
+from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.attention import softmax
 
 
 def softmax_maps(rng, L, H, T, scale=2.0, dtype=np.float32):
-    z = rng.normal(size=(L, H, T, T)) * scale
-    a = np.exp(z - z.max(-1, keepdims=True))
-    return (a / a.sum(-1, keepdims=True)).astype(dtype)
+    return softmax(rng.normal(size=(L, H, T, T)) * scale).astype(dtype)
 
 
 def assert_matches_reference(attn, kinds, **kw):
     got = head_features(attn, kinds, **kw)
-    ref = _reference_per_head(attn, kinds, **kw)
+    ref = reference_per_head(attn, kinds, **kw)
     assert got.names == list(ref["features"])
     for name in got.names:
         np.testing.assert_allclose(got[name], ref["features"][name], rtol=1e-9, atol=1e-11, err_msg=name)
@@ -302,6 +301,6 @@ def test_class_mean_maps_zeroing_and_threshold_sum():
 
 
 def test_library_does_not_import_streamlit():
-    code = "import sys, bertgeom.heads, bertgeom.patterns, bertgeom.headsim; assert 'streamlit' not in sys.modules"
+    code = "import sys, bertgeom.analysis.heads, bertgeom.analysis.patterns, bertgeom.analysis.headsim; assert 'streamlit' not in sys.modules"
     root = Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertgeom.heads import TokenKinds, head_features
-from bertgeom.headsim import (
+from bertgeom.analysis.heads import head_features
+from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.attention import softmax
+from bertgeom.analysis.headsim import (
     JSAccumulator,
     _js_reference,
     choose_k,
@@ -22,9 +24,7 @@ from bertgeom.headsim import (
 
 
 def softmax_maps(rng, L, H, T, scale=2.0):
-    z = rng.normal(size=(L, H, T, T)) * scale
-    a = np.exp(z - z.max(-1, keepdims=True))
-    return (a / a.sum(-1, keepdims=True)).astype(np.float32)
+    return softmax(rng.normal(size=(L, H, T, T)) * scale).astype(np.float32)
 
 
 def test_js_matches_textbook_formula_over_inputs_of_different_length():

@@ -54,7 +54,7 @@ async def _session(browser, base: str, genome_text: str, name: str, layer: int, 
 def test_eight_sessions_at_once(tmp_path):
     from playwright.async_api import async_playwright
 
-    from bertgeom.inputsets import genome_set
+    from bertgeom.sets.inputs import genome_set
     from bertgeom.variant import VARIANT_MODEL_ID
     from bertgeom.models import REGISTRY
 

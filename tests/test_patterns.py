@@ -7,8 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bertgeom.heads import TokenKinds, head_features
-from bertgeom.patterns import (
+from bertgeom.analysis.heads import head_features
+from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.analysis.patterns import (
     GATE_CLASSES,
     KOVALEVA_CLASSES,
     PatternThresholds,

@@ -25,7 +25,7 @@ N_GENOMES = 20
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory, tiny_variant):
     from bertgeom.genome.fasta import parse_sequences
-    from bertgeom.inputsets import genome_set
+    from bertgeom.sets.inputs import genome_set
     from bertgeom.variant.predict import classify_stream
 
     items = list(genome_set()[:N_GENOMES])
@@ -131,9 +131,10 @@ def test_cli_precompute_stops_after_max_shards_and_resumes(inputs, tiny_variant_
 
 
 def test_results_hold_the_library_computations(inputs, tiny_variant, local1):
-    from bertgeom.cone import hidden_state_cone_curve
+    from bertgeom.analysis.cone import hidden_state_cone_curve
     from bertgeom.genome.fasta import iter_fasta_file
-    from bertgeom.heads import TokenKinds, head_features
+    from bertgeom.analysis.heads import head_features
+    from bertgeom.analysis.tokens import TokenKinds
     from bertgeom.precompute.core import analyse_and_encode
     from bertgeom.trace import run_batch
 

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from bertgeom import projections as pj
+from bertgeom.analysis import projections as pj
 
 
 @pytest.fixture(scope="module")

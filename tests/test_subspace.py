@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from bertgeom import attention as att  # noqa: E402
-from bertgeom import subspace as sub  # noqa: E402
+from bertgeom.analysis import subspace as sub  # noqa: E402
 from bertgeom.weights import extract_layer_weights  # noqa: E402
 
 

@@ -130,7 +130,7 @@ def test_tiny_random_bert_with_another_head_dimension():
 
 
 def test_tiny_variant_model_with_a_genome(tiny_variant_dir, monkeypatch):
-    from bertgeom.inputsets import genome_set
+    from bertgeom.sets.inputs import genome_set
 
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     demo = genome_set("demo")
@@ -168,7 +168,7 @@ def test_bad_genome_gets_one_sentence_not_a_traceback(tiny_variant_dir, monkeypa
 # Pure helpers
 # -------------------------------------------------------------------------------------------
 def test_set_reducer_matches_the_per_input_geometry(tiny_bert):
-    from bertgeom.inputsets import InputItem, map_over_set
+    from bertgeom.sets.inputs import InputItem, map_over_set
     from bertgeom.trace import run_trace
     from bertgeom.sets import subspace as sc
     from bertgeom.weights import extract_layer_weights

@@ -151,7 +151,7 @@ def _vocabulary_colours() -> dict[str, str]:
     from plotly.colors import qualitative
 
     from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
-    from bertgeom.patterns import CLARK_CLASSES, DISPLAY_NAMES, GATE_CLASSES, KOVALEVA_CLASSES
+    from bertgeom.analysis.patterns import CLARK_CLASSES, DISPLAY_NAMES, GATE_CLASSES, KOVALEVA_CLASSES
 
     fixed: dict[str, str] = {}
     extended = PALETTE + tuple(qualitative.Dark24)

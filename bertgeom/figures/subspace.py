@@ -1,6 +1,6 @@
 """Pure figure functions of the Subspace Directions page (no Streamlit here).
 
-Inputs are the arrays of :mod:`bertgeom.subspace` (0-based layer/head); labels shown to users
+Inputs are the arrays of :mod:`bertgeom.analysis.subspace` (0-based layer/head); labels shown to users
 are 1-based, as in :mod:`bertgeom.figures`. Every figure carries ``customdata`` that says
 what a point is (a head ``[layer, head]``, a spectrum index, a token ``[position, 0=query /
 1=key]``) so that selections and hover texts can be read back.

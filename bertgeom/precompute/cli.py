@@ -83,7 +83,7 @@ def register(sub) -> None:
                    help="class-mean maps: layer-mean [L,T,T] (default, ~4.4 MB/class for 6 layers), "
                         "heads [L,H,T,T] (~52 MB/class for 72 heads), none")
     p.add_argument("--features", default=",".join(DEFAULT_FEATURES),
-                   help="per-head features stored as columns (comma-separated names of bertgeom.heads)")
+                   help="per-head features stored as columns (comma-separated names of bertgeom.analysis.heads)")
     p.add_argument("--cls-dims", type=int, default=0, help="reduce [CLS] vectors to K dims (0 = keep all)")
     p.add_argument("--cls-reduce", choices=("pca", "random"), default="pca",
                    help="pca: fitted on a pilot sample evenly spaced over the input; random: Gaussian projection")

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-#: Per-head features stored by default (scalar ``[L, H]`` features of :mod:`bertgeom.heads`).
+#: Per-head features stored by default (scalar ``[L, H]`` features of :mod:`bertgeom.analysis.heads`).
 DEFAULT_FEATURES: tuple[str, ...] = ("prev", "next", "self", "cls", "sep", "entropy_norm", "k90_frac", "delta_row")
 #: Fixed-point scale of the class-map sums.
 MAP_SCALE = float(2**32)
@@ -57,7 +57,7 @@ class PrecomputeConfig:
     threads: int = 1  # torch/BLAS threads per worker (fixed so results do not depend on the engine)
 
     def __post_init__(self):
-        from bertgeom.heads import FEATURE_DOCS
+        from bertgeom.analysis.heads import FEATURE_DOCS
 
         if self.shard_size < 1 or self.batch_size < 1 or self.threads < 1:
             raise PrecomputeError("shard size, batch size and threads must be at least 1.")
@@ -70,7 +70,7 @@ class PrecomputeConfig:
         object.__setattr__(self, "features", tuple(self.features))
         bad = [f for f in self.features if f not in FEATURE_DOCS]
         if bad:
-            raise PrecomputeError(f"unknown per-head feature(s): {', '.join(bad)} (see bertgeom.heads.FEATURE_DOCS).")
+            raise PrecomputeError(f"unknown per-head feature(s): {', '.join(bad)} (see bertgeom.analysis.heads.FEATURE_DOCS).")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -339,8 +339,9 @@ class ShardComputer:
         return files
 
     def _one(self, i, trace, label, cols, cls_out, sums, counts) -> None:
-        from bertgeom.cone import hidden_state_cone_curve
-        from bertgeom.heads import TokenKinds, head_features
+        from bertgeom.analysis.cone import hidden_state_cone_curve
+        from bertgeom.analysis.heads import head_features
+        from bertgeom.analysis.tokens import TokenKinds
 
         d, cfg = self.dims, self.cfg
         enc = trace.encoded

@@ -237,7 +237,7 @@ class PrecomputeResults:
 
     def class_curves(self, normalized: bool = True, *, by: str = "label", correct_only: bool = False) -> dict:
         """Per-class mean, sd and count of the cone curves (``by`` = ``label`` or ``predicted``)."""
-        from bertgeom.conesets import group_stats
+        from bertgeom.sets.cone import group_stats
 
         keep = self.ok()
         if correct_only:
@@ -247,7 +247,7 @@ class PrecomputeResults:
         return group_stats(self.cone_curves(normalized)[keep], groups[keep], order=self.labels)
 
     def to_cone_set(self) -> dict[str, np.ndarray]:
-        """The analysed genomes as the dict :func:`bertgeom.conesets.cone_profiles_over_set` returns
+        """The analysed genomes as the dict :func:`bertgeom.sets.cone.cone_profiles_over_set` returns
         (``names, labels, predicted, correct, hidden [N, L+1], m, cls [N, L+1, K], probs``), so the
         Cone Index page can show a precomputed set without running the model."""
         g = self.genomes[self.ok()]

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertgeom.attention import kept_tokens
-from bertgeom.heads import TokenKinds, head_features
-from bertgeom.inputsets import map_over_set
+from bertgeom.analysis.heads import head_features
+from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.sets.inputs import map_over_set
 
 #: Bump when the layout of the set arrays changes (invalidates old disk caches).
 SET_VERSION = 1
@@ -76,7 +77,7 @@ def compute_set_arrays(
     js_max_rows: int = JS_MAX_ROWS,
 ) -> dict[str, np.ndarray]:
     """One batched pass over ``items`` keeping small per-input reductions (see module docstring)."""
-    from bertgeom.headsim import JSAccumulator
+    from bertgeom.analysis.headsim import JSAccumulator
 
     acc = JSAccumulator()
     state: dict = {}
@@ -214,7 +215,7 @@ def class_mean_over_set(loaded, items, theta: float = SET_THETA) -> dict:
     Each map is zeroed from the first [SEP] on ([SEP] and [PAD] removed, [CLS] kept), padded to
     the longest input and averaged; ``theta_sum`` is the paper's *sum* of ``A * 1[A >= theta]``.
     """
-    from bertgeom.heads import class_mean_maps
+    from bertgeom.analysis.heads import class_mean_maps
     from bertgeom.inputs import encode_input
 
     encoded = [encode_input(loaded, it.text) for it in items]

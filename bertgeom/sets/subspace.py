@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from bertgeom import attention as att
-from bertgeom import subspace as sub
-from bertgeom.inputsets import InputItem, SetResult
+from bertgeom.analysis import subspace as sub
+from bertgeom.sets.inputs import InputItem, SetResult
 from bertgeom.trace import Trace
 from bertgeom.weights import LayerWeights
 
@@ -35,7 +35,7 @@ def token_rows(trace: Trace, token_set: str) -> np.ndarray | None:
 def faithful_stack(hidden_states: np.ndarray, layer_weights: Sequence[LayerWeights]) -> tuple[np.ndarray, np.ndarray]:
     """The official code's attention and head outputs for every layer:
     ``A_f [L, H, T, T]`` and ``Z_f = A_f V_f [L, H, T, d_head]`` (float32), with transposed
-    head slices, no bias and no mask (:func:`bertgeom.subspace.faithful_qkv`)."""
+    head slices, no bias and no mask (:func:`bertgeom.analysis.subspace.faithful_qkv`)."""
     A, Z = [], []
     for l, lw in enumerate(layer_weights):  # one batched call per layer (all heads at once)
         Af = att.faithful_attention(hidden_states[l], lw)
@@ -70,7 +70,7 @@ def data_geometry(
 def head_set_reducer(
     layer_weights: Sequence[LayerWeights], layer: int, head: int, *, eps: float = 1e-3, token_set: str = "all"
 ) -> Callable[[Trace, InputItem], dict[str, np.ndarray]]:
-    """A :func:`bertgeom.inputsets.map_over_set` reduction: D1-D3 of head ``(layer, head)``
+    """A :func:`bertgeom.sets.inputs.map_over_set` reduction: D1-D3 of head ``(layer, head)``
     for one input, with the model's attention and with the faithful one (``[2]`` each), the
     number of tokens used and the faithful-vs-correct row TV distance."""
     lw = layer_weights[layer]

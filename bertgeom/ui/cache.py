@@ -33,8 +33,9 @@ def get_trace(model_id: str, text: str) -> Trace:
 
 @st.cache_data(max_entries=24, show_spinner="Computing per-head features…")
 def cached_head_features(model_id: str, text: str):
-    """All per-head features (:func:`bertgeom.heads.head_features`) of the current input."""
-    from bertgeom.heads import TokenKinds, head_features
+    """All per-head features (:func:`bertgeom.analysis.heads.head_features`) of the current input."""
+    from bertgeom.analysis.heads import head_features
+    from bertgeom.analysis.tokens import TokenKinds
 
     trace = get_trace(model_id, text)
     enc = trace.encoded

@@ -4,7 +4,7 @@
   and the attention entropies (``st.cache_data``; the model's trace comes from the shared
   trace cache, so the model is not run again unless the input is padded to 512);
 * per set (model id, set fingerprint, token set, padding): the per-input profiles of
-  :func:`bertgeom.conesets.cone_profiles_over_set`, computed once with a progress bar and kept
+  :func:`bertgeom.sets.cone.cone_profiles_over_set`, computed once with a progress bar and kept
   in memory and on disk (``disk_cached_arrays``, keyed by the model's weights hash);
 * projections of the per-layer [CLS] / mean-pooled vectors (keyed by the data themselves).
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from bertgeom import conesets
-from bertgeom.inputsets import InputItem, disk_cached_arrays
+from bertgeom.sets import cone as conesets
+from bertgeom.sets.inputs import InputItem, disk_cached_arrays
 from bertgeom.inputs import normalise_text
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 
@@ -35,7 +35,7 @@ def _encoded_and_hidden(model_id: str, text: str, pad_to: int | None):
 
 @st.cache_data(max_entries=32, show_spinner="Computing the cone index of every stream…")
 def input_cones(model_id: str, text: str, token_set: str, pad_to: int | None, unit_rows: bool = True) -> dict:
-    """Cone index per layer and stream of one input (see :func:`bertgeom.conesets.input_cones`)."""
+    """Cone index per layer and stream of one input (see :func:`bertgeom.sets.cone.input_cones`)."""
     text = normalise_text(text)
     enc, hidden, mask, attentions = _encoded_and_hidden(model_id, text, pad_to)
     rows = conesets.rows_for(enc, token_set, hidden.shape[1])
@@ -116,7 +116,7 @@ def class_entropies(model_id: str, items: tuple[InputItem, ...], fingerprint: st
 @st.cache_data(max_entries=64, show_spinner="Projecting the vectors…")
 def projection(X: np.ndarray, method: str, n_components: int):
     """Seeded PCA / UMAP / t-SNE of ``X [N, D]`` (keyed by the data)."""
-    from bertgeom.projections import project
+    from bertgeom.analysis.projections import project
 
     with conesets.single_threaded():
         return project(X, method, n_components)
@@ -125,7 +125,7 @@ def projection(X: np.ndarray, method: str, n_components: int):
 @st.cache_data(max_entries=32, show_spinner=False)
 def separability(features: np.ndarray, labels: np.ndarray) -> dict:
     """Silhouette and between/within variance ratio per layer of ``features [L+1, N, D]``."""
-    from bertgeom.projections import silhouette_per_layer, variance_ratio_per_layer
+    from bertgeom.analysis.projections import silhouette_per_layer, variance_ratio_per_layer
 
     with conesets.single_threaded():
         return {"silhouette": silhouette_per_layer(features, labels),
@@ -134,7 +134,7 @@ def separability(features: np.ndarray, labels: np.ndarray) -> dict:
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def pareto(X: np.ndarray, n_components: int) -> np.ndarray:
-    from bertgeom.projections import pca_pareto
+    from bertgeom.analysis.projections import pca_pareto
 
     with conesets.single_threaded():
         return pca_pareto(X, n_components)[0]
@@ -143,7 +143,7 @@ def pareto(X: np.ndarray, n_components: int) -> np.ndarray:
 @st.cache_data(max_entries=4, show_spinner="Reading the uploaded set…")
 def uploaded_set(fasta: bytes, labels_tsv: bytes | None) -> tuple[InputItem, ...]:
     """A labelled set from an uploaded FASTA (+ optional labels TSV)."""
-    from bertgeom.inputsets import labelled_fasta_set
+    from bertgeom.sets.inputs import labelled_fasta_set
     from bertgeom.inputs import InputError
 
     try:

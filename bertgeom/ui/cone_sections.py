@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertgeom import conesets
-from bertgeom.cone import ENTROPY_DOCS, STREAM_DOCS
+from bertgeom.sets import cone as conesets
+from bertgeom.analysis.cone import ENTROPY_DOCS, STREAM_DOCS
 from bertgeom.figures import cone as fc
-from bertgeom.inputsets import set_fingerprint, shipped_set
+from bertgeom.sets.inputs import set_fingerprint, shipped_set
 from bertgeom.tables import per_head_frame
 from bertgeom.ui import cone_cache
 from bertgeom.ui.widgets import chart, csv_button, doc_list, errors_expander, guarded

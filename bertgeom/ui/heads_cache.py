@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 import streamlit as st
 
-from bertgeom.inputsets import InputItem, disk_cached_arrays, set_fingerprint, shipped_set
+from bertgeom.sets.inputs import InputItem, disk_cached_arrays, set_fingerprint, shipped_set
 from bertgeom.sets.heads import (
     JS_MAX_ROWS,
     SET_THETA,
@@ -101,7 +101,7 @@ def class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta: 
 @st.cache_data(max_entries=16, show_spinner="Comparing every pair of heads (Jensen-Shannon)…")
 def cached_js_input(model_id: str, text: str) -> tuple[np.ndarray, int]:
     """Clark's JS distance ``[L*H, L*H]`` on the current input, and the number of query rows used."""
-    from bertgeom.headsim import JSAccumulator
+    from bertgeom.analysis.headsim import JSAccumulator
 
     trace = get_trace(model_id, text)
     rows = js_rows_for(trace.encoded, 6 * JS_MAX_ROWS)  # one input: afford more rows than per set input
@@ -111,7 +111,7 @@ def cached_js_input(model_id: str, text: str) -> tuple[np.ndarray, int]:
 
 @st.cache_data(max_entries=32, show_spinner="Embedding the heads in 2-D (MDS)…")
 def cached_mds(D: np.ndarray, method: str, sqrt: bool) -> np.ndarray:
-    from bertgeom.headsim import mds_embedding
+    from bertgeom.analysis.headsim import mds_embedding
 
     if method == "metric":  # Clark's SMACOF settings, fewer restarts to stay interactive
         return mds_embedding(D, method="metric", sqrt=sqrt, n_init=4, max_iter=500, eps=1e-9)
@@ -120,7 +120,7 @@ def cached_mds(D: np.ndarray, method: str, sqrt: bool) -> np.ndarray:
 
 @st.cache_data(max_entries=32, show_spinner="Clustering the heads (k-means)…")
 def cached_clusters(X: np.ndarray, k: int, names: tuple[str, ...]):
-    from bertgeom.headsim import cluster_heads
+    from bertgeom.analysis.headsim import cluster_heads
 
     return cluster_heads(X, k=k, feature_names=list(names), n_init=10)
 
@@ -128,7 +128,7 @@ def cached_clusters(X: np.ndarray, k: int, names: tuple[str, ...]):
 @st.cache_data(max_entries=16, show_spinner="Running the model with the heads disabled…")
 def cached_ablation(model_id: str, text: str, heads: tuple[tuple[int, int], ...]) -> dict:
     """Before/after a Kovaleva ablation of ``heads`` (0-based pairs) on the current input."""
-    from bertgeom.ablation import disabled_mask, forward_with_disabled_heads
+    from bertgeom.analysis.ablation import disabled_mask, forward_with_disabled_heads
 
     loaded = cached_model(model_id)
     ids = get_trace(model_id, text).encoded.input_ids
@@ -143,7 +143,7 @@ def cached_ablation(model_id: str, text: str, heads: tuple[tuple[int, int], ...]
 @st.cache_data(max_entries=8, show_spinner="Disabling every head in turn…")
 def cached_sweep(model_id: str, text: str, kind: str) -> dict:
     """Kovaleva's Figure 8 (``kind="heads"``) or 9 (``"layers"``) on the current input."""
-    from bertgeom.ablation import sweep_layers, sweep_single_heads
+    from bertgeom.analysis.ablation import sweep_layers, sweep_single_heads
 
     loaded = cached_model(model_id)
     ids = get_trace(model_id, text).encoded.input_ids
@@ -158,7 +158,7 @@ def model_shape(model_id: str) -> tuple[int, int, int]:
 @st.cache_data(max_entries=8, show_spinner="Comparing the two checkpoints head by head…")
 def cached_compare(model_id: str, partner_id: str, text: str) -> dict:
     """Weight-space cosines (QK, OV) and map cosine on shared layer inputs, each ``[L, H]``."""
-    from bertgeom.ablation import map_cosine_on_shared_inputs, weight_cosine
+    from bertgeom.analysis.ablation import map_cosine_on_shared_inputs, weight_cosine
 
     wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
     out = weight_cosine(wa, wb)

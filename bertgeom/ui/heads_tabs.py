@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertgeom.ablation import cls_cosine
+from bertgeom.analysis.ablation import cls_cosine
 from bertgeom.attention import softmax
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, matrix_heatmap, probability_bars
-from bertgeom.heads import FEATURE_DOCS
-from bertgeom.patterns import (
+from bertgeom.analysis.heads import FEATURE_DOCS
+from bertgeom.analysis.patterns import (
     DISPLAY_NAMES,
     TAXONOMY_NAMES,
     PatternThresholds,
@@ -277,7 +277,7 @@ def similarity_tab(v: View) -> None:
     chosen = chosen or [n for n in GUAN_FEATURES if n in fnames]
     X = np.stack([np.asarray(feats[n], dtype=float).reshape(L * H) for n in chosen], axis=1)
     clus = hc.cached_clusters(X, k, tuple(chosen))
-    from bertgeom.headsim import name_clusters
+    from bertgeom.analysis.headsim import name_clusters
 
     cnames = name_clusters(clus.centroids, clus.feature_names)
     cluster_cat = np.array([f"{c + 1}: {cnames[c]}" for c in clus.labels])

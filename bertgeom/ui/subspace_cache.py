@@ -4,7 +4,7 @@
 * weight geometry (D4): once per model and threshold setting (``st.cache_data``);
 * data geometry (D1-D3) of every head: per (model, input, ε, token set, correct/faithful);
 * across inputs: per (model, set fingerprint, layer, head, ε, token set), with a progress bar
-  and a disk cache (:func:`bertgeom.inputsets.disk_cached_arrays`), so a head computed once is
+  and a disk cache (:func:`bertgeom.sets.inputs.disk_cached_arrays`), so a head computed once is
   shown at once afterwards, also after a server restart.
 
 The computations themselves live in :mod:`bertgeom.sets.subspace` (UI-free).
@@ -19,8 +19,8 @@ import numpy as np
 import streamlit as st
 
 from bertgeom import attention as att
-from bertgeom import subspace as sub
-from bertgeom.inputsets import InputItem, disk_cached_arrays, map_over_set, set_fingerprint
+from bertgeom.analysis import subspace as sub
+from bertgeom.sets.inputs import InputItem, disk_cached_arrays, map_over_set, set_fingerprint
 from bertgeom.sets.subspace import collect_set_result, data_geometry, head_set_reducer
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 

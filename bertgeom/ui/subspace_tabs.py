@@ -14,9 +14,9 @@ from bertgeom.figures import subspace as fs
 from bertgeom.figures.base import matrix_heatmap
 from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
 from bertgeom.inputs import TOKEN_SETS, InputError
-from bertgeom.inputsets import InputItem, labelled_fasta_set, shipped_set
+from bertgeom.sets.inputs import InputItem, labelled_fasta_set, shipped_set
 from bertgeom.sets.subspace import ACROSS_KEYS
-from bertgeom.subspace import DATA_FEATURE_DOCS, WEIGHT_FEATURE_DOCS
+from bertgeom.analysis.subspace import DATA_FEATURE_DOCS, WEIGHT_FEATURE_DOCS
 from bertgeom.tables import per_head_frame
 from bertgeom.ui import subspace_cache as sc
 from bertgeom.ui.widgets import chart, csv_button, table
@@ -145,7 +145,7 @@ def weights_tab(v: View) -> None:
                "read the same input direction; its trace is tr(M_h). "
                "The official code drew the d × d matrix W_q[:, s] W_k[:, s]ᵀ of the *transposed* slices.")
     else:
-        from bertgeom.subspace import qk_bilinear
+        from bertgeom.analysis.subspace import qk_bilinear
 
         M, S, N = qk_bilinear(lw, head)
         mat = {"M": M, "S": S, "N": N}[choice]

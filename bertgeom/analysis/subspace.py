@@ -36,7 +36,7 @@ import numpy as np
 from bertgeom.metricdocs import MetricDoc, doc_table
 
 from bertgeom.attention import correct_attention, faithful_attention, project_qkv, to_numpy
-from bertgeom.cone import cone_index
+from bertgeom.analysis.cone import cone_index
 
 __all__ = [
     "WEIGHT_FEATURE_DOCS",

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertgeom.attention import kept_tokens
-from bertgeom.cone import (
+from bertgeom.analysis.cone import (
     attention_entropies,
     hidden_state_cone_curve,
     shannon_value_entropy_code,
     stream_cone_indices,
     token_mask,
 )
-from bertgeom.inputsets import InputItem, map_over_set
+from bertgeom.sets.inputs import InputItem, map_over_set
 from bertgeom.models import LoadedModel
 from bertgeom.inputs import EncodedInput
 from bertgeom.trace import forward, pad_batch
@@ -242,7 +242,7 @@ def cone_profiles_over_set(
     """Cone-index profiles, streams and [CLS]/mean-pooled vectors of every input of a set.
 
     One batched forward pass per ``batch_size`` inputs (through
-    :func:`bertgeom.inputsets.map_over_set`, or :func:`padded_forward` when ``pad_to`` is given
+    :func:`bertgeom.sets.inputs.map_over_set`, or :func:`padded_forward` when ``pad_to`` is given
     so that PAD rows exist, as in the official code). Inputs that cannot be encoded are
     listed in ``error_names``/``error_messages`` and never stop the run.
 

@@ -4,15 +4,15 @@ Input convention (project-wide): ``attn`` is a numpy array of shape ``[L, H, T, 
 (layers, heads, query, key), float32 or float64, each row a distribution over keys.
 Maps are cropped to the real tokens, so ``T`` counts [CLS] and [SEP] but no [PAD]
 (a ``TokenKinds.is_pad`` mask is honoured if padding was kept).  Indices are 0-based
-in arrays; the UI shows 1-based ``layer-head`` names.
+in arrays; the UI shows 1-based names (``L8 H10``, :func:`bertgeom.tables.head_label`).
 
 Every feature is computed for a whole stack of heads with array operations (no
 Python loop over heads, query rows or keys; the block graph of all heads is one
 block-diagonal sparse graph).  The stack is cut into cache-sized chunks of heads
 (optionally run on threads); the remaining Python loops run over a handful of
-offsets, segments or histogram bins.  ``_reference_per_head`` is a plain
+offsets, segments or histogram bins.  ``bench/reference_heads.py`` holds a plain
 loop-over-heads-and-rows version of the same formulas; the tests check that both
-agree and ``bench/bench_head_features.py`` times them.
+agree and ``bench/bench_head_features.py`` times them.  Token masks: :mod:`.tokens`.
 
 Sources (see ``FEATURE_DOCS`` for the per-feature formula):
 
@@ -36,20 +36,19 @@ from __future__ import annotations
 
 import math
 import os
-import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from bertgeom.analysis.tokens import TokenKinds
 from bertgeom.attention import ZERO_MODES, kept_tokens
 from bertgeom.metricdocs import MetricDoc, doc_table
 from bertgeom.tables import head_label
 from numpy.lib.stride_tricks import as_strided
 
 __all__ = [
-    "TokenKinds",
     "HeadFeatureTable",
     "head_features",
     "class_mean_maps",
@@ -64,128 +63,6 @@ __all__ = [
 DEFAULT_DIST_BINS: tuple[int, ...] = (1, 2, 3, 5, 9, 17, 33)
 
 _K90_TOL = 1e-9  # relative slack so that e.g. 18 x 0.05 counts as reaching 0.9
-
-
-# ----------------------------------------------------------------------------------------
-# Token kinds
-# ----------------------------------------------------------------------------------------
-
-
-def _is_punct_token(tok: str) -> bool:
-    return len(tok) > 0 and all(unicodedata.category(c).startswith("P") for c in tok)
-
-
-@dataclass(frozen=True)
-class TokenKinds:
-    """Boolean masks (length ``T``) describing the tokens of one input.
-
-    ``content`` is "not [CLS], not [SEP], not [PAD]".  Segments are delimited by
-    [SEP]: the k-th segment runs up to and including the k-th [SEP].
-    """
-
-    is_cls: np.ndarray
-    is_sep: np.ndarray
-    is_punct: np.ndarray
-    is_pad: np.ndarray | None = None
-
-    def __post_init__(self):
-        n = len(np.asarray(self.is_cls))
-        for name in ("is_cls", "is_sep", "is_punct", "is_pad"):
-            val = getattr(self, name)
-            if val is None:
-                val = np.zeros(n, dtype=bool)
-            arr = np.asarray(val, dtype=bool).reshape(-1)
-            if arr.shape[0] != n:
-                raise ValueError(f"TokenKinds.{name} has length {arr.shape[0]}, expected {n}")
-            arr = arr.copy()
-            arr.setflags(write=False)
-            object.__setattr__(self, name, arr)
-
-    # -- constructors ---------------------------------------------------------------
-    @classmethod
-    def from_tokens(
-        cls,
-        tokens: Sequence[str],
-        *,
-        cls_token: str = "[CLS]",
-        sep_token: str = "[SEP]",
-        pad_token: str | None = "[PAD]",
-        punct: Iterable[str] | str = (".", ","),
-    ) -> "TokenKinds":
-        """Build the masks from token strings.
-
-        ``punct=(".", ",")`` is Clark's set; ``punct="all"`` marks every token made only
-        of Unicode punctuation (the ``punct_all`` variant of seed_methods_spec f09).
-        """
-        toks = [str(t) for t in tokens]
-        if isinstance(punct, str):
-            if punct != "all":
-                raise ValueError("punct must be an iterable of token strings or 'all'")
-            is_p = [_is_punct_token(t) for t in toks]
-        else:
-            pset = set(punct)
-            is_p = [t in pset for t in toks]
-        return cls(
-            is_cls=np.array([t == cls_token for t in toks], dtype=bool),
-            is_sep=np.array([t == sep_token for t in toks], dtype=bool),
-            is_punct=np.array(is_p, dtype=bool),
-            is_pad=np.array([pad_token is not None and t == pad_token for t in toks], dtype=bool),
-        )
-
-    @classmethod
-    def from_ids(
-        cls,
-        ids: Sequence[int],
-        *,
-        cls_id: int,
-        sep_id: int,
-        pad_id: int | None = None,
-        punct_ids: Iterable[int] = (),
-    ) -> "TokenKinds":
-        """Build the masks from token ids (the spec's preferred way: C=101, S=102 for BERT)."""
-        a = np.asarray(ids).reshape(-1)
-        return cls(
-            is_cls=a == cls_id,
-            is_sep=a == sep_id,
-            is_punct=np.isin(a, np.asarray(list(punct_ids), dtype=a.dtype if a.size else int)),
-            is_pad=(a == pad_id) if pad_id is not None else None,
-        )
-
-    @classmethod
-    def simple(cls, n_tokens: int, *, sep_positions: Sequence[int] | None = None, punct_positions=()) -> "TokenKinds":
-        """``[CLS] x ... x [SEP]`` (or [SEP]s at ``sep_positions``); handy for tests."""
-        is_cls = np.zeros(n_tokens, bool)
-        is_cls[0] = True
-        is_sep = np.zeros(n_tokens, bool)
-        is_sep[[n_tokens - 1] if sep_positions is None else list(sep_positions)] = True
-        is_p = np.zeros(n_tokens, bool)
-        is_p[list(punct_positions)] = True
-        return cls(is_cls, is_sep, is_p)
-
-    # -- derived --------------------------------------------------------------------
-    @property
-    def n(self) -> int:
-        return int(self.is_cls.shape[0])
-
-    @property
-    def content(self) -> np.ndarray:
-        return ~(self.is_cls | self.is_sep | self.is_pad)
-
-    @property
-    def real(self) -> np.ndarray:
-        return ~self.is_pad
-
-    @property
-    def segment_ids(self) -> np.ndarray:
-        """Segment index per position (0, 1, ...); a [SEP] belongs to the segment it closes."""
-        sep = self.is_sep.astype(np.int64)
-        return np.concatenate([[0], np.cumsum(sep)[:-1]]) if self.n else sep
-
-    @property
-    def n_segments(self) -> int:
-        """Number of segments holding at least one content token (2 for a sentence pair)."""
-        seg = self.segment_ids[self.content]
-        return int(np.unique(seg).size)
 
 
 # ----------------------------------------------------------------------------------------
@@ -827,182 +704,6 @@ def _ordered_names(max_offset: int, local_windows: Sequence[int]) -> list[str]:
     names += ["delta_row", "template_residual"]
     return names
 
-
-
-# ----------------------------------------------------------------------------------------
-# Reference implementation (loops over heads and rows) -- tests and benchmark only
-# ----------------------------------------------------------------------------------------
-
-
-def _reference_per_head(
-    attn,
-    kinds: TokenKinds,
-    *,
-    rows: str = "content",
-    local_window: int = 1,
-    max_offset: int = 3,
-    local_windows: Sequence[int] = (1, 2, 4),
-    k_mass: float = 0.9,
-    dist_bins: Sequence[int] = DEFAULT_DIST_BINS,
-    block_tau: float = 2.0,
-    entropy_smoothing: float = 1e-4,
-) -> dict:
-    """Straightforward transcription of the same formulas: a Python loop over heads and
-    over query rows (numpy on each row vector), depth-first search for the block components.
-
-    Returns ``{"features": {name: [L, H]}, "hist": [L, H, B], "k90_rows": [L, H, nq]}``.
-    Written independently of ``head_features`` so that the agreement test is meaningful.
-    """
-    a4 = _as_lhtt(attn)
-    L, H, T, _ = a4.shape
-    _check_params(kinds, T, local_window, max_offset, local_windows, dist_bins, k_mass)
-    q_rows = [i for i in range(T) if _query_rows(kinds, rows)[i]]
-    content = kinds.content
-    V = [j for j in range(T) if content[j]]
-    nv = len(V)
-    seps = [j for j in range(T) if kinds.is_sep[j]]
-    clss = [j for j in range(T) if kinds.is_cls[j]]
-    seg = kinds.segment_ids
-    two_seg = kinds.n_segments >= 2
-    edges = list(dist_bins)
-    nb = 2 * len(edges) + 1
-    w = int(local_window)
-    eps = float(entropy_smoothing)
-    names = _ordered_names(max_offset, local_windows)
-    out = {n: np.zeros((L, H)) for n in names}
-    hist = np.zeros((L, H, nb))
-    k90_all = np.zeros((L, H, len(q_rows)), dtype=np.int32)
-
-    def bins_of_row(i: int) -> np.ndarray:
-        """Histogram bin of every key j for query i (0 = farthest backward)."""
-        d = np.arange(T) - i
-        b = np.searchsorted(np.asarray(edges), np.abs(d), side="right") - 1  # -1 for d == 0
-        return np.where(d == 0, len(edges), np.where(d > 0, len(edges) + 1 + b, len(edges) - 1 - b))
-
-    Vmask = np.asarray(content, dtype=bool)
-    pad = kinds.is_pad
-    ar = np.arange(T)
-
-    for l in range(L):
-        for h in range(H):
-            A = np.asarray(a4[l, h], dtype=np.float64)
-            acc = {n: 0.0 for n in names}
-            hrow = np.zeros(nb)
-            colsum = np.zeros(T)
-            ks, cone = [], np.zeros(T)
-            dist_c, sign_c, n_c = 0.0, 0.0, 0
-            for r, i in enumerate(q_rows):
-                row = A[i]
-                acc["self"] += row[i]
-                acc["prev"] += row[i - 1] if i >= 1 else 0.0
-                acc["next"] += row[i + 1] if i + 1 < T else 0.0
-                for k in range(2, max_offset + 1):
-                    acc[f"off_m{k}"] += row[i - k] if i - k >= 0 else 0.0
-                    acc[f"off_p{k}"] += row[i + k] if i + k < T else 0.0
-                acc["bwd"] += row[max(0, i - w): i].sum()
-                acc["fwd"] += row[i + 1: i + 1 + w].sum()
-                acc["bwd_all"] += row[:i].sum()
-                acc["fwd_all"] += row[i + 1:].sum()
-                for lw in local_windows:
-                    acc[f"local_{int(lw)}"] += row[max(0, i - lw): i + lw + 1].sum()
-                hrow += np.bincount(bins_of_row(i), weights=row, minlength=nb)
-                acc["cls"] += row[kinds.is_cls].sum()
-                acc["sep"] += row[kinds.is_sep].sum()
-                acc["punct"] += row[kinds.is_punct].sum()
-                cm = row[Vmask].sum()
-                acc["content_mass"] += cm
-                colsum += row
-                sm = (1 - eps) * row + eps / T
-                acc["entropy"] += float(-(sm * np.log(sm)).sum())
-                desc = np.sort(row)[::-1]
-                acc["max_weight"] += desc[0]
-                c = np.cumsum(desc)
-                target = c[-1] * k_mass * (1.0 - _K90_TOL)
-                k = 1
-                while k < T and c[k - 1] < target:
-                    k += 1
-                ks.append(k)
-                acc["mean_dist"] += float((row * np.abs(ar - i)).sum())
-                acc["signed_offset"] += float((row * (ar - i)).sum())
-                if cm > 1e-12:
-                    dist_c += float((row[Vmask] * np.abs(ar[Vmask] - i)).sum()) / cm
-                    sign_c += float((row[Vmask] * (ar[Vmask] - i)).sum()) / cm
-                    n_c += 1
-                if two_seg:
-                    acc["segment_mass"] += row[Vmask & (seg == seg[i])].sum()
-                nrm = math.sqrt(float((row * row).sum()))
-                if nrm > 0:
-                    cone += row / nrm
-            nq = len(q_rows)
-            res = {n: acc[n] / nq for n in names}
-            hrow /= nq
-            colmean = colsum / nq
-            res["special"] = res["cls"] + res["sep"]
-            res["sink"] = res["special"] + res["punct"]
-            res["sep_from_sep"] = float(np.mean([A[i, seps].sum() for i in seps])) if seps else 0.0
-            others = [i for i in range(T) if not kinds.is_sep[i] and not pad[i]]
-            res["sep_from_other"] = float(np.mean([A[i, seps].sum() for i in others])) if (seps and others) else 0.0
-            res["sep_max"] = max(colmean[j] for j in seps) if seps else 0.0
-            res["verticality"] = colmean.max()
-            cvals = sorted((colmean[j] for j in V), reverse=True)
-            res["col_content"] = cvals[0]
-            res["col3_content"] = sum(cvals[:3])
-            res["entropy_norm"] = res["entropy"] / math.log(T)
-            if clss:
-                sm = (1 - eps) * A[clss[0]] + eps / T
-                res["entropy_cls"] = float(-(sm * np.log(sm)).sum())
-            else:
-                res["entropy_cls"] = 0.0
-            res["k90_median"] = float(np.median(ks))
-            res["k90_mean"] = float(np.mean(ks))
-            res["k90_frac"] = res["k90_median"] / nv
-            eu = np.mean([np.abs(ar - i).mean() for i in q_rows])
-            euc = np.mean([np.abs(ar[Vmask] - i).mean() for i in q_rows])
-            res["mean_dist_norm"] = res["mean_dist"] / eu if eu > 0 else 0.0
-            res["signed_offset_norm"] = res["signed_offset"] / eu if eu > 0 else 0.0
-            res["mean_dist_content"] = dist_c / n_c if n_c else 0.0
-            res["signed_offset_content"] = sign_c / n_c if n_c else 0.0
-            res["mean_dist_content_norm"] = res["mean_dist_content"] / euc if euc > 0 else 0.0
-            res["delta_row"] = float(np.linalg.norm(cone)) / nq
-            # block graph by breadth-first search
-            comp = {}
-            Vi = np.asarray(V)
-            adj = {}
-            for a in range(nv):
-                sym = (A[V[a], Vi] + A[Vi, V[a]]) / 2
-                adj[a] = np.flatnonzero((np.abs(Vi - V[a]) > w) & (sym >= (block_tau / nv) * (1 - 1e-9))).tolist()
-            cid = 0
-            members: dict[int, list[int]] = {}
-            for s0 in range(nv):
-                if s0 in comp:
-                    continue
-                stack = [s0]
-                comp[s0] = cid
-                members[cid] = [s0]
-                while stack:
-                    x = stack.pop()
-                    for y in adj[x]:
-                        if y not in comp:
-                            comp[y] = cid
-                            members[cid].append(y)
-                            stack.append(y)
-                cid += 1
-            bm = bi = 0.0
-            for a in range(nv):
-                mem = np.asarray(members[comp[a]])
-                if mem.size >= 3:
-                    vals = A[V[a], Vi[mem]]
-                    bi += vals.sum()
-                    bm += vals[np.abs(Vi[mem] - V[a]) > w].sum()
-            res["block_mass"] = bm / nv if nv >= 3 else 0.0
-            res["block_inner"] = bi / nv if nv >= 3 else 0.0
-            res["n_blocks"] = float(sum(1 for m in members.values() if len(m) >= 3)) if nv >= 3 else 0.0
-            res["template_residual"] = max(0.0, 1.0 - (res["sink"] + res["self"] + res["prev"] + res["next"]))
-            for n in names:
-                out[n][l, h] = res[n]
-            hist[l, h] = hrow
-            k90_all[l, h] = ks
-    return {"features": out, "hist": hist, "k90_rows": k90_all}
 
 
 # ----------------------------------------------------------------------------------------

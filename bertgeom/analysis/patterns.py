@@ -1,4 +1,4 @@
-"""Pattern labels with a confidence for every head, from a :class:`~bertgeom.heads.HeadFeatureTable`.
+"""Pattern labels with a confidence for every head, from a :class:`~bertgeom.analysis.heads.HeadFeatureTable`.
 
 Three taxonomies, all rule-based on the per-head features and evaluated for all heads at once:
 

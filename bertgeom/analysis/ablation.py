@@ -428,7 +428,7 @@ def map_cosine_on_shared_inputs(weights_a, weights_b, layer_inputs: np.ndarray) 
     why = same_shape(weights_a, weights_b)
     if why:
         raise ValueError(why)
-    from bertgeom.headsim import cosine_similarity_maps
+    from bertgeom.analysis.headsim import cosine_similarity_maps
 
     a = attention_from_weights(weights_a, layer_inputs)
     b = attention_from_weights(weights_b, layer_inputs)

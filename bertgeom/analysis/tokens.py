@@ -1,0 +1,127 @@
+"""Which tokens of one input are [CLS], [SEP], punctuation, padding: the masks every per-head
+feature reads (:class:`TokenKinds`)."""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+
+def _is_punct_token(tok: str) -> bool:
+    return len(tok) > 0 and all(unicodedata.category(c).startswith("P") for c in tok)
+
+
+@dataclass(frozen=True)
+class TokenKinds:
+    """Boolean masks (length ``T``) describing the tokens of one input.
+
+    ``content`` is "not [CLS], not [SEP], not [PAD]".  Segments are delimited by
+    [SEP]: the k-th segment runs up to and including the k-th [SEP].
+    """
+
+    is_cls: np.ndarray
+    is_sep: np.ndarray
+    is_punct: np.ndarray
+    is_pad: np.ndarray | None = None
+
+    def __post_init__(self):
+        n = len(np.asarray(self.is_cls))
+        for name in ("is_cls", "is_sep", "is_punct", "is_pad"):
+            val = getattr(self, name)
+            if val is None:
+                val = np.zeros(n, dtype=bool)
+            arr = np.asarray(val, dtype=bool).reshape(-1)
+            if arr.shape[0] != n:
+                raise ValueError(f"TokenKinds.{name} has length {arr.shape[0]}, expected {n}")
+            arr = arr.copy()
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    # -- constructors ---------------------------------------------------------------
+    @classmethod
+    def from_tokens(
+        cls,
+        tokens: Sequence[str],
+        *,
+        cls_token: str = "[CLS]",
+        sep_token: str = "[SEP]",
+        pad_token: str | None = "[PAD]",
+        punct: Iterable[str] | str = (".", ","),
+    ) -> "TokenKinds":
+        """Build the masks from token strings.
+
+        ``punct=(".", ",")`` is Clark's set; ``punct="all"`` marks every token made only
+        of Unicode punctuation (the ``punct_all`` variant of seed_methods_spec f09).
+        """
+        toks = [str(t) for t in tokens]
+        if isinstance(punct, str):
+            if punct != "all":
+                raise ValueError("punct must be an iterable of token strings or 'all'")
+            is_p = [_is_punct_token(t) for t in toks]
+        else:
+            pset = set(punct)
+            is_p = [t in pset for t in toks]
+        return cls(
+            is_cls=np.array([t == cls_token for t in toks], dtype=bool),
+            is_sep=np.array([t == sep_token for t in toks], dtype=bool),
+            is_punct=np.array(is_p, dtype=bool),
+            is_pad=np.array([pad_token is not None and t == pad_token for t in toks], dtype=bool),
+        )
+
+    @classmethod
+    def from_ids(
+        cls,
+        ids: Sequence[int],
+        *,
+        cls_id: int,
+        sep_id: int,
+        pad_id: int | None = None,
+        punct_ids: Iterable[int] = (),
+    ) -> "TokenKinds":
+        """Build the masks from token ids (the spec's preferred way: C=101, S=102 for BERT)."""
+        a = np.asarray(ids).reshape(-1)
+        return cls(
+            is_cls=a == cls_id,
+            is_sep=a == sep_id,
+            is_punct=np.isin(a, np.asarray(list(punct_ids), dtype=a.dtype if a.size else int)),
+            is_pad=(a == pad_id) if pad_id is not None else None,
+        )
+
+    @classmethod
+    def simple(cls, n_tokens: int, *, sep_positions: Sequence[int] | None = None, punct_positions=()) -> "TokenKinds":
+        """``[CLS] x ... x [SEP]`` (or [SEP]s at ``sep_positions``); handy for tests."""
+        is_cls = np.zeros(n_tokens, bool)
+        is_cls[0] = True
+        is_sep = np.zeros(n_tokens, bool)
+        is_sep[[n_tokens - 1] if sep_positions is None else list(sep_positions)] = True
+        is_p = np.zeros(n_tokens, bool)
+        is_p[list(punct_positions)] = True
+        return cls(is_cls, is_sep, is_p)
+
+    # -- derived --------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return int(self.is_cls.shape[0])
+
+    @property
+    def content(self) -> np.ndarray:
+        return ~(self.is_cls | self.is_sep | self.is_pad)
+
+    @property
+    def real(self) -> np.ndarray:
+        return ~self.is_pad
+
+    @property
+    def segment_ids(self) -> np.ndarray:
+        """Segment index per position (0, 1, ...); a [SEP] belongs to the segment it closes."""
+        sep = self.is_sep.astype(np.int64)
+        return np.concatenate([[0], np.cumsum(sep)[:-1]]) if self.n else sep
+
+    @property
+    def n_segments(self) -> int:
+        """Number of segments holding at least one content token (2 for a sentence pair)."""
+        seg = self.segment_ids[self.content]
+        return int(np.unique(seg).size)
