@@ -108,3 +108,28 @@ def test_the_gpu_gives_the_cpu_argmax_on_the_demo_genomes():  # pragma: no cover
     cpu = [p.predicted for p in classify_stream(loaded, recs)]
     gpu = [p.predicted for p in classify_stream(loaded, recs, device="cuda")]
     assert cpu == gpu
+
+
+@pytest.mark.parametrize("damage", ["bad_json", "zero_heads", "five_heads", "bad_vocab", "garbage_weights"])
+def test_a_broken_variant_model_directory_gives_one_sentence(tiny_variant_dir, tmp_path, damage):
+    import json
+    import shutil
+
+    from bertgeom.models import ModelLoadError, load_model
+    from bertgeom.variant import variant_spec
+
+    broken = tmp_path / damage
+    shutil.copytree(tiny_variant_dir, broken)
+    config = json.loads((broken / "config.json").read_text())
+    if damage == "bad_json":
+        (broken / "config.json").write_text("{oops")
+    elif damage in ("zero_heads", "five_heads"):
+        config["num_attention_heads"] = 0 if damage == "zero_heads" else 5
+        (broken / "config.json").write_text(json.dumps(config))
+    elif damage == "bad_vocab":
+        (broken / "kmer_vocab.json").write_text('{"tokens": 3}')
+    else:
+        (broken / "model.safetensors").write_bytes(b"\x00garbage" * 100)
+    with pytest.raises(ModelLoadError) as err:
+        load_model(variant_spec(broken))
+    assert str(broken) in str(err.value) and "\n" not in str(err.value)

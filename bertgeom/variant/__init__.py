@@ -96,20 +96,57 @@ def load_variant(spec: ModelSpec) -> LoadedModel:
     missing = [n for n in needed if not (path / n).is_file()]
     if missing:
         raise ModelLoadError(f"The variant model at '{path}' is incomplete (missing {', '.join(missing)}).")
-    config = json.loads((path / "config.json").read_text())
-    model = build_variant_model(config)
-    state = {k: v.float() for k, v in load_file(str(path / "model.safetensors")).items()}
-    result = model.load_state_dict(state, strict=False)
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ModelLoadError(f"The variant model at '{path}' has an unreadable config.json ({exc}).") from None
+    problem = _config_problem(config)
+    if problem:
+        raise ModelLoadError(f"The variant model at '{path}' has an unusable config.json: {problem}.")
+    try:
+        model = build_variant_model(config)
+    except Exception as exc:  # transformers rejects the combination of values
+        raise ModelLoadError(f"The variant model at '{path}' has an unusable config.json ({str(exc)[:200]}).") from None
+    try:
+        state = {k: v.float() for k, v in load_file(str(path / "model.safetensors")).items()}
+    except Exception as exc:  # not a safetensors file, or truncated
+        raise ModelLoadError(f"The variant model at '{path}' has unreadable weights (model.safetensors: "
+                             f"{str(exc)[:120]}).") from None
+    try:
+        result = model.load_state_dict(state, strict=False)
+    except RuntimeError:  # tensor shapes differ from the config
+        raise ModelLoadError(f"The variant model at '{path}' does not match its config.json.") from None
     real_missing = [k for k in result.missing_keys if not k.endswith("position_ids")]
     if real_missing or result.unexpected_keys:
         raise ModelLoadError(f"The variant model at '{path}' does not match its config.json.")
-    vocab = KmerVocab.load(path / "kmer_vocab.json")
+    try:
+        vocab = KmerVocab.load(path / "kmer_vocab.json")
+    except Exception as exc:
+        raise ModelLoadError(f"The variant model at '{path}' has an unreadable kmer_vocab.json ({str(exc)[:120]}).") from None
     if len(vocab) != model.config.vocab_size:
         raise ModelLoadError(f"The variant model at '{path}' has a vocabulary that does not match its weights.")
     labels = tuple(model.config.id2label[i] for i in range(model.config.num_labels))
     spec = ModelSpec(**{**spec.__dict__, "labels": labels})
     return LoadedModel(spec, finish_loading(model), vocab, hash_file(path / "model.safetensors"),
                        extra={"card": _read(path / "MODEL_CARD.md"), "metrics": _read_json(path / "metrics.json")})
+
+
+def _config_problem(config) -> str:
+    """Why a config dict cannot describe a variant model ("" when it can)."""
+    if not isinstance(config, dict):
+        return "it is not a JSON object"
+    ints = {k: config.get(k) for k in ("num_attention_heads", "hidden_size", "num_hidden_layers", "vocab_size",
+                                         "intermediate_size", "max_position_embeddings")}
+    bad = [k for k, v in ints.items() if not isinstance(v, int) or isinstance(v, bool) or v <= 0]
+    if bad:
+        return f"{', '.join(bad)} must be positive integers"
+    if ints["hidden_size"] % ints["num_attention_heads"]:
+        return (f"hidden_size {ints['hidden_size']} is not a multiple of num_attention_heads "
+                f"{ints['num_attention_heads']}")
+    labels = config.get("id2label")
+    if not isinstance(labels, dict) or not labels:
+        return "id2label (the class names) is missing"
+    return ""
 
 
 def _read(p: Path) -> str:
