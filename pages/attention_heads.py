@@ -182,7 +182,7 @@ def all_heads_tab() -> None:
         csv_button(sdf, f"labels_{tax}.csv", "w_scores_csv")
 
 
-view = View(loaded, trace, model_id, text, table, labels, th, layer, head)
+view = View(loaded, trace, model_id, text, layer, head, table=table, labels=labels, th=th)
 RENDER = {"Head detail": head_detail_tab, "All heads": all_heads_tab, **{k: partial(f, view) for k, f in TABS.items()}}
 for name, tab in open_tabs(list(RENDER), key="heads_tab"):
     with tab:

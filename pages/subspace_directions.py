@@ -75,7 +75,8 @@ try:
 except ValueError as exc:
     st.error(f"This model's attention weights cannot be read: {str(exc).splitlines()[0]}")
     st.stop()
-view = View(loaded, trace, model_id, text, layer, head, eps, token_set, rank_rtol, sym_rtol, nbins, faithful, lws)
+view = View(loaded, trace, model_id, text, layer, head, eps=eps, token_set=token_set, rank_rtol=rank_rtol,
+            sym_rtol=sym_rtol, nbins=nbins, faithful=faithful, lws=lws)
 for name, tab in open_tabs(list(TABS), key="w_sub_tab"):
     with tab:
         TABS[name](view)

@@ -16,19 +16,16 @@ from bertgeom.figures import cone as fc
 from bertgeom.sets.inputs import set_fingerprint, shipped_set
 from bertgeom.tables import per_head_frame
 from bertgeom.ui import cone_cache
+from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, doc_list, errors_expander, guarded
 
 MAX_SET = 400  # inputs read from an upload (bounded work)
 
 
 @dataclass
-class View:
-    """What every section reads: model, input, the page's settings and the current input's cones."""
+class View(PageView):
+    """What every section reads: the page view with the page's settings and the input's cones."""
 
-    loaded: object
-    trace: object
-    model_id: str
-    text: str
     token_set: str
     pad_to: int | None
     unit: bool
@@ -37,20 +34,8 @@ class View:
     section: str
 
     @property
-    def L(self) -> int:
-        return self.trace.num_layers
-
-    @property
-    def H(self) -> int:
-        return self.trace.num_heads
-
-    @property
     def m(self) -> int:
         return int(self.cur["m"])
-
-    @property
-    def is_spike(self) -> bool:
-        return self.loaded.spec.input_kind == "spike"
 
     @property
     def norm_label(self) -> str:

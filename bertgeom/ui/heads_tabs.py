@@ -5,6 +5,7 @@ widgets in, figures out; computations are cached in :mod:`bertgeom.ui.heads_cach
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,7 @@ from bertgeom.analysis.patterns import (
 from bertgeom.sets.heads import domain_token_share
 from bertgeom.tables import arcs_frame, head_label, head_labels, per_head_frame
 from bertgeom.ui import heads_cache as hc
+from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
 
 TAXONOMIES = TAXONOMY_NAMES
@@ -38,34 +40,12 @@ GUAN_FEATURES = ["mean_dist_norm", "signed_offset_norm", "local_1", "local_2", "
 
 
 @dataclass
-class View:
-    """What every tab reads: model, input, its per-head features and labels, the selected head."""
+class View(PageView):
+    """What every tab reads: the page view with the input's per-head features, labels and thresholds."""
 
-    loaded: object
-    trace: object
-    model_id: str
-    text: str
-    table: object
+    table: Any
     labels: dict
     th: PatternThresholds
-    layer: int
-    head: int
-
-    @property
-    def L(self) -> int:
-        return self.trace.num_layers
-
-    @property
-    def H(self) -> int:
-        return self.trace.num_heads
-
-    @property
-    def is_spike(self) -> bool:
-        return self.loaded.spec.input_kind == "spike"
-
-    @property
-    def domains(self) -> list[str] | None:
-        return self.trace.encoded.extra.get("domains") if self.is_spike else None
 
 
 # ---- shared widgets ----------------------------------------------------------------------------

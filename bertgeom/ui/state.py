@@ -7,9 +7,13 @@ plain session keys (``STORE``) and widgets copy them in and out.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import streamlit as st
 
 from bertgeom.models import DEFAULT_MODEL_ID, REGISTRY, custom_models_allowed
+from bertgeom.tables import head_label
 
 #: Persistent session keys and their defaults.
 STORE = {
@@ -111,3 +115,38 @@ def write_query_params(current=None) -> None:
         wanted["view"] = current.url_path
     if any(st.query_params.get(k) != v for k, v in wanted.items()):
         st.query_params.update(wanted)
+
+
+@dataclass
+class PageView:
+    """What a page's tabs and sections read: the model, the current input with its trace, and the
+    selected head (0-based). Pages extend it with their own settings."""
+
+    loaded: Any
+    trace: Any
+    model_id: str
+    text: str
+    layer: int
+    head: int
+
+    @property
+    def L(self) -> int:
+        return self.trace.num_layers
+
+    @property
+    def H(self) -> int:
+        return self.trace.num_heads
+
+    @property
+    def is_spike(self) -> bool:
+        return self.loaded.spec.input_kind == "spike"
+
+    @property
+    def domains(self) -> list[str] | None:
+        """The spike domain of each token (genome inputs), else None."""
+        return self.trace.encoded.extra.get("domains") if self.is_spike else None
+
+    @property
+    def HL(self) -> str:
+        """The selected head's label (``L8 H10``)."""
+        return head_label(self.layer, self.head)

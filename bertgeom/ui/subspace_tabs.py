@@ -19,6 +19,7 @@ from bertgeom.sets.subspace import ACROSS_KEYS
 from bertgeom.analysis.subspace import DATA_FEATURE_DOCS, WEIGHT_FEATURE_DOCS
 from bertgeom.tables import per_head_frame
 from bertgeom.ui import subspace_cache as sc
+from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, table
 
 #: Largest heatmap of a d x d matrix drawn in the browser (d = 512 is 262k cells).
@@ -35,15 +36,9 @@ DATA_SOURCES = {"correct": "the model's attention", "faithful": "faithful (offic
 
 
 @dataclass
-class View:
-    """What every tab reads: the model, the input, the selected head and the page's settings."""
+class View(PageView):
+    """What every tab reads: the page view with the page's settings and the layer weights."""
 
-    loaded: object
-    trace: object
-    model_id: str
-    text: str
-    layer: int
-    head: int
     eps: float
     token_set: str
     rank_rtol: float | None
@@ -55,16 +50,6 @@ class View:
     @property
     def wh(self) -> str:
         return self.loaded.weights_hash
-
-    @property
-    def is_spike(self) -> bool:
-        return self.loaded.spec.input_kind == "spike"
-
-    @property
-    def HL(self) -> str:
-        from bertgeom.tables import head_label
-
-        return head_label(self.layer, self.head)
 
 
 # ---- weight space ------------------------------------------------------------------------
