@@ -8,7 +8,8 @@ made at reference coordinates of the aligned spike (the model's own input repres
 
 * **convergence**: 1-3 characteristic mutations of *other* classes (:mod:`.markers`) are
   injected (substitutions, deletions and insertions), never more than
-  :attr:`AugmentConfig.max_foreign_share` of one foreign class's markers;
+  :attr:`AugmentConfig.max_foreign_share` of one foreign class's markers; half of those that fall on
+  an own marker's codon are kept and replace it (T19R on Omicron's T19I, L452Q on Delta's L452R);
 * **reversion**: 1-2 of the class's own markers are reverted to the reference base;
 * **dropout**: an own marker falls under an N run (a short run or a 200-300 nt amplicon dropout);
 * **private substitutions** at realistic rates (Poisson, transition-biased) and, rarely, a
@@ -40,6 +41,7 @@ class AugmentConfig:
     foreign_prob: float = 0.5  #: inject foreign characteristic mutations
     foreign_counts: tuple[float, float, float] = (0.6, 0.3, 0.1)  #: P(1), P(2), P(3) foreign mutations
     max_foreign_share: float = 0.34  #: at most this share of one foreign class's markers
+    same_site_prob: float = 0.5  #: accept a foreign mutation at an own marker's site (it replaces that marker)
     revert_prob: float = 0.3  #: revert own markers to the reference
     revert_counts: tuple[float, float] = (0.75, 0.25)  #: P(1), P(2) reverted markers
     mask_prob: float = 0.2  #: hide one own marker under an N run
@@ -94,8 +96,10 @@ def _draw(aligned: str, insertions, cls: str, rng: np.random.Generator, cfg: Aug
             holders = [c for c in table.classes_with(m.key) if c != cls]
             if any(per_class.get(c, 0) + 1 > cfg.max_foreign_share * len(table.of(c)) for c in holders):
                 continue
-            if (own_sites | touched).intersection(range(*m.span)):
-                continue  # same site as an own marker (e.g. L452Q on Delta's L452R): that would be a reversion too
+            if touched.intersection(range(*m.span)):
+                continue  # one change per site
+            if own_sites.intersection(range(*m.span)) and rng.random() >= cfg.same_site_prob:
+                continue  # same codon as an own marker (T19R on Omicron's T19I): the own marker is lost too
             if apply_marker(arr, ins, m):
                 touched.update(range(*m.span))
                 for c in holders:
