@@ -18,6 +18,7 @@ from bertgeom.sets import cone as conesets
 from bertgeom.sets.inputs import InputItem, disk_cached_arrays
 from bertgeom.inputs import normalise_text
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
+from bertgeom.ui.widgets import progress
 
 #: Bump when the arrays stored on disk change meaning.
 DISK_VERSION = "cone-v1"
@@ -53,25 +54,14 @@ def input_entropies(model_id: str, text: str, pad_to: int | None) -> dict:
     return conesets.entropy_curves(A, keep)
 
 
-def _progress_bar(text: str):
-    bar = st.progress(0.0, text=text)
-
-    def update(done: int, total: int) -> None:
-        bar.progress(min(1.0, done / max(total, 1)), text=f"{text} {done}/{total}")
-
-    return bar, update
-
-
 @st.cache_data(max_entries=8, show_spinner=False)
 def _set_cones(model_id: str, fingerprint: str, token_set: str, pad_to: int | None, _items) -> dict:
     loaded = cached_model(model_id)
 
     def compute() -> dict:
-        bar, update = _progress_bar(f"Running the model over {len(_items)} inputs…")
-        res = conesets.cone_profiles_over_set(loaded, _items, token_set, pad_to=pad_to,
-                                              layer_weights=cached_layer_weights(model_id), progress=update)
-        bar.empty()
-        return res
+        with progress(f"Running the model over {len(_items)} inputs…") as update:
+            return conesets.cone_profiles_over_set(loaded, _items, token_set, pad_to=pad_to,
+                                                   layer_weights=cached_layer_weights(model_id), progress=update)
 
     key = [DISK_VERSION, "set", model_id, loaded.weights_hash, fingerprint, token_set, pad_to or 0]
     return disk_cached_arrays(key, compute)
@@ -90,10 +80,9 @@ def _class_entropies(model_id: str, fingerprint: str, label: str, pad_to: int | 
     chosen = [it for it in _items if it.label == label]
 
     def compute() -> dict:
-        bar, update = _progress_bar(f"Averaging the attention of {len(chosen)} inputs of class '{label}'…")
-        mean = conesets.class_mean_attention(loaded, chosen, pad_to=pad_to, correct_only=correct_only,
-                                             progress=update)
-        bar.empty()
+        with progress(f"Averaging the attention of {len(chosen)} inputs of class '{label}'…") as update:
+            mean = conesets.class_mean_attention(loaded, chosen, pad_to=pad_to, correct_only=correct_only,
+                                                 progress=update)
         out = {"n_used": mean["n_used"], "n_errors": mean["n_errors"]}
         if int(mean["n_used"]) > 0:
             bar2 = st.empty()

@@ -23,6 +23,7 @@ from bertgeom.analysis import subspace as sub
 from bertgeom.sets.inputs import InputItem, disk_cached_arrays, map_over_set, set_fingerprint
 from bertgeom.sets.subspace import collect_set_result, data_geometry, head_set_reducer
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
+from bertgeom.ui.widgets import progress
 
 _ACROSS_VERSION = "subspace-across/v1"
 
@@ -95,19 +96,10 @@ def across_inputs(
         return memo[key]
     loaded = cached_model(model_id)
     lws = cached_layer_weights(model_id)
-    bar = st.progress(0.0, text=f"Running the model over {len(items)} inputs…")
-
-    def progress(done: int, total: int) -> None:
-        bar.progress(min(done / max(total, 1), 1.0), text=f"{done} of {total} inputs analysed…")
-
-    def compute() -> dict[str, np.ndarray]:
+    with progress(f"Running the model over {len(items)} inputs…") as update:
         reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set)
-        return collect_set_result(map_over_set(loaded, items, reducer, progress=progress))
-
-    try:
-        arrays = disk_cached_arrays(key, compute)
-    finally:
-        bar.empty()
+        arrays = disk_cached_arrays(key, lambda: collect_set_result(map_over_set(loaded, items, reducer,
+                                                                                 progress=update)))
     memo[key] = arrays
     while len(memo) > max_memo:
         memo.popitem(last=False)
