@@ -110,7 +110,7 @@ for note in trace.encoded.notes:
 
 left, right = st.columns([2, 3], gap="large")
 with left:
-    st.markdown("#### Quality control")
+    st.markdown("#### Quality control (spike)")
     verdict_icon = {"pass": ":green[:material/check_circle: pass]", "warn": ":orange[:material/warning: warn]",
                     "fail": ":red[:material/cancel: fail]"}.get(qc.verdict, qc.verdict)
     st.markdown(f"**Verdict: {verdict_icon}**")
@@ -124,6 +124,18 @@ with left:
     c2.metric("Unknown k-mers", f"{(analysis.unk_rate or 0):.1%}")
     for reason in qc.reasons:
         st.caption(f"• {reason}")
+    gqc = analysis.genome_qc
+    if gqc is not None:
+        st.markdown("##### Whole genome", help="Checks of the whole sequence, kept apart from the spike checks "
+                    "above: the model reads only the spike, so these do not change its input.")
+        if gqc.verdict == "partial":
+            st.caption(f"ℹ️ {gqc.reasons[0].capitalize()}.")
+        else:
+            g_icon = {"pass": ":green[pass]", "warn": ":orange[warn]", "fail": ":red[fail]"}[gqc.verdict]
+            st.markdown(f"Verdict: **{g_icon}** · coverage {gqc.coverage:.1%} · {gqc.missing:,} bases missing · "
+                        f"{gqc.ambiguous} ambiguous · {len(gqc.frameshifts)} frameshifting indel(s)")
+            for reason in gqc.reasons:
+                st.caption(f"• {reason}")
     if analysis.clade is not None:
         st.caption(f"Nearest Nextstrain clade by its defining sites: **{analysis.clade.display}** "
                    f"({analysis.clade.matches} of {analysis.clade.matches + analysis.clade.mismatches} sites match).")

@@ -78,3 +78,21 @@ def test_ambiguous_bases_warn():
 def test_validation_small_mostly_usable():
     verdicts = [run(rec.sequence, meta["class"]).verdict for rec, meta in load_validation_small()]
     assert "fail" not in verdicts
+
+
+def test_whole_genome_qc_sees_what_the_spike_checks_cannot():
+    """N far from the spike: the spike passes, the whole-genome card warns (issue 12)."""
+    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.genome.pipeline import analyse_sequence
+
+    rec = next(r for r, meta in load_demo_genomes() if meta["class"] == "alpha")
+    seq = rec.sequence[:5000] + "N" * 1921 + rec.sequence[6921:]
+    a = analyse_sequence(seq)
+    assert a.qc.checks.get("missing data", "pass") == "pass"
+    assert a.genome_qc.verdict == "warn" and a.genome_qc.missing >= 1921
+    assert any("1," in r and "missing" in r for r in a.genome_qc.reasons)
+    shifted = rec.sequence[:10000] + rec.sequence[10001:]  # a 1-nt deletion in ORF1ab
+    b = analyse_sequence(shifted)
+    assert b.genome_qc.frameshifts and b.genome_qc.checks["frameshifts"] != "pass"
+    spike_only = analyse_sequence(rec.sequence[21500:25500])
+    assert spike_only.genome_qc.verdict == "partial"

@@ -16,7 +16,7 @@ from .align import AlignmentError, GenomeAlignment, SpikeCut, align_genome, cut_
 from .fasta import RecordError, SequenceInputError, SequenceRecord, parse_single
 from .kmers import MAX_LENGTH, KmerVocab, seq2kmer
 from .mutations import CladeCall, MutationReport, call_mutations, nearest_clade
-from .qc import QCResult, spike_qc
+from .qc import GenomeQC, QCResult, genome_qc, spike_qc
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,8 @@ class GenomeAnalysis:
     spike: SpikeCut | None = None
     mutations: MutationReport | None = None
     clade: CladeCall | None = None  # nearest Nextstrain clade by the definitions
-    qc: QCResult | None = None
+    qc: QCResult | None = None  # spike QC: what the model depends on
+    genome_qc: GenomeQC | None = None  # whole-genome QC, separate
     kmers: list[str] = field(default_factory=list)
     token_ids: np.ndarray | None = None  # only when a vocabulary was given
     unk_rate: float | None = None
@@ -68,6 +69,7 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
     try:
         aln = align_genome(record.sequence)
         res.alignment = aln
+        res.genome_qc = genome_qc(aln)
         cut = cut_spike(aln)
         res.notes += [n for n in cut.notes if n not in res.notes]
         if cut.coverage == 0:

@@ -105,3 +105,63 @@ def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None) -
         reasons.append(f"{len(private)} spike substitutions not expected in class {cls}")
     verdict = max(checks.values(), key=_RANK.__getitem__)
     return QCResult(verdict, reasons, cut.coverage, n_share, n_count, amb, fs, stops, private, cls, checks)
+
+
+# ------------------------------------------------------------------------------------------
+# Whole-genome QC (separate from the spike checks that the model depends on)
+# ------------------------------------------------------------------------------------------
+
+CODING_START, CODING_END = 266, 29674  #: ORF1ab start to ORF10 end (MN908947.3, 1-based)
+GENOME_N_WARN = 300  #: more missing bases (N or not covered) than this warns (Nextclade's "missing data" bias)
+GENOME_N_FAIL = 3000  #: more than this fails
+GENOME_PARTIAL = 0.5  #: a query covering less of the genome is a partial sequence: whole-genome checks do not apply
+
+
+@dataclass
+class GenomeQC:
+    """Whole-genome QC: coverage, missing and ambiguous bases, frameshifting indels in the coding region."""
+
+    verdict: str  #: pass / warn / fail, or "partial" for a spike-only or partial sequence
+    reasons: list[str]
+    coverage: float
+    missing: int  #: N plus uncovered reference bases
+    ambiguous: int
+    frameshifts: list[str]
+    checks: dict[str, str] = field(default_factory=dict)
+
+
+def genome_qc(aln) -> GenomeQC:
+    """QC of the whole alignment (:class:`~bertgeom.genome.align.GenomeAlignment`).
+
+    Frameshifts are indels whose length is not a multiple of 3 between ORF1ab's start and ORF10's
+    end (the UTRs are left out; the short intergenic spacers inside are not, so an indel there is
+    reported too, to be checked by eye).
+    """
+    text = aln.aligned
+    coverage = float(aln.covered.mean())
+    missing = text.count("N")
+    ambiguous = sum(1 for c in text if c not in "ACGTN-") if text.strip("ACGTN-") else 0
+    shifts = []
+    for p, n in aln.deletions:
+        if n % 3 and CODING_START <= p <= CODING_END:
+            shifts.append(f"del{p}" if n == 1 else f"del{p}-{p + n - 1}")
+    for p, b in aln.insertions:
+        if len(b) % 3 and CODING_START <= p <= CODING_END:
+            shifts.append(f"ins{p}:{b}")
+    if coverage < GENOME_PARTIAL:
+        return GenomeQC("partial", [f"the sequence covers {coverage:.0%} of the genome: whole-genome checks do not apply"],
+                        coverage, missing, ambiguous, shifts, {})
+    checks = {
+        "missing data": _grade(missing, GENOME_N_WARN, GENOME_N_FAIL),
+        "ambiguous bases": _grade(ambiguous, AMBIGUOUS_WARN, AMBIGUOUS_FAIL),
+        "frameshifts": _grade(len(shifts), FRAMESHIFT_WARN, FRAMESHIFT_FAIL),
+    }
+    reasons = []
+    if checks["missing data"] != "pass":
+        reasons.append(f"{missing:,} bases missing (N or not covered) in the genome")
+    if checks["ambiguous bases"] != "pass":
+        reasons.append(f"{ambiguous} ambiguous bases in the genome")
+    if checks["frameshifts"] != "pass":
+        reasons.append("frameshifting indels in the coding region: " + ", ".join(shifts[:5]))
+    verdict = max(checks.values(), key=_RANK.__getitem__)
+    return GenomeQC(verdict, reasons, coverage, missing, ambiguous, shifts, checks)

@@ -25,6 +25,7 @@ class Prediction:
     probs: dict[str, float] = field(default_factory=dict)
     qc: str = ""
     qc_reasons: str = ""
+    genome_qc: str = ""  #: whole-genome QC verdict (pass/warn/fail/partial), separate from the spike QC
     n_mutations: int | None = None
     unk_rate: float | None = None
     rule_call: str = ""  #: the rule-based marker call (bertgeom.genome.markers), a second opinion
@@ -37,7 +38,7 @@ class Prediction:
         for c in labels:
             p = self.probs.get(c)
             out[f"p_{c}"] = "" if p is None else round(p, 6)
-        out.update(qc=self.qc, qc_reasons=self.qc_reasons,
+        out.update(qc=self.qc, qc_reasons=self.qc_reasons, genome_qc=self.genome_qc,
                    n_mutations="" if self.n_mutations is None else self.n_mutations,
                    unk_rate="" if self.unk_rate is None else round(self.unk_rate, 4),
                    rule_call=self.rule_call, rule_evidence=self.rule_evidence,
@@ -111,6 +112,8 @@ def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray 
     ids = ids[: int(np.count_nonzero(ids))]  # drop padding: rows are re-padded per batch
     pred.qc = a.qc.verdict if a.qc else ""
     pred.qc_reasons = "; ".join(a.qc.reasons) if a.qc else ""
+    if a.genome_qc is not None:
+        pred.genome_qc = a.genome_qc.verdict + (f" ({'; '.join(a.genome_qc.reasons)})" if a.genome_qc.reasons else "")
     pred.n_mutations = len(a.mutations.nucleotide) if a.mutations else None
     pred.unk_rate = a.unk_rate
     rule = call_cut(a.spike)
