@@ -96,3 +96,14 @@ def test_whole_genome_qc_sees_what_the_spike_checks_cannot():
     assert b.genome_qc.frameshifts and b.genome_qc.checks["frameshifts"] != "pass"
     spike_only = analyse_sequence(rec.sequence[21500:25500])
     assert spike_only.genome_qc.verdict == "partial"
+
+
+def test_an_intergenic_deletion_is_not_a_frameshift():
+    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.genome.pipeline import analyse_sequence
+    from bertgeom.genome.qc import gene_at
+
+    assert gene_at(28271) is None and gene_at(28274) == "N" and gene_at(21563) == "S"
+    rec = next(r for r, meta in load_demo_genomes() if meta["class"] == "alpha")
+    a = analyse_sequence(rec.sequence)
+    assert not any("28271" in f for f in a.genome_qc.frameshifts)  # Alpha's del28271 sits before N

@@ -111,7 +111,20 @@ def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None) -
 # Whole-genome QC (separate from the spike checks that the model depends on)
 # ------------------------------------------------------------------------------------------
 
-CODING_START, CODING_END = 266, 29674  #: ORF1ab start to ORF10 end (MN908947.3, 1-based)
+#: Coding sequences of MN908947.3 (1-based, inclusive): the CDS features of Nextstrain's reference
+#: GenBank record (ORF1ab's two parts meet at the ribosomal slippage site 13468; ORF9b lies inside N)
+#: plus ORF10 as RefSeq NC_045512.2 annotates it. Intergenic spacers and UTRs are left out.
+CDS_INTERVALS: tuple[tuple[str, int, int], ...] = (
+    ("ORF1ab", 266, 21555), ("S", 21563, 25384), ("ORF3a", 25393, 26220), ("E", 26245, 26472),
+    ("M", 26523, 27191), ("ORF6", 27202, 27387), ("ORF7a", 27394, 27759), ("ORF7b", 27756, 27887),
+    ("ORF8", 27894, 28259), ("N", 28274, 29533), ("ORF10", 29558, 29674),
+)
+
+
+def gene_at(pos: int) -> str | None:
+    """The coding sequence holding genome position ``pos`` (first listed on overlaps), or None."""
+    return next((g for g, a, b in CDS_INTERVALS if a <= pos <= b), None)
+
 GENOME_N_WARN = 300  #: more missing bases (N or not covered) than this warns (Nextclade's "missing data" bias)
 GENOME_N_FAIL = 3000  #: more than this fails
 GENOME_PARTIAL = 0.5  #: a query covering less of the genome is a partial sequence: whole-genome checks do not apply
@@ -133,9 +146,9 @@ class GenomeQC:
 def genome_qc(aln) -> GenomeQC:
     """QC of the whole alignment (:class:`~bertgeom.genome.align.GenomeAlignment`).
 
-    Frameshifts are indels whose length is not a multiple of 3 between ORF1ab's start and ORF10's
-    end (the UTRs are left out; the short intergenic spacers inside are not, so an indel there is
-    reported too, to be checked by eye).
+    Frameshifts are indels whose length is not a multiple of 3 inside a coding sequence
+    (:data:`CDS_INTERVALS`); indels in UTRs and intergenic spacers (e.g. Alpha's del28271 before N)
+    shift no frame.
     """
     text = aln.aligned
     coverage = float(aln.covered.mean())
@@ -143,11 +156,13 @@ def genome_qc(aln) -> GenomeQC:
     ambiguous = sum(1 for c in text if c not in "ACGTN-") if text.strip("ACGTN-") else 0
     shifts = []
     for p, n in aln.deletions:
-        if n % 3 and CODING_START <= p <= CODING_END:
-            shifts.append(f"del{p}" if n == 1 else f"del{p}-{p + n - 1}")
+        gene = gene_at(p) or gene_at(p + n - 1)
+        if n % 3 and gene:
+            shifts.append((f"del{p}" if n == 1 else f"del{p}-{p + n - 1}") + f" ({gene})")
     for p, b in aln.insertions:
-        if len(b) % 3 and CODING_START <= p <= CODING_END:
-            shifts.append(f"ins{p}:{b}")
+        gene = gene_at(p) if gene_at(p + 1) else None
+        if len(b) % 3 and gene:
+            shifts.append(f"ins{p}:{b} ({gene})")
     if coverage < GENOME_PARTIAL:
         return GenomeQC("partial", [f"the sequence covers {coverage:.0%} of the genome: whole-genome checks do not apply"],
                         coverage, missing, ambiguous, shifts, {})
@@ -162,6 +177,6 @@ def genome_qc(aln) -> GenomeQC:
     if checks["ambiguous bases"] != "pass":
         reasons.append(f"{ambiguous} ambiguous bases in the genome")
     if checks["frameshifts"] != "pass":
-        reasons.append("frameshifting indels in the coding region: " + ", ".join(shifts[:5]))
+        reasons.append("frameshifting indels in coding sequences: " + ", ".join(shifts[:5]))
     verdict = max(checks.values(), key=_RANK.__getitem__)
     return GenomeQC(verdict, reasons, coverage, missing, ambiguous, shifts, checks)
