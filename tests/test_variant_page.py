@@ -84,3 +84,11 @@ def test_plain_renders_user_text_literally():
 
     assert plain("![p](u) :red[x] $y$\nz") == "\\!\\[p\\]\\(u\\) \\:red\\[x\\] \\$y\\$ z"
     assert plain("USA/CA-1/2020") == "USA\\/CA\\-1\\/2020"
+
+
+def test_mutation_table_uses_readable_region_names():
+    from bertgeom.genome.reference import READABLE_REGIONS, readable_region
+
+    assert [a for _, a, _ in READABLE_REGIONS][1:] == [b + 1 for _, _, b in READABLE_REGIONS][:-1]  # they tile 1..1273
+    assert readable_region(681) == "SD1/SD2" and readable_region(682) == "S1/S2 site" and readable_region(501) == "RBD"
+    assert readable_region(815) == "S2' site" and not any("no domain" in n for n, _, _ in READABLE_REGIONS)

@@ -162,6 +162,25 @@ def domain_of_aa(pos: int) -> SpikeDomain:
     return SpikeDomain(fine[pos], coarse[pos])
 
 
+#: Biological names for the spike regions the paper's table leaves as "no domain N", for the
+#: mutation table a biologist reads (the paper's partition stays in FINE_DOMAINS for its figures).
+#: Between the RBD and the S1/S2 furin site (R682-R685, "RRAR") lie the subdomains SD1 and SD2; the S2'
+#: cleavage site follows R815; between HR1 and HR2 lie the central helix (CH) and connector domain (CD).
+READABLE_REGIONS: tuple[tuple[str, int, int], ...] = (
+    ("SP", 1, 13), ("NTD", 14, 305), ("NTD-RBD linker", 306, 318), ("RBD", 319, 541), ("SD1/SD2", 542, 681),
+    ("S1/S2 site", 682, 685), ("S2 (before FP)", 686, 787), ("FP", 788, 806), ("S2 (FP to S2')", 807, 810),
+    ("S2' site", 811, 816), ("FPPR to HR1", 817, 911), ("HR1", 912, 984), ("CH/CD", 985, 1162),
+    ("HR2", 1163, 1213), ("TM", 1214, 1237), ("CT", 1238, 1273),
+)
+
+
+def readable_region(aa: int | None) -> str:
+    """The region name of spike residue ``aa`` for people (:data:`READABLE_REGIONS`; "" outside 1..1273)."""
+    if aa is None:
+        return ""
+    return next((name for name, a, b in READABLE_REGIONS if a <= aa <= b), "")
+
+
 def domain_of_genome_pos(pos: int) -> SpikeDomain | None:
     """Domain of the residue whose codon holds genome position ``pos``; None outside the spike CDS."""
     aa = aa_of_genome_pos(pos)

@@ -16,6 +16,8 @@ def defining_flag(pred: str) -> str:
 def _events(report) -> list[dict]:
     """The spike amino-acid changes as events: consecutive deleted residues become one ``del69-70``
     row (as Nextstrain writes them), with the union of their nucleotide changes."""
+    from bertgeom.genome.reference import readable_region
+
     events: list[dict] = []
     for m in report.amino_acid:
         last = events[-1] if events else None
@@ -24,7 +26,7 @@ def _events(report) -> list[dict]:
             last["nuc"] = list(dict.fromkeys(last["nuc"] + list(m.nuc)))
             continue
         events.append({"kind": m.kind, "start": m.pos, "end": m.pos, "name": m.name, "nuc": list(m.nuc),
-                       "domain": m.domain or ""})
+                       "domain": readable_region(m.pos)})
     for e in events:
         if e["kind"] == "del":
             e["name"] = f"del{e['start']}" if e["start"] == e["end"] else f"del{e['start']}-{e['end']}"
