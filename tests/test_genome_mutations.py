@@ -56,9 +56,14 @@ def test_del69_70_and_del144():
 
 
 def test_out_of_phase_deletion_with_substitution():
-    # Delta: 22029-22034 deleted -> E156-, F157-, R158G (fewest substitutions, leftmost on ties)
+    # Delta: 22029-22034 deleted -> E156G del157-158, as Nextclade names it
     rep = call_mutations(align_genome(edit(deletions=[(22029, 6)])))
-    assert rep.aa_names() == ["del156-157", "R158G"]
+    assert rep.aa_names() == ["E156G", "del157-158"]
+
+
+def test_ba1_deletion_is_named_as_nextstrain_names_it():
+    rep = call_mutations(align_genome(edit(deletions=[(21987, 9)])))
+    assert rep.aa_names() == ["G142D", "del143-145"]
 
 
 def test_insertion_ins214EPE():

@@ -9,10 +9,10 @@ Naming conventions (as Nextstrain / Nextclade write them):
   (one residue: ``del144``); insertion ``ins214EPE`` (after residue 214); frameshift ``F157fs``;
   a new stop codon ``Q1071*``.
 
-Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are assigned to whole
-codons by choosing the placement of the deleted residues that leaves the fewest substitutions,
-leftmost on ties: Delta gives ``E156-``, ``F157-``, ``R158G`` and Alpha 21765-21770 gives ``H69-``,
-``V70-``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
+Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are named as Nextclade
+and Nextstrain name them: the bases left in the affected codons fill the first of them and the last
+codons count as deleted, so Delta gives ``E156G del157-158``, BA.1 ``G142D del143-145``, Alpha
+21765-21770 ``del69-70`` and 21991-21993 ``del144``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
 
 The clade definitions (``definitions/nextstrain_clades.tsv``) list nucleotide sites only, each clade
 inheriting its parent's sites (a child's own row wins at the same site). Some rows give the
@@ -363,13 +363,7 @@ def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions) -> tuple[list[AaM
         if len(qbases) != 3 * (m - k):  # another indel in the same codons: name per codon
             continue
         q_aas = translate(qbases)
-        r_aas = prot[cs:ce]
-        best_j, best_mm = 0, None
-        for j in range(0, m - k + 1):
-            rest = r_aas[:j] + r_aas[j + k :]
-            mm = sum(1 for a, b in zip(rest, q_aas) if a != b and b != "X")
-            if best_mm is None or mm < best_mm:
-                best_j, best_mm = j, mm
+        best_j = m - k  # Nextclade's placement: the remaining bases fill the first affected codons
         rest_idx = [cs + i for i in range(m) if not best_j <= i < best_j + k]
         for i in range(cs + best_j, cs + best_j + k):
             add("del", i + 1, prot[i], "-", f"{prot[i]}{i + 1}-")
