@@ -15,7 +15,13 @@ from bertgeom.inputs import InputError
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.genome_input import demo_genomes
 from bertgeom.ui.plain import plain
-from bertgeom.ui.variant_cache import classify_records, integrated_gradients_for, probabilities_for, split_records
+from bertgeom.ui.variant_cache import (
+    MAX_BATCH_RECORDS,
+    classify_records,
+    integrated_gradients_for,
+    probabilities_for,
+    split_records,
+)
 from bertgeom.ui.widgets import chart
 from bertgeom.variant.explain import (
     apply_changes,
@@ -25,6 +31,8 @@ from bertgeom.variant.explain import (
     reversion_changes,
 )
 from bertgeom.variant.result import (
+    batch_table,
+    csv_bytes,
     defining_flag,
     mutation_rows,
     mutation_tokens,
@@ -82,12 +90,23 @@ except Exception as exc:  # noqa: BLE001 - SequenceInputError and friends: one s
 
 if len(records) > 1:
     st.subheader(f"{len(records)} records")
-    rows = classify_records(model_id, text)
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    st.download_button("Download all predictions (CSV)", pd.DataFrame(rows).to_csv(index=False).encode(),
-                       "predictions.csv", "text/csv")
-    names = [n for n, _ in records]
-    chosen = st.selectbox("Explain record", range(len(names)), format_func=lambda i: names[i], key="w_record")
+    if len(records) > MAX_BATCH_RECORDS:
+        st.warning(f"The table covers the first {MAX_BATCH_RECORDS} records, to keep the app responsive for "
+                   "everyone; classify larger files with `python -m bertgeom classify FILE --out table.csv`.")
+    bar = st.progress(0.0, text="Classifying…")
+    rows = classify_records(model_id, text, MAX_BATCH_RECORDS,
+                            _progress=lambda i, n: bar.progress(i / n, text=f"Classifying record {i} of {n}…"))
+    bar.empty()
+    table = batch_table(rows)
+    st.caption("One row per record (sortable). Click a row to open that genome's full view below.")
+    event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                         key="w_batch_table")
+    st.download_button("Download all predictions (CSV)", csv_bytes(rows), "predictions.csv", "text/csv")
+    picked = list(getattr(getattr(event, "selection", None), "rows", []) or [])
+    chosen = int(picked[0]) if picked else 0
+    if rows[chosen].get("error"):
+        st.error(plain(f"Record '{rows[chosen]['name']}' cannot be shown: {rows[chosen]['error']}"))
+        st.stop()
     record_text = records[chosen][1]
 else:
     record_text = records[0][1]

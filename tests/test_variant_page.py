@@ -92,3 +92,26 @@ def test_mutation_table_uses_readable_region_names():
     assert [a for _, a, _ in READABLE_REGIONS][1:] == [b + 1 for _, _, b in READABLE_REGIONS][:-1]  # they tile 1..1273
     assert readable_region(681) == "SD1/SD2" and readable_region(682) == "S1/S2 site" and readable_region(501) == "RBD"
     assert readable_region(815) == "S2' site" and not any("no domain" in n for n, _, _ in READABLE_REGIONS)
+
+
+def test_a_ten_record_fasta_gives_a_batch_table_with_the_bad_record_explained(variant_app):
+    demo = [g.text for g in genome_set("demo")]
+    bad = ">not_a_genome\nMFVFLVLLPLVSSQCVNLTTRTQLPPAYTNSFTRGVYYPDKVFRSSVLHSTQDLFLPFFSNVTWFHAIHV"
+    text = "\n".join(demo[:5] + [bad] + demo[5:8] + [demo[3].replace(">", ">copy_", 1)])
+    at = variant_app(text)
+    assert not at.exception
+    assert any("10 records" in s.value for s in at.subheader)
+    table = at.dataframe[0].value
+    assert len(table) == 10
+    assert {"name", "BERT call", "confidence", "rule call", "agree", "spike QC", "genome QC", "error"} <= set(table.columns)
+    row = table[table["name"] == "not_a_genome"].iloc[0]
+    assert "protein" in row["error"] and not row["BERT call"]
+    assert (table["rule call"][table["error"] == ""] != "").all()
+    assert any("Second opinion" in m.value for m in at.markdown)  # the first record's full view follows
+
+
+def test_the_web_csv_quotes_formula_like_names():
+    from bertgeom.variant.result import csv_bytes
+
+    text = csv_bytes([{"name": "=cmd|' /C calc'!A0", "predicted": "gh"}, {"name": "ok", "predicted": "gh"}]).decode()
+    assert "'=cmd" in text and "\n=cmd" not in text

@@ -239,12 +239,15 @@ def _genbank_origin(lines: list[str]) -> tuple[str, list[str]] | None:
     return name, body
 
 
-def parse_sequences(data: str | bytes, max_bytes: int = MAX_INPUT_BYTES, max_records: int = 100_000) -> list[SequenceRecord]:
+def parse_sequences(data: str | bytes, max_bytes: int = MAX_INPUT_BYTES, max_records: int = 100_000,
+                    tolerant: bool = False) -> list[SequenceRecord]:
     """Parse pasted or uploaded input into cleaned records.
 
     Raises :class:`SequenceInputError` (one sentence) for empty input, binary content, input over
     ``max_bytes``, protein or other non-nucleotide text, or a record without sequence; and
     :class:`TruncatedInputError` (with the records read intact) when a compressed input ends early.
+    With ``tolerant`` a bad *record* becomes a :class:`RecordError` in its place (for batch tables)
+    instead of failing the whole input; errors of the input as a whole still raise.
     """
     text, truncated = _to_text(data, max_bytes)
     if truncated:
@@ -274,9 +277,15 @@ def parse_sequences(data: str | bytes, max_bytes: int = MAX_INPUT_BYTES, max_rec
         else:
             rec_name = name
             first_note = []
-        seq, notes = clean_sequence("\n".join(chunk), rec_name)
         if len(records) >= max_records:
             raise SequenceInputError(f"The input holds more than {max_records:,} records, the limit.")
+        try:
+            seq, notes = clean_sequence("\n".join(chunk), rec_name)
+        except SequenceInputError as exc:
+            if not tolerant:
+                raise
+            records.append(RecordError(rec_name, len(records), str(exc)))
+            return
         records.append(SequenceRecord(rec_name, seq, first_note + notes))
 
     for line in lines:

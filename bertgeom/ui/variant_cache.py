@@ -10,23 +10,38 @@ from bertgeom.ui.cache import cached_model, get_trace
 
 @st.cache_data(max_entries=8, show_spinner="Reading the records…")
 def split_records(text: str) -> list[tuple[str, str]]:
-    """``(name, single-record FASTA)`` for every record of the input (parsing errors raise)."""
-    from bertgeom.genome.fasta import parse_sequences
+    """``(name, single-record FASTA)`` for every record of the input; a bad record among several
+    keeps its place with an empty text (its error shows in the batch table); input-level errors,
+    and a single bad record, raise."""
+    from bertgeom.genome.fasta import RecordError, SequenceInputError, parse_sequences
     from bertgeom.variant import MAX_GENOME_INPUT_BYTES
 
-    return [(r.name, f">{r.name}\n{r.sequence}") for r in parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES)]
+    recs = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
+    if len(recs) == 1 and isinstance(recs[0], RecordError):
+        raise SequenceInputError(recs[0].message)
+    return [(r.name, "" if isinstance(r, RecordError) else f">{r.name}\n{r.sequence}") for r in recs]
 
 
-@st.cache_data(max_entries=8, show_spinner="Classifying every record…")
-def classify_records(model_id: str, text: str) -> list[dict]:
-    """One CSV-ready row per record (bad records carry their error)."""
+#: Records one request classifies on the page (the CLI has no limit): ~2 s each on a 2-core server.
+MAX_BATCH_RECORDS = 200
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def classify_records(model_id: str, text: str, limit: int = MAX_BATCH_RECORDS, _progress=None) -> list[dict]:
+    """One CSV-ready row per record, the first ``limit`` records (bad records carry their error);
+    ``_progress(i, n)`` is called after each record (not part of the cache key)."""
     from bertgeom.genome.fasta import parse_sequences
     from bertgeom.variant import MAX_GENOME_INPUT_BYTES
     from bertgeom.variant.predict import classify_stream
 
     loaded = cached_model(model_id)
-    records = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES)
-    return [p.row(loaded.labels, loaded.weights_hash) for p in classify_stream(loaded, records)]
+    records = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)[:limit]
+    rows = []
+    for i, p in enumerate(classify_stream(loaded, records, batch_size=8), 1):
+        rows.append(p.row(loaded.labels, loaded.weights_hash))
+        if _progress is not None:
+            _progress(i, len(records))
+    return rows
 
 
 @st.cache_data(max_entries=16, show_spinner="Integrated gradients (a few forward and backward passes)…")

@@ -64,6 +64,28 @@ def mutation_rows(analysis, pred: str, rule_call: str | None = None) -> tuple[li
     return rows, missing
 
 
+def batch_table(rows: list[dict]):
+    """The batch view of ``classify`` rows: name, BERT call, confidence, rule call, agreement, spike and
+    whole-genome QC, mutations, error (a pandas DataFrame, sortable on the page)."""
+    import pandas as pd
+
+    out = [{"name": r["name"], "BERT call": CLASS_DISPLAY.get(r["predicted"], r["predicted"]),
+            "confidence": r["confidence"] if r["confidence"] != "" else None,
+            "rule call": CLASS_DISPLAY.get(r["rule_call"], r["rule_call"]), "agree": r["agrees"],
+            "spike QC": r["qc"], "genome QC": r["genome_qc"], "mutations": r["n_mutations"] if r["n_mutations"] != "" else None,
+            "error": r["error"]} for r in rows]
+    return pd.DataFrame(out)
+
+
+def csv_bytes(rows: list[dict]) -> bytes:
+    """The rows as CSV, with formula-like cells quoted (names starting with = + - @)."""
+    import pandas as pd
+
+    from bertgeom.variant.cli import csv_safe
+
+    return pd.DataFrame([{k: csv_safe(v) for k, v in r.items()} for r in rows]).to_csv(index=False).encode()
+
+
 def second_opinion(analysis, pred: str, confidence: float, min_confidence: float = 0.9) -> dict:
     """The rule-based marker call beside the BERT's (:func:`bertgeom.genome.markers.call_cut`), with
     its evidence and the warning a user should see: disagreement, or a low BERT confidence."""
