@@ -133,3 +133,19 @@ def test_a_broken_variant_model_directory_gives_one_sentence(tiny_variant_dir, t
     with pytest.raises(ModelLoadError) as err:
         load_model(variant_spec(broken))
     assert str(broken) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_evaluate_on_the_shipped_held_out_genomes_reports_bert_rules_and_baseline(tiny_variant_dir, tmp_path):
+    import json
+
+    out = tmp_path / "eval.json"
+    r = subprocess.run([sys.executable, "-m", "bertgeom", "evaluate", "--held-out", "--model", str(tiny_variant_dir),
+                        "--json", str(out), "--batch-size", "32"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["model"]["n"] >= 270 and result["rules"]["n"] == result["model"]["n"]
+    assert result["rules"]["accuracy"] >= 0.98  # the marker call on real held-out genomes
+    assert "baseline" in result and result["baseline"]["n"] == result["model"]["n"]
+    bad = subprocess.run([sys.executable, "-m", "bertgeom", "evaluate", "--model", str(tiny_variant_dir)],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "--held-out" in bad.stderr and "Traceback" not in bad.stderr

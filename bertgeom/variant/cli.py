@@ -177,7 +177,15 @@ def _cmd_evaluate(args) -> int:
 
     from bertgeom.variant.predict import evaluate
 
-    for p in (args.fasta, args.labels):
+    if args.held_out:
+        if args.fasta or args.labels:
+            print("error: give either FASTA and LABELS or --held-out, not both.", file=sys.stderr)
+            return EXIT_INPUT
+    elif not (args.fasta and args.labels):
+        print("error: give a FASTA file and its labels TSV, or --held-out for the shipped held-out genomes.",
+              file=sys.stderr)
+        return EXIT_INPUT
+    for p in ([] if args.held_out else [args.fasta, args.labels]):
         if not Path(p).is_file():
             print(f"error: no file at '{p}'.", file=sys.stderr)
             return EXIT_INPUT
@@ -188,7 +196,7 @@ def _cmd_evaluate(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
     bar = _progress_bar()
-    result = evaluate(loaded, args.fasta, args.labels, baseline_data=None if args.no_baseline else (args.data or True),
+    result = evaluate(loaded, None if args.held_out else args.fasta, args.labels, baseline_data=None if args.no_baseline else (args.data or True),
                       batch_size=args.batch_size, progress=lambda i, n: (setattr(bar, "total", n), bar.update(1)),
                       workers=args.workers, device=device)
     bar.close()
@@ -239,8 +247,10 @@ def register(sub) -> None:
     p.set_defaults(func=_cmd_classify)
 
     p = sub.add_parser("evaluate", help="accuracy, macro-F1, per-class metrics and confusion matrix on labelled genomes")
-    p.add_argument("fasta")
-    p.add_argument("labels", help="TSV with 'name' and 'label' (or 'class') columns")
+    p.add_argument("fasta", nargs="?", default="", help="FASTA of labelled genomes (any compression)")
+    p.add_argument("labels", nargs="?", default="", help="TSV with 'name' and 'label' (or 'class') columns")
+    p.add_argument("--held-out", action="store_true",
+                   help="evaluate on the held-out half of the shipped open developer genomes (282, never trained on)")
     p.add_argument("--model", default=None)
     p.add_argument("--data", default="",
                    help="folder with the open developer set used to regenerate the recipe for the baseline "

@@ -269,9 +269,20 @@ def read_labels_tsv(path) -> dict[str, str]:
     return out
 
 
+def held_out_genomes(data_dir: str | None = None):
+    """``(records, truth)`` of the validation split of the open developer genomes (never trained on):
+    :func:`bertgeom.genome.dataset.split_real_genomes`, seed 0."""
+    from bertgeom.genome.fasta import SequenceRecord
+    from bertgeom.variant.train import real_genomes
+
+    _, validation = real_genomes(data_dir)
+    return [SequenceRecord(g.name, g.sequence) for g in validation], {g.name: g.cls for g in validation}
+
+
 def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | None = None,
              batch_size: int = 16, progress=None, workers: int = 1, device: str | None = None) -> dict:
-    """Model and k-mer logistic-regression baseline on labelled genomes; returns both reports.
+    """Model, rule-based call and k-mer logistic-regression baseline on labelled genomes (``fasta`` +
+    ``labels_tsv``; ``fasta=None``: the held-out developer genomes); returns the reports.
 
     The baseline is trained in the same run on the model's own training recipe (regenerated
     from the seed and ``baseline_data``, the folder holding the open developer set, ``True`` for the
@@ -281,9 +292,12 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
     from bertgeom.genome.fasta import RecordError, iter_fasta_file
     from bertgeom.genome.pipeline import analyse_sequence
 
-    truth = read_labels_tsv(labels_tsv)
+    if fasta is None:  # the held-out split of the open developer genomes shipped in the package
+        records, truth = held_out_genomes(baseline_data if isinstance(baseline_data, str) else None)
+    else:
+        truth = read_labels_tsv(labels_tsv)
+        records = [r for r in iter_fasta_file(fasta) if isinstance(r, RecordError) or r.name in truth]
     names, y_true, y_pred, y_rule, spikes, skipped = [], [], [], [], [], []
-    records = [r for r in iter_fasta_file(fasta) if isinstance(r, RecordError) or r.name in truth]
     for i, pred in enumerate(classify_stream(loaded, records, batch_size=batch_size, workers=workers, device=device)):
         if progress:
             progress(i + 1, len(records))
