@@ -74,3 +74,27 @@ def test_user_text_is_shown_as_text_not_html():
     assert not at.exception
     for el in list(at.markdown) + list(at.caption):
         assert "<img" not in el.value and "<b>" not in el.value
+
+
+def test_uploads_share_the_one_input_limit_and_report_what_they_lose():
+    import gzip
+
+    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.ui.genome_input import BOX_SHOW_LIMIT, MAX_UPLOAD_BYTES, read_upload
+    from bertgeom.variant import MAX_GENOME_INPUT_BYTES
+
+    assert MAX_UPLOAD_BYTES == MAX_GENOME_INPUT_BYTES and BOX_SHOW_LIMIT < MAX_GENOME_INPUT_BYTES
+    recs = [r for r, _ in load_demo_genomes()]
+    fasta = "".join(f">{r.name}\n{r.sequence}\n" for r in recs).encode()
+    text, problem = read_upload("ok.fasta.gz", gzip.compress(fasta))
+    assert not problem and text.count(">") == len(recs)
+    bomb = gzip.compress(b">x\n" + b"A" * (MAX_GENOME_INPUT_BYTES + 10))  # small file, huge text
+    text, problem = read_upload("bomb.gz", bomb)
+    assert text == "" and "larger than the limit" in problem
+    blocks = [gzip.compress(f">{r.name}\n{r.sequence}\n".encode()) for r in recs[:3]]
+    text, problem = read_upload("cut.gz", blocks[0] + blocks[1] + blocks[2][:200])
+    assert text.count(">") == 2 and f"inside record '{recs[2].name}'" in problem
+    mixed = fasta + b">protein\nMFVFLVLLPLVSSQCVNLTTRTQLPPAYTNSFTRGVYYPDKVFRSSVLHSTQDLFLPFFSNVTWFHAIHV\n"
+    text, problem = read_upload("mixed.fasta", mixed)
+    assert text.count(">") == len(recs) and "1 record(s) could not be read" in problem and "protein" in problem
+    assert read_upload("big.fasta", b"A" * (MAX_UPLOAD_BYTES + 1))[1].endswith("larger than 20 MB.")

@@ -6,8 +6,13 @@ import streamlit as st
 
 from bertgeom.genome.classes import CLASS_DISPLAY
 
-#: Largest upload read into the genome box (the server's own limit is in config.toml).
+from bertgeom.variant import MAX_GENOME_INPUT_BYTES
+
+#: Largest upload file (compressed or not; config.toml's server.maxUploadSize says the same 20 MB).
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+#: Uploads longer than this stay on the server and are not copied into the text box (a browser
+#: text area holding megabytes of sequence slows every rerun).
+BOX_SHOW_LIMIT = 200_000
 
 
 @st.cache_data(show_spinner=False)
@@ -35,6 +40,7 @@ def _set_genome(text: str) -> None:
 
 def _on_genome_change() -> None:
     st.session_state["genome_value"] = st.session_state["w_genome"]
+    st.session_state.pop("genome_upload_note", None)
 
 
 def _on_example() -> None:
@@ -43,24 +49,50 @@ def _on_example() -> None:
         _set_genome(demo_genomes()[idx]["text"])
 
 
+def read_upload(name: str, data: bytes) -> tuple[str, str]:
+    """``(text, problem)`` of an uploaded file: the readable records as FASTA text (empty when none)
+    and one sentence about what could not be read (empty when all was read). Never raises."""
+    from bertgeom.genome.fasta import RecordError, SequenceInputError, TruncatedInputError, parse_sequences
+
+    if len(data) > MAX_UPLOAD_BYTES:
+        return "", f"'{name}' is larger than {MAX_UPLOAD_BYTES // 2**20} MB."
+    problem = ""
+    try:
+        records = parse_sequences(data, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
+    except TruncatedInputError as exc:
+        records, problem = exc.records, f"'{name}': {exc}"
+    except SequenceInputError as exc:
+        return "", f"'{name}': {exc}"
+    bad = [r for r in records if isinstance(r, RecordError)]
+    if bad:
+        problem = (problem + " " if problem else "") + (
+            f"'{name}': {len(bad)} record(s) could not be read and were left out: "
+            + "; ".join(r.message for r in bad[:3]) + (" …" if len(bad) > 3 else ""))
+    text = "\n".join(f">{r.name}\n{r.sequence}" for r in records if not isinstance(r, RecordError))
+    return text, problem
+
+
 def _on_upload() -> None:
     up = st.session_state.get("w_genome_upload")
     if up is None:
         return
-    data = up.getvalue()
-    if len(data) > MAX_UPLOAD_BYTES:
-        st.session_state["genome_upload_error"] = f"'{up.name}' is larger than {MAX_UPLOAD_BYTES // 2**20} MB."
+    st.session_state.pop("genome_upload_note", None)
+    text, problem = read_upload(up.name, up.getvalue())
+    if problem:
+        st.session_state["genome_upload_error"] = problem
+    else:
+        st.session_state.pop("genome_upload_error", None)
+    if not text:
         return
-    st.session_state.pop("genome_upload_error", None)
-    from bertgeom.genome.fasta import SequenceInputError, parse_sequences
-
-    try:
-        records = parse_sequences(data)
-    except SequenceInputError as exc:
-        st.session_state["genome_upload_error"] = f"'{up.name}': {exc}"
+    if len(text) <= BOX_SHOW_LIMIT:
+        _set_genome(text)
         return
-    text = "\n".join(f">{r.name}\n{r.sequence}" for r in records)
-    _set_genome(text)
+    # large: processed on the server, never pushed into the browser's text box
+    st.session_state["genome_value"] = text
+    st.session_state["w_genome"] = ""
+    st.session_state["genome_upload_note"] = (f"Using the upload '{up.name}': {text.count('>'):,} records, "
+                                              f"{len(text) / 1e6:.1f} M characters, kept on the server (too large "
+                                              "for the box). Type or pick an example to replace it.")
 
 
 def genome_input_box() -> str:
@@ -74,10 +106,17 @@ def genome_input_box() -> str:
                  format_func=lambda i: "— pick an example genome —" if i < 0 else example_label(examples[i]),
                  on_change=_on_example,
                  help="Real INSDC genomes redistributed by Nextstrain (MIT); none was used to train the model.")
+    limit = f"{MAX_GENOME_INPUT_BYTES // 2**20} MB"
     st.text_area("Genome or spike sequence (FASTA or bare)", key="w_genome", on_change=_on_genome_change,
-                 height=120, help="Whole genome, partial or spike-only; RNA (U) and lower case are fine.")
-    st.file_uploader("…or upload FASTA (.fasta, .fa, .gz, .xz)", type=["fasta", "fa", "fna", "txt", "gz", "xz"],
-                     key="w_genome_upload", on_change=_on_upload)
+                 height=120, max_chars=MAX_GENOME_INPUT_BYTES,
+                 help=f"Whole genome, partial or spike-only; RNA (U) and lower case are fine. Input limit: {limit} "
+                      "of sequence, pasted or uploaded (after decompression); the page classifies the first 200 records.")
+    st.file_uploader(f"…or upload FASTA (.fasta, .fa, .gz, .xz; up to {limit})",
+                     type=["fasta", "fa", "fna", "txt", "gz", "xz"], key="w_genome_upload", on_change=_on_upload)
+    if st.session_state.get("genome_upload_note"):
+        st.caption(st.session_state["genome_upload_note"])
     if st.session_state.get("genome_upload_error"):
-        st.error(st.session_state["genome_upload_error"])
+        from bertgeom.ui.plain import plain
+
+        st.error(plain(st.session_state["genome_upload_error"]))
     return st.session_state["genome_value"]

@@ -27,8 +27,9 @@ from bertgeom.models import (
     register_loader,
 )
 
-#: Largest paste the genome box accepts (about 60 full genomes).
-MAX_GENOME_INPUT_BYTES = 2_000_000
+#: The one input limit for genomes on the page, pasted or uploaded (after decompression): 20 MB of
+#: sequence text, about 650 whole genomes (uploads larger than the box shows stay on the server).
+MAX_GENOME_INPUT_BYTES = 20 * 1024 * 1024
 
 #: The shipped model's directory and registry id.
 VARIANT_DIR = Path(__file__).resolve().parent.parent / "data" / "variant_model"
