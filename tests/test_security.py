@@ -98,3 +98,27 @@ def test_uploads_share_the_one_input_limit_and_report_what_they_lose():
     text, problem = read_upload("mixed.fasta", mixed)
     assert text.count(">") == len(recs) and "1 record(s) could not be read" in problem and "protein" in problem
     assert read_upload("big.fasta", b"A" * (MAX_UPLOAD_BYTES + 1))[1].endswith("larger than 20 MB.")
+
+
+def test_the_results_root_cannot_be_escaped_by_its_contents(tmp_path, monkeypatch):
+    import pytest
+
+    from bertgeom.precompute.core import PrecomputeError
+    from bertgeom.precompute.store import inside_root, safe_class_name
+    from bertgeom.ui.cone_cache import results_dirs
+
+    root, outside = tmp_path / "results", tmp_path / "elsewhere"
+    (root / "run1").mkdir(parents=True)
+    (root / "run1" / "manifest.json").write_text("{}")
+    outside.mkdir()
+    (outside / "manifest.json").write_text("{}")
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    (root / "run2").mkdir()
+    (root / "run2" / "manifest.json").symlink_to(outside / "manifest.json")
+    monkeypatch.setenv("BERTGEOM_RESULTS_DIR", str(root))
+    assert results_dirs() == [str(root / "run1")]
+    assert inside_root(root, root / "run1") and not inside_root(root, root / "link")
+    for bad in ("../../etc/passwd", "..", ".hidden", "a/b", "", "x" * 65, None, 3):
+        with pytest.raises(PrecomputeError):
+            safe_class_name(bad)
+    assert safe_class_name("omicron") == "omicron" and safe_class_name("class_1.v2") == "class_1.v2"

@@ -37,6 +37,25 @@ FORMAT_VERSION = 1
 SHARD_FILES = ("parquet", "cls.npy")
 
 
+def inside_root(root: Path, path: Path) -> bool:
+    """True when ``path`` resolves (symlinks followed) to ``root`` or somewhere below it."""
+    try:
+        path.resolve(strict=True).relative_to(Path(root).resolve(strict=True))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def safe_class_name(name: object) -> str:
+    """A class name from ``maps/index.json`` that is safe in a file name (letters, digits, ``_-.``,
+    no leading dot, at most 64 characters); anything else raises :class:`PrecomputeError`."""
+    import re
+
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", name) or ".." in name:
+        raise PrecomputeError(f"the results index names an invalid class {str(name)[:40]!r}.")
+    return name
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     with open(tmp, "wb") as fh:
@@ -315,8 +334,11 @@ def load_results(root: str | os.PathLike, *, allow_partial: bool = True, mmap: b
     index = root / "maps" / "index.json"
     if manifest.get("status") == "complete" and index.is_file():
         meta = json.loads(index.read_text())
-        counts = {c: int(n) for c, n in meta["counts"].items()}
+        counts = {safe_class_name(c): int(n) for c, n in meta["counts"].items()}
         for c in counts:
-            maps[c] = np.load(root / "maps" / f"{c}.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+            path = root / "maps" / f"{c}.npy"
+            if path.is_symlink() or not inside_root(root, path):
+                raise PrecomputeError(f"the class map of {c!r} lies outside '{root}'.")
+            maps[c] = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
         keep = np.load(root / "maps" / "keep.npy", allow_pickle=False)
     return PrecomputeResults(root, manifest, genomes, vecs, maps, counts, keep)

@@ -154,11 +154,17 @@ def results_root():
 
 
 def results_dirs() -> list[str]:
-    """Results directories (holding a ``manifest.json``) under :func:`results_root`, newest first."""
+    """Results directories (holding a ``manifest.json``) under :func:`results_root`, newest first.
+    Only real directories inside the root count: a symlink (or anything resolving outside the root)
+    is never listed, so the root's contents cannot point the server at other files."""
+    from bertgeom.precompute.store import inside_root
+
     root = results_root()
-    if not root.is_dir():
+    if not root.is_dir() or root.is_symlink():
         return []
-    found = [p for p in [root, *root.iterdir()] if p.is_dir() and (p / "manifest.json").is_file()]
+    found = [p for p in [root, *root.iterdir()]
+             if not p.is_symlink() and p.is_dir() and inside_root(root, p)
+             and (p / "manifest.json").is_file() and not (p / "manifest.json").is_symlink()]
     return [str(p) for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)]
 
 
