@@ -411,8 +411,3 @@ def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LE
         out = finish()
         if out is not None:
             yield out
-
-
-def read_fasta_dict(path: str | os.PathLike) -> dict[str, str]:
-    """Small helper: every good record of a FASTA file as ``{name: sequence}`` (bad records skipped)."""
-    return {r.name: r.sequence for r in iter_fasta_file(path) if isinstance(r, SequenceRecord)}

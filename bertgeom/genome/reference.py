@@ -46,16 +46,6 @@ def reference_spike() -> str:
     return reference_sequence()[SPIKE_START - 1 : SPIKE_END]
 
 
-def genome_to_spike_offset(pos: int) -> int:
-    """Genome 1-based position -> spike 0-based offset (may fall outside 0..3821)."""
-    return pos - SPIKE_START
-
-
-def spike_offset_to_genome(offset: int) -> int:
-    """Spike 0-based offset -> genome 1-based position."""
-    return offset + SPIKE_START
-
-
 def aa_of_genome_pos(pos: int) -> int | None:
     """Spike amino-acid number (1-based) of the codon holding genome position ``pos``; None outside S."""
     if SPIKE_START <= pos <= SPIKE_END:
@@ -181,12 +171,6 @@ def readable_region(aa: int | None) -> str:
     return next((name for name, a, b in READABLE_REGIONS if a <= aa <= b), "")
 
 
-def domain_of_genome_pos(pos: int) -> SpikeDomain | None:
-    """Domain of the residue whose codon holds genome position ``pos``; None outside the spike CDS."""
-    aa = aa_of_genome_pos(pos)
-    if aa is None or aa > SPIKE_AA_LEN:  # the stop codon has no domain
-        return None
-    return domain_of_aa(aa)
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,12 +7,12 @@ a bad record yields a row with its error, never an exception.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from bertgeom.attention import softmax
 from bertgeom.models import LoadedModel
 
 
@@ -92,12 +92,6 @@ class FastClassifier:
         return out.logits.float().cpu().numpy()
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray | None]:
     """Parse, align, cut, QC, call markers and tokenise one record (the CPU part of classification)."""
     from bertgeom.genome.markers import call_cut
@@ -171,7 +165,7 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
             ids = np.zeros((len(rows), width), dtype=np.int64)
             for i, r in enumerate(rows):
                 ids[i, : len(r)] = r
-            probs = _softmax(forward(ids))
+            probs = softmax(forward(ids))
             k = 0
             for pred, r in pending:
                 if r is not None:
@@ -332,7 +326,3 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
         x.data = np.log1p(x.data)
         result["baseline"] = eval_report("k-mer count logistic regression", y_true, list(clf.predict(x)), labels)
     return result
-
-
-def report_json(result: dict) -> str:
-    return json.dumps({k: (v.__dict__ if isinstance(v, EvalReport) else v) for k, v in result.items()}, indent=1)
