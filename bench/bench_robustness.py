@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -170,17 +169,13 @@ def table(result: dict) -> str:
 
 
 def update_readme(result: dict) -> None:
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    block = ("<!-- robustness:start -->\n" + table(result) + "\n\n"
-             f"Real validation genomes: {result['validation_genomes']} (accuracy); perturbations on "
-             f"{result['perturbed_bases']} of them (at most {result['max_per_class']} per class), seed "
-             f"{result['seed']}; `python bench/bench_robustness.py --update-readme`.\n<!-- robustness:end -->")
-    if "<!-- robustness:start -->" in text:
-        text = re.sub(r"<!-- robustness:start -->.*?<!-- robustness:end -->", lambda _: block, text, flags=re.S)
-    else:
-        text += "\n" + block + "\n"
-    readme.write_text(text)
+    sys.path.insert(0, str(ROOT / "bench"))
+    from readme_blocks import replace_block
+
+    replace_block("robustness", table(result) + "\n\n"
+                  f"Real validation genomes: {result['validation_genomes']} (accuracy); perturbations on "
+                  f"{result['perturbed_bases']} of them (at most {result['max_per_class']} per class), seed "
+                  f"{result['seed']}; `python bench/bench_robustness.py --update-readme`.")
 
 
 def main(argv=None) -> int:

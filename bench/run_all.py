@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
-import re
 import subprocess
 import sys
 import time
@@ -160,14 +159,10 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 def update_readme(table: str, machine: str) -> None:
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    block = f"<!-- bench:start -->\n{table}\n\n_{machine}_\n<!-- bench:end -->"
-    if "<!-- bench:start -->" in text:
-        text = re.sub(r"<!-- bench:start -->.*?<!-- bench:end -->", lambda _: block, text, flags=re.S)
-    else:
-        text += "\n## Benchmarks\n\nProduced by `python bench/run_all.py --update-readme`.\n\n" + block + "\n"
-    readme.write_text(text)
+    from readme_blocks import replace_block
+
+    replace_block("bench", f"{table}\n\n_{machine}_",
+                  "## Benchmarks\n\nProduced by `python bench/run_all.py --update-readme`.")
 
 
 def main(argv=None) -> int:
