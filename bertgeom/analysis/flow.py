@@ -1,0 +1,103 @@
+"""Attention rollout and attention flow (Abnar & Zuidema 2020), on one input's attention.
+
+Both read the attention of a layer as a graph with residual connections: the *raw attention
+graph* of layer l is ``Â_l = r · mean_h A_l + (1 - r) · I`` with rows renormalised (r = 0.5,
+the residual stream carrying half of each token's information up unchanged).  Nodes are
+(layer, token) pairs, layer 0 being the input embeddings; the edge from token j at layer l-1
+to token i at layer l has capacity / weight ``Â_l[i, j]``.
+
+* **Rollout** multiplies the layers, ``R_l = Â_l ⋯ Â_1``: ``R_l[t, j]`` is the share of token
+  t's layer-l state that traces back to input j when mixing is assumed to be linear along
+  every path (paths multiply, parallel paths add).
+* **Flow** treats the weights as pipe capacities instead, and takes the maximum flow from the
+  input node (0, j) to the node (l, t) (:func:`networkx.maximum_flow_value`, Edmonds-Karp).
+  A path carries at most its narrowest edge, so flow is never more than any single layer
+  allows and spreads more evenly over the inputs than rollout.
+
+Both come from Abnar & Zuidema, "Quantifying Attention Flow in Transformers" (ACL 2020, §3);
+"The geometry of BERT" computes both in its notebook beside the attention maps (§4 of that
+paper).  Rollout is a handful of matrix products; flow is one max-flow problem per (input
+token, layer), so long inputs prune weak edges (``min_weight``) and the caller reports it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["residual_attention", "rollout", "attention_flow", "flow_graph"]
+
+
+def residual_attention(attentions: np.ndarray, residual: float = 0.5) -> np.ndarray:
+    """``[L, T, T]`` raw attention graph ``Â_l = r · mean_h A_l + (1 - r) I``, rows renormalised.
+
+    ``attentions`` is ``[L, H, T, T]`` (one input); ``residual`` is r, the weight of attention
+    against the identity (1: attention alone, 0: the identity alone)."""
+    a = np.asarray(attentions, dtype=np.float64)
+    if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"attentions must be [L, H, T, T], got {a.shape}")
+    if not 0.0 <= residual <= 1.0:
+        raise ValueError("residual must lie in [0, 1]")
+    m = residual * a.mean(axis=1) + (1.0 - residual) * np.eye(a.shape[-1])[None]
+    return m / m.sum(axis=-1, keepdims=True)
+
+
+def rollout(attentions: np.ndarray, residual: float = 0.5) -> np.ndarray:
+    """``[L, T, T]`` rollout after every layer, ``R_l = Â_l ⋯ Â_1`` (rows: output tokens, columns:
+    input tokens; every row sums to 1)."""
+    m = residual_attention(attentions, residual)
+    out = np.empty_like(m)
+    acc = np.eye(m.shape[-1])
+    for l in range(m.shape[0]):  # L products of whole matrices
+        acc = m[l] @ acc
+        out[l] = acc
+    return out
+
+
+def flow_graph(attentions: np.ndarray, residual: float = 0.5, *, min_weight: float = 0.0):
+    """The layered :class:`networkx.DiGraph` of :func:`residual_attention`: node ``(l, i)``, edge
+    ``(l-1, j) -> (l, i)`` with ``capacity = Â_l[i, j]``; edges below ``min_weight`` are left out."""
+    import networkx as nx
+
+    m = residual_attention(attentions, residual)
+    L, T, _ = m.shape
+    l, i, j = np.nonzero(m >= max(min_weight, 1e-12))
+    g = nx.DiGraph()
+    g.add_nodes_from((a, b) for a in range(L + 1) for b in range(T))
+    g.add_weighted_edges_from(
+        zip(zip(l.tolist(), j.tolist()), zip((l + 1).tolist(), i.tolist()), m[l, i, j].tolist()), weight="capacity"
+    )
+    return g
+
+
+def attention_flow(
+    attentions: np.ndarray,
+    target: int = 0,
+    residual: float = 0.5,
+    *,
+    layers: list[int] | None = None,
+    min_weight: float = 0.0,
+    progress=None,
+) -> np.ndarray:
+    """``[L, T]`` attention flow from every input token j to the output token ``target`` of each
+    layer: ``F[l, j] = maxflow((0, j) -> (l + 1, target))`` on :func:`flow_graph` (0-based layer l
+    means after layer l + 1).  Layers not in ``layers`` (0-based; default all) are NaN.
+
+    ``progress(done, total)`` is called after every layer (one max-flow per input token)."""
+    import networkx as nx
+    from networkx.algorithms.flow import edmonds_karp
+
+    a = np.asarray(attentions)
+    L, T = a.shape[0], a.shape[-1]
+    if not 0 <= target < T:
+        raise IndexError(f"target token {target} outside an input of {T} tokens")
+    todo = list(range(L)) if layers is None else sorted({int(x) for x in layers})
+    g = flow_graph(a, residual, min_weight=min_weight)
+    out = np.full((L, T), np.nan)
+    for k, l in enumerate(todo):
+        sink = (l + 1, target)
+        sub = g.subgraph([(x, y) for x in range(l + 2) for y in range(T)])  # layers above the sink are unreachable
+        out[l] = [nx.maximum_flow_value(sub, (0, j), sink, capacity="capacity", flow_func=edmonds_karp)
+                  for j in range(T)]
+        if progress:
+            progress(k + 1, len(todo))
+    return out

@@ -1,0 +1,49 @@
+"""Attention rollout and max-flow (Abnar & Zuidema) against a two-layer graph worked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertgeom.analysis.flow import attention_flow, flow_graph, residual_attention, rollout
+
+
+def _two_layers() -> np.ndarray:
+    """[L=2, H=1, T=2, T=2]: layer 1 = [[.5, .5], [0, 1]], layer 2 = [[.2, .8], [.5, .5]]."""
+    return np.array([[[[0.5, 0.5], [0.0, 1.0]]], [[[0.2, 0.8], [0.5, 0.5]]]])
+
+
+def test_flow_on_a_two_layer_graph_worked_by_hand():
+    # residual = 1: the graph is the attention alone.  Into (2, 0): (1,0) -> 0.2, (1,1) -> 0.8.
+    # From (0,0): only (0,0)->(1,0)->(2,0), narrowest pipe 0.2.  From (0,1): 0.2 via (1,0) + 0.8 via (1,1).
+    F = attention_flow(_two_layers(), target=0, residual=1.0)
+    np.testing.assert_allclose(F[1], [0.2, 1.0], atol=1e-9)
+    np.testing.assert_allclose(F[0], [0.5, 0.5], atol=1e-9)  # after layer 1: the row of layer 1 itself
+    # rollout multiplies instead: A2 @ A1 row 0 = [0.1, 0.9]
+    np.testing.assert_allclose(rollout(_two_layers(), residual=1.0)[1, 0], [0.1, 0.9], atol=1e-12)
+
+
+def test_residual_graph_and_edges():
+    m = residual_attention(_two_layers(), residual=0.5)
+    np.testing.assert_allclose(m[0], [[0.75, 0.25], [0.0, 1.0]])
+    np.testing.assert_allclose(m.sum(-1), 1.0)
+    g = flow_graph(_two_layers(), residual=0.5)
+    assert g[(0, 1)][(1, 0)]["capacity"] == pytest.approx(0.25)
+    assert not g.has_edge((0, 0), (1, 1))  # zero weight: no pipe
+    # with the residual, flow into (2, 0) from (0, 0): (0,0)->(1,0) .75, (1,0)->(2,0) .6 -> 0.6
+    F = attention_flow(_two_layers(), target=0, residual=0.5)
+    assert F[1, 0] == pytest.approx(0.6)
+
+
+def test_flow_bounded_by_rollout_mass_and_layers_subset(minilm):
+    from bertgeom.trace import run_trace
+
+    A = run_trace(minilm, "The cat sat on the mat.").attentions
+    F = attention_flow(A, target=0, layers=[0, 5])
+    assert np.isnan(F[2]).all() and np.isfinite(F[[0, 5]]).all()
+    # a flow never exceeds the sink's total in-capacity (each row sums to 1) nor goes negative
+    assert (F[[0, 5]] >= -1e-12).all() and (F[[0, 5]] <= 1 + 1e-9).all()
+    # after one layer the graph has one edge per pair, so flow = the edge = the rollout entry
+    np.testing.assert_allclose(F[0], rollout(A)[0, 0], atol=1e-9)
+    with pytest.raises(IndexError):
+        attention_flow(A, target=99)
