@@ -8,11 +8,11 @@ Everything that recomputes attention outside the model's own forward pass reads 
 * :func:`project_qkv` and :func:`correct_attention` -- the model's attention, biases and padding
   mask included (reproduces Hugging Face's eager attention);
 * :func:`faithful_qkv` and :func:`faithful_attention` -- the official code's hand-made variant
-  (transposed head slices ``X @ W[:, s]``, no biases, no mask), paper_spec §2.1 deviation;
+  (transposed head slices ``X @ W[:, s]``, no biases, no mask), official code's hand-made attention; docs/methods.md §8.3;
 * :func:`attention_from_weights` -- every layer's correct attention at once, each layer reading
   its own input;
 * :func:`kept_tokens` -- which rows and columns a class-mean or entropy recipe keeps ([SEP] and
-  what follows it removed, paper_spec §2.3), in one place for every recipe.
+  what follows it removed, docs/methods.md §5), in one place for every recipe.
 
 ``lw`` is a :class:`bertgeom.weights.LayerWeights`. Everything is numpy (float64 inside);
 torch tensors are accepted and converted.

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 class MetricDoc(NamedTuple):
     """A metric's short label, its formula (plain text) and its source (paper and section, or
-    ``ours`` / ``PROPOSED`` for our own additions)."""
+    ``our addition`` / ``reconstruction`` for our own rules; docs/methods.md)."""
 
     label: str
     formula: str

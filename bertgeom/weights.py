@@ -1,6 +1,6 @@
 """Per-layer weights of a Hugging Face BERT-family encoder, as plain numpy arrays.
 
-Layout convention (kept from PyTorch / Hugging Face, see paper_spec §2.1): every dense
+Layout convention (kept from PyTorch / Hugging Face, see docs/methods.md §8): every dense
 weight is stored **(out, in)**, so a linear map is ``y = x @ W.T + b``.
 
 For head ``h`` with ``s = slice(h * head_dim, (h + 1) * head_dim)``:

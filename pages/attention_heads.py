@@ -38,10 +38,11 @@ VECTOR = ["self", "prev", "next", "bwd", "fwd", "cls", "sep", "punct", "special"
           "delta_row", "max_weight", "entropy_norm", "k90_frac", "block_mass", "segment_mass", "template_residual"]
 CAVEAT = (
     "**How to read the labels.** They come from deterministic rules on the features, not from the papers' "
-    "own classifiers: Kovaleva et al. labelled maps with a CNN that was never released, and Bonino et al. "
-    "name their gates without operational definitions, so both rule sets here are *reconstructions* "
-    "(seed_methods_spec §2.2/§5, paper_spec §2.3) whose thresholds you can move. Clark et al.'s behaviour "
-    "thresholds are those of their notebook. Confidence is a soft margin to the thresholds (0.5 = on the edge)."
+    "own classifiers: Kovaleva et al. 2019 (arXiv:1908.08593) labelled maps with a CNN that was never "
+    "released, and Bonino et al. 2025 (arXiv:2502.12033) name their gates without a rule a program can apply, "
+    "so both rule sets here are *reconstructions* (docs/methods.md §4) whose thresholds you can move. "
+    "Clark et al. 2019 (arXiv:1906.04341) behaviour thresholds are those of their notebook, with the "
+    "'broad' entropy cut as a share of ln n. Confidence is a soft margin to the thresholds (0.5 = on the edge)."
 )
 
 st.title("Attention Heads")
@@ -131,7 +132,7 @@ def head_detail_tab() -> None:
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to 1."
                + (" Spike tokens are labelled by amino-acid range; hover shows the spike domain." if is_spike else ""))
     theta = st.slider("Threshold θ (hide weights below)", 0.0, 1.0, 0.3, 0.01, key="w_theta",
-                      help="The 2025 paper masks attention below θ = 0.3 in its maps.")
+                      help="Entries below θ are hidden. The 2025 paper's heatmaps hid entries below 0.01; θ = 0.3 is the threshold of its thresholded class sum (docs/methods.md §5).")
     if float(attention.max()) < theta:
         st.info(f"No weight of this head reaches θ = {theta:.2f} (its largest is {attention.max():.3f}): "
                 "lower θ to see the map.")

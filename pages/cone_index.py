@@ -1,4 +1,4 @@
-"""Cone Index per Layer: how narrow the cloud of token vectors is, layer by layer (paper_spec §2.4, §2.6, §2.7).
+"""Cone Index per Layer: how narrow the cloud of token vectors is, layer by layer (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9).
 
 The page holds the settings every section shares and the current input's curve; the sections
 are in :mod:`bertgeom.ui.cone_sections`."""
@@ -89,5 +89,5 @@ with st.expander("Definitions and where they come from"):
     doc_list(STREAM_DOCS[k] for k in ("layer_input", "head_output", "post_attention", "layer_output",
                                       "multihead_faithful", "head_output_faithful"))
     st.markdown("Token sets: " + "; ".join(f"**{TOKEN_SET_LABELS[k]}** — {v}" for k, v in TOKEN_SETS.items()) + ".")
-    st.caption("Reconstructed: the paper's text was unavailable, so every definition follows the official code "
-               "(paper_spec §2.4, §2.6, §2.7); additions are marked PROPOSED.")
+    st.caption("The cone index and the streams are concepts of Bonino et al. 2025 (arXiv:2502.12033); their recipes "
+               "follow the authors' released code, and our additions say so. Full definitions: docs/methods.md §9.")

@@ -1,4 +1,4 @@
-"""Subspace Directions: how each head selects directions (paper_spec §2.2, D1–D4).
+"""Subspace Directions: how each head selects directions (Bonino 2025 (arXiv:2502.12033); docs/methods.md §8).
 
 The page holds the settings every tab shares; the tabs are in :mod:`bertgeom.ui.subspace_tabs`."""
 
@@ -12,10 +12,11 @@ from bertgeom.ui.subspace_tabs import TABS, View
 from bertgeom.ui.widgets import head_picker, open_tabs, remember_widgets, restore_widgets, teaching
 
 CAVEAT = (
-    "**Reconstruction.** The paper's body text could not be read (only its abstract and summaries): "
-    "D1–D4 are *proposed* operational definitions that reproduce what the official code measured "
-    "(D1–D3) and its interest in the eigen-structure of W_Q W_Kᵀ (D4). They are not the authors' own "
-    "definitions; move the thresholds to see how much a conclusion depends on them."
+    "**Reconstruction.** *Directionality of subspace selection* is a concept of Bonino, Ghione & "
+    "Cirrincione 2025 (arXiv:2502.12033). The numbers D1–D4 are operational versions of it proposed by this tool: "
+    "D1–D3 measure what the authors' released code measured, D4 follows that code's interest in the "
+    "eigen-structure of W_Q W_Kᵀ. They are not the authors' own definitions; move the thresholds to see "
+    "how much a conclusion depends on them. Definitions: docs/methods.md §8."
 )
 
 FAITHFUL_HELP = (

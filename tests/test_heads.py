@@ -156,7 +156,7 @@ def test_identity_shift_and_uniform_values():
 
 
 def test_uniform_distance_matches_closed_form_all_rows():
-    """Under uniform attention over all rows mean |j-i| = (n^2 - 1) / (3n) (seed spec G2)."""
+    """Under uniform attention over all rows mean |j-i| = (n^2 - 1) / (3n) (Guan-style G2)."""
     T = 17
     kinds = TokenKinds.simple(T)
     t = head_features(np.full((1, 1, T, T), 1 / T), kinds, rows="all")

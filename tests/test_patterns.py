@@ -174,7 +174,7 @@ def test_pair_input_segment_blocks_are_kovaleva_block():
     table = head_features(rownorm(a)[None, None], kinds)
     assert table["segment_mass"][0, 0] == pytest.approx(1.0)
     assert kovaleva_labels(table).labels[0, 0] == "block"
-    # The block graph (Bonino's PROPOSED tau = 2 / n_v) finds both segments only because each
+    # The block graph (the reconstructed tau / n_v) finds both segments only because each
     # is exactly half of the content: in-block weight 1/11 == 2/22 sits on the threshold.
     assert table["n_blocks"][0, 0] == 2
     # With unequal segments (8 + 14) the larger block's weight 1/14 < 2/22 and it is missed,

@@ -1,6 +1,6 @@
 """Interventions on heads: Kovaleva et al.'s head disabling, and head-by-head checkpoint comparison.
 
-**Disabling** (Kovaleva et al. 2019 §4.6, seed_methods_spec §2.7).  A disabled head's
+**Disabling** (Kovaleva et al. 2019 §4.6, docs/methods.md §7).  A disabled head's
 attention is replaced by the constant ``1/L`` for every query and every *real* key (L = the
 number of non-padding tokens), before dropout; nothing is retrained.  Hugging Face's
 ``head_mask`` would *zero* the head instead, which is a different intervention.
@@ -21,7 +21,7 @@ reproduces the model's own logits, attentions and hidden states.  Supported: BER
 encoders with absolute position embeddings (``BertModel``, ``BertForSequenceClassification``
 and RoBERTa/ELECTRA-style models with the same layer layout).
 
-**Checkpoint comparison** (Kovaleva et al. §4.3, seed_methods_spec §2.4).  Kovaleva compare
+**Checkpoint comparison** (Kovaleva et al. §4.3, docs/methods.md §7).  Kovaleva compare
 ``vec(A_pre)`` and ``vec(A_ft)`` on the *same input*.  Across checkpoints with different
 vocabularies (MiniLM's English word pieces vs the variant model's spike 12-mers) no input
 exists that both can read, so two input-free and one same-layer-input comparisons are

@@ -1,6 +1,6 @@
 """Cone index, token-set selection, information streams and attention entropies.
 
-Cone index (paper_spec §2.4, code form): for the rows ``x_1..x_m`` of a matrix,
+Cone index (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9, code form): for the rows ``x_1..x_m`` of a matrix,
 
     I_cone(X) = || sum_i x_i / ||x_i||_2 ||_2,        0 <= I_cone <= m,
 
@@ -8,11 +8,11 @@ and the normalised index ``I_hat = I_cone / m = sqrt(mean_ij cos(x_i, x_j))`` in
 values: ``I = m`` for vectors on one ray, ``I = sqrt(m)`` for orthogonal vectors (and about
 ``sqrt(m)`` for an i.i.d. isotropic cloud). ``I >> sqrt(m)`` signals a narrow cone.
 
-Streams (paper_spec §2.4): for each layer, the cone index of the layer input, of each head's output
+Streams (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9): for each layer, the cone index of the layer input, of each head's output
 ``Z_h = A_h V_h``, of the post-attention sublayer ``U = LN_1(X + Z W_O^T + b_O)``, of the layer
 output, and of the official code's "multihead output" (faithful, see :func:`layer_streams`).
 
-Entropies (paper_spec §2.7): the official code's "von Neumann" and 20-bin Shannon entropies,
+Entropies (docs/methods.md §9): the official code's "von Neumann" and 20-bin Shannon entropies,
 reproduced exactly, plus properly normalised variants.
 
 Everything here is numpy; torch tensors are accepted and converted.
@@ -207,33 +207,33 @@ STREAM_DOCS: dict[str, MetricDoc] = doc_table({
     "layer_input": (
         "Layer input",
         "X = hidden_states[l]",
-        "paper_spec §2.4 (code: distance_cones_analysis)",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §9 (code: distance_cones_analysis)",
     ),
     "head_output": (
         "Head output (true)",
         "Z_h = A_h V_h, V_h = X W_v[s,:]^T + b_v[s], A_h = the model's masked attention",
-        "paper_spec §2.4 recommended computation",
+        "Bonino 2025 (arXiv:2502.12033), corrected computation; docs/methods.md §9",
     ),
     "post_attention": (
         "Post-attention sublayer (multihead output, corrected)",
         "U = LN_1(X + [Z_0|..|Z_H-1] W_o^T + b_o) (HF attention.output)",
-        "paper_spec §2.4 recommended computation",
+        "Bonino 2025 (arXiv:2502.12033), corrected computation; docs/methods.md §9",
     ),
     "layer_output": (
         "Layer output",
         "Y = hidden_states[l+1] = LN_2(U + GELU(U W_1^T + b_1) W_2^T + b_2)",
-        "paper_spec §2.4 (code: distance_cones_analysis)",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §9 (code: distance_cones_analysis)",
     ),
     "multihead_faithful": (
         "Multihead output (official code)",
         "LayerNorm_{gamma=1,beta=0,eps=1e-5}(X + [Z'_0|..|Z'_H-1]), Z'_h from the faithful head "
         "computation (transposed slices X W[:, s], no bias, no mask); no W_o",
-        "paper_spec §2.4 / §2.1 deviation (code: distance_cones_analysis)",
+        "Bonino 2025 (arXiv:2502.12033), official code; docs/methods.md §9 (code: distance_cones_analysis)",
     ),
     "head_output_faithful": (
         "Head output (official code)",
         "Z'_h = softmax(X W_q[:,s] (X W_k[:,s])^T / sqrt(d_h)) X W_v[:,s]",
-        "paper_spec §2.1 deviation (code: distance_cones_analysis)",
+        "official code's hand-made attention; docs/methods.md §8.3 (code: distance_cones_analysis)",
     ),
 })
 
@@ -410,34 +410,34 @@ def hidden_state_cone_curve(hidden_states, mask=None, *, normalized=False, raw=F
 
 
 # -------------------------------------------------------------------------------------------
-# Entropies (paper_spec §2.7)
+# Entropies (docs/methods.md §9)
 # -------------------------------------------------------------------------------------------
 ENTROPY_DOCS: dict[str, MetricDoc] = doc_table({
     "vn_code": (
         "'von Neumann' entropy (official code)",
         "lambda = eig(A); p_i = |lambda_i| / sqrt(sum_j |lambda_j|^2); S = -sum_{p>0} p ln p",
-        "paper_spec §2.7 (code: von_neumann_entropy_attentions); L2 normalisation, sum p != 1",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §9 (code: von_neumann_entropy_attentions); L2 normalisation, sum p != 1",
     ),
     "vn_l1": (
         "Eigenvalue entropy (L1-normalised)",
         "p_i = |lambda_i| / sum_j |lambda_j|; S = -sum p ln p",
-        "paper_spec §2.7 PROPOSED",
+        "our addition; docs/methods.md §9",
     ),
     "sv_entropy": (
         "Singular-value (spectral) entropy",
         "p_i = sigma_i^2 / sum_j sigma_j^2; S = -sum p ln p",
-        "paper_spec §2.7 PROPOSED",
+        "our addition; docs/methods.md §9",
     ),
     "shannon_code": (
         "Shannon entropy of attention values (official code)",
         "20 equal-width bins of all n^2 entries over [min, max] (pandas.cut); p_b = count_b / n^2; "
         "H = -sum p_b ln p_b",
-        "paper_spec §2.7 (code: shannon_entropy_attentions)",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §9 (code: shannon_entropy_attentions)",
     ),
     "row_entropy": (
         "Mean row entropy",
         "mean over valid queries i of -sum_{j valid} A_ij ln A_ij",
-        "paper_spec §2.7 PROPOSED",
+        "our addition; docs/methods.md §9",
     ),
 })
 

@@ -21,14 +21,14 @@ Sources (see ``FEATURE_DOCS`` for the per-feature formula):
 * Kovaleva et al. 2019, *Revealing the Dark Secrets of BERT* (max [SEP] column,
   verticality, block structure).
 * Guan et al. 2020, *How Far Does BERT Look At* -- **reconstruction** (distance
-  features G1-G7 of seed_methods_spec §3.2; the paper's formulas were not read).
-* Bonino et al. 2025, *The geometry of BERT* -- **PROPOSED** gate features of
-  paper_spec §2.3 (backward/forward masses, top content column, row alignment,
+  features G1-G7 of Guan 2020 reconstruction, docs/methods.md §3.3; the paper's formulas were not read).
+* Bonino et al. 2025, *The geometry of BERT* -- **reconstruction** gate features of
+  docs/methods.md §3.4 (backward/forward masses, top content column, row alignment,
   k90, block mass) and the metastable-state size k90 of §2.5.
 
 Row convention: unless a feature says otherwise, it is a mean over the *query rows*
 ``Q``, by default the content tokens (``rows="content"``: not [CLS], [SEP], [PAD]),
-as paper_spec §2.3 prescribes.  ``rows="all"`` gives Clark's convention (mean over
+as docs/methods.md §2 states.  ``rows="all"`` gives Clark's convention (mean over
 all ``n`` rows).  Keys always span every real token.
 """
 
@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 # Lower edges of the |offset| bins after the {0} bin: {1}, {2}, {3-4}, {5-8}, {9-16},
-# {17-32}, {>32} (Guan-style G6, seed_methods_spec §3.2), mirrored for backward offsets.
+# {17-32}, {>32} (Guan-style G6, Guan 2020 reconstruction, docs/methods.md §3.3), mirrored for backward offsets.
 DEFAULT_DIST_BINS: tuple[int, ...] = (1, 2, 3, 5, 9, 17, 33)
 
 _K90_TOL = 1e-9  # relative slack so that e.g. 18 x 0.05 counts as reaching 0.9
@@ -73,45 +73,45 @@ _K90_TOL = 1e-9  # relative slack so that e.g. 18 x 0.05 counts as reaching 0.9
 # (content tokens by default); n = T = number of real tokens, V = content positions,
 # n_v = |V|, C = [CLS], S = [SEP] positions, P = punctuation positions.
 FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
-    "self": ("attention to self", "mean_i A[i,i]", "Clark 2019 §3.1 ('self'); Guan-style r_0; Bonino m_self (PROPOSED)"),
+    "self": ("attention to self", "mean_i A[i,i]", "Clark 2019 §3.1 ('self'); Guan-style r_0; Bonino m_self (reconstruction)"),
     "prev": ("attention to previous token", "mean_i A[i,i-1]", "Clark 2019 §3.1 ('left'); Guan-style r_-1"),
     "next": ("attention to next token", "mean_i A[i,i+1]", "Clark 2019 §3.1 ('right'); Guan-style r_+1"),
-    "bwd": ("backward window mass", "mean_i sum_{1<=i-j<=w} A[i,j]  (w = local_window)", "Bonino m_bwd(w) (PROPOSED, paper_spec §2.3)"),
-    "fwd": ("forward window mass", "mean_i sum_{1<=j-i<=w} A[i,j]  (w = local_window)", "Bonino m_fwd(w) (PROPOSED, paper_spec §2.3)"),
-    "bwd_all": ("mass on all earlier tokens", "mean_i sum_{j<i} A[i,j]", "Bonino M_bwd (PROPOSED)"),
-    "fwd_all": ("mass on all later tokens", "mean_i sum_{j>i} A[i,j]", "Bonino M_fwd (PROPOSED)"),
+    "bwd": ("backward window mass", "mean_i sum_{1<=i-j<=w} A[i,j]  (w = local_window)", "Bonino m_bwd(w) (reconstruction; docs/methods.md §3.4)"),
+    "fwd": ("forward window mass", "mean_i sum_{1<=j-i<=w} A[i,j]  (w = local_window)", "Bonino m_fwd(w) (reconstruction; docs/methods.md §3.4)"),
+    "bwd_all": ("mass on all earlier tokens", "mean_i sum_{j<i} A[i,j]", "Bonino M_bwd (reconstruction)"),
+    "fwd_all": ("mass on all later tokens", "mean_i sum_{j>i} A[i,j]", "Bonino M_fwd (reconstruction)"),
     "cls": ("attention to [CLS]", "mean_i A[i,C]", "Clark 2019 §3.2; = Kovaleva [CLS] score"),
     "sep": ("attention to [SEP]", "mean_i sum_{j in S} A[i,j]", "Clark 2019 §3.2"),
     "sep_max": ("strongest [SEP] column", "max_{s in S} mean_i A[i,s]", "Kovaleva 2019 §4.4 (get_max_target_weight)"),
     "punct": ("attention to punctuation", "mean_i sum_{j in P} A[i,j]  (P = '.' ',' by default)", "Clark 2019 §3.2"),
-    "special": ("special-token mass", "cls + sep = mean_i (A[i,C] + sum_{j in S} A[i,j])", "Bonino m_spec (PROPOSED)"),
-    "sink": ("sink mass", "cls + sep + punct", "seed spec f10 / Guan-style G9 (recon)"),
+    "special": ("special-token mass", "cls + sep = mean_i (A[i,C] + sum_{j in S} A[i,j])", "Bonino m_spec (reconstruction)"),
+    "sink": ("sink mass", "cls + sep + punct", "Guan-style G9 (reconstruction)"),
     "content_mass": ("mass on content keys", "mean_i sum_{j in V} A[i,j]", "ours"),
-    "sep_from_sep": ("[SEP] -> [SEP]", "mean_{i in S} sum_{j in S} A[i,j]  (0 without [SEP])", "Clark 2019 §3.2 (real |S| as denominator, seed spec f08)"),
-    "sep_from_other": ("other -> [SEP]", "mean_{i not in S} sum_{j in S} A[i,j]  ([CLS] row counts as other)", "Clark 2019 §3.2 (seed spec f08)"),
+    "sep_from_sep": ("[SEP] -> [SEP]", "mean_{i in S} sum_{j in S} A[i,j]  (0 without [SEP])", "Clark 2019 §3.2 (real |S| as denominator)"),
+    "sep_from_other": ("other -> [SEP]", "mean_{i not in S} sum_{j in S} A[i,j]  ([CLS] row counts as other)", "Clark 2019 §3.2"),
     "entropy": ("row entropy (nats)", "mean_i -sum_j a ln a,  a = 0.9999 A[i,j] + 0.0001/n", "Clark 2019 §3.3"),
-    "entropy_norm": ("normalised entropy", "entropy / ln n", "Guan-style G8 (recon); Bonino H-hat (PROPOSED, ln n instead of ln n_v)"),
+    "entropy_norm": ("normalised entropy", "entropy / ln n", "Guan-style G8 (reconstruction); Bonino H-hat (reconstruction, ln n instead of ln n_v)"),
     "entropy_cls": ("[CLS]-row entropy (nats)", "-sum_j a ln a on the [CLS] row (smoothed as above)", "Clark 2019 §3.3"),
-    "max_weight": ("focus (max weight)", "mean_i max_j A[i,j]", "seed spec f13 (from Clark's text)"),
-    "verticality": ("strongest column", "max_j mean_i A[i,j]  (any key)", "seed spec f14 (Kovaleva 'vertical')"),
-    "col_content": ("strongest content column", "max_{j in V} mean_i A[i,j]", "Bonino m_col (PROPOSED)"),
-    "col3_content": ("top-3 content columns", "sum of the 3 largest mean_i A[i,j], j in V", "Bonino m_col3 (PROPOSED)"),
-    "mean_dist": ("mean attended distance", "mean_i sum_j A[i,j] |j-i|", "Guan-style G1 (recon)"),
-    "mean_dist_norm": ("distance / uniform", "mean_dist / E_U,  E_U = mean_i mean_j |j-i|  (= (n^2-1)/(3n) over all rows)", "Guan-style G2 (recon)"),
-    "signed_offset": ("mean signed offset", "mean_i sum_j A[i,j] (j-i)  (<0 looks back)", "Guan-style G3 (recon)"),
-    "signed_offset_norm": ("signed offset / uniform", "signed_offset / E_U", "Guan-style G3 (recon)"),
-    "mean_dist_content": ("content-only distance", "mean_i sum_{j in V} A[i,j]|j-i| / sum_{j in V} A[i,j]  (rows with content mass > 0)", "Guan-style G7 (recon)"),
-    "mean_dist_content_norm": ("content distance / uniform", "mean_dist_content / mean_i mean_{j in V} |j-i|", "Guan-style G7 (recon)"),
-    "signed_offset_content": ("content-only signed offset", "mean_i sum_{j in V} A[i,j](j-i) / sum_{j in V} A[i,j]", "Guan-style G7 (recon)"),
+    "max_weight": ("focus (max weight)", "mean_i max_j A[i,j]", "from Clark 2019 §3.3's text"),
+    "verticality": ("strongest column", "max_j mean_i A[i,j]  (any key)", "Kovaleva 2019 §4.1 'vertical'"),
+    "col_content": ("strongest content column", "max_{j in V} mean_i A[i,j]", "Bonino m_col (reconstruction)"),
+    "col3_content": ("top-3 content columns", "sum of the 3 largest mean_i A[i,j], j in V", "Bonino m_col3 (reconstruction)"),
+    "mean_dist": ("mean attended distance", "mean_i sum_j A[i,j] |j-i|", "Guan-style G1 (reconstruction)"),
+    "mean_dist_norm": ("distance / uniform", "mean_dist / E_U,  E_U = mean_i mean_j |j-i|  (= (n^2-1)/(3n) over all rows)", "Guan-style G2 (reconstruction)"),
+    "signed_offset": ("mean signed offset", "mean_i sum_j A[i,j] (j-i)  (<0 looks back)", "Guan-style G3 (reconstruction)"),
+    "signed_offset_norm": ("signed offset / uniform", "signed_offset / E_U", "Guan-style G3 (reconstruction)"),
+    "mean_dist_content": ("content-only distance", "mean_i sum_{j in V} A[i,j]|j-i| / sum_{j in V} A[i,j]  (rows with content mass > 0)", "Guan-style G7 (reconstruction)"),
+    "mean_dist_content_norm": ("content distance / uniform", "mean_dist_content / mean_i mean_{j in V} |j-i|", "Guan-style G7 (reconstruction)"),
+    "signed_offset_content": ("content-only signed offset", "mean_i sum_{j in V} A[i,j](j-i) / sum_{j in V} A[i,j]", "Guan-style G7 (reconstruction)"),
     "k90_median": ("k90 median", "median_i k90_i,  k90_i = min #largest entries of row i with sum >= 0.9 * row sum", "Bonino §2.5 metastable-state size (after Ramsauer et al.)"),
     "k90_mean": ("k90 mean", "mean_i k90_i", "Bonino §2.5 (compute_size_of_metastable_state_k averages)"),
-    "k90_frac": ("k90 median / n_v", "median_i k90_i / n_v  (kappa)", "Bonino kappa (PROPOSED)"),
-    "block_mass": ("block mass", "mean_{i in V} sum_{j in comp(i), j!=i, |i-j|>w} A[i,j]; comp = connected components (>=3 nodes) of {S=(A+A^T)/2 >= tau/n_v, |i-j|>w} on V", "Bonino m_block (PROPOSED)"),
+    "k90_frac": ("k90 median / n_v", "median_i k90_i / n_v  (kappa)", "Bonino kappa (reconstruction)"),
+    "block_mass": ("block mass", "mean_{i in V} sum_{j in comp(i), j!=i, |i-j|>w} A[i,j]; comp = connected components (>=3 nodes) of {S=(A+A^T)/2 >= tau/n_v, |i-j|>w} on V", "Bonino m_block (reconstruction)"),
     "block_inner": ("within-block mass", "mean_{i in V} sum_{j in comp(i)} A[i,j]  (same components, self and neighbours included)", "ours; Kovaleva 'block' proxy"),
-    "n_blocks": ("number of blocks", "#components with >= 3 members (graph of block_mass)", "Bonino n_blocks (PROPOSED)"),
-    "segment_mass": ("own-segment content mass", "mean_i sum_{j in V, seg(j)=seg(i)} A[i,j]; 0 for single-segment inputs", "Kovaleva 'block' (seed spec §2.2 recon, f19)"),
-    "delta_row": ("row alignment", "|| sum_i A[i,:]/||A[i,:]|| || / |Q|  (cone index of the rows / n_v)", "Bonino delta_row (PROPOSED, §2.2 D1)"),
-    "template_residual": ("template residual", "max(0, 1 - (sink + self + prev + next))", "seed spec f20 (Kovaleva heterogeneous proxy)"),
+    "n_blocks": ("number of blocks", "#components with >= 3 members (graph of block_mass)", "Bonino n_blocks (reconstruction)"),
+    "segment_mass": ("own-segment content mass", "mean_i sum_{j in V, seg(j)=seg(i)} A[i,j]; 0 for single-segment inputs", "Kovaleva 2019 §4.1 'block' (reconstruction)"),
+    "delta_row": ("row alignment", "|| sum_i A[i,:]/||A[i,:]|| || / |Q|  (cone index of the rows / n_v)", "Bonino delta_row (reconstruction; docs/methods.md §3.4)"),
+    "template_residual": ("template residual", "max(0, 1 - (sink + self + prev + next))", "Kovaleva 2019 §4.1 heterogeneous proxy (reconstruction)"),
 })
 
 
@@ -135,12 +135,12 @@ def feature_doc(name: str) -> MetricDoc:
     if name.startswith("off_m") or name.startswith("off_p"):
         k = int(name[5:])
         sign = "-" if name[4] == "m" else "+"
-        return MetricDoc(f"offset {sign}{k} mass", f"mean_i A[i,i{sign}{k}]", "Guan-style G4 r_k (recon)")
+        return MetricDoc(f"offset {sign}{k} mass", f"mean_i A[i,i{sign}{k}]", "Guan-style G4 r_k (reconstruction)")
     if name.startswith("local_"):
         w = int(name[6:])
-        return MetricDoc(f"local mass |j-i|<={w}", f"mean_i sum_{{|j-i|<={w}}} A[i,j]", "Guan-style G5 loc(w) (recon)")
+        return MetricDoc(f"local mass |j-i|<={w}", f"mean_i sum_{{|j-i|<={w}}} A[i,j]", "Guan-style G5 loc(w) (reconstruction)")
     if name.startswith("d-") or name.startswith("d+") or name == "d0":
-        return MetricDoc(f"distance bin {name[1:]}", "mean_i sum_{j-i in bin} A[i,j]", "Guan-style G6 histogram (recon)")
+        return MetricDoc(f"distance bin {name[1:]}", "mean_i sum_{j-i in bin} A[i,j]", "Guan-style G6 histogram (reconstruction)")
     raise KeyError(name)
 
 
@@ -224,7 +224,7 @@ class HeadFeatureTable:
 
     @staticmethod
     def mean(tables: Sequence["HeadFeatureTable"]) -> "HeadFeatureTable":
-        """Equal-weight mean over inputs (seed spec §0.2), with per-feature standard deviations."""
+        """Equal-weight mean over inputs (docs/methods.md §2), with per-feature standard deviations."""
         tables = list(tables)
         if not tables:
             raise ValueError("no tables")
@@ -315,15 +315,15 @@ def head_features(
     attn : ``[L, H, T, T]`` attention (``[H, T, T]`` and ``[T, T]`` are promoted); any
         float dtype, converted to float64.
     kinds : token masks of length ``T``.
-    rows : ``"content"`` (default; paper_spec §2.3) or ``"all"`` (Clark's 1/n convention).
+    rows : ``"content"`` (default; docs/methods.md §2) or ``"all"`` (Clark's 1/n convention).
     local_window : ``w`` of ``bwd``/``fwd`` (Bonino m_bwd(w), m_fwd(w)) and of the
-        ``|i-j| > w`` rule of the block graph.  Default 1 (paper_spec default).
+        ``|i-j| > w`` rule of the block graph.  Default 1.
     max_offset : offsets ``±2..±max_offset`` get their own ``off_m{k}``/``off_p{k}`` column.
     local_windows : windows of the ``local_{w}`` masses (Guan-style G5).
     k_mass : mass of the k90 statistic (0.9).
     dist_bins : lower edges of the |offset| histogram bins beyond 0 (G6).
     block_tau : block-graph edge threshold in units of the uniform weight, ``S_ij >= tau / n_v``
-        (paper_spec default 2, "twice uniform").
+        (see docs/methods.md §10).
     entropy_smoothing : Clark's smoothing ``a = (1-eps) A + eps/n`` (1e-4).
     n_jobs : threads over chunks of heads (numpy releases the GIL).  None = ``min(4, cpu_count)``.
     chunk_mb : target float64 size of one chunk of heads, each chunk processed fully
@@ -707,7 +707,7 @@ def _ordered_names(max_offset: int, local_windows: Sequence[int]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------
-# Class-mean maps (paper_spec §2.3 recipe)
+# Class-mean maps (docs/methods.md §5)
 # ----------------------------------------------------------------------------------------
 
 
@@ -728,7 +728,7 @@ def class_mean_maps(
     mode: str = "first_sep",
     dtype=np.float64,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Bonino et al.'s class-mean attention (paper_spec §2.3 steps 3-5).
+    """Bonino et al.'s class-mean attention (docs/methods.md §5).
 
     For each sample ``A`` (``[L, H, T, T]``, all of equal ``T``): zero the rows and columns
     from the first [SEP] on (``mode="first_sep"``, the code's ``A[:, s:] = 0; A[s:, :] = 0``,

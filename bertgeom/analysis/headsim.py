@@ -39,7 +39,7 @@ def _as_nTT(attn) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------
-# Clark's Jensen-Shannon distance between heads (seed_methods_spec §1.7)
+# Clark's Jensen-Shannon distance between heads (Clark 2019 §6, arXiv:1906.04341; docs/methods.md §6)
 # ----------------------------------------------------------------------------------------
 
 
@@ -243,7 +243,7 @@ def cluster_heads(
     random_state: int = 0,
     n_init: int = 20,
 ) -> HeadClustering:
-    """k-means (k-means++, ``n_init``, seeded) on z-scored head feature vectors (seed spec §3.3),
+    """k-means (k-means++, ``n_init``, seeded) on z-scored head feature vectors (Guan 2020 reconstruction, docs/methods.md §6),
     plus 2-D PCA coordinates of the same standardised vectors."""
     from sklearn.cluster import KMeans
     from sklearn.decomposition import PCA
@@ -306,7 +306,7 @@ def choose_k(X: np.ndarray, ks: Iterable[int] = range(2, 11), *, random_state: i
 
 
 def name_clusters(centroids: np.ndarray, feature_names: Sequence[str], *, high: float = 0.5) -> list[str]:
-    """Name each centroid (original feature units) with seed spec §3.3 step 4's rules [recon].
+    """Name each centroid (original feature units) with the reconstructed rules of docs/methods.md §6.
 
     In order: sink/vertical (``sink >= high``), local-backward (``prev >= high`` and
     ``signed_offset < 0``), local-forward (``next >= high``, ``signed_offset > 0``), self
@@ -336,7 +336,7 @@ def name_clusters(centroids: np.ndarray, feature_names: Sequence[str], *, high: 
 
 
 # ----------------------------------------------------------------------------------------
-# Kovaleva's cosine similarity between checkpoints (seed_methods_spec §2.4)
+# Kovaleva's cosine similarity between checkpoints (docs/methods.md §7)
 # ----------------------------------------------------------------------------------------
 
 

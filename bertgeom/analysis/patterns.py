@@ -4,11 +4,11 @@ Three taxonomies, all rule-based on the per-head features and evaluated for all 
 
 * **Kovaleva et al. 2019** five classes (vertical, diagonal, vertical+diagonal, block,
   heterogeneous).  The paper used a CNN trained on ~400 hand-labelled maps that was never
-  released; the rules here are the **reconstruction** of seed_methods_spec §2.2 / §5, not
+  released; the rules here are the **reconstruction** of docs/methods.md §4.1, not
   the authors' classifier.
 * **Bonino et al. 2025** gates (closed, instance, backward / forward contextual, directional,
   cluster, open; plus mixed).  Only the gate *names* are known; the features and the
-  decision rule are paper_spec §2.3's **PROPOSED** reconstruction.
+  decision rule are our **reconstruction** (docs/methods.md §4.2).
 * **Clark et al. 2019** Figure-6 behaviour colouring (next, prev, broad, [CLS], [SEP],
   punctuation) with the thresholds of the official notebook.
 
@@ -81,7 +81,7 @@ def _t(default, help, lo=0.0, hi=1.0, step=0.01, group="common"):
 class PatternThresholds:
     """Every threshold of the three rule sets, with a description and a slider range."""
 
-    # --- Kovaleva (reconstruction, seed_methods_spec §2.2) ---
+    # --- Kovaleva (reconstruction, docs/methods.md §4.1) ---
     kov_v_high: float = _t(0.5, "Vertical: V = max(strongest column, [CLS]+[SEP]+punct mass) must reach this.", group="kovaleva")
     kov_v_low: float = _t(0.3, "V below this counts as 'no vertical'; V+D needs V at least this.", group="kovaleva")
     kov_dg_high: float = _t(0.5, "Diagonal: Dg = self + prev + next mass must reach this.", group="kovaleva")
@@ -90,7 +90,7 @@ class PatternThresholds:
                                      "(block graph, >= 2 blocks) must reach this.", group="kovaleva")
     kov_block_entropy: float = _t(0.6, "Block: rows must be fairly uniform inside the block: normalised "
                                        "entropy H/ln n at least this.", group="kovaleva")
-    # --- Bonino gates (PROPOSED, paper_spec §2.3) ---
+    # --- Bonino gates (reconstruction; docs/methods.md §4.2) ---
     gate_closed: float = _t(0.5, "Closed gate: special-token mass m_spec = [CLS] + [SEP] at least this "
                                  "(Clark's sink threshold would be 0.6).", group="gates")
     gate_candidate: float = _t(0.5, "A candidate gate (instance/backward/forward/directional/cluster) wins if its "
@@ -192,14 +192,14 @@ def _min(*xs):
 
 
 def kovaleva_labels(table, thresholds: PatternThresholds | None = None) -> PatternLabels:
-    """Kovaleva's five classes by the rule-based reconstruction (seed_methods_spec §2.2/§5).
+    """Kovaleva's five classes by the rule-based reconstruction (docs/methods.md §4.1).
 
     Inputs per head:
 
     * ``V = max(verticality, sink)``: strongest single column, or the total mass on the
       usual stripe tokens [CLS] + [SEP] + punctuation;
     * ``Dg = self + prev + next``: main and first off-diagonals (self is the main-diagonal
-      variant of Diagonal, seed spec §5);
+      variant of Diagonal, docs/methods.md §4);
     * ``B = max(segment_mass, block_inner if n_blocks >= 2)``: within-segment content mass
       for sentence pairs, or within-block mass of the block graph;
     * ``Hn = entropy_norm``.
@@ -249,7 +249,7 @@ def kovaleva_labels(table, thresholds: PatternThresholds | None = None) -> Patte
 
 
 def gate_labels(table, thresholds: PatternThresholds | None = None) -> PatternLabels:
-    """Bonino et al.'s gates by paper_spec §2.3's PROPOSED decision rule.
+    """Bonino et al.'s gates by the reconstructed decision rule of docs/methods.md §4.2.
 
     1. ``m_spec = special >= gate_closed`` -> closed.
     2. Candidate scores: instance = ``self``, backward = ``bwd`` (window w), forward = ``fwd``,
@@ -331,7 +331,7 @@ def gate_labels(table, thresholds: PatternThresholds | None = None) -> PatternLa
         confidence=conf,
         scores=sc,
         inputs=inputs,
-        note="PROPOSED operational gates (paper_spec §2.3); the paper's own definitions were not available.",
+        note="Reconstructed gate rule (docs/methods.md §4.2): the paper names the gates; this decision rule is ours.",
     )
 
 
@@ -401,7 +401,7 @@ _TAXONOMIES = {"kovaleva": (kovaleva_labels, KOVALEVA_CLASSES), "gates": (gate_l
 def label_distribution(
     tables: Sequence, taxonomy: str = "kovaleva", thresholds: PatternThresholds | None = None
 ) -> tuple[tuple[str, ...], np.ndarray]:
-    """Per-head class distribution over inputs (seed spec §5: show distributions, not one label).
+    """Per-head class distribution over inputs (docs/methods.md §4: show distributions, not one label).
 
     Classifies each input's table separately and returns ``(classes, [L, H, C] fractions)``
     of the primary labels.

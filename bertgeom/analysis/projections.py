@@ -1,4 +1,4 @@
-"""Low-dimensional projections and per-layer separability (paper_spec §2.6).
+"""Low-dimensional projections and per-layer separability (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9).
 
 * :func:`pca` (numpy SVD, deterministic signs) with explained-variance ratios for a Pareto chart
   (:func:`pca_pareto`);
@@ -243,7 +243,7 @@ def silhouette_per_layer(features, labels, *, metric: str = "euclidean") -> np.n
 
 
 def variance_ratio_per_layer(features, labels) -> np.ndarray:
-    """Between- / within-class variance ratio per layer (PROPOSED separability scalar): ``[L]``.
+    """Between- / within-class variance ratio per layer (our separability scalar): ``[L]``.
 
     ``sum_c n_c ||mu_c - mu||^2 / sum_i ||x_i - mu_{c(i)}||^2``; nan if fewer than 2 classes or
     zero within-class variance.

@@ -1,4 +1,4 @@
-"""Weight-space and data-space geometry of attention heads (paper_spec §2.1, §2.2).
+"""Weight-space and data-space geometry of attention heads (Bonino 2025 (arXiv:2502.12033); docs/methods.md §8).
 
 Weight space (data-independent, computed once per model, vectorised over all heads):
 
@@ -17,9 +17,9 @@ Weight space (data-independent, computed once per model, vectorised over all hea
   Biases: the full score is ``(W_q x_i + b_q)·(W_k x_j + b_k) = x_i^T M x_j + x_i^T W_q^T b_k
   + b_q^T W_k x_j + b_q·b_k``. The 2nd and 4th terms are constant over keys and cancel in the
   softmax; the 3rd is a per-key prior along ``u_h = W_k[s,:]^T b_q[s]`` (reported as
-  ``key_prior_norm``). ``M_h`` itself ignores biases, as in the spec.
+  ``key_prior_norm``). ``M_h`` itself ignores biases, as in the authors' code.
 
-Data space (one input): D1-D3 of paper_spec §2.2 from the attention ``[L,H,T,T]`` and the head
+Data space (one input): D1-D3 (Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.2) from the attention ``[L,H,T,T]`` and the head
 outputs ``[L,H,T,d_head]`` with one batched SVD.
 
 Per-layer queries/keys/values and attention, both **correct** (biases, padding mask; reproduces
@@ -66,17 +66,17 @@ WEIGHT_FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
     "qk_norm": (
         "||M_h||_F",
         "M_h = W_q[s,:]^T W_k[s,:] (bias-free bilinear score form, d x d)",
-        "paper_spec §2.2 D4",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
     ),
     "qk_skew_share": (
         "Skew share alpha_h (directionality index)",
         "alpha = ||N||_F / ||M||_F, N = (M - M^T)/2; 0 = symmetric search, 1 = purely skew",
-        "paper_spec §2.2 D4 (PROPOSED)",
+        "Bonino 2025 (arXiv:2502.12033), reconstruction; docs/methods.md §8.1",
     ),
     "qk_sym_share": (
         "Symmetric share",
         "||S||_F / ||M||_F, S = (M + M^T)/2; sym_share^2 + alpha^2 = 1",
-        "paper_spec §2.2 D4 (PROPOSED)",
+        "Bonino 2025 (arXiv:2502.12033), reconstruction; docs/methods.md §8.1",
     ),
     "qk_sym_pos": (
         "# positive eigenvalues of S",
@@ -84,22 +84,22 @@ WEIGHT_FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
         "J = [[0, I/2], [I/2, 0]], so by Sylvester's law of inertia the signature is (d_head, d_head) "
         "whenever the query and key subspaces are in general position; it only departs from that "
         "when they intersect (e.g. W_q = W_k gives (d_head, 0)). See qk_sym_balance for magnitudes.",
-        "paper_spec §2.2 D4; code: eigenvalues_analysis (positive/negative/zero counts)",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1; code: eigenvalues_analysis (positive/negative/zero counts)",
     ),
     "qk_sym_neg": (
         "# negative eigenvalues of S",
         "#{lambda_i(S) < -rtol * max|lambda|}",
-        "paper_spec §2.2 D4; code: eigenvalues_analysis",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1; code: eigenvalues_analysis",
     ),
     "qk_sym_zero": (
         "# ~zero eigenvalues of S",
         "d - #pos - #neg (rank(S) <= 2 d_head)",
-        "paper_spec §2.2 D4; code: eigenvalues_analysis",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1; code: eigenvalues_analysis",
     ),
     "qk_sym_balance": (
         "Signature balance of S",
         "sum_i lambda_i / sum_i |lambda_i| = tr(M) / ||S||_* in [-1, 1] (+1 = positive semi-definite)",
-        "PROPOSED",
+        "our addition",
     ),
     "qk_erank": (
         "Effective rank of M_h",
@@ -109,32 +109,32 @@ WEIGHT_FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
     "qk_overlap": (
         "Query-key subspace overlap",
         "mean_i cos^2 theta_i over the principal angles between row(W_q[s,:]) and row(W_k[s,:])",
-        "PROPOSED (from paper_spec §2.2 D4)",
+        "reconstruction after Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
     ),
     "qk_angle_min_deg": (
         "Smallest principal angle (deg)",
         "min theta_i between the query and key subspaces of R^d",
-        "paper_spec §2.2 D4",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
     ),
     "qk_angle_mean_deg": (
         "Mean principal angle (deg)",
         "mean theta_i between the query and key subspaces of R^d",
-        "paper_spec §2.2 D4",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
     ),
     "qk_angle_max_deg": (
         "Largest principal angle (deg)",
         "max theta_i between the query and key subspaces of R^d",
-        "paper_spec §2.2 D4",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
     ),
     "key_prior_norm": (
         "Query-bias key prior ||u_h||",
         "u_h = W_k[s,:]^T b_q[s]: score term b_q·k_j, the only bias term that survives the softmax",
-        "derived from paper_spec §2.1 (biases)",
+        "derived from the biases of the score; docs/methods.md §8.1",
     ),
     "ov_norm": (
         "||W_O,h W_V,h||_F",
         "OV circuit W_o[:,s] W_v[s,:] (d x d, rank <= d_head)",
-        "PROPOSED",
+        "our addition",
     ),
     "ov_erank": (
         "Effective rank of the OV circuit",
@@ -163,42 +163,42 @@ WEIGHT_SPECTRA_DOCS: dict[str, MetricDoc] = doc_table({
     "q_sv": ("Singular values of W_q[s,:]", "[L,H,d_head], descending", "code: eigenvalues_analysis"),
     "k_sv": ("Singular values of W_k[s,:]", "[L,H,d_head], descending", "code: eigenvalues_analysis"),
     "v_sv": ("Singular values of W_v[s,:]", "[L,H,d_head], descending", "code: eigenvalues_analysis"),
-    "o_sv": ("Singular values of W_o[:,s]", "[L,H,d_head], descending", "PROPOSED"),
-    "qk_sv": ("Singular values of M_h", "[L,H,d_head], descending", "paper_spec §2.2 D4"),
+    "o_sv": ("Singular values of W_o[:,s]", "[L,H,d_head], descending", "our addition"),
+    "qk_sv": ("Singular values of M_h", "[L,H,d_head], descending", "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1"),
     "qk_sym_eig": (
         "Non-trivial eigenvalues of S_h",
         "[L,H,2 d_head], descending (the other d - 2 d_head are exactly 0)",
-        "paper_spec §2.2 D4; code: eigenvalues_analysis",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1; code: eigenvalues_analysis",
     ),
     "qk_angles_rad": (
         "Principal angles query vs key subspace",
         "[L,H,d_head] radians, ascending",
-        "paper_spec §2.2 D4",
+        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
     ),
-    "ov_sv": ("Singular values of W_o[:,s] W_v[s,:]", "[L,H,d_head], descending", "PROPOSED"),
+    "ov_sv": ("Singular values of W_o[:,s] W_v[s,:]", "[L,H,d_head], descending", "our addition"),
 })
 
 DATA_FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
     "attn_rank": (
         "Numerical rank of A (D2)",
         "r_eps(A) = #{sigma_i(A) >= eps}, eps = 1e-3, A restricted to the token set",
-        "paper_spec §2.2 D2; code: cone_index_sing_vals_histograms",
+        "Bonino 2025 (arXiv:2502.12033) (D2); docs/methods.md §8.2; code: cone_index_sing_vals_histograms",
     ),
-    "attn_rank_norm": ("Normalised rank of A (D2)", "r_eps(A) / n_v", "paper_spec §2.2 D2"),
+    "attn_rank_norm": ("Normalised rank of A (D2)", "r_eps(A) / n_v", "Bonino 2025 (arXiv:2502.12033) (D2); docs/methods.md §8.2"),
     "delta_row": (
         "Row-alignment directionality (D1)",
         "delta_row = I_cone(rows of A) / n_v in (0, 1]; 1 = every query uses the same distribution",
-        "paper_spec §2.2 D1 (PROPOSED)",
+        "Bonino 2025 (arXiv:2502.12033), reconstruction (D1); docs/methods.md §8.2",
     ),
     "out_energy_top1": (
         "Head-output energy in the first direction (D3)",
         "sigma_1(Z_h)^2 / sum_i sigma_i(Z_h)^2",
-        "paper_spec §2.2 D3 (PROPOSED)",
+        "Bonino 2025 (arXiv:2502.12033), reconstruction (D3); docs/methods.md §8.2",
     ),
     "delta_out": (
         "Output directionality (D3)",
         "delta_out = I_cone(rows of Z_h) / n_v",
-        "paper_spec §2.2 D3 (PROPOSED)",
+        "Bonino 2025 (arXiv:2502.12033), reconstruction (D3); docs/methods.md §8.2",
     ),
 })
 
@@ -541,7 +541,7 @@ def head_data_geometry(
     eps: float = 1e-3,
     dtype=np.float32,
 ) -> DataGeometry:
-    """D1-D3 (paper_spec §2.2) for every head of one input.
+    """D1-D3 (Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.2) for every head of one input.
 
     ``attentions``: ``[L, H, T, T]`` (or ``[H, T, T]``); ``head_outputs``: optional
     ``[L, H, T, d_head]`` (from :func:`compute_head_outputs`); ``rows``: ``[T]`` bool token set

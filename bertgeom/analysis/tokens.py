@@ -54,7 +54,7 @@ class TokenKinds:
         """Build the masks from token strings.
 
         ``punct=(".", ",")`` is Clark's set; ``punct="all"`` marks every token made only
-        of Unicode punctuation (the ``punct_all`` variant of seed_methods_spec f09).
+        of Unicode punctuation (the ``punct_all`` variant).
         """
         toks = [str(t) for t in tokens]
         if isinstance(punct, str):
@@ -81,7 +81,7 @@ class TokenKinds:
         pad_id: int | None = None,
         punct_ids: Iterable[int] = (),
     ) -> "TokenKinds":
-        """Build the masks from token ids (the spec's preferred way: C=101, S=102 for BERT)."""
+        """Build the masks from token ids (the robust way: C=101, S=102 for BERT)."""
         a = np.asarray(ids).reshape(-1)
         return cls(
             is_cls=a == cls_id,

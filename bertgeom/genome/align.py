@@ -12,7 +12,7 @@ Insertions are not written into the text (that would shift coordinates); they ar
 the bases are inserted (Nextclade's convention, e.g. Omicron BA.1 ``(22204, "GAGCCAGAA")`` = S:ins214EPE).
 
 This deviates from the paper (bwa mem on 150-nt chunks, deletions dropped, gaps filled from the
-reference, paper_spec §3.2); :meth:`SpikeCut.paper_sequence` rebuilds the paper's representation.
+reference, Bonino 2025 (arXiv:2502.12033), case study; the authors' released code); :meth:`SpikeCut.paper_sequence` rebuilds the paper's representation.
 
 Aligner: ``mappy`` with the ``map-ont`` preset. Tested on the developer genomes: the ``asm*``
 presets break alignments at every long N run (amplicon dropouts) and miss fragments shorter than
@@ -146,7 +146,7 @@ class SpikeCut:
         """The paper's spike representation: deletions removed, insertions put back in place.
 
         ``fill_uncovered="reference"`` also fills *uncovered* positions from the reference, as the
-        paper's gap filling did (paper_spec §3.2 step 4); the default leaves them ``N``.
+        paper's gap filling did (the authors' released preprocessing, step 4); the default leaves them ``N``.
         """
         ref = reference_sequence()[SPIKE_START - 1 : SPIKE_END]
         chars = list(self.aligned)

@@ -71,7 +71,7 @@ class Domain:
         return self.start <= aa <= self.end
 
 
-#: The table of ``config/bio_config.yaml`` exactly as the paper's code reads it (paper_spec §3.3).
+#: The table of ``config/bio_config.yaml`` exactly as the paper's code reads it (Bonino 2025 (arXiv:2502.12033), case study; the authors' released code).
 #: Its ends overlap at 1213 (HR2/TM) and 1237 (TM/CT), and the code then converts an end ``b`` to the
 #: spike base ``3(b-1)-1``, i.e. the last base of codon ``b-1``: every domain loses its last residue.
 PAPER_DOMAIN_TABLE: tuple[tuple[str, int, int], ...] = (

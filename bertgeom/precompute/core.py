@@ -11,7 +11,7 @@ index of ``hidden_states[l]`` over the content tokens for ``l = 0..L`` (``cone_{
 selected per-head features ``{feature}_{layer}-{head}`` (1-based names as in the UI), and the
 [CLS] vector of every layer (separate ``.npy``, optionally reduced to ``cls_dims``).
 
-Per class (correct predictions only, paper_spec §2.3): the attention maps of the shard summed as
+Per class (correct predictions only, docs/methods.md §5): the attention maps of the shard summed as
 **64-bit fixed-point integers** (``round(A * 2**32)``, [SEP]/[PAD] rows and columns zeroed). Integer
 sums are associative, so merging shards in any order, on any engine, gives the same bits; the
 quantisation error of a mean is below ``2**-33`` per entry.

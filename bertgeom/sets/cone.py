@@ -1,6 +1,6 @@
 """Cone index, streams, [CLS] vectors and attention entropies for one input or over a set.
 
-This is the batch layer of the *Cone Index per Layer* page (paper_spec §2.4, §2.6, §2.7):
+This is the batch layer of the *Cone Index per Layer* page (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9):
 
 * :func:`input_cones`: cone index of every stream per layer for one input (current input);
 * :func:`cone_profiles_over_set`: one batched pass over a set of inputs that keeps, per input,
@@ -59,7 +59,7 @@ __all__ = [
 STREAMS = ("layer_input", "head_output", "post_attention", "layer_output", "multihead_faithful",
            "head_output_faithful")
 
-#: Short display names of the streams (paper_spec §2.4).
+#: Short display names of the streams (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9).
 STREAM_LABELS = {
     "hidden": "hidden_states[l]",
     "layer_input": "layer input X",
@@ -321,7 +321,7 @@ def group_stats(values, groups, order: Sequence[str] | None = None) -> dict[str,
 
 
 # -------------------------------------------------------------------------------------------
-# Entropies of attention (paper_spec §2.7)
+# Entropies of attention (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9)
 # -------------------------------------------------------------------------------------------
 def attention_code_matrix(attentions, is_sep, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The official code's matrix for the entropies: ``[..., n, n]`` with [SEP] rows/columns
@@ -346,7 +346,7 @@ def entropy_curves(A_code, keep, *, dtype=np.float32) -> dict[str, np.ndarray]:
 
     * faithful (the official code): ``vn_code`` (|eigenvalues| L2-normalised) and ``shannon_code``
       (20 equal-width bins of all ``n^2`` entries, zeros included) on the whole matrix;
-    * proper (PROPOSED): ``vn_l1`` (|eigenvalues| L1-normalised), ``sv_entropy`` (sigma^2
+    * proper (our addition): ``vn_l1`` (|eigenvalues| L1-normalised), ``sv_entropy`` (sigma^2
       normalised) and ``row_entropy`` (mean row entropy, rows renormalised) on the ``keep``
       block. Also ``*_max``: ``ln n_keep`` (the largest value a proper entropy can reach).
 
@@ -372,7 +372,7 @@ def class_mean_attention(
     batch_size: int = 4,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Mean attention ``[L, H, n, n]`` over a set, the official code's way (paper_spec §2.3, §2.7).
+    """Mean attention ``[L, H, n, n]`` over a set, the official code's way (docs/methods.md §5, §9).
 
     Each input's attention has its [SEP] rows/columns zeroed and is zero-padded to ``n``
     (``pad_to``, else the longest input); inputs are aligned by token index. With

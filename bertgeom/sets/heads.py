@@ -3,7 +3,7 @@
 :func:`compute_set_arrays` runs the model once over a set and keeps small per-input reductions
 (per-head features, k90 rows, Clark's JS sums, spike-domain attention masses); a
 :class:`SetSummary` selects inputs (the paper's recipe keeps correct predictions) and averages.
-:func:`class_mean_over_set` builds the class-mean maps of paper_spec §2.3.
+:func:`class_mean_over_set` builds the class-mean maps of docs/methods.md §5.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def domain_masses(attn: np.ndarray, encoded, theta: float = SET_THETA) -> tuple[
     weights and for weights ``> theta`` only, on the paper's zeroed map ([SEP] onwards removed).
 
     Summed over queries and keys of the domain; the class proportion is the ratio of sums over
-    inputs (= paper_spec §2.3 ``prop_attention`` on the class-mean map)."""
+    inputs (= Vig 2021's ``prop_attention``, docs/methods.md §5 on the class-mean map)."""
     names = _domain_names()
     doms = [d or CLS_DOMAIN for d in encoded.extra.get("domains", [""] * encoded.n_tokens)]
     onehot = np.zeros((encoded.n_tokens, len(names)), dtype=np.float64)
@@ -210,7 +210,7 @@ class SetSummary:
 
 
 def class_mean_over_set(loaded, items, theta: float = SET_THETA) -> dict:
-    """Paper_spec §2.3 class-mean maps of ``items`` (all layers, float16, read-only).
+    """Class-mean maps of ``items`` (all layers, float16, read-only).
 
     Each map is zeroed from the first [SEP] on ([SEP] and [PAD] removed, [CLS] kept), padded to
     the longest input and averaged; ``theta_sum`` is the paper's *sum* of ``A * 1[A >= theta]``.

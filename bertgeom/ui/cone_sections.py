@@ -348,7 +348,7 @@ def distribution_section(v: View) -> None:
                                            y_title="silhouette",
                                            title="Separability of the classes per layer (silhouette, full dimension)"),
                       "w_cone_silhouette")
-                st.caption("Silhouette (PROPOSED in the spec): for each input, how much closer it is to its own class than "
+                st.caption("Silhouette (our additions, docs/methods.md §9): for each input, how much closer it is to its own class than "
                            "to the nearest other class, averaged; near 0 = classes overlap, near 1 = well separated.")
                 sep_df = pd.DataFrame({"layer": np.arange(L + 1), "silhouette": sep["silhouette"],
                                        "between_within_variance_ratio": sep["variance_ratio"]})
@@ -373,7 +373,7 @@ def entropy_section(v: View) -> None:
     st.caption("Left: exactly as the official code computes them — its “von Neumann” entropy scales the "
                "|eigenvalues| to unit L2 norm (so they do not sum to 1), and its Shannon entropy puts the values of "
                "all entries into 20 bins (it describes how attention values are spread, not where a token looks). "
-               "Right: properly normalised versions (PROPOSED in the spec): eigenvalues and squared singular "
+               "Right: properly normalised versions (our additions, docs/methods.md §9): eigenvalues and squared singular "
                "values scaled to sum 1, and the mean entropy of each token's attention row.")
     with guarded("The entropy computation"):
         sources = {"input": "this input"}

@@ -34,7 +34,7 @@ from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
 
 TAXONOMIES = TAXONOMY_NAMES
-#: Guan-style clustering features (seed_methods_spec §4.6 f33: distances f15-f18, plus sink and entropy).
+#: Guan-style clustering features (distances f15-f18, plus sink and entropy).
 GUAN_FEATURES = ["mean_dist_norm", "signed_offset_norm", "local_1", "local_2", "local_4", "sink", "entropy_norm",
                  "self", "prev", "next"]
 
@@ -141,7 +141,7 @@ def set_tab(v: View) -> None:
         names = tuple(str(x) for x in np.asarray(summary.names)[mask])
         cm = hc.class_mean(model_id, loaded.weights_hash, names)
         st.markdown(f"#### {head_label(layer, head)} — mean map of {who} ({cm['n']} inputs)")
-        st.caption("Paper recipe (paper_spec §2.3): correct predictions only; each map zeroed from the first [SEP] on "
+        st.caption("Paper recipe (docs/methods.md §5): correct predictions only; each map zeroed from the first [SEP] on "
                    "([SEP] and [PAD] removed, [CLS] kept), then averaged. "
                    + ("" if is_spike else "Sentences differ in length and words, so positions, not words, are averaged."))
         c1, c2 = st.columns(2)
@@ -178,7 +178,7 @@ def set_tab(v: View) -> None:
                       if (summary.classifier and cls is None) else {who: summary.k90_rows(mask, layer, head)})
         chart(fh.distribution(k90_groups, kind="violin", ylabel="k90 (keys holding 90% of a row)",
                                title=f"{head_label(layer, head)}: metastable-state size k90 of every query row "
-                                     "(paper_spec §2.5)"), "w_set_k90")
+                                     "(docs/methods.md §3.4)"), "w_set_k90")
         per_input = summary.per_input_tables(mask)
         rows = {}
         for tax in TAXONOMIES:
@@ -203,7 +203,7 @@ def set_tab(v: View) -> None:
         prop = summary.domain_proportions(mask, high=high) * 100  # [L, H, D] in %
         p = prop[..., dnames.index(dom)]
         st.caption("Share of the class-mean attention (zeroed from [SEP] on) that falls on keys in the domain, per "
-                   "head (paper_spec §2.3, after Vig et al. 2021). For reference, the domain holds "
+                   "head (docs/methods.md §5, after Vig et al. 2021). For reference, the domain holds "
                    f"{domain_token_share(dom):.1f}% of the spike's tokens.")
         c1, c2 = st.columns([5, 4])
         with c1:
@@ -253,7 +253,7 @@ def similarity_tab(v: View) -> None:
     if st.session_state.get("w_sim_feats") is None:
         st.session_state["w_sim_feats"] = [n for n in GUAN_FEATURES if n in fnames]
     chosen = c2.multiselect("Clustering features (z-scored)", fnames, key="w_sim_feats",
-                            help="Default: Guan-style distance features plus sink mass and entropy (seed spec f33).")
+                            help="Default: Guan-style distance features plus sink mass and entropy.")
     chosen = chosen or [n for n in GUAN_FEATURES if n in fnames]
     X = np.stack([np.asarray(feats[n], dtype=float).reshape(L * H) for n in chosen], axis=1)
     clus = hc.cached_clusters(X, k, tuple(chosen))
@@ -295,7 +295,7 @@ def similarity_tab(v: View) -> None:
     cdf = pd.DataFrame(clus.centroids, columns=clus.feature_names)
     cdf.insert(0, "cluster", [f"{c + 1}: {cnames[c]}" for c in range(clus.k)])
     cdf.insert(1, "heads", np.bincount(clus.labels, minlength=clus.k))
-    st.markdown("Cluster centres (feature units; names from seed spec §3.3's reconstructed rules)")
+    st.markdown("Cluster centres (feature units; names from the rules of docs/methods.md §6)")
     st.dataframe(cdf.round(3), hide_index=True, width="stretch")
     csv_button(cdf, "kmeans_centroids.csv", "w_centroid_csv")
     names = head_labels(L, H)

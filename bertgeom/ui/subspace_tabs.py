@@ -374,7 +374,7 @@ def faithful_tab(v: View) -> None:
     model_id, wh, text, eps, token_set = v.model_id, v.wh, v.text, v.eps, v.token_set
     layer, head, HL, trace = v.layer, v.head, v.HL, v.trace
     st.caption("The official code recomputed attention by hand with the *transposed* head slices X·W[:, s], "
-               "without biases or padding mask (paper_spec §2.1). Here it is next to the model's own attention. "
+               "without biases or padding mask (docs/methods.md §8). Here it is next to the model's own attention. "
                "Switch on *Faithful mode* above to see the faithful values in the other tabs too.")
     try:
         _, dev = sc.cached_data_geometry(model_id, wh, text, eps, token_set, True)

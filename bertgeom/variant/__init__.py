@@ -2,7 +2,7 @@
 
 The shipped model (``bertgeom/data/variant_model/``) is a 6 x 12-head BERT initialised from
 the bundled MiniLM, whose English vocabulary was replaced by the spike 12-mers of its
-training set (stride 9), fine-tuned end to end on 8 classes (paper_spec §3). Files:
+training set (stride 9), fine-tuned end to end on 8 classes (Bonino 2025 (arXiv:2502.12033), case study; the authors' released code). Files:
 ``config.json`` (a BertConfig), ``model.safetensors`` (fp16), ``kmer_vocab.json`` and
 ``MODEL_CARD.md``. :func:`load_variant` reads them without the hub and without pickle.
 """
