@@ -15,6 +15,20 @@ def _use_sentence(sentence: str, layer: int = 0, head: int = 0) -> None:
     select_head(layer, head)
 
 
+@st.cache_data(show_spinner=False, max_entries=4)
+def _tour_facts(sentence: str) -> dict[str, str]:
+    """The tour's claims, computed from MiniLM on ``sentence`` (never written by hand)."""
+    from bertgeom.analysis.facts import tour_facts
+    from bertgeom.ui.cache import cached_head_features
+
+    return tour_facts(cached_head_features("minilm-l6", sentence))
+
+
+def _prev_head(sentence: str) -> tuple[int, int]:
+    layer, head = _tour_facts(sentence)["prev_head"].split(",")
+    return int(layer), int(head)
+
+
 def _use_genome(index: int) -> None:
     from bertgeom.ui.genome_input import demo_genomes
 
@@ -41,9 +55,11 @@ bertgeom opens that machinery up:
 * **Variant Classifier** — paste a SARS-CoV-2 genome: quality check, predicted variant,
   mutations, and which parts of the spike drove the prediction.
 
-The methods follow Bonino, Ghione & Cirrincione 2025 (*The geometry of BERT*), Clark et al.
-2019, Kovaleva et al. 2019 and Guan et al. 2020. Where a paper's exact definition could not be
-recovered, the page says so and lets you move the thresholds.
+The methods follow Bonino, Ghione & Cirrincione 2025 (*The geometry of BERT*, arXiv:2502.12033),
+Clark et al. 2019 (arXiv:1906.04341), Kovaleva et al. 2019 (arXiv:1908.08593) and Guan et al. 2020
+(arXiv:2011.00943). Where a paper's exact definition could not be
+recovered, the page says so and lets you move the thresholds; every definition, with its paper
+and section, is in docs/methods.md.
 """
 )
 
@@ -52,9 +68,9 @@ c1, c2 = st.columns(2)
 with c1:
     st.markdown("**English text** (MiniLM, a pretrained BERT)")
     sentences = example_sentences()
-    if st.button(f"“{sentences[0]}”", on_click=_use_sentence, args=(sentences[0], 0, 2), key="w_home_s0"):
+    if st.button(f"“{sentences[0]}”", on_click=_use_sentence, args=(sentences[0], *_prev_head(sentences[0])), key="w_home_s0"):
         st.switch_page("pages/attention_heads.py")
-    if st.button(f"“{sentences[2]}”", on_click=_use_sentence, args=(sentences[2], 1, 2), key="w_home_s1"):
+    if st.button(f"“{sentences[2]}”", on_click=_use_sentence, args=(sentences[2], *_prev_head(sentences[2])), key="w_home_s1"):
         st.switch_page("pages/attention_heads.py")
 with c2:
     if VARIANT_MODEL_ID in REGISTRY:
@@ -71,17 +87,25 @@ for spec in REGISTRY.values():
     st.markdown(f"* **{spec.display_name}** — {spec.description} *Licence: {spec.licence}.*")
 
 with st.expander("For teachers: a 10-minute tour"):
-    st.markdown(
-        """
-1. Load the first English example and open **Attention Heads**. Colour the grid by
-   *attention to previous token*: the bright squares are heads that copy information from
-   the word before.
-2. Click one. In its heatmap each row is a word asking *where should I look?*; the bright
-   cells just left of the diagonal are the answer.
-3. Colour by *attention to [SEP]*: many middle-layer heads park their attention there, a
-   "no-op" that Clark et al. (2019) first described.
-4. Raise the threshold θ to keep only strong links (the 2025 paper uses θ = 0.3).
+    facts = _tour_facts(sentences[0]) if "minilm-l6" in REGISTRY else None
+    if facts is None:
+        st.markdown("The tour uses the bundled MiniLM model, which this server does not offer.")
+    else:
+        st.markdown(
+            f"""
+Every claim below was computed just now from MiniLM on the first example, *“{sentences[0]}”*
+(definitions: docs/methods.md §3–§4).
+
+1. Load that example (button above) and open **Attention Heads**. Colour the grid by
+   *attention to previous token*: the bright squares are heads that copy information from the
+   word before; {facts["prev"]}.
+2. Click it. In its heatmap each row is a word asking *where should I look?*; the bright cells
+   just left of the diagonal are the answer.
+3. Colour by *attention to [CLS]*, then by *attention to [SEP]*: {facts["sink"]} Clark et al.
+   (2019, arXiv:1906.04341) read such resting attention as a "no-op".
+4. Raise the threshold θ to keep only strong links (the 2025 paper sums class-mean maps
+   thresholded at θ = 0.3).
 5. Switch to the Omicron genome and open **Variant Classifier**: which spike domains does the
    model read to decide? Revert N501Y in *What if?* and watch the probabilities.
 """
-    )
+        )

@@ -271,8 +271,9 @@ def across_tab(v: View) -> None:
     shipped = shipped_set(loaded.spec.input_kind)
     desc = ("the shipped validation genomes (held out from training, labelled with their class)" if is_spike
             else "the shipped example sentences")
-    st.markdown(f"D1–D3 of **{HL}** over many inputs (the paper's figure: layer 11, head 1, 30 Omicron test "
-                f"sequences). Default set: {desc}, {len(shipped)} inputs.")
+    st.markdown(f"D1–D3 of **{HL}** over many inputs (the paper's figure showed one head of its "
+                f"12-layer genome BERT, its layer 11 head 1, over 30 Omicron test sequences; this model has "
+                f"{v.trace.num_layers} layers, so pick the head to study on the D1 grid). Default set: {desc}, {len(shipped)} inputs.")
     with st.expander("Use your own set instead"):
         user = _user_set(is_spike)
     items = user or shipped

@@ -1,0 +1,99 @@
+"""Sentences about *this* model on *this* input, computed from its per-head features.
+
+Teaching texts must not claim what the model on screen does not do: "many middle-layer heads
+attend to [SEP]" is true of BERT-base (Clark et al. 2019 §3.2, arXiv:1906.04341) and false of
+MiniLM, whose heads park on [CLS]. Every claim a page makes about "which heads do X" is built
+here from a :class:`~bertgeom.analysis.heads.HeadFeatureTable` (vectorised ``argmax`` and counts
+over the ``[L, H]`` arrays), so it names heads that exist and numbers that can be checked on
+the grid. Thresholds are Clark's (0.5 for previous/next, 0.6 for [CLS]/[SEP]); see
+docs/methods.md §4.3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bertgeom.tables import head_label
+
+__all__ = ["HeadFact", "strongest_head", "sink_summary", "tour_facts"]
+
+#: feature -> (what the head does, Clark's threshold)
+BEHAVIOURS = {
+    "prev": ("attention to the previous token", 0.5),
+    "next": ("attention to the next token", 0.5),
+    "cls": ("attention to [CLS]", 0.6),
+    "sep": ("attention to [SEP]", 0.6),
+    "punct": ("attention to . and ,", 0.6),
+}
+
+
+@dataclass(frozen=True)
+class HeadFact:
+    """The strongest head for one feature, and how many heads pass the threshold."""
+
+    feature: str
+    layer: int  # 0-based
+    head: int  # 0-based
+    value: float
+    threshold: float
+    n_above: int
+    n_heads: int
+
+    @property
+    def label(self) -> str:
+        return head_label(self.layer, self.head)
+
+
+def strongest_head(table, feature: str, threshold: float | None = None) -> HeadFact:
+    """The head with the largest ``feature`` (first in layer-major order on ties) and the number
+    of heads whose value exceeds ``threshold`` (Clark's, by default)."""
+    values = np.asarray(table[feature], dtype=np.float64)
+    if threshold is None:
+        threshold = BEHAVIOURS[feature][1]
+    flat = int(np.argmax(values))
+    layer, head = np.unravel_index(flat, values.shape)
+    return HeadFact(feature, int(layer), int(head), float(values.flat[flat]), float(threshold),
+                    int((values > threshold).sum()), int(values.size))
+
+
+def sink_summary(table) -> str:
+    """Where this model's heads park their attention: [CLS] or [SEP], with the strongest head of
+    each and the number of heads past Clark's 0.6 threshold."""
+    cls, sep = strongest_head(table, "cls"), strongest_head(table, "sep")
+    head_word = lambda n: "head" if n == 1 else "heads"  # noqa: E731
+    text = (f"the strongest [CLS] head is **{cls.label}** ({cls.value:.2f} of its attention) and "
+            f"{cls.n_above} {head_word(cls.n_above)} of {cls.n_heads} pass 0.6; the strongest [SEP] head is "
+            f"**{sep.label}** ({sep.value:.2f}) and {sep.n_above} {head_word(sep.n_above)} pass 0.6.")
+    if sep.n_above == 0 and cls.n_above > 0:
+        text += (" Here the resting place is **[CLS]**, not [SEP] as in BERT-base (Clark et al. 2019 found "
+                 "over half of the attention of its layers 6–10 on [SEP]).")
+    elif sep.n_above > 0 and sep.n_above >= cls.n_above:
+        text += " As Clark et al. (2019) found in BERT-base, [SEP] is where idle heads rest."
+    elif sep.n_above == 0 and cls.n_above == 0:
+        text += " No head of this model parks most of its attention on a special token for this input."
+    return text
+
+
+def tour_facts(table) -> dict[str, str]:
+    """One sentence per tour step, each about the model and input the table was computed on.
+
+    Keys: ``prev`` (the strongest previous-token head), ``next``, ``sink`` (see
+    :func:`sink_summary`), and ``prev_head`` / ``sink_head`` as ``"layer,head"`` (0-based) for
+    buttons that select the head named in the sentence."""
+    prev, nxt = strongest_head(table, "prev"), strongest_head(table, "next")
+    cls, sep = strongest_head(table, "cls"), strongest_head(table, "sep")
+    sink = cls if cls.value >= sep.value else sep
+
+    def one(f: HeadFact, what: str) -> str:
+        return (f"in this model the strongest {what} head is **{f.label}** ({f.value:.2f} of each token's attention); "
+                f"{f.n_above} of {f.n_heads} heads pass {f.threshold:g}")
+
+    return {
+        "prev": one(prev, "previous-token"),
+        "next": one(nxt, "next-token"),
+        "sink": sink_summary(table),
+        "prev_head": f"{prev.layer},{prev.head}",
+        "sink_head": f"{sink.layer},{sink.head}",
+    }
