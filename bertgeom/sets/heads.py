@@ -19,7 +19,7 @@ from bertgeom.analysis.tokens import TokenKinds
 from bertgeom.sets.inputs import map_over_set
 
 #: Bump when the layout of the set arrays changes (invalidates old disk caches).
-SET_VERSION = 1
+SET_VERSION = 2
 #: The paper's THETA for "high-confidence" attention (config/general_config.yaml).
 SET_THETA = 0.3
 #: Clark's JS distance sums over query rows; inputs longer than this use evenly spaced rows.
@@ -68,6 +68,21 @@ def domain_masses(attn: np.ndarray, encoded, theta: float = SET_THETA) -> tuple[
     return col @ onehot, col_hi @ onehot
 
 
+def domain_counts(attn: np.ndarray, encoded, theta: float = SET_THETA) -> tuple[np.ndarray, np.ndarray]:
+    """Counts for the top-head domain test (:mod:`bertgeom.analysis.domain_test`): ``[L, H, D]``
+    number of strong entries (``A_ij > theta`` on the zeroed map) whose key lies in each domain,
+    and ``[D]`` number of kept tokens (the map's rows after zeroing) in each domain."""
+    names = _domain_names()
+    doms = [d or CLS_DOMAIN for d in encoded.extra.get("domains", [""] * encoded.n_tokens)]
+    onehot = np.zeros((encoded.n_tokens, len(names)), dtype=np.float64)
+    for j, d in enumerate(doms):
+        if d in names:
+            onehot[j, names.index(d)] = 1.0
+    keep = kept_tokens(encoded.is_sep, "first_sep")
+    strong = (np.asarray(attn) > theta) & keep[:, None] & keep[None, :]
+    return strong.sum(axis=2, dtype=np.float64) @ onehot, keep.astype(np.float64) @ onehot
+
+
 def compute_set_arrays(
     loaded,
     items,
@@ -98,6 +113,7 @@ def compute_set_arrays(
         out["js_rows"] = enc.n_tokens if rows is None else rows.size
         if "domains" in enc.extra:
             out["dom"], out["dom_hi"] = domain_masses(trace.attentions, enc, theta)
+            out["dom_cnt"], out["dom_tok"] = domain_counts(trace.attentions, enc, theta)
         return out
 
     res = map_over_set(loaded, items, reduce, batch_size=4, progress=progress)
@@ -125,6 +141,8 @@ def compute_set_arrays(
         arrays["domain_names"] = np.array(_domain_names(), dtype=str)
         arrays["dom"] = np.stack([x["dom"] for x in r]).astype(np.float32)
         arrays["dom_hi"] = np.stack([x["dom_hi"] for x in r]).astype(np.float32)
+        arrays["dom_cnt"] = np.stack([x["dom_cnt"] for x in r]).astype(np.int32)
+        arrays["dom_tok"] = np.stack([x["dom_tok"] for x in r]).astype(np.int32)
     return arrays
 
 
@@ -207,6 +225,17 @@ class SetSummary:
         mass = self.arrays["dom_hi" if high else "dom"][m].astype(np.float64).sum(axis=0)
         tot = mass.sum(axis=-1, keepdims=True)
         return np.divide(mass, tot, out=np.full(mass.shape, np.nan), where=tot > 0)
+
+    def domain_test(self, mask: np.ndarray, domain: str, alpha: float = 0.05):
+        """Top-head z-test (:func:`bertgeom.analysis.domain_test.domain_ztest`) of ``domain`` over the
+        masked inputs: strong-attention counts per head against the domain's share of the tokens."""
+        from bertgeom.analysis.domain_test import domain_ztest
+
+        m = np.asarray(mask, dtype=bool)
+        d = [str(x) for x in self.arrays["domain_names"]].index(domain)
+        cnt = self.arrays["dom_cnt"][m].astype(np.float64).sum(axis=0)  # [L, H, D]
+        tok = self.arrays["dom_tok"][m].astype(np.float64).sum(axis=0)  # [D]
+        return domain_ztest(cnt[..., d], cnt.sum(axis=-1), float(tok[d]), float(tok.sum()), alpha)
 
 
 def class_mean_over_set(loaded, items, theta: float = SET_THETA) -> dict:
