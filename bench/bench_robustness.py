@@ -33,19 +33,18 @@ OUT = ROOT / "bench" / "out"
 
 def validation_genomes(max_per_class: int | None, seed: int = 0):
     """(all validation genomes, a per-class-capped subset) as :class:`Genome` records."""
-    from bertgeom.genome.align import align_spike
     from bertgeom.genome.classes import CLASSES
+    from bertgeom.genome.pipeline import analyse_sequence
     from bertgeom.variant.robustness import Genome
     from bertgeom.variant.train import real_genomes
 
     _, validation = real_genomes()
     out = []
     for g in validation:
-        try:
-            cut = align_spike(g.sequence)
-        except ValueError:
+        a = analyse_sequence(g.sequence, cls=g.cls)  # QC judged against the true class
+        if not a.ok:
             continue
-        out.append(Genome(g.name, g.cls, cut.aligned, tuple(cut.insertions)))
+        out.append(Genome(g.name, g.cls, a.spike.aligned, tuple(a.spike.insertions), a.qc.verdict if a.qc else ""))
     rng = np.random.default_rng(seed)
     capped = []
     for c in CLASSES:
@@ -148,7 +147,8 @@ def run(model_dir: Path, max_per_class: int, seed: int) -> dict:
                            ("rule-based marker call", rule, None)):
         full = score(name, fn, all_val, [], conf)
         rep = score(name, fn, capped, pert)
-        rep.accuracy, rep.n_plain, rep.wrong_confident = full.accuracy, full.n_plain, full.wrong_confident
+        rep.accuracy, rep.n_plain = full.accuracy, full.n_plain
+        rep.wrong_confident, rep.wrong_confident_qc_pass = full.wrong_confident, full.wrong_confident_qc_pass
         reports[name] = rep.__dict__
     result = {"model": str(model_dir.name), "weights": loaded.weights_hash, "validation_genomes": len(all_val),
               "perturbed_bases": len(capped), "max_per_class": max_per_class, "seed": seed,
@@ -157,12 +157,12 @@ def run(model_dir: Path, max_per_class: int, seed: int) -> dict:
 
 
 def table(result: dict) -> str:
-    rows = ["| classifier | accuracy (plain) | wrong with conf. >= 0.9 | flips: +1 foreign marker | flips: -1 own marker |",
-            "|---|---|---|---|---|"]
+    rows = ["| classifier | accuracy (plain) | wrong with conf. >= 0.9 (QC pass / all) | flips: +1 foreign marker "
+            "| flips: -1 own marker |", "|---|---|---|---|---|"]
     for name, r in result["reports"].items():
         f = r["flip_rate"]
         n = r["n_perturbed"]
-        conf = "n/a" if name.startswith("rule") else str(r["wrong_confident"])
+        conf = "n/a" if name.startswith("rule") else f"{r['wrong_confident_qc_pass']} / {r['wrong_confident']}"
         rows.append(f"| {name} | {r['accuracy']:.1%} of {r['n_plain']} | {conf} | {f.get('foreign', 0):.1%} of "
                     f"{n.get('foreign', 0)} | {f.get('revert', 0):.1%} of {n.get('revert', 0)} |")
     return "\n".join(rows)

@@ -40,11 +40,11 @@ def _stage_line(stage: dict) -> str:
 
 
 def _robustness_table(rob: dict) -> str:
-    rows = ["| classifier | accuracy (plain) | wrong with conf. >= 0.9 | +1 foreign marker: flips | -1 own marker: flips |",
-            "|---|---|---|---|---|"]
+    rows = ["| classifier | accuracy (plain) | wrong with conf. >= 0.9 (QC pass / all) | +1 foreign marker: flips "
+            "| -1 own marker: flips |", "|---|---|---|---|---|"]
     for name, r in rob["reports"].items():
         f, n = r["flip_rate"], r["n_perturbed"]
-        conf = "n/a" if name.startswith("rule") else str(r["wrong_confident"])
+        conf = "n/a" if name.startswith("rule") else f"{r.get('wrong_confident_qc_pass', '?')} / {r['wrong_confident']}"
         rows.append(f"| {name} | {r['accuracy']:.1%} | {conf} | {f.get('foreign', 0):.1%} of {n.get('foreign', 0)} | "
                     f"{f.get('revert', 0):.1%} of {n.get('revert', 0)} |")
     return "\n".join(rows)

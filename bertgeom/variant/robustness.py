@@ -42,6 +42,7 @@ class Genome:
     cls: str
     aligned: str
     insertions: tuple = ()
+    qc: str = ""  #: spike QC verdict (pass / warn / fail) when known
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class RobustnessReport:
     n_perturbed: dict[str, int] = field(default_factory=dict)
     flips_by_change: dict[str, tuple[int, int]] = field(default_factory=dict)  # change -> (flips, n)
     wrong_confident: int = 0  #: plain genomes called wrongly with confidence >= 0.9 (when known)
+    wrong_confident_qc_pass: int = 0  #: the same, among genomes whose spike passes QC
 
 
 def score(name: str, classify: Classifier, genomes: Sequence[Genome], perturbed: Sequence[Perturbed],
@@ -119,7 +121,9 @@ def score(name: str, classify: Classifier, genomes: Sequence[Genome], perturbed:
     rep.flips_by_change = {k: (int(sum(v)), len(v)) for k, v in sorted(by.items())}
     if confidence is not None:
         conf = confidence(plain_inputs)
-        rep.wrong_confident = int(sum(c != g.cls and p >= 0.9 for c, p, g in zip(plain, conf, genomes)))
+        wrong = [c != g.cls and p >= 0.9 for c, p, g in zip(plain, conf, genomes)]
+        rep.wrong_confident = int(sum(wrong))
+        rep.wrong_confident_qc_pass = int(sum(w and g.qc == "pass" for w, g in zip(wrong, genomes)))
     return rep
 
 
