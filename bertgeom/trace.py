@@ -68,10 +68,11 @@ def forward(loaded: LoadedModel, input_ids, attention_mask, *, attentions: bool 
     ``hidden_states`` when asked; ``logits`` for a classifier)."""
     import torch
 
+    dev = next(loaded.model.parameters()).device
     with torch.inference_mode():
         out = loaded.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
+            input_ids=input_ids.to(dev),
+            attention_mask=attention_mask.to(dev),
             output_attentions=attentions,
             output_hidden_states=hidden_states,
             return_dict=True,
@@ -118,9 +119,9 @@ def run_batch(loaded: LoadedModel, encoded: list[EncodedInput]) -> list[Trace]:
             Trace(
                 model_id=loaded.spec.id,
                 encoded=e,
-                attentions=attn[b, :, :, :t, :t].float().numpy().copy(),
-                hidden_states=hidden[b, :, :t].float().numpy().copy(),
-                logits=None if logits is None else logits[b].float().numpy().copy(),
+                attentions=attn[b, :, :, :t, :t].float().cpu().numpy().copy(),
+                hidden_states=hidden[b, :, :t].float().cpu().numpy().copy(),
+                logits=None if logits is None else logits[b].float().cpu().numpy().copy(),
                 labels=loaded.labels,
             )
         )
