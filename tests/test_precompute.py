@@ -11,6 +11,7 @@ from __future__ import annotations
 import filecmp
 import lzma
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -225,3 +226,164 @@ def test_bad_requests_are_one_sentence(inputs, tiny_variant, local1, tmp_path):
     with pytest.raises(PrecomputeError, match="no manifest.json"):
         load_results(busy)
     shutil.rmtree(busy)
+
+
+# ---------------------------------------------------------------------------------------------
+# One run per --out, user errors as one sentence with their exit status (#16 items 2 and 9)
+# ---------------------------------------------------------------------------------------------
+def _cli(inputs, out, model_dir, *extra):
+    return ["precompute", str(inputs[0]), str(inputs[1]), "--out", str(out), "--model", str(model_dir),
+            "--shard-size", str(SHARD), "--quiet", *extra]
+
+
+def test_second_run_on_the_same_out_is_refused_or_waits(inputs, tiny_variant_dir, local1, tmp_path, capsys):
+    import os
+    import socket
+    import threading
+
+    from bertgeom.__main__ import main
+    from bertgeom.precompute.lock import LockBusy, RunLock
+
+    out = tmp_path / "locked"
+    holder = RunLock(out).acquire()  # another run (a separate open file: flock excludes it like a process)
+    try:
+        assert main(_cli(inputs, out, tiny_variant_dir)) == 4
+        err = capsys.readouterr().err
+        assert f"pid {os.getpid()} on host {socket.gethostname()}" in err and "--wait" in err
+        assert "Traceback" not in err and not (out / "manifest.json").exists()  # it touched nothing
+        with pytest.raises(LockBusy):
+            RunLock(out).acquire()
+        # --wait: starts once the first run lets go
+        threading.Timer(1.5, holder.release).start()
+        assert main(_cli(inputs, out, tiny_variant_dir, "--wait")) == 0
+        assert "waiting: another precompute run" in capsys.readouterr().err
+    finally:
+        holder.release()
+    _assert_same_results(local1, out)
+    assert not (out / "precompute.lock").exists()  # released at the end
+
+
+def test_lock_of_a_dead_run_is_taken_over(inputs, tiny_variant, local1, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from bertgeom.precompute.lock import RunLock
+
+    out = tmp_path / "stale"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (out / "precompute.lock").write_text(json.dumps({"pid": int(dead.stdout), "host": "vm", "started": 0}))
+    lock = RunLock(out).acquire()  # the lock file of a dead process holds no flock: taken over
+    assert lock.took_over["pid"] == int(dead.stdout)
+    lock.release()
+    (out / "precompute.lock").write_text(json.dumps({"pid": int(dead.stdout), "host": "vm", "started": 0}))
+    summary = _run(inputs, out, tiny_variant)
+    assert summary.status == "complete"
+    _assert_same_results(local1, out)
+
+
+def test_truncated_input_bad_model_and_bad_out_are_one_sentence(inputs, tiny_variant_dir, tmp_path, capsys):
+    from bertgeom.__main__ import main
+
+    data = inputs[0].read_bytes()
+    cut = tmp_path / "cut.fasta.xz"
+    cut.write_bytes(data[: len(data) // 2])
+    cases = [
+        (_cli((cut, inputs[1]), tmp_path / "a", tiny_variant_dir), 2, "ends early (truncated)"),
+        (_cli(inputs, tmp_path / "b", tmp_path), 3, "error:"),  # a folder that is no model
+        (_cli(inputs, inputs[1], tiny_variant_dir), 4, "is a file"),
+        (_cli(inputs, tmp_path / "c", tiny_variant_dir, "--no-attentions", "--maps", "heads"), 2, "--no-attentions"),
+    ]
+    for argv, code, words in cases:
+        assert main(argv) == code, argv
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "a" / "manifest.json").exists()
+
+
+def test_ctrl_c_stops_with_130_and_the_rerun_resumes(inputs, tiny_variant_dir, local1, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "sigint"
+    argv = [sys.executable, "-m", "bertgeom", "precompute", str(inputs[0]), str(inputs[1]), "--out", str(out),
+            "--model", str(tiny_variant_dir), "--shard-size", "1", "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 240
+    while not list(out.glob("shards/*.done")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 130, err
+    assert "interrupted:" in err and "rerun the same command" in err and "Traceback" not in err
+    done = len(list(out.glob("shards/*.done")))
+    assert 1 <= done < N_GENOMES + 1 and not (out / "precompute.lock").exists()
+    rerun = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    assert rerun.returncode == 0 and f"{done} already done" in rerun.stderr, rerun.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices and the no-attentions switch (#15 item 3)
+# ---------------------------------------------------------------------------------------------
+NO_ATTN = dict(shard_size=SHARD, maps="none", features=())
+
+
+def test_no_attentions_run_uses_sdpa_and_matches_the_eager_numbers(inputs, tiny_variant, local1, tmp_path):
+    from bertgeom.precompute import ShardComputer
+
+    cfg = PrecomputeConfig(**NO_ATTN)
+    comp = ShardComputer(tiny_variant, cfg)
+    assert not comp.needs_attentions and comp.runner is not tiny_variant
+    assert comp.runner.model.config._attn_implementation == "sdpa"
+    assert tiny_variant.model.config._attn_implementation == "eager"  # the shared model is untouched
+    _run(inputs, tmp_path / "one", tiny_variant, config=cfg, workers=1)
+    _run(inputs, tmp_path / "two", tiny_variant, config=cfg, workers=2)
+    for s in range(3):  # the engines still agree bit for bit on the CPU
+        for suffix in ("parquet", "cls.npy"):
+            name = f"shard-{s:06d}.{suffix}"
+            assert filecmp.cmp(tmp_path / "one" / "shards" / name, tmp_path / "two" / "shards" / name, shallow=False)
+    ref, res = load_results(local1), load_results(tmp_path / "one")
+    assert not res.maps and not [c for c in res.genomes.columns if c.startswith("prev_")]
+    assert res.manifest["runs"][-1]["attentions"] is False and res.manifest["runs"][-1]["device"] == "cpu"
+    ok = ref.ok()
+    assert (res.genomes["predicted"][ok] == ref.genomes["predicted"][ok]).all()
+    np.testing.assert_allclose(res.cls[ok], ref.cls[ok], rtol=1e-4, atol=1e-5)  # SDPA vs eager: float rounding
+    np.testing.assert_allclose(res.cone_curves(False)[ok], ref.cone_curves(False)[ok], rtol=1e-5)
+
+
+def test_devices_resolve_here_and_cuda_is_optional(inputs, tiny_variant, tiny_variant_dir, tmp_path):
+    import torch
+
+    from bertgeom.models import load_model, resolve_device
+    from bertgeom.precompute.engines import make_engine
+    from bertgeom.variant import variant_spec
+
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert load_model(variant_spec(tiny_variant_dir), device="cpu").device == "cpu"
+    with pytest.raises(ValueError, match="unknown device"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(PrecomputeError, match="no CUDA GPU"):
+            make_engine("local", 1, device="cuda")
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            load_model(variant_spec(tiny_variant_dir), device="cuda")
+
+
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a CUDA GPU")
+@pytest.mark.parametrize("config", [dict(shard_size=SHARD), NO_ATTN], ids=["eager", "sdpa"])
+def test_cuda_results_match_the_cpu_ones(inputs, tiny_variant, local1, tmp_path, config):
+    cfg = PrecomputeConfig(**config)
+    _run(inputs, tmp_path / "cpu", tiny_variant, config=cfg)
+    _run(inputs, tmp_path / "gpu", tiny_variant, config=cfg, device="cuda")
+    a, b = load_results(tmp_path / "cpu"), load_results(tmp_path / "gpu")
+    assert b.manifest["runs"][-1]["device"] == "cuda"
+    ok = a.ok()
+    assert (a.genomes["predicted"][ok] == b.genomes["predicted"][ok]).all()
+    np.testing.assert_allclose(b.cls[ok], a.cls[ok], rtol=1e-3, atol=1e-3)
+    for c in a.maps:
+        np.testing.assert_allclose(b.maps[c], a.maps[c], atol=1e-5)

@@ -6,45 +6,82 @@ import argparse
 
 
 def _cmd_precompute(args) -> int:
+    """Exit status: 0 done (or stopped by --max-shards), 2 bad input or parameters, 3 unusable model,
+    4 results directory unusable (not writable, or another run holds it), 130 interrupted. Every
+    error is one sentence on stderr, never a traceback."""
     import sys
 
     from bertgeom.precompute.core import PrecomputeConfig, PrecomputeError
     from bertgeom.precompute.run import precompute
 
+    bar = None
+    done = [0]
     try:
+        features = tuple(f.strip() for f in args.features.split(",") if f.strip())
+        maps = args.maps
+        if args.no_attentions:
+            if args.maps not in (None, "none") or args.features_given:
+                raise PrecomputeError("--no-attentions stores no class maps and no per-head features; "
+                                      "drop --maps/--features or --no-attentions.")
+            maps, features = "none", ()
         cfg = PrecomputeConfig(
-            shard_size=args.shard_size, batch_size=args.batch_size, maps=args.maps,
-            features=tuple(f.strip() for f in args.features.split(",") if f.strip()),
-            cls_dims=args.cls_dims, cls_reduce=args.cls_reduce, pca_pilot=args.pca_pilot, seed=args.seed,
-            threads=args.threads,
+            shard_size=args.shard_size, batch_size=args.batch_size, maps=maps or "layer-mean",
+            features=features, cls_dims=args.cls_dims, cls_reduce=args.cls_reduce, pca_pilot=args.pca_pilot,
+            seed=args.seed, threads=args.threads,
         )
-        bar = None
         if not args.quiet:
             from tqdm import tqdm
 
             bar = tqdm(unit="genome", dynamic_ncols=True, file=sys.stderr)
 
-        def progress(done, n_shards, genomes):
-            bar.set_postfix_str(f"shard {done}/{n_shards}")
-            bar.update(genomes - bar.n)
+        def progress(n_done, n_shards, genomes):
+            done[0] = n_done
+            if bar is not None:
+                bar.set_postfix_str(f"shard {n_done}/{n_shards}")
+                bar.update(genomes - bar.n)
+
+        def on_wait(holder):
+            print(f"waiting: another precompute run (pid {holder.get('pid', '?')} on host "
+                  f"{holder.get('host', '?')}) is writing '{args.out}'...", file=sys.stderr)
 
         engine_kwargs = {}
         if args.engine == "ray" and args.no_ship_code:
             engine_kwargs["ship_code"] = False
-        try:
-            summary = precompute(
-                args.input, args.labels, args.out, model=args.variant_model, config=cfg, engine=args.engine,
-                workers=args.workers, address=args.address, max_shards=args.max_shards,
-                progress=progress if bar is not None else None, engine_kwargs=engine_kwargs,
-            )
-        finally:
-            if bar is not None:
-                bar.close()
+        summary = precompute(
+            args.input, args.labels, args.out, model=args.variant_model, config=cfg, engine=args.engine,
+            workers=args.workers, address=args.address, max_shards=args.max_shards, progress=progress,
+            engine_kwargs=engine_kwargs, device=args.device, wait=args.wait, on_wait=on_wait,
+        )
     except PrecomputeError as exc:
+        _close(bar)
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.code
+    except KeyboardInterrupt:
+        _close(bar)
+        print(f"interrupted: {done[0]} shard(s) are done and kept in '{args.out}'; rerun the same command "
+              "to resume.", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        _close(bar)
+        where = f" ('{exc.filename}')" if exc.filename else ""
+        print(f"error: the results could not be written{where}: {exc.strerror or exc}.", file=sys.stderr)
+        return 4
+    _close(bar)
     print(summary.line(), file=sys.stderr)
     return 0
+
+
+def _close(bar) -> None:
+    if bar is not None:
+        bar.close()
+
+
+class _Features(argparse.Action):
+    """Stores --features and remembers that it was given (it conflicts with --no-attentions)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.features = values
+        namespace.features_given = True
 
 
 def _positive(v: str) -> int:
@@ -79,10 +116,19 @@ def register(sub) -> None:
     p.add_argument("--shard-size", type=_positive, default=256, help="records per shard (the unit of resume)")
     p.add_argument("--batch-size", type=_positive, default=4, help="genomes per forward pass")
     p.add_argument("--threads", type=_positive, default=1, help="torch/BLAS threads per worker")
-    p.add_argument("--maps", choices=MAP_MODES, default="layer-mean",
+    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
+                   help="where the forward passes run: cpu (default, bit-identical across engines), cuda, or "
+                        "auto (a GPU when present; with Ray, when the cluster has GPUs: actors ask for num_gpus)")
+    p.add_argument("--no-attentions", action="store_true",
+                   help="keep only what needs no attention weights (prediction, QC, cone index, [CLS]): no class "
+                        "maps, no per-head features; the forward passes use SDPA and copy no attention out")
+    p.add_argument("--wait", action="store_true",
+                   help="if another run is writing --out, wait for it to finish instead of exiting with status 4")
+    p.add_argument("--maps", choices=MAP_MODES, default=None,
                    help="class-mean maps: layer-mean [L,T,T] (default, ~4.4 MB/class for 6 layers), "
                         "heads [L,H,T,T] (~52 MB/class for 72 heads), none")
-    p.add_argument("--features", default=",".join(DEFAULT_FEATURES),
+    p.set_defaults(features_given=False)
+    p.add_argument("--features", default=",".join(DEFAULT_FEATURES), action=_Features,
                    help="per-head features stored as columns (comma-separated names of bertgeom.analysis.heads)")
     p.add_argument("--cls-dims", type=int, default=0, help="reduce [CLS] vectors to K dims (0 = keep all)")
     p.add_argument("--cls-reduce", choices=("pca", "random"), default="pca",

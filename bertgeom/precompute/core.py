@@ -36,7 +36,24 @@ CLS_REDUCTIONS = ("pca", "random")
 
 
 class PrecomputeError(RuntimeError):
-    """A precompute run cannot start or continue; the message is one sentence for the user."""
+    """A precompute run cannot start or continue; the message is one sentence for the user.
+
+    ``code`` is the CLI's exit status: 2 bad input or parameters (this class), 3 unusable model
+    (:class:`PrecomputeModelError`), 4 results directory unusable (:class:`PrecomputeOutputError`)."""
+
+    code = 2
+
+
+class PrecomputeModelError(PrecomputeError):
+    """The model cannot be loaded or is not a spike variant classifier (exit status 3)."""
+
+    code = 3
+
+
+class PrecomputeOutputError(PrecomputeError):
+    """The results directory cannot be created, written or used now (exit status 4)."""
+
+    code = 4
 
 
 @dataclass(frozen=True)
@@ -273,6 +290,7 @@ class ShardComputer:
     loaded: object
     cfg: PrecomputeConfig
     basis: ClsBasis | None = None
+    device: str = "cpu"  # where the forward passes run (cpu, cuda or auto)
     dims: ModelDims = field(init=False)
 
     def __post_init__(self):
@@ -280,6 +298,42 @@ class ShardComputer:
         self.schema = row_schema(self.dims, self.cfg)
         self.keep = np.ones(self.dims.map_tokens, bool)
         self.keep[-1] = False  # the [SEP] of a full spike (rows/cols from the first [SEP] on are zeroed)
+        self._runner = None
+
+    @property
+    def needs_attentions(self) -> bool:
+        """Whether any stored result reads attention weights (class maps or per-head features).
+        Without them (``--no-attentions``: ``maps="none"``, no features) the forward passes run with
+        SDPA and never copy the ``[L, H, T, T]`` weights out of the batch."""
+        return self.cfg.maps != "none" or bool(self.cfg.features)
+
+    @property
+    def runner(self):
+        """The model the forward passes use: the loaded one on the CPU with eager attention, else a
+        private copy on ``device`` (:func:`bertgeom.models.inference_copy`); made on first use."""
+        if self._runner is None:
+            from bertgeom.models import inference_copy
+
+            self._runner = inference_copy(self.loaded, self.device, attentions=self.needs_attentions)
+        return self._runner
+
+    def forward(self, encoded: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """One padded batch: ``(hidden [L+1, t, D], logits [C], attentions [L, H, t, t] or None)`` per
+        input, float32 numpy cropped to its ``t`` tokens."""
+        import torch
+
+        from bertgeom.trace import forward, pad_batch
+
+        ids, mask = pad_batch(self.runner, encoded)
+        out = forward(self.runner, ids, mask, attentions=self.needs_attentions)
+        hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # [B, L+1, n, D]
+        logits = out.logits.float().cpu().numpy()
+        attn = torch.stack(out.attentions, dim=1).float().cpu().numpy() if self.needs_attentions else None
+        res = []
+        for b, e in enumerate(encoded):
+            t = e.n_tokens
+            res.append((hidden[b, :, :t], logits[b], None if attn is None else attn[b, :, :, :t, :t]))
+        return res
 
     @property
     def cls_width(self) -> int:
@@ -295,8 +349,6 @@ class ShardComputer:
     def _run(self, shard: ShardInput) -> dict[str, bytes]:
         import pyarrow as pa
         import pyarrow.parquet as pq
-
-        from bertgeom.trace import run_batch
 
         d, cfg = self.dims, self.cfg
         n = len(shard.records)
@@ -323,8 +375,8 @@ class ShardComputer:
             todo.append((i, enc))
         for b in range(0, len(todo), cfg.batch_size):
             chunk = todo[b : b + cfg.batch_size]
-            for (i, enc), trace in zip(chunk, run_batch(self.loaded, [e for _, e in chunk])):
-                self._one(i, trace, shard.labels[i], cols, cls_out, sums, counts)
+            for (i, enc), out in zip(chunk, self.forward([e for _, e in chunk])):
+                self._one(i, enc, *out, shard.labels[i], cols, cls_out, sums, counts)
         cols["correct"] = [bool(p) and p == lab for p, lab in zip(cols["predicted"], cols["label"])]
         table = pa.Table.from_pydict(cols, schema=self.schema)
         buf = pa.BufferOutputStream()
@@ -338,20 +390,19 @@ class ShardComputer:
         files["maps.npz"] = npz_bytes(maps)
         return files
 
-    def _one(self, i, trace, label, cols, cls_out, sums, counts) -> None:
+    def _one(self, i, enc, hs, logits, attn, label, cols, cls_out, sums, counts) -> None:
         from bertgeom.analysis.cone import hidden_state_cone_curve
         from bertgeom.analysis.heads import head_features
         from bertgeom.analysis.tokens import TokenKinds
+        from bertgeom.attention import softmax
 
         d, cfg = self.dims, self.cfg
-        enc = trace.encoded
-        probs = trace.probs
-        pred = trace.predicted
+        probs = softmax(logits)
+        pred = d.labels[int(np.argmax(logits))]
         cols["predicted"][i] = pred
         cols["confidence"][i] = float(probs.max())
         for c, p in zip(d.labels, probs):
             cols[f"p_{c}"][i] = float(p)
-        hs = trace.hidden_states
         content = enc.content_mask
         curve = np.asarray(hidden_state_cone_curve(hs, content), np.float64)  # I, unit rows
         m = int(content.sum())
@@ -359,18 +410,18 @@ class ShardComputer:
         for layer, v in enumerate(curve):
             cols[f"cone_raw_{layer}"][i] = float(v)
             cols[f"cone_{layer}"][i] = float(v / m) if m else float("nan")
-        kinds = TokenKinds(enc.is_cls, enc.is_sep, enc.is_punct)
-        table = head_features(trace.attentions, kinds, n_jobs=1)
-        for f in cfg.features:
-            vals = np.asarray(table[f], np.float64).reshape(-1)
-            for name, v in zip(feature_columns(d, f), vals):
-                cols[name][i] = float(v)
+        if cfg.features:
+            table = head_features(attn, TokenKinds(enc.is_cls, enc.is_sep, enc.is_punct), n_jobs=1)
+            for f in cfg.features:
+                vals = np.asarray(table[f], np.float64).reshape(-1)
+                for name, v in zip(feature_columns(d, f), vals):
+                    cols[name][i] = float(v)
         cls_vec = hs[:, 0, :]
         cls_out[i] = cls_vec if self.basis is None else self.basis.apply(cls_vec)
         if cfg.maps != "none" and pred and pred == label and enc.n_tokens == d.map_tokens:
             if label not in sums:
                 sums[label] = np.zeros(self.map_shape(), np.int64)
-            self._accumulate(trace.attentions, sums[label])
+            self._accumulate(attn, sums[label])
             counts[label] = counts.get(label, 0) + 1
 
     def _accumulate(self, attn: np.ndarray, total: np.ndarray) -> None:

@@ -34,6 +34,15 @@ def model_bundle(source: str | os.PathLike) -> dict[str, bytes]:
     return {name: (p / name).read_bytes() for name in MODEL_FILES}
 
 
+def _device(name: str) -> str:
+    from bertgeom.models import resolve_device
+
+    try:
+        return resolve_device(name)
+    except ValueError as exc:
+        raise PrecomputeError(str(exc)) from None
+
+
 def load_bundle(bundle: dict[str, bytes]):
     """Load a model bundle (through a private temporary directory, removed afterwards)."""
     from bertgeom.models import load_model
@@ -46,13 +55,13 @@ def load_bundle(bundle: dict[str, bytes]):
         return load_model(variant_spec(d))  # everything is read into memory: the folder can go
 
 
-def _computer(model_source: str, cfg_dict: dict, basis_arrays: dict | None) -> ShardComputer:
+def _computer(model_source: str, cfg_dict: dict, basis_arrays: dict | None, device: str = "cpu") -> ShardComputer:
     from bertgeom.models import load_model
     from bertgeom.variant import variant_spec
 
     loaded = load_model(variant_spec(Path(model_source)))
     basis = ClsBasis.from_arrays(basis_arrays) if basis_arrays else None
-    return ShardComputer(loaded, PrecomputeConfig.from_dict(cfg_dict), basis)
+    return ShardComputer(loaded, PrecomputeConfig.from_dict(cfg_dict), basis, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -61,10 +70,14 @@ def _computer(model_source: str, cfg_dict: dict, basis_arrays: dict | None) -> S
 _WORKER: ShardComputer | None = None
 
 
-def _init_worker(model_source: str, cfg_dict: dict, basis_arrays: dict | None) -> None:
+def _init_worker(model_source: str, cfg_dict: dict, basis_arrays: dict | None, device: str = "cpu") -> None:
+    import signal
+
     global _WORKER
+    # Ctrl+C reaches the whole process group: only the driver handles it (no traceback per worker)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _WORKER = _computer(model_source, cfg_dict, basis_arrays)
+    _WORKER = _computer(model_source, cfg_dict, basis_arrays, device)
 
 
 def _run_in_worker(shard: int, payload: bytes) -> tuple[int, dict[str, bytes]]:
@@ -74,14 +87,21 @@ def _run_in_worker(shard: int, payload: bytes) -> tuple[int, dict[str, bytes]]:
 
 class LocalEngine:
     """``workers == 1``: in the calling process; more: a ``spawn`` process pool, each worker
-    holding its own model, at most ``2 * workers`` shards in flight (bounded memory)."""
+    holding its own model, at most ``2 * workers`` shards in flight (bounded memory).
+    ``device``: where every worker runs its forward passes (``auto``: a GPU when this machine has one)."""
 
     name = "local"
 
-    def __init__(self, workers: int = 1):
+    def __init__(self, workers: int = 1, device: str = "cpu"):
         if workers < 1:
             raise PrecomputeError("--workers must be at least 1.")
         self.workers = workers
+        self.device = _device(device)
+
+    @property
+    def driver_device(self) -> str:
+        """Device of the driver's own computer (it runs the shards when ``workers == 1``)."""
+        return self.device
 
     def run(self, computer: ShardComputer, model_source: str, tasks: Tasks, on_result: OnResult) -> None:
         if self.workers == 1:
@@ -93,7 +113,7 @@ class LocalEngine:
 
         basis = computer.basis.arrays() if computer.basis is not None else None
         ex = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                 initargs=(model_source, computer.cfg.to_dict(), basis))
+                                 initargs=(model_source, computer.cfg.to_dict(), basis, self.device))
         it = iter(tasks)
         pending: set = set()
         try:
@@ -118,14 +138,14 @@ class LocalEngine:
 class RayShardActor:
     """Ray Data callable class: loads the model once per actor, then one shard per row."""
 
-    def __init__(self, model_ref, cfg_dict: dict, basis_arrays: dict | None):
+    def __init__(self, model_ref, cfg_dict: dict, basis_arrays: dict | None, device: str = "cpu"):
         import ray
 
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         bundle = ray.get(model_ref[0])  # wrapped in a list: passed through untouched by Ray
         loaded = load_bundle(bundle)
         basis = ClsBasis.from_arrays(basis_arrays) if basis_arrays else None
-        self.computer = ShardComputer(loaded, PrecomputeConfig.from_dict(cfg_dict), basis)
+        self.computer = ShardComputer(loaded, PrecomputeConfig.from_dict(cfg_dict), basis, device)
 
     def __call__(self, batch: dict) -> dict:
         shards, out = [], {"parquet": [], "cls.npy": [], "maps.npz": []}
@@ -154,12 +174,16 @@ class RayEngine:
     ``address="auto"`` or ``"ray://head:10001"`` joins a cluster. Shards are fed in windows of
     ``window`` shards (default ``max(8 * workers, 16)``) so the driver's memory stays bounded; the actor
     pool is rebuilt per window (one model load per actor per window).
+
+    ``device``: ``cpu``; ``cuda`` (the cluster must have GPUs) or ``auto`` (``cuda`` when the cluster
+    reports GPUs): each actor then asks Ray for ``min(1, GPUs / workers)`` of a GPU (``num_gpus``) and
+    runs its forward passes there; parse, alignment and the per-head statistics stay on its CPUs.
     """
 
     name = "ray"
 
     def __init__(self, workers: int | None = None, address: str | None = None, *, window: int | None = None,
-                 ship_code: bool | None = None, init_kwargs: dict | None = None):
+                 ship_code: bool | None = None, init_kwargs: dict | None = None, device: str = "cpu"):
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
@@ -173,6 +197,17 @@ class RayEngine:
         self.window = window
         self.ship_code = (address is not None) if ship_code is None else ship_code
         self.init_kwargs = dict(init_kwargs or {})
+        self.requested_device = (device or "cpu").strip().lower()
+        if self.requested_device not in ("auto", "cpu", "cuda"):
+            raise PrecomputeError(f"unknown device {device!r}: use auto, cpu or cuda.")
+        self.device = "cpu" if self.requested_device == "cpu" else self.requested_device  # resolved in run()
+
+    driver_device = "cpu"  # the driver only plans and writes; actors compute
+
+    def _cluster_device(self, gpus: float) -> str:
+        if self.requested_device == "cuda" and gpus <= 0:
+            raise PrecomputeError("--device cuda was asked for, but the Ray cluster reports no GPU.")
+        return "cuda" if self.requested_device in ("auto", "cuda") and gpus > 0 else "cpu"
 
     def _init(self, threads: int) -> bool:
         """Start or join Ray; True when this call started it (and must shut it down)."""
@@ -212,11 +247,15 @@ class RayEngine:
             ctx.enable_operator_progress_bars = False
             ctx.enable_auto_log_stats = False
             ctx.verbose_stats_logs = False
-            workers = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1) // threads))
+            resources = ray.cluster_resources()
+            workers = self.workers or max(1, int(resources.get("CPU", 1) // threads))
+            self.device = self._cluster_device(float(resources.get("GPU", 0)))
+            gpu_share = min(1.0, float(resources.get("GPU", 0)) / workers) if self.device == "cuda" else 0
             window = self.window or max(8 * workers, 16)
             model_ref = ray.put(model_bundle(model_source))
             basis = computer.basis.arrays() if computer.basis is not None else None
-            kwargs = {"model_ref": [model_ref], "cfg_dict": computer.cfg.to_dict(), "basis_arrays": basis}
+            kwargs = {"model_ref": [model_ref], "cfg_dict": computer.cfg.to_dict(), "basis_arrays": basis,
+                      "device": self.device}
             it = iter(tasks)
             while True:
                 chunk = list(itertools.islice(it, window))
@@ -226,7 +265,7 @@ class RayEngine:
                                          override_num_blocks=len(chunk))
                 pool = ray.data.ActorPoolStrategy(size=min(workers, len(chunk)), max_tasks_in_flight_per_actor=1)
                 out = ds.map_batches(RayShardActor, batch_size=1, batch_format="numpy", compute=pool,
-                                     num_cpus=threads, fn_constructor_kwargs=kwargs)
+                                     num_cpus=threads, num_gpus=gpu_share or None, fn_constructor_kwargs=kwargs)
                 for batch in out.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0):
                     for i, shard in enumerate(batch["shard"]):
                         on_result(int(shard), {k: bytes(batch[k][i]) for k in ("parquet", "cls.npy", "maps.npz")})
@@ -236,10 +275,10 @@ class RayEngine:
                 ray.shutdown()
 
 
-def make_engine(name: str, workers: int | None = None, address: str | None = None, **kw):
+def make_engine(name: str, workers: int | None = None, address: str | None = None, *, device: str = "cpu", **kw):
     if name == "local":
-        return LocalEngine(workers or 1)
+        return LocalEngine(workers or 1, device)
     if name == "ray":
-        return RayEngine(workers, address, **kw)
+        return RayEngine(workers, address, device=device, **kw)
     raise PrecomputeError(f"unknown engine '{name}' (local or ray).")
 

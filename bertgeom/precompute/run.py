@@ -17,6 +17,8 @@ from bertgeom.precompute.core import (
     ModelDims,
     PrecomputeConfig,
     PrecomputeError,
+    PrecomputeModelError,
+    PrecomputeOutputError,
     ShardComputer,
     cls_of_records,
     load_npz_bytes,
@@ -51,20 +53,38 @@ class RunSummary:
                 f"{self.n_shards} in all ({self.n_records} records) in {self.seconds:.1f} s -> {self.out}")
 
 
-def load_spike_model(model: str | None):
-    from bertgeom.variant import VARIANT_MODEL_ID
+def load_spike_model(model: str | None, device: str = "cpu"):
+    """The variant model (on ``device``), or :class:`PrecomputeModelError` with one sentence."""
     from bertgeom.models import ModelLoadError, load_model
+    from bertgeom.variant import VARIANT_MODEL_ID
 
-    loaded = load_model(model or VARIANT_MODEL_ID)
+    name = model or VARIANT_MODEL_ID
+    try:
+        loaded = load_model(name, device=device)
+    except ModelLoadError as exc:
+        raise PrecomputeModelError(str(exc)) from None
+    except ValueError as exc:  # an unavailable --device
+        raise PrecomputeError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a damaged config, vocabulary or weights file
+        raise PrecomputeModelError(f"the model '{name}' could not be loaded ({type(exc).__name__}: "
+                                   f"{str(exc)[:200]}).") from None
     if loaded.spec.input_kind != "spike" or not loaded.labels or loaded.spec.loader != "variant":
-        raise ModelLoadError(f"'{loaded.spec.id}' is not a spike variant classifier; precompute needs one.")
+        raise PrecomputeModelError(f"'{loaded.spec.id}' is not a spike variant classifier; precompute needs one.")
     return loaded
 
 
 def count_records(path: Path) -> int:
+    """Records in the input; a truncated or unreadable compressed file is refused (a run must see
+    the whole input: its checksum and shard plan are recorded in the manifest)."""
     from bertgeom.genome.fasta import iter_fasta_file
 
-    return sum(1 for _ in iter_fasta_file(path))
+    n = 0
+    for rec in iter_fasta_file(path):
+        if getattr(rec, "stream_error", False):
+            raise PrecomputeError(f"'{path}': {rec.message.replace('; the records before it were read.', '')}; "
+                                  "precompute needs the whole file (repair or re-download it).")
+        n += 1
+    return n
 
 
 def _key(loaded, dims: ModelDims, cfg: PrecomputeConfig, inp: dict, labels: dict) -> dict:
@@ -171,6 +191,9 @@ def precompute(
     on_shard: Callable[[int], None] | None = None,
     engine_kwargs: dict | None = None,
     loaded=None,
+    device: str = "cpu",
+    wait: bool = False,
+    on_wait: Callable[[dict], None] | None = None,
 ) -> RunSummary:
     """Precompute per-genome results and class-mean maps of a labelled FASTA file (resumable).
 
@@ -181,9 +204,12 @@ def precompute(
     after a shard's files are written (an exception there interrupts the run cleanly).
     ``loaded``: an already loaded variant model (else ``model`` is loaded). ``checkpoint_every``:
     the running class-map sums are saved at least every that many shards.
+    ``device``: where the forward passes run (``auto``, ``cpu``, ``cuda``; see
+    :meth:`ShardComputer.forward`). One run at a time per ``out_dir`` (:class:`~bertgeom.precompute.lock.RunLock`):
+    a second one raises :class:`~bertgeom.precompute.lock.LockBusy`, or with ``wait`` waits for the
+    first (``on_wait(holder)`` is called once when it starts waiting).
     """
     from bertgeom.precompute.engines import make_engine
-    from bertgeom.variant.predict import read_labels_tsv
 
     t0 = time.perf_counter()
     inp, lab, out = Path(input_path), Path(labels_path), Path(out_dir)
@@ -191,12 +217,28 @@ def precompute(
         if not p.is_file():
             raise PrecomputeError(f"no file at '{p}'.")
     cfg = config or PrecomputeConfig()
-    loaded = loaded or load_spike_model(model)
+    loaded = loaded or load_spike_model(model, "cpu")  # the driver's copy: the [CLS] PCA pilot
     dims = ModelDims.of(loaded)
     bad = [c for c in dims.labels if not re.fullmatch(r"[A-Za-z0-9_.-]+", c)]
     if bad:
-        raise PrecomputeError(f"class name(s) unusable as file names: {bad}")
-    eng = make_engine(engine, workers, address, **(engine_kwargs or {}))
+        raise PrecomputeModelError(f"class name(s) unusable as file names: {bad}")
+    eng = make_engine(engine, workers, address, device=device, **(engine_kwargs or {}))
+    if out.exists() and not out.is_dir():
+        raise PrecomputeOutputError(f"--out '{out}' is a file; give a directory for the results.")
+    from bertgeom.precompute.lock import RunLock
+
+    with RunLock(out, wait=wait, on_wait=on_wait):
+        return _precompute_locked(inp, lab, out, loaded, dims, cfg, eng, t0, workers=workers, address=address,
+                                  max_shards=max_shards, checkpoint_every=checkpoint_every, progress=progress,
+                                  on_shard=on_shard)
+
+
+def _precompute_locked(inp: Path, lab: Path, out: Path, loaded, dims: ModelDims, cfg: PrecomputeConfig, eng,
+                       t0: float, *, workers, address, max_shards, checkpoint_every, progress,
+                       on_shard) -> RunSummary:
+    """The run itself, under the directory's lock (see :func:`precompute`)."""
+    from bertgeom.precompute.lock import LOCK_NAME
+    from bertgeom.variant.predict import read_labels_tsv
 
     n_records = count_records(inp)
     n_shards = math.ceil(n_records / cfg.shard_size)
@@ -209,7 +251,7 @@ def precompute(
         _check_same(old, key, out)
         manifest = old
     else:
-        if out.is_dir() and any(out.iterdir()):
+        if out.is_dir() and any(p.name != LOCK_NAME for p in out.iterdir()):
             raise PrecomputeError(f"'{out}' exists and is not a precompute results directory; choose another --out.")
         manifest = {**key, "runs": []}
     rd.prepare()
@@ -217,7 +259,7 @@ def precompute(
     rd.write_manifest(manifest)
 
     basis = _basis(rd, loaded, dims, cfg, inp, n_records)
-    computer = ShardComputer(loaded, cfg, basis)
+    computer = ShardComputer(loaded, cfg, basis, eng.driver_device)
     truth = read_labels_tsv(lab)
 
     acc = MapAccumulator.load(rd.root)
@@ -267,7 +309,8 @@ def precompute(
         eng.run(computer, model_source, tasks, on_result)
     finally:
         checkpoint()
-        run_info.update(finished=time.time(), shards_computed=len(computed))
+        run_info.update(finished=time.time(), shards_computed=len(computed), device=eng.device,
+                        attentions=computer.needs_attentions)
         manifest["runs"] = manifest.get("runs", []) + [run_info]
         manifest["status"] = "partial"
         rd.write_manifest(manifest)
