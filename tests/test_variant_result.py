@@ -1,0 +1,67 @@
+"""What the Variant Classifier reports for a genome, as data: the Nextclade-style mutation table,
+the characteristic mutations present and missing, and the rule-based second opinion (issue 12)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertgeom.genome.classes import CLASS_DISPLAY
+from bertgeom.genome.dataset import load_demo_genomes
+from bertgeom.genome.markers import load_marker_table
+from bertgeom.genome.pipeline import analyse_sequence
+from bertgeom.variant.result import defining_flag, mutation_rows, second_opinion
+
+#: Known spike changes of each demo genome's clade (Nextstrain naming), which the table must show.
+KNOWN = {
+    "alpha": {"del69-70", "del144", "N501Y", "A570D", "D614G", "P681H", "T716I", "S982A", "D1118H"},
+    "beta": {"D80A", "D215G", "K417N", "E484K", "N501Y", "D614G", "A701V"},
+    "gamma": {"L18F", "T20N", "P26S", "D138Y", "R190S", "K417T", "E484K", "N501Y", "D614G", "H655Y", "T1027I", "V1176F"},
+    "delta": {"T19R", "E156G", "del157-158", "L452R", "T478K", "D614G", "P681R", "D950N"},
+    "lambda": {"G75V", "T76I", "L452Q", "F490S", "D614G", "T859N"},
+    "mu": {"T95I", "Y144S", "Y145N", "R346K", "E484K", "N501Y", "D614G", "P681H", "D950N"},
+}
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return {meta["class"]: analyse_sequence(rec.sequence) for rec, meta in load_demo_genomes()}
+
+
+@pytest.mark.parametrize("cls", sorted(KNOWN))
+def test_the_mutation_table_of_each_demo_genome_shows_its_clade_mutations_marked(demo, cls):
+    rows, missing = mutation_rows(demo[cls], cls)
+    names = {r["mutation"] for r in rows}
+    assert KNOWN[cls] <= names, KNOWN[cls] - names
+    flag = defining_flag(cls)
+    marked = {r["mutation"] for r in rows if r[flag] == "yes"}
+    assert KNOWN[cls] - {"D614G"} <= marked | {"D614G"}
+    assert not [m for m in missing if "reference" in m]  # nothing characteristic is truly absent
+    assert all(r["domain"] and "no domain" not in r["domain"] for r in rows)
+    assert not any(r["mutation"].endswith("-") for r in rows)  # deletions are events, not residues
+
+
+def test_an_omicron_genome_lists_its_markers_and_the_gaps_of_another_class(demo):
+    rows, missing = mutation_rows(demo["omicron"], "omicron", rule_call="delta")
+    assert {"G142D", "K417N", "N501Y"} <= {r["mutation"] for r in rows}
+    assert any("Delta" in m and "L452R" in m for m in missing)  # what Delta would need and lacks
+
+
+def test_the_second_opinion_warns_when_the_calls_disagree(demo):
+    table = load_marker_table()
+    a = demo["gamma"]
+    agree = second_opinion(a, "gamma", 0.99)
+    assert agree["agrees"] and agree["call"] == "gamma" and not agree["warning"]
+    assert agree["matched"] == agree["expected"] == len(table.of("gamma"))
+    # a BERT that was fooled by one injected Lambda marker would call lambda: the page must warn
+    fooled = second_opinion(a, "lambda", 0.98)
+    assert not fooled["agrees"] and "disagree" in fooled["warning"] and CLASS_DISPLAY["gamma"] in fooled["warning"]
+    unsure = second_opinion(a, "gamma", 0.6, min_confidence=0.9)
+    assert unsure["agrees"] and "unsure" in unsure["warning"]
+
+
+def test_private_mutations_are_those_no_class_is_characterised_by(demo):
+    rows, _ = mutation_rows(demo["alpha"], "alpha")
+    for r in rows:
+        assert (r["private"] == "yes") == (r["characteristic of"] == "")
+    assert np.mean([r["private"] == "yes" for r in rows]) < 0.5
