@@ -215,6 +215,10 @@ def set_tab(v: View) -> None:
             chart(matrix_heatmap(prop.reshape(L * H, -1), head_labels(L, H), dnames, colour_label="%",
                                      colorscale="Magma", fmt=".1f"), "w_dom_matrix")
         csv_button(ddf, f"domain_proportions_{who}.csv", "w_dom_csv")
+        if "dom_cnt" in summary.arrays:
+            from bertgeom.ui.heads_more_tabs import domain_test_section
+
+            domain_test_section(summary, mask, dom, v, who)
 
 
 # --- Head similarity ----------------------------------------------------------------------
@@ -319,8 +323,14 @@ def disable_tab(v: View) -> None:
         "bertgeom recomputes the forward pass from the shared model's own layers with those heads swapped for the "
         "uniform map — no hooks, no copies, nothing in the shared model changes."
     )
-    modes = ["Chosen heads", "A whole layer", "Each head alone (sweep)", "Each layer alone (sweep)"]
+    modes = ["Chosen heads", "A whole layer", "Each head alone (sweep)", "Each layer alone (sweep)",
+             "Each head, over the set"]
     mode = st.radio("Disable", modes, horizontal=True, key="w_abl_mode")
+    if mode == modes[4]:
+        from bertgeom.ui.heads_more_tabs import set_disable_section
+
+        set_disable_section(v)
+        return
     classifier = bool(loaded.labels)
     names = head_labels(L, H)
     if mode in modes[:2]:

@@ -1,0 +1,54 @@
+"""Figures of the further analyses (pure functions, plotly): attention flow beside rollout, the
+top-head domain test, and two inputs compared.  Conventions of :mod:`bertgeom.figures.base`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from bertgeom.figures.base import head_grid
+from bertgeom.figures.heads import attention_map
+
+__all__ = ["token_bars", "significance_grid", "difference_map"]
+
+
+def token_bars(series: Mapping[str, Sequence[float]], tokens: Sequence[str], *, title: str = "",
+               ylabel: str = "") -> go.Figure:
+    """Grouped bars, one group per token (x = ``tokens`` made unique by position), one bar per series."""
+    x = [f"{i}:{t}" for i, t in enumerate(tokens)]
+    fig = go.Figure([go.Bar(x=x, y=np.asarray(v, dtype=float), name=str(n)) for n, v in series.items()])
+    fig.update_layout(title=title, barmode="group", height=340, yaxis=dict(title=ylabel),
+                      xaxis=dict(type="category", tickangle=-60), legend=dict(orientation="h", y=1.12),
+                      margin=dict(l=10, r=10, t=60 if title else 30, b=10), plot_bgcolor="white")
+    return fig
+
+
+def significance_grid(z: np.ndarray, significant: np.ndarray, p: np.ndarray, *, selected=None,
+                      title: str = "") -> go.Figure:
+    """Clickable head grid coloured by z, a star on every significant head, p-values on hover."""
+    z = np.asarray(z, dtype=float)
+    sig = np.asarray(significant, dtype=bool)
+    hover = np.array([[f"p = {pv:.2e}{' (significant)' if s else ''}" for pv, s in zip(pr, sr)]
+                      for pr, sr in zip(np.asarray(p), sig)])
+    m = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
+    fig = head_grid(z, colour_label="z", selected=selected, hover_text=hover, colorscale="RdBu_r",
+                    zrange=(-max(m, 1e-9), max(m, 1e-9)), title=title)
+    ll, hh = np.nonzero(sig)
+    fig.add_trace(go.Scatter(x=hh + 1, y=ll + 1, mode="markers", name="significant (Bonferroni)",
+                             marker=dict(symbol="star", size=11, color="gold", line=dict(width=1, color="black")),
+                             customdata=np.stack([ll, hh], axis=1).tolist(), hoverinfo="skip"))
+    fig.update_layout(legend=dict(orientation="h", y=-0.15), showlegend=bool(sig.any()))
+    return fig
+
+
+def difference_map(diff: np.ndarray, labels: Sequence[str], *, hover_labels: Sequence[str] | None = None,
+                   title: str = "", max_ticks: int = 30) -> go.Figure:
+    """Heatmap of ``A − B`` on a diverging scale centred on 0 (red: more in A, blue: more in B)."""
+    d = np.asarray(diff, dtype=np.float32)
+    m = float(np.abs(d).max()) if d.size else 1.0
+    fig = attention_map(d, labels, hover_labels=hover_labels, title=title, colorscale="RdBu_r", max_ticks=max_ticks,
+                        colour_label="A − B")
+    fig.update_traces(zmin=-max(m, 1e-9), zmax=max(m, 1e-9), zmid=0, selector=dict(type="heatmap"))
+    return fig

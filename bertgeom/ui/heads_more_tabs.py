@@ -1,0 +1,246 @@
+"""Further analyses on the Attention Heads page: attention flow beside rollout, two inputs compared,
+head disabling over a set, and the top-head domain test.  Widgets in, figures out; the
+computations live in :mod:`bertgeom.analysis.flow`, :mod:`bertgeom.analysis.compare`,
+:mod:`bertgeom.sets.ablation` and :mod:`bertgeom.analysis.domain_test`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from bertgeom.figures import heads as fh
+from bertgeom.figures.base import head_grid, matrix_heatmap, probability_bars
+from bertgeom.figures.further import difference_map, significance_grid, token_bars
+from bertgeom.tables import head_label, per_head_frame
+from bertgeom.ui.cache import cached_model, get_trace
+from bertgeom.ui.state import PageView
+from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
+
+#: Inputs longer than this get attention flow on a window of their first tokens (one max-flow per token and layer).
+FLOW_MAX_TOKENS = 48
+#: Seconds one input's single-head sweep takes on this 2-core machine (shown as an estimate).
+SWEEP_SECONDS = {"spike": 23.0, "text": 1.0}
+#: Word pairs that make the default second input of a sentence a one-word edit.
+_SWAPS = {"cat": "dog", "dog": "cat", "he": "she", "she": "he", "his": "her", "her": "his", "big": "small",
+          "small": "big", "good": "bad", "bad": "good", "tired": "hungry", "man": "woman", "woman": "man"}
+
+
+# --- Attention flow -------------------------------------------------------------------------------
+
+
+@st.cache_data(max_entries=16, show_spinner="Solving one max-flow problem per token and layer…")
+def cached_flow(model_id: str, text: str, n: int, residual: float, target: int) -> dict:
+    from bertgeom.analysis.flow import attention_flow, rollout
+
+    A = get_trace(model_id, text).attentions[:, :, :n, :n]
+    return {"flow": attention_flow(A, target=target, residual=residual),
+            "rollout": rollout(A, residual=residual)[:, target, :]}
+
+
+def flow_tab(v: PageView) -> None:
+    trace, layer = v.trace, v.layer
+    st.caption("**What this shows:** how much of one output token's state (by default [CLS], which a classifier "
+               "reads) can be traced back to each input token, through all the layers below. Rollout multiplies "
+               "the layers' attention (paths multiply); flow treats attention weights as pipe capacities and "
+               "takes the maximum flow (a path carries at most its narrowest pipe). Both average the heads and "
+               "add the residual connection (Abnar & Zuidema 2020).")
+    T = trace.encoded.n_tokens
+    c1, c2, c3 = st.columns(3)
+    residual = c1.slider("Attention's weight against the residual (r)", 0.0, 1.0, 0.5, 0.05, key="w_flow_r",
+                         help="Each layer's graph is r · mean-head attention + (1 − r) · identity; 0.5 as in the paper.")
+    if T > FLOW_MAX_TOKENS:
+        n = c2.slider("Tokens in the window", 8, FLOW_MAX_TOKENS, 24, 4, key="w_flow_n",
+                      help="Max-flow runs once per token and layer, so long inputs use their first tokens.")
+        st.info(f"This input has {T} tokens: flow and rollout are computed on its first {n} tokens (rows "
+                "renormalised), as the 2025 paper's notebook does for the spike (its first 12 tokens).")
+    else:
+        n = T
+    tokens = [str(t) for t in (trace.encoded.axis_labels or trace.tokens)[:n]]
+    target = c3.selectbox("Output token", list(range(n)), format_func=lambda i: f"{i}: {tokens[i]}", key="w_flow_t")
+    res = cached_flow(v.model_id, v.text, n, float(residual), int(target))
+    st.markdown(f"**After layer {layer + 1}** (pick the layer with the head boxes above): flow and rollout into "
+                f"token {target} ({tokens[target]}).")
+    chart(token_bars({"flow (max-flow)": res["flow"][layer], "rollout (product)": res["rollout"][layer]}, tokens,
+                     ylabel="share traced to the input token"), "w_flow_bars")
+    c1, c2 = st.columns(2)
+    rows = [f"L{i + 1}" for i in range(v.L)]
+    with c1:
+        chart(matrix_heatmap(res["flow"], rows, [f"{i}:{t}" for i, t in enumerate(tokens)], title="Flow, every layer",
+                             colour_label="flow", y_title="after layer"), "w_flow_map")
+    with c2:
+        chart(matrix_heatmap(res["rollout"], rows, [f"{i}:{t}" for i, t in enumerate(tokens)],
+                             title="Rollout, every layer", colour_label="rollout", y_title="after layer"), "w_roll_map")
+    df = pd.DataFrame({"layer": np.repeat(np.arange(1, v.L + 1), n), "token_position": np.tile(np.arange(n), v.L),
+                       "token": tokens * v.L, "flow": res["flow"].ravel(), "rollout": res["rollout"].ravel()})
+    csv_button(df, f"attention_flow_to_{target}.csv", "w_flow_csv")
+
+
+# --- Compare two inputs ---------------------------------------------------------------------------
+
+
+def _default_edit(text: str) -> str:
+    words = text.split(" ")
+    for i, w in enumerate(words):
+        core = w.strip(".,;:!?").lower()
+        if core in _SWAPS:
+            new = _SWAPS[core] if w[:1].islower() else _SWAPS[core].capitalize()
+            words[i] = w.replace(w.strip(".,;:!?"), new)
+            return " ".join(words)
+    return text
+
+
+@st.cache_data(max_entries=16, show_spinner="Comparing the two inputs head by head…")
+def cached_pair(model_id: str, text_a: str, text_b: str) -> dict:
+    from bertgeom.analysis.compare import map_change, pair_tokens
+
+    ta, tb = get_trace(model_id, text_a), get_trace(model_id, text_b)
+    key_a = ta.encoded.axis_labels or ta.tokens  # genomes: amino-acid ranges on the reference; text: word pieces
+    key_b = tb.encoded.axis_labels or tb.tokens
+    ia, ib = pair_tokens([str(x) for x in key_a], [str(x) for x in key_b])
+    return {"ia": ia, "ib": ib, "tv": map_change(ta.attentions, tb.attentions, ia, ib)}
+
+
+def compare_inputs_tab(v: PageView) -> None:
+    from bertgeom.analysis.compare import paired_maps
+
+    layer, head, model_id = v.layer, v.head, v.model_id
+    st.caption("**What this shows:** which heads react to a change of input, and where. Input A is the current "
+               "input; pick or type B. Tokens are paired (genomes by spike position, text by aligning the word "
+               "pieces; inserted tokens stay unpaired). Per head, the change is the mean total-variation distance "
+               "between paired attention rows: 0 = identical, 1 = no shared mass.")
+    if v.is_spike:
+        from bertgeom.sets.inputs import genome_set
+
+        demos = genome_set("demo")
+        pred = v.trace.predicted
+        names = [it.name for it in demos]
+        if st.session_state.get("w_cmpin_b") not in names:
+            st.session_state["w_cmpin_b"] = next((it.name for it in demos if it.label != pred), names[0])
+        pick = st.selectbox("Input B (a shipped genome, one per class)", names, key="w_cmpin_b",
+                            format_func=lambda n: f"{next(it.label for it in demos if it.name == n)} — {n}")
+        text_b = next(it.text for it in demos if it.name == pick)
+    else:
+        if "w_cmpin_text" not in st.session_state:
+            st.session_state["w_cmpin_text"] = _default_edit(v.text)
+        text_b = st.text_input("Input B (edit a word and see which heads change)", key="w_cmpin_text", max_chars=2000)
+        if not text_b.strip():
+            st.info("Type a second input.")
+            return
+    tb = get_trace(model_id, text_b)
+    res = cached_pair(model_id, v.text, text_b)
+    ia, ib, tv = res["ia"], res["ib"], res["tv"]
+    if ia.size == 0:
+        st.warning("The two inputs share no token, so their maps cannot be paired.")
+        return
+    if v.loaded.labels:
+        chart(probability_bars(v.loaded.labels, {"A (current)": v.trace.probs, "B": tb.probs},
+                               title=f"Predicted: A {v.trace.predicted}, B {tb.predicted}"), "w_cmpin_probs")
+    n_a, n_b = v.trace.encoded.n_tokens, tb.encoded.n_tokens
+    st.markdown(f"{ia.size} paired tokens (A has {n_a}, B has {n_b}). **Change of each head's map**; "
+                "click a head to select it.")
+    c1, c2 = st.columns([5, 4])
+    with c1:
+        chart(head_grid(tv, colour_label="TV distance", selected=(layer, head), colorscale="Reds",
+                        zrange=(0.0, max(float(np.nanmax(tv)), 1e-9))), "w_cmpin_grid", selects_head=True)
+    with c2:
+        chart(fh.layer_bars(np.nanmean(tv, axis=1), title="Layer mean of the change", ylabel="TV distance"),
+              "w_cmpin_layers")
+    a, b = paired_maps(v.trace.attentions[layer, head], tb.attentions[layer, head], ia, ib)
+    labels = [str(x) for x in np.asarray(v.trace.axis_labels)[ia]]
+    st.markdown(f"#### {head_label(layer, head)} on the paired tokens (change {tv[layer, head]:.3f})")
+    zmax = float(max(a.max(), b.max()))
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        st.markdown("**A (current input)**")
+        chart(fh.attention_map(a, labels, zmax=zmax, max_ticks=30), "w_cmpin_a")
+    with c2:
+        st.markdown("**B**")
+        chart(fh.attention_map(b, labels, zmax=zmax, max_ticks=30), "w_cmpin_b_map")
+    with c3:
+        st.markdown("**A − B** (red: more in A)")
+        chart(difference_map(a - b, labels), "w_cmpin_diff")
+    csv_button(per_head_frame({"tv_change": tv}), "compare_inputs_per_head.csv", "w_cmpin_csv")
+
+
+# --- Head disabling over a set --------------------------------------------------------------------
+
+
+def set_disable_section(v: PageView) -> None:
+    """Kovaleva's single-head sweep over the shipped set (drawn inside the *Disable heads* tab)."""
+    from bertgeom.sets.ablation import stratified, summarise_sweeps, sweep_over_set
+    from bertgeom.sets.inputs import shipped_set
+
+    loaded, layer, head = v.loaded, v.layer, v.head
+    classifier = bool(loaded.labels)
+    st.caption("**What this shows:** how much the model needs each head, measured over many inputs instead of "
+               "one: every head is disabled alone (uniform attention) on every input"
+               + (", and the accuracy and mean probability of the true class are compared with the intact model."
+                  if classifier else ", and the final [CLS] vector's movement (1 − cosine) is averaged."))
+    items = shipped_set(loaded.spec.input_kind)
+    if classifier:
+        per_class = st.slider("Genomes per class (validation_small, held out from training)", 1, 5, 1,
+                              key="w_abl_set_n")
+        chosen = stratified(items, per_class)
+    else:
+        k = st.slider("Sentences", 2, len(items), min(8, len(items)), key="w_abl_set_n")
+        chosen = tuple(items[:k])
+    secs = SWEEP_SECONDS["spike" if v.is_spike else "text"] * len(chosen)
+    req = (v.model_id, tuple(it.name for it in chosen))
+    if st.session_state.get("abl_set_req") != req:
+        st.caption(f"{len(chosen)} inputs × {v.L * v.H} heads; about {secs / 60:.1f} min the first time on 2 cores "
+                   "(each input's sweep is then cached on disk, so a larger set reuses it).")
+        st.button("Run over the set", key="w_abl_set_run", type="primary",
+                  on_click=lambda: st.session_state.update(abl_set_req=req))
+        return
+    with progress("Disabling every head on every input…") as update:
+        arrays = sweep_over_set(cached_model(v.model_id), chosen, update)
+    errors_expander(zip(map(str, arrays["err_names"]), map(str, arrays["err_msgs"])))
+    s = summarise_sweeps(arrays, loaded.labels)
+    if classifier:
+        c1, c2 = st.columns(2)
+        c1.metric("Accuracy, all heads", f"{s['base_accuracy']:.1%}")
+        c2.metric("Mean true-class probability, all heads", f"{s['base_true_prob']:.3f}")
+        what = st.radio("Show", ["change of mean true-class probability", "change of accuracy"], horizontal=True,
+                        key="w_abl_set_what")
+        grid = s["d_true_prob"] if what.startswith("change of mean") else s["d_accuracy"]
+        st.markdown(f"**{what.capitalize()}** over {s['n']} genomes when each head alone is disabled; click a head.")
+        chart(fh.diverging_grid(grid, colour_label="Δ", selected=(layer, head)), "w_abl_set_grid", selects_head=True)
+        df = per_head_frame({"accuracy": s["accuracy"], "d_accuracy": s["d_accuracy"], "true_prob": s["true_prob"],
+                             "d_true_prob": s["d_true_prob"], "d_cls": s["d_cls"]})
+        st.markdown("Heads whose loss hurts most")
+        st.dataframe(df.sort_values("d_true_prob").head(8).round(4), hide_index=True, width="stretch")
+    else:
+        st.markdown(f"**Mean 1 − cosine of the final [CLS]** over {s['n']} sentences; click a head.")
+        chart(head_grid(s["d_cls"], colour_label="1 − cos", selected=(layer, head), colorscale="Reds",
+                        zrange=(0.0, max(float(np.nanmax(s["d_cls"])), 1e-9))), "w_abl_set_grid", selects_head=True)
+        df = per_head_frame({"d_cls": s["d_cls"]})
+    csv_button(df, "head_disabling_over_set.csv", "w_abl_set_csv")
+
+
+# --- Top-head domain test -------------------------------------------------------------------------
+
+
+def domain_test_section(summary, mask: np.ndarray, dom: str, v: PageView, who: str) -> None:
+    """The z-test of ``dom`` under the domain proportions (spike models, over the set)."""
+    t = summary.domain_test(mask, dom)
+    st.markdown(f"##### Top heads for {dom}: which heads attend to it more than its share of the spike?")
+    st.caption(f"**What this shows:** a head is starred when its strong attention (weights > 0.3) lands on {dom} "
+               f"more often than {dom}'s share of the tokens ({t.background:.1%}) would explain: a one-sided "
+               f"two-proportion z-test over {who}, Bonferroni-corrected over all {t.z.size} heads "
+               f"(p < {t.alpha_heads:.1e}).")
+    c1, c2 = st.columns([5, 4])
+    with c1:
+        chart(significance_grid(t.z, t.significant, t.p, selected=(v.layer, v.head)), "w_dom_z_grid",
+              selects_head=True)
+    df = per_head_frame(t.rows())
+    with c2:
+        st.markdown(f"**{int(t.significant.sum())}** significant head(s)")
+        top = df[df["significant"]].sort_values("z", ascending=False).head(10)
+        if len(top):
+            st.dataframe(top[["layer", "head", "share_on_domain", "z", "p_value"]].round(4), hide_index=True,
+                         width="stretch")
+    csv_button(df, f"domain_test_{dom}_{who}.csv", "w_dom_z_csv", "Download the z-test per head (CSV)")
+
+
+TABS = {"Attention flow": flow_tab, "Compare two inputs": compare_inputs_tab}
