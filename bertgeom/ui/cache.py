@@ -12,6 +12,7 @@ import streamlit as st
 from bertgeom.models import LoadedModel, load_model
 from bertgeom.inputs import normalise_text
 from bertgeom.trace import Trace, run_trace
+from bertgeom.ui.workqueue import heavy, queued
 
 
 @st.cache_resource(show_spinner="Loading the model (once per server)…", max_entries=4)
@@ -21,6 +22,7 @@ def cached_model(model_id: str) -> LoadedModel:
 
 
 @st.cache_data(max_entries=24, show_spinner="Running the model…")
+@queued("running the model on this input")
 def cached_trace(model_id: str, text: str) -> Trace:
     """One forward pass for (model, input); later reruns read it from the cache."""
     return run_trace(cached_model(model_id), text)
@@ -37,10 +39,11 @@ def cached_head_features(model_id: str, text: str):
     from bertgeom.analysis.heads import head_features
     from bertgeom.analysis.tokens import TokenKinds
 
-    trace = get_trace(model_id, text)
+    trace = get_trace(model_id, text)  # before taking a slot (see bertgeom.ui.workqueue)
     enc = trace.encoded
     kinds = TokenKinds(is_cls=enc.is_cls, is_sep=enc.is_sep, is_punct=enc.is_punct)
-    return head_features(trace.attentions, kinds)
+    with heavy("per-head features"):
+        return head_features(trace.attentions, kinds)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the layer weights…")

@@ -19,6 +19,7 @@ from bertgeom.sets.inputs import InputItem, disk_cached_arrays
 from bertgeom.inputs import normalise_text
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.ui.widgets import progress
+from bertgeom.ui.workqueue import heavy
 
 #: Bump when the arrays stored on disk change meaning.
 DISK_VERSION = "cone-v1"
@@ -59,7 +60,7 @@ def _set_cones(model_id: str, fingerprint: str, token_set: str, pad_to: int | No
     loaded = cached_model(model_id)
 
     def compute() -> dict:
-        with progress(f"Running the model over {len(_items)} inputs…") as update:
+        with heavy("the set's cone profiles"), progress(f"Running the model over {len(_items)} inputs…") as update:
             return conesets.cone_profiles_over_set(loaded, _items, token_set, pad_to=pad_to,
                                                    layer_weights=cached_layer_weights(model_id), progress=update)
 
@@ -80,7 +81,8 @@ def _class_entropies(model_id: str, fingerprint: str, label: str, pad_to: int | 
     chosen = [it for it in _items if it.label == label]
 
     def compute() -> dict:
-        with progress(f"Averaging the attention of {len(chosen)} inputs of class '{label}'…") as update:
+        with heavy("the class-mean attention"), \
+                progress(f"Averaging the attention of {len(chosen)} inputs of class '{label}'…") as update:
             mean = conesets.class_mean_attention(loaded, chosen, pad_to=pad_to, correct_only=correct_only,
                                                  progress=update)
         out = {"n_used": mean["n_used"], "n_errors": mean["n_errors"]}

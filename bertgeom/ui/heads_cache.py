@@ -34,6 +34,7 @@ from bertgeom.sets.heads import (
     js_rows_for,
 )
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
+from bertgeom.ui.workqueue import heavy, queued
 
 _MEMO: OrderedDict = OrderedDict()
 _MEMO_LOCK = threading.Lock()
@@ -65,7 +66,11 @@ def set_summary(model_id: str, progress: Callable[[int, int], None] | None = Non
         with lock:  # a second session waits for the first one's pass instead of repeating it
             arrays = from_memo()
             if arrays is None:
-                arrays = disk_cached_arrays(key, lambda: compute_set_arrays(loaded, items, progress))
+                def compute():
+                    with heavy("the shipped set's model pass"):
+                        return compute_set_arrays(loaded, items, progress)
+
+                arrays = disk_cached_arrays(key, compute)
                 with _MEMO_LOCK:
                     _MEMO[key] = arrays
                     while len(_MEMO) > _MEMO_MAX:
@@ -86,6 +91,7 @@ def set_is_ready(model_id: str) -> bool:
 
 
 @st.cache_resource(max_entries=2, show_spinner="Averaging the class's attention maps…")
+@queued("averaging the class's attention maps")
 def class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta: float = SET_THETA) -> dict:
     """:func:`bertgeom.sets.heads.class_mean_over_set` of the named inputs of the shipped set."""
     loaded = cached_model(model_id)
@@ -131,10 +137,11 @@ def cached_ablation(model_id: str, text: str, heads: tuple[tuple[int, int], ...]
     from bertgeom.analysis.ablation import disabled_mask, forward_with_disabled_heads
 
     loaded = cached_model(model_id)
-    ids = get_trace(model_id, text).encoded.input_ids
+    ids = get_trace(model_id, text).encoded.input_ids  # before the slot: see bertgeom.ui.workqueue
     mask = disabled_mask(loaded.num_layers, loaded.num_heads, heads=heads)
-    base = forward_with_disabled_heads(loaded, ids)
-    after = forward_with_disabled_heads(loaded, ids, mask)
+    with heavy("running the model with heads disabled"):
+        base = forward_with_disabled_heads(loaded, ids)
+        after = forward_with_disabled_heads(loaded, ids, mask)
     return {"cls_before": base.cls[0], "cls_after": after.cls[0],
             "logits_before": None if base.logits is None else base.logits[0],
             "logits_after": None if after.logits is None else after.logits[0]}
@@ -147,7 +154,8 @@ def cached_sweep(model_id: str, text: str, kind: str) -> dict:
 
     loaded = cached_model(model_id)
     ids = get_trace(model_id, text).encoded.input_ids
-    return sweep_single_heads(loaded, ids) if kind == "heads" else sweep_layers(loaded, ids)
+    with heavy("disabling every head in turn"):
+        return sweep_single_heads(loaded, ids) if kind == "heads" else sweep_layers(loaded, ids)
 
 
 def model_shape(model_id: str) -> tuple[int, int, int]:
@@ -161,9 +169,10 @@ def cached_compare(model_id: str, partner_id: str, text: str) -> dict:
     from bertgeom.analysis.ablation import map_cosine_on_shared_inputs, weight_cosine
 
     wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
-    out = weight_cosine(wa, wb)
     X = get_trace(model_id, text).hidden_states[:-1]
-    out["maps"] = map_cosine_on_shared_inputs(wa, wb, X)["cos"]
+    with heavy("comparing the two checkpoints"):
+        out = weight_cosine(wa, wb)
+        out["maps"] = map_cosine_on_shared_inputs(wa, wb, X)["cos"]
     return out
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from bertgeom.ui.cache import cached_model, get_trace
+from bertgeom.ui.workqueue import heavy, queued
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the records…")
@@ -27,6 +28,7 @@ MAX_BATCH_RECORDS = 200
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
+@queued("classifying the records")
 def classify_records(model_id: str, text: str, limit: int = MAX_BATCH_RECORDS, _progress=None) -> list[dict]:
     """One CSV-ready row per record, the first ``limit`` records (bad records carry their error);
     ``_progress(i, n)`` is called after each record (not part of the cache key)."""
@@ -49,8 +51,9 @@ def integrated_gradients_for(model_id: str, text: str, target: int, steps: int) 
     """``(attributions, completeness summary, complete)``: see ``integrated_gradients_checked``."""
     from bertgeom.variant.explain import integrated_gradients_checked
 
-    trace = get_trace(model_id, text)
-    res = integrated_gradients_checked(cached_model(model_id), trace.encoded.input_ids, target, steps=steps)
+    trace = get_trace(model_id, text)  # before taking a slot (see bertgeom.ui.workqueue)
+    with heavy("integrated gradients"):
+        res = integrated_gradients_checked(cached_model(model_id), trace.encoded.input_ids, target, steps=steps)
     return res.attributions, res.summary(), res.complete
 
 

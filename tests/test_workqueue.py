@@ -1,0 +1,150 @@
+"""The server's heavy-work queue (bertgeom.ui.workqueue): bounded, first come first served, clean
+when a waiting session goes away, and in the app a cache miss waits for a slot while a cache hit
+never does."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bertgeom.ui.workqueue import WorkQueue, heavy_slots, queue_notice, work_queue
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def test_slots_from_the_environment_or_half_the_cores():
+    assert heavy_slots({}, cpu_count=2) == 1 and heavy_slots({}, cpu_count=16) == 8
+    assert heavy_slots({}, cpu_count=1) == 1
+    assert heavy_slots({"BERTGEOM_HEAVY_SLOTS": "3"}, cpu_count=2) == 3
+    assert heavy_slots({"BERTGEOM_HEAVY_SLOTS": "0"}, cpu_count=4) == 2  # not a positive integer: ignored
+    assert heavy_slots({"BERTGEOM_HEAVY_SLOTS": "²"}, cpu_count=4) == 2
+
+
+def test_one_slot_runs_one_at_a_time_in_arrival_order_and_reports_who_is_ahead():
+    q = WorkQueue(1, poll=0.01)
+    order, seen, running, peak = [], {}, [0], [0]
+    lock = threading.Lock()
+
+    def job(i: int) -> None:
+        def on_wait(ahead: int) -> None:
+            seen.setdefault(i, ahead)
+
+        with q.slot(on_wait):
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            order.append(i)
+            time.sleep(0.05)
+            with lock:
+                running[0] -= 1
+
+    threads = []
+    for i in range(4):
+        t = threading.Thread(target=job, args=(i,))
+        t.start()
+        threads.append(t)
+        time.sleep(0.01)  # arrive in order 0, 1, 2, 3
+    for t in threads:
+        t.join(10)
+    assert order == [0, 1, 2, 3] and peak[0] == 1
+    assert seen == {1: 1, 2: 2, 3: 3}  # 1 running + those queued before it
+    assert q.waits == 3 and q.busy == 0 and q.ahead() == 0
+
+
+def test_two_slots_run_two_at_once():
+    q = WorkQueue(2, poll=0.01)
+    inside = threading.Barrier(2, timeout=5)  # both must be inside at the same time, or this breaks
+
+    def job():
+        with q.slot():
+            inside.wait()
+
+    ts = [threading.Thread(target=job) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(10)
+    assert not inside.broken and q.waits == 0
+
+
+def test_a_waiter_that_goes_away_leaves_the_queue_and_nesting_passes_through():
+    q = WorkQueue(1, poll=0.01)
+
+    class Gone(Exception):
+        pass
+
+    def leave(ahead):
+        raise Gone
+
+    with q.slot():
+        with q.slot():  # the same thread again: no deadlock
+            assert q.busy == 1
+        with pytest.raises(Gone):
+            # another thread's waiter navigates away while waiting
+            err = []
+            t = threading.Thread(target=lambda: _catch(lambda: q.slot(leave).__enter__(), err))
+            t.start()
+            t.join(5)
+            raise err[0]
+        assert q.ahead() == 1  # only the holder: the waiter is gone
+    assert q.busy == 0
+    with q.slot():  # and the queue still works
+        pass
+
+
+def _catch(fn, out):
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001
+        out.append(exc)
+
+
+def test_notice_says_how_many_are_ahead():
+    assert queue_notice(1, 1).startswith("Queued: 1 heavy computation ahead of yours") and "one at a time" in queue_notice(1, 1)
+    assert "3 heavy computations ahead" in queue_notice(3, 2) and "2 at a time" in queue_notice(3, 2)
+
+
+def test_in_the_app_a_cache_miss_waits_for_a_slot_and_a_hit_does_not():
+    from streamlit.testing.v1 import AppTest
+
+    q = work_queue()
+    sentence = f"A sentence nobody has traced yet, number {time.time_ns()}."
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.session_state["model_id"] = "tiny-random"
+    at.session_state["text_value"] = sentence
+    before = q.waits
+    done = threading.Event()
+
+    def run():
+        at.run()
+        done.set()
+
+    runner = threading.Thread(target=run)
+    with q.slot():  # another session's heavy work holds a slot
+        held = [q.slot() for _ in range(q.slots - 1)]  # ... and every other one
+        for h in held:
+            h.__enter__()
+        runner.start()
+        deadline = time.time() + 120
+        while q.ahead() <= q.slots and time.time() < deadline:  # until the script queues behind us
+            time.sleep(0.05)
+        assert q.ahead() == q.slots + 1 and not done.is_set()  # it waits: its trace is not computed
+        time.sleep(0.5)
+        assert not done.is_set()
+        for h in held:
+            h.__exit__(None, None, None)
+    runner.join(240)
+    assert done.is_set() and not at.exception, [e.value for e in at.exception]
+    assert q.waits >= before + 1
+    assert not [i for i in at.info if i.value.startswith(":material/hourglass_top: Queued")]  # cleared
+    # the same input again: a cache hit, no slot needed even while one is held elsewhere
+    with q.slot():
+        waits = q.waits
+        t = threading.Thread(target=at.run)
+        t.start()
+        t.join(60)
+        assert not t.is_alive() and q.waits == waits
+    assert not [i for i in at.info if "Queued" in i.value]
