@@ -31,7 +31,7 @@ def reference_per_head(
     local_windows: Sequence[int] = (1, 2, 4),
     k_mass: float = 0.9,
     dist_bins: Sequence[int] = DEFAULT_DIST_BINS,
-    block_tau: float = 2.0,
+    block_tau: float = 1.5,
     entropy_smoothing: float = 1e-4,
 ) -> dict:
     """Straightforward transcription of the same formulas: a Python loop over heads and

@@ -130,7 +130,8 @@ def attention_from_weights(weights, layer_inputs) -> np.ndarray:
 
 #: How the official code zeroes a map before averaging: ``first_sep`` -- every row and column from
 #: the first [SEP] on (``A[:, s:] = 0; A[s:, :] = 0``: [SEP] and [PAD] removed, [CLS] kept; the
-#: class-mean recipe); ``special`` -- the [SEP] rows and columns only (the entropy recipe).
+#: class-mean and the entropy recipes, docs/methods.md §5); ``special`` -- the [SEP] rows and columns only
+#: (kept for comparison: it differs from ``first_sep`` on sentence pairs).
 ZERO_MODES = ("first_sep", "special")
 
 

@@ -28,10 +28,10 @@ FAITHFUL_HELP = (
 #: The page's widgets and their defaults (kept across pages and tabs).
 PERSIST = {
     "w_sub_eps": 1e-3, "w_sub_tokens": "all", "w_sub_rank_rtol": None, "w_sub_sym_rtol": 1e-6, "w_sub_bins": 20,
-    "w_sub_faithful": False, "w_sub_wfeature": "qk_skew_share", "w_sub_dfeature": "delta_row",
+    "w_sub_faithful": False, "w_sub_wfeature": "qk_skew_share", "w_sub_dfeature": "delta_A",
     "w_sub_dsource": "correct", "w_sub_matrix": "factor", "w_sub_logsv": True, "w_sub_more_sv": False,
     "w_sub_pca_colour": "domain", "w_sub_pca_norm": True, "w_sub_pca_faithful": False, "w_sub_across_on": False,
-    "w_sub_correct_only": True, "w_sub_box_q": "delta_row",
+    "w_sub_correct_only": True, "w_sub_box_q": "delta_A",
 }
 
 # -------------------------------------------------------------------------------------------

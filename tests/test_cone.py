@@ -171,7 +171,7 @@ def test_faithful_multihead_stream(traced):
     Af = faithful_attention(X, lw)
     _, _, Vf = faithful_qkv(X, lw)
     Zf = np.concatenate(list(Af @ Vf), axis=1)  # [T, H*dh]
-    ln = torch.nn.LayerNorm(24).double()  # freshly initialised, as the official code
+    ln = torch.nn.LayerNorm(24, eps=lw.ln1_eps).double()  # fresh, with the config's eps, as the official code
     ref = ln(torch.from_numpy(X.numpy().astype(np.float64) + Zf)).detach().numpy()
     np.testing.assert_allclose(s["multihead_faithful"], ref, atol=1e-10)
     np.testing.assert_allclose(s["head_output_faithful"], Af @ Vf, atol=1e-12)

@@ -119,10 +119,16 @@ def test_clark_behaviour_on_synthetic(synthetic):
     lab = dict(zip(names, labels["clark"].labels[0]))
     assert lab["shift_below"] == "prev" and lab["shift_above"] == "next" and lab["all_to_sep"] == "sep"
     assert lab["identity"] == "other"
-    # ln 32 = 3.47 nats < 3.8: Clark's absolute "broad" threshold is tuned for n ~ 128
-    assert lab["uniform"] == "other"
-    t = head_features(np.full((1, 1, 130, 130), 1 / 130), TokenKinds.simple(130))
-    assert clark_behaviour(t).labels[0, 0] == "broad"
+    # ln 32 = 3.47 nats < Clark's fixed 3.8, yet a uniform head: the share of ln n calls it broad
+    assert lab["uniform"] == "broad"
+    for n in (12, 40, 130):
+        t = head_features(np.full((1, 1, n, n), 1 / n), TokenKinds.simple(n))
+        assert clark_behaviour(t).labels[0, 0] == "broad", n
+    # a head spread over only 4 of 40 keys (entropy ln 4 = 0.38 ln 40) is not broad
+    a = np.zeros((1, 1, 40, 40))
+    for i in range(40):
+        a[0, 0, i, [(i + k) % 40 for k in range(4)]] = 0.25
+    assert clark_behaviour(head_features(a, TokenKinds.simple(40))).labels[0, 0] != "broad"
 
 
 def test_mixtures():
@@ -174,20 +180,29 @@ def test_pair_input_segment_blocks_are_kovaleva_block():
     table = head_features(rownorm(a)[None, None], kinds)
     assert table["segment_mass"][0, 0] == pytest.approx(1.0)
     assert kovaleva_labels(table).labels[0, 0] == "block"
-    # The block graph (the reconstructed tau / n_v) finds both segments only because each
-    # is exactly half of the content: in-block weight 1/11 == 2/22 sits on the threshold.
+    # The block graph (edges where S_ij >= 1.5 / n_v) finds both segments: in-block weight 1/11 > 1.5/22.
     assert table["n_blocks"][0, 0] == 2
-    # With unequal segments (8 + 14) the larger block's weight 1/14 < 2/22 and it is missed,
-    # while the segment-based Kovaleva block score is unaffected.
+    # Unequal segments (8 + 14): the larger block's weight 1/14 still passes 1.5/22 (it missed the old
+    # "twice uniform" 2/22), so the head is a cluster head as well as Kovaleva's block.
     kinds2 = TokenKinds.simple(n, sep_positions=[9, 24])
     b = np.zeros((n, n))
     b[1:9, 1:9] = 1.0
     b[10:24, 10:24] = 1.0
     b[0, :] = b[9, :] = b[24, :] = 1.0
     t2 = head_features(rownorm(b)[None, None], kinds2)
-    assert t2["n_blocks"][0, 0] == 1
+    assert t2["n_blocks"][0, 0] == 2
     assert kovaleva_labels(t2).labels[0, 0] == "block"
-    assert gate_labels(t2).labels[0, 0] != "cluster"
+    assert gate_labels(t2).labels[0, 0] == "cluster"
+    # Very unequal segments (3 + 19): 1/19 < 1.5/22, the large block is missed; the segment score is not.
+    kinds3 = TokenKinds.simple(n, sep_positions=[4, 24])
+    c = np.zeros((n, n))
+    c[1:4, 1:4] = 1.0
+    c[5:24, 5:24] = 1.0
+    c[0, :] = c[4, :] = c[24, :] = 1.0
+    t3 = head_features(rownorm(c)[None, None], kinds3)
+    assert t3["n_blocks"][0, 0] < 2
+    assert kovaleva_labels(t3).labels[0, 0] == "block"
+    assert gate_labels(t3).labels[0, 0] != "cluster"
 
 
 def test_thresholds_change_labels_and_describe():
@@ -200,7 +215,7 @@ def test_thresholds_change_labels_and_describe():
     assert gate_labels(table, looser).labels[0, 0] == "backward"
     desc = describe_thresholds()
     names = {d["name"] for d in desc}
-    assert {"kov_v_high", "gate_closed", "gate_open_k90", "clark_broad_entropy", "softness"} <= names
+    assert {"kov_v_high", "gate_closed", "gate_open_k90", "clark_broad_share", "softness"} <= names
     for d in desc:
         assert d["help"] and d["min"] <= d["default"] <= d["max"] and d["group"]
 

@@ -233,8 +233,8 @@ def test_rank_one_attention_is_directional():
     Z = A @ V
     dg = sub.head_data_geometry(A, Z)
     assert dg["attn_rank"][0, 0] == 1 and dg["attn_rank"][0, 1] == n
-    assert dg["delta_row"][0, 0] == pytest.approx(1.0, abs=1e-6)
-    assert dg["delta_row"][0, 1] == pytest.approx(1 / np.sqrt(n), abs=1e-6)
+    assert dg["delta_A"][0, 0] == pytest.approx(1.0, abs=1e-6)
+    assert dg["delta_A"][0, 1] == pytest.approx(1 / np.sqrt(n), abs=1e-6)
     assert dg["attn_rank_norm"][0, 0] == pytest.approx(1 / n)
     assert dg["out_energy_top1"][0, 0] == pytest.approx(1.0, abs=1e-6)
     assert dg["delta_out"][0, 0] == pytest.approx(1.0, abs=1e-6)
@@ -255,7 +255,7 @@ def test_data_geometry_restricts_to_token_set(rbert):
     dg = sub.head_data_geometry(att, Z, rows=rows)
     assert dg.n_tokens == 7 and dg.spectra["attn_sv"].shape == (2, 3, 7)
     assert np.all(dg["attn_rank"] <= 7)
-    assert np.all((dg["delta_row"] > 0) & (dg["delta_row"] <= 1 + 1e-6))
+    assert np.all((dg["delta_A"] > 0) & (dg["delta_A"] <= 1 + 1e-6))
     # without the restriction, padded rows/cols count
     dg_all = sub.head_data_geometry(att, Z)
     assert dg_all.n_tokens == 10

@@ -84,7 +84,7 @@ def test_minilm_page_shows_every_tab_for_the_example_sentence():
     a = _tab(at, TABS[2], w_sub_across_on=True)
     hists = [k for k in a if k.startswith("w_sub_hist_")]
     assert len(hists) == 4 and "w_sub_box" not in a  # sentences carry no class
-    assert sum(plotly_values(a["w_sub_hist_delta_row"]["data"][0]["y"])) == 24  # every shipped sentence counted
+    assert sum(plotly_values(a["w_sub_hist_delta_A"]["data"][0]["y"])) == 24  # every shipped sentence counted
     assert "24 of 24 used" in " ".join(e.label for e in at.expander)
 
     f = _tab(at, TABS[3])
@@ -96,7 +96,7 @@ def test_minilm_page_shows_every_tab_for_the_example_sentence():
     assert len(d2["w_sub_attn_sv"]["data"]) == 2
     assert at.dataframe[0].value.columns.tolist() == ["quantity", "correct", "faithful"]
     a2 = _tab(at, TABS[2])
-    assert [t["name"].split(" (n=")[0] for t in a2["w_sub_hist_delta_row"]["data"]] == ["correct", "faithful (official code)"]
+    assert [t["name"].split(" (n=")[0] for t in a2["w_sub_hist_delta_A"]["data"]] == ["correct", "faithful (official code)"]
 
     # the head boxes select the head everywhere (0-based in the session)
     at.number_input(key="w_head").set_value(7).run()
@@ -148,7 +148,7 @@ def test_tiny_variant_model_with_a_genome(tiny_variant_dir, monkeypatch):
     assert "w_sub_box" in a and len([k for k in a if k.startswith("w_sub_hist_")]) == 4
     classes = set(a["w_sub_box"]["data"][0]["x"])
     assert {"alpha", "omicron"} <= classes
-    hist = a["w_sub_hist_delta_row"]["data"]
+    hist = a["w_sub_hist_delta_A"]["data"]
     assert len(hist) == len(classes)  # one colour per class
     assert any(d.label == "Download CSV" for d in at.get("download_button"))
 
@@ -176,7 +176,7 @@ def test_set_reducer_matches_the_per_input_geometry(tiny_bert):
     lws = extract_layer_weights(tiny_bert.model)
     items = (InputItem("a", SENTENCE), InputItem("b", "Dogs bark at night."), InputItem("bad", "   "))
     res = sc.collect_set_result(map_over_set(tiny_bert, items, sc.head_set_reducer(lws, 1, 2, eps=1e-3, token_set="content")))
-    assert res["delta_row"].shape == (2, 2) and res["names"].tolist() == ["a", "b"]
+    assert res["delta_A"].shape == (2, 2) and res["names"].tolist() == ["a", "b"]
     assert len(res["errors"]) == 1 and res["errors"][0].startswith("bad:")
 
     trace = run_trace(tiny_bert, SENTENCE)

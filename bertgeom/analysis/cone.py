@@ -226,7 +226,7 @@ STREAM_DOCS: dict[str, MetricDoc] = doc_table({
     ),
     "multihead_faithful": (
         "Multihead output (official code)",
-        "LayerNorm_{gamma=1,beta=0,eps=1e-5}(X + [Z'_0|..|Z'_H-1]), Z'_h from the faithful head "
+        "LayerNorm_{gamma=1,beta=0,eps=config.layer_norm_eps}(X + [Z'_0|..|Z'_H-1]), Z'_h from the faithful head "
         "computation (transposed slices X W[:, s], no bias, no mask); no W_o",
         "Bonino 2025 (arXiv:2502.12033), official code; docs/methods.md §9 (code: distance_cones_analysis)",
     ),
@@ -237,8 +237,9 @@ STREAM_DOCS: dict[str, MetricDoc] = doc_table({
     ),
 })
 
-#: eps of the freshly initialised ``torch.nn.LayerNorm`` used by the official code.
-FAITHFUL_LN_EPS = 1e-5
+#: The official code builds its fresh ``torch.nn.LayerNorm`` (gamma = 1, beta = 0) with the model
+#: config's ``layer_norm_eps``, not torch's default 1e-5; :func:`layer_streams` therefore reads the
+#: layer's own eps (``lw.ln1_eps``, the same config value).
 
 
 def layer_streams(
@@ -291,7 +292,7 @@ def layer_streams(
         Zf = Af @ Vf
         out["attention_faithful"] = Af
         out["head_output_faithful"] = Zf
-        out["multihead_faithful"] = layer_norm(X + merge_heads(Zf), eps=FAITHFUL_LN_EPS)
+        out["multihead_faithful"] = layer_norm(X + merge_heads(Zf), eps=lw.ln1_eps)
     return out
 
 

@@ -106,11 +106,11 @@ FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
     "k90_median": ("k90 median", "median_i k90_i,  k90_i = min #largest entries of row i with sum >= 0.9 * row sum", "Bonino §2.5 metastable-state size (after Ramsauer et al.)"),
     "k90_mean": ("k90 mean", "mean_i k90_i", "Bonino §2.5 (compute_size_of_metastable_state_k averages)"),
     "k90_frac": ("k90 median / n_v", "median_i k90_i / n_v  (kappa)", "Bonino kappa (reconstruction)"),
-    "block_mass": ("block mass", "mean_{i in V} sum_{j in comp(i), j!=i, |i-j|>w} A[i,j]; comp = connected components (>=3 nodes) of {S=(A+A^T)/2 >= tau/n_v, |i-j|>w} on V", "Bonino m_block (reconstruction)"),
+    "block_mass": ("block mass", "mean_{i in V} sum_{j in comp(i), j!=i, |i-j|>w} A[i,j]; comp = connected components (>=3 nodes) of {S=(A+A^T)/2 >= tau/n_v, |i-j|>w} on V, tau = 1.5", "Bonino m_block (reconstruction; docs/methods.md §3.4, §10)"),
     "block_inner": ("within-block mass", "mean_{i in V} sum_{j in comp(i)} A[i,j]  (same components, self and neighbours included)", "ours; Kovaleva 'block' proxy"),
     "n_blocks": ("number of blocks", "#components with >= 3 members (graph of block_mass)", "Bonino n_blocks (reconstruction)"),
     "segment_mass": ("own-segment content mass", "mean_i sum_{j in V, seg(j)=seg(i)} A[i,j]; 0 for single-segment inputs", "Kovaleva 2019 §4.1 'block' (reconstruction)"),
-    "delta_row": ("row alignment", "|| sum_i A[i,:]/||A[i,:]|| || / |Q|  (cone index of the rows / n_v)", "Bonino delta_row (reconstruction; docs/methods.md §3.4)"),
+    "delta_row": ("row alignment over all keys δ_row", "|| sum_{i in Q} A[i,:]/||A[i,:]|| || / |Q|  (query rows Q, every key; not the Subspace page's delta_A, which drops the keys outside the token set)", "Bonino delta_row (reconstruction; docs/methods.md §3.4)"),
     "template_residual": ("template residual", "max(0, 1 - (sink + self + prev + next))", "Kovaleva 2019 §4.1 heterogeneous proxy (reconstruction)"),
 })
 
@@ -303,7 +303,7 @@ def head_features(
     local_windows: Sequence[int] = (1, 2, 4),
     k_mass: float = 0.9,
     dist_bins: Sequence[int] = DEFAULT_DIST_BINS,
-    block_tau: float = 2.0,
+    block_tau: float = 1.5,
     entropy_smoothing: float = 1e-4,
     n_jobs: int | None = None,
     chunk_mb: float = 4.0,

@@ -106,9 +106,9 @@ class PatternThresholds:
     # --- Clark Figure 6 colouring ---
     clark_next: float = _t(0.5, "Clark: 'attend to next' if next-token mass above this.", group="clark")
     clark_prev: float = _t(0.5, "Clark: 'attend to prev' if previous-token mass above this.", group="clark")
-    clark_broad_entropy: float = _t(3.8, "Clark: 'attend broadly' if row entropy above this many nats "
-                                         "(3.8 for n ~ 128; scale with ln n for other lengths).",
-                                    lo=0.0, hi=7.0, step=0.05, group="clark")
+    clark_broad_share: float = _t(0.78, "Clark: 'attend broadly' if the row entropy is above this share of the "
+                                        "uniform entropy ln n (Clark's 3.8 nats at n ~ 128 is 3.8 / ln 128 = 0.78 "
+                                        "of it), so a uniform head is broad at any length.", group="clark")
     clark_cls: float = _t(0.6, "Clark: '[CLS]' if [CLS] mass above this.", group="clark")
     clark_sep: float = _t(0.6, "Clark: '[SEP]' if [SEP] mass above this.", group="clark")
     clark_punct: float = _t(0.6, "Clark: '. and ,' if punctuation mass above this.", group="clark")
@@ -338,7 +338,10 @@ def gate_labels(table, thresholds: PatternThresholds | None = None) -> PatternLa
 def clark_behaviour(table, thresholds: PatternThresholds | None = None) -> PatternLabels:
     """Clark et al.'s Figure-6 colouring: tests in order, a later match overrides an earlier one.
 
-    next > 0.5, prev > 0.5, entropy > 3.8 nats, cls > 0.6, sep > 0.6, punct > 0.6; else other.
+    next > 0.5, prev > 0.5, entropy > 0.78 ln n, cls > 0.6, sep > 0.6, punct > 0.6; else other.
+    Clark's notebook uses a fixed 3.8 nats for segments of about 128 tokens (ln 128 = 4.85); the
+    share ``entropy / ln n > 3.8 / 4.85`` keeps its meaning at any length: a uniform 40-token head
+    (2.9 nats < 3.8) is still broad.  docs/methods.md §4.3.
     (Clark averages over all rows: compute the table with ``rows="all"`` for parity.)
     """
     th = thresholds or PatternThresholds()
@@ -346,7 +349,7 @@ def clark_behaviour(table, thresholds: PatternThresholds | None = None) -> Patte
     tests = [
         ("next", _get(table, "next"), th.clark_next, s),
         ("prev", _get(table, "prev"), th.clark_prev, s),
-        ("broad", _get(table, "entropy"), th.clark_broad_entropy, 10 * s),  # nats: wider ramp
+        ("broad", _get(table, "entropy_norm"), th.clark_broad_share, s),
         ("cls", _get(table, "cls"), th.clark_cls, s),
         ("sep", _get(table, "sep"), th.clark_sep, s),
         ("punct", _get(table, "punct"), th.clark_punct, s),
@@ -429,7 +432,7 @@ TAXONOMY_NAMES = {"kovaleva": "Kovaleva class", "gates": "Bonino gate", "clark":
 #: Clark behaviour -> (feature behind it, unit shown).
 CLARK_EVIDENCE = {"next": ("next", "next-token mass"), "prev": ("prev", "previous-token mass"),
                   "cls": ("cls", "[CLS] mass"), "sep": ("sep", "[SEP] mass"), "punct": ("punct", ". , mass"),
-                  "broad": ("entropy", "entropy, nats")}
+                  "broad": ("entropy_norm", "entropy / ln n")}
 
 
 def display_label(name: str) -> str:

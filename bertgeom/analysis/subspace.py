@@ -185,9 +185,11 @@ DATA_FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
         "Bonino 2025 (arXiv:2502.12033) (D2); docs/methods.md §8.2; code: cone_index_sing_vals_histograms",
     ),
     "attn_rank_norm": ("Normalised rank of A (D2)", "r_eps(A) / n_v", "Bonino 2025 (arXiv:2502.12033) (D2); docs/methods.md §8.2"),
-    "delta_row": (
-        "Row-alignment directionality (D1)",
-        "delta_row = I_cone(rows of A) / n_v in (0, 1]; 1 = every query uses the same distribution",
+    "delta_A": (
+        "Row alignment on the token set δ_A (D1)",
+        "delta_A = I_cone(rows of A[V][:, V]) / n_v in (0, 1], A restricted to the token set V on rows AND keys; "
+        "1 = every query uses the same distribution. Not delta_row of the Attention Heads page, which keeps "
+        "every key (a head parked on [SEP] has delta_row ~ 1 but a small delta_A)",
         "Bonino 2025 (arXiv:2502.12033), reconstruction (D1); docs/methods.md §8.2",
     ),
     "out_energy_top1": (
@@ -562,7 +564,7 @@ def head_data_geometry(
     sc = {
         "attn_rank": rank,
         "attn_rank_norm": rank / max(n_v, 1),
-        "delta_row": np.asarray(cone_index(Ar, normalized=True)),
+        "delta_A": np.asarray(cone_index(Ar, normalized=True)),
     }
     spectra = {"attn_sv": sv}
     if head_outputs is not None:

@@ -7,7 +7,7 @@ This is the batch layer of the *Cone Index per Layer* page (Bonino 2025 (arXiv:2
   the cone-index curve over ``hidden_states[0..L]``, the stream indices, the [CLS] and
   mean-pooled vectors of every layer and the prediction (small arrays only);
 * :func:`class_mean_attention` + :func:`entropy_curves`: the official code's entropy recipe
-  (class-mean attention with [SEP]/[PAD] zeroed, optionally 512 x 512) next to properly
+  (class-mean attention zeroed from the first [SEP] on, optionally 512 x 512) next to properly
   normalised entropies;
 * :func:`padded_forward`: the model run on inputs padded to a fixed length, so that the
   official code's "all 512 rows, padding included" token set can be reproduced.
@@ -324,16 +324,17 @@ def group_stats(values, groups, order: Sequence[str] | None = None) -> dict[str,
 # Entropies of attention (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9)
 # -------------------------------------------------------------------------------------------
 def attention_code_matrix(attentions, is_sep, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The official code's matrix for the entropies: ``[..., n, n]`` with [SEP] rows/columns
-    zeroed and zero PAD rows/columns up to ``n`` (512 in the code), and ``keep [n]``: the rows
-    that are neither [SEP] nor padding."""
+    """The official code's matrix for the entropies: ``[..., n, n]`` with every row and column
+    from the first [SEP] on zeroed (the class-mean recipe, ``A[:, s:] = A[s:, :] = 0``: [SEP], a
+    second segment and padding go, [CLS] stays) and zero PAD rows/columns up to ``n`` (512 in the
+    code), and ``keep [n]``: the rows before the first [SEP]. docs/methods.md §5, §9."""
     A = np.asarray(attentions, dtype=np.float64)
     T = A.shape[-1]
     n = T if n is None else int(n)
     if n < T:
         raise ValueError(f"cannot pad {T} tokens to {n}")
     keep = np.zeros(n, bool)
-    keep[:T] = kept_tokens(is_sep, "special")
+    keep[:T] = kept_tokens(is_sep, "first_sep")
     out = np.zeros(A.shape[:-2] + (n, n))
     out[..., :T, :T] = A
     out = out * keep[:, None] * keep[None, :]
@@ -374,7 +375,7 @@ def class_mean_attention(
 ) -> dict[str, np.ndarray]:
     """Mean attention ``[L, H, n, n]`` over a set, the official code's way (docs/methods.md §5, §9).
 
-    Each input's attention has its [SEP] rows/columns zeroed and is zero-padded to ``n``
+    Each input's attention has its rows/columns from the first [SEP] on zeroed and is zero-padded to ``n``
     (``pad_to``, else the longest input); inputs are aligned by token index. With
     ``correct_only`` only correctly classified inputs count (as the code). Returns ``mean``
     (float32), ``keep [n]`` (positions that are a real, non-[SEP] token in at least one input)

@@ -21,7 +21,7 @@ from bertgeom.weights import LayerWeights
 SUBSPACE_TOKEN_SETS = ("all", "content")
 
 #: Per-input quantities kept by the across-inputs reduction (each ``[N, 2]``: correct, faithful).
-ACROSS_KEYS = ("delta_row", "attn_rank", "attn_rank_norm", "out_energy_top1", "delta_out")
+ACROSS_KEYS = ("delta_A", "attn_rank", "attn_rank_norm", "out_energy_top1", "delta_out")
 MODES = ("correct", "faithful")
 
 

@@ -386,7 +386,8 @@ def entropy_section(v: View) -> None:
             src = "input"
             e1.caption("Attention of this input (the class-mean recipe needs a classifier and a labelled set).")
         pad512 = e2.checkbox(f"{max_pos} × {max_pos} matrix as the official code", value=is_spike, key="w_cone_ent_pad",
-                             help="The code's matrices had 512 rows and columns, [SEP] and padding zeroed. The zeros "
+                             help="The code's matrices had 512 rows and columns, every row and column from the first [SEP] on "
+                                  "(the [SEP]s, a second sentence, the padding) zeroed. The zeros "
                                   "change the binned Shannon entropy a lot; the eigenvalue entropy not at all.",
                              disabled=trace.encoded.n_tokens > max_pos)
         epad = max_pos if pad512 and trace.encoded.n_tokens <= max_pos else None

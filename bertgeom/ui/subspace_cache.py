@@ -25,7 +25,7 @@ from bertgeom.sets.subspace import collect_set_result, data_geometry, head_set_r
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.ui.widgets import progress
 
-_ACROSS_VERSION = "subspace-across/v1"
+_ACROSS_VERSION = "subspace-across/v2"  # v2: D1 is delta_A
 
 # -------------------------------------------------------------------------------------------
 # Streamlit caches

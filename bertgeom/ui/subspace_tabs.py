@@ -28,7 +28,7 @@ MAX_FULL_D = 512
 MAX_SET_INPUTS = 200
 
 #: Short names of the data-space quantities for narrow tables.
-DATA_SHORT = {"attn_rank": "D2 · rank r_ε(A)", "attn_rank_norm": "D2 · r_ε(A) / n", "delta_row": "D1 · δ_row",
+DATA_SHORT = {"attn_rank": "D2 · rank r_ε(A)", "attn_rank_norm": "D2 · r_ε(A) / n", "delta_A": "D1 · δ_A",
               "out_energy_top1": "D3 · energy in direction 1", "delta_out": "D3 · δ_out"}
 
 DATA_SOURCES = {"correct": "the model's attention", "faithful": "faithful (official code)",
@@ -168,7 +168,7 @@ def data_tab(v: View) -> None:
     left, right = st.columns([5, 4], gap="large")
     with left:
         if st.session_state.get("w_sub_dfeature") not in names:
-            st.session_state["w_sub_dfeature"] = "delta_row"
+            st.session_state["w_sub_dfeature"] = "delta_A"
         feature = st.selectbox("Colour the grid by (this input)", names, key="w_sub_dfeature",
                                format_func=lambda n: DATA_FEATURE_DOCS[n][0])
         source = "correct"
@@ -320,7 +320,7 @@ def across_tab(v: View) -> None:
         st.info("No input is left after these filters: add classes or include wrong predictions.")
         return
     quantities = {
-        "delta_row": ("D1 · row alignment δ_row", None),
+        "delta_A": ("D1 · row alignment on the token set δ_A", None),
         "attn_rank_norm": (f"D2 · r_ε / n (ε = {eps:g})", None),
         "out_energy_top1": ("D3 · energy share of direction 1", None),
         "delta_out": ("D3 · output alignment δ_out", None),
