@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+
+def _augment_overrides(items: list[str]) -> dict:
+    """``["foreign_prob=0.8", ...]`` -> ``{"foreign_prob": 0.8}`` (checked against AugmentConfig's fields)."""
+    from dataclasses import fields
+
+    from bertgeom.genome.augment import AugmentConfig
+
+    known = {f.name: f.type for f in fields(AugmentConfig)}
+    out = {}
+    for item in items or []:
+        key, _, value = item.partition("=")
+        if key not in known or not value:
+            raise CliError(f"--augment {item!r}: use NAME=VALUE with NAME one of {', '.join(sorted(known))}.",
+                           EXIT_INPUT)
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            raise CliError(f"--augment {item!r}: the value must be a number or a JSON list.", EXIT_INPUT) from None
+    return out
 
 
 def _cmd_train(args) -> int:
@@ -15,13 +36,18 @@ def _cmd_train(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        _augment_overrides(args.augment)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
     if args.init_from and not (Path(args.init_from) / "kmer_vocab.json").is_file():
         print(f"error: '{args.init_from}' is not a variant model directory (no kmer_vocab.json).", file=sys.stderr)
         return 2
     cfg = TrainConfig(seed=args.seed, data_dir=args.data, init_from=args.init_from, epochs=args.epochs,
                       synth_per_class=args.synth_per_class, template_copies_per_class=args.copies_per_class,
                       threads=args.threads, max_steps=args.max_steps, device=args.device, precision=args.precision,
-                      augment={"off": True} if args.no_augment else {})
+                      augment={"off": True} if args.no_augment else _augment_overrides(args.augment))
     for name in ("batch_size", "lr_encoder", "lr_new", "checkpoint_every"):
         value = getattr(args, name)
         if value:
@@ -226,6 +252,8 @@ def register(sub) -> None:
     p.add_argument("--synth-per-class", type=int, default=120)
     p.add_argument("--copies-per-class", type=int, default=100)
     p.add_argument("--no-augment", action="store_true", help="train without the label-preserving augmentation")
+    p.add_argument("--augment", action="append", default=[], metavar="NAME=VALUE",
+                   help="override one augmentation setting (bertgeom.genome.augment.AugmentConfig), e.g. foreign_prob=0.8")
     p.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda or mps")
     p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
                    help="auto: bf16 autocast where the device supports it")
