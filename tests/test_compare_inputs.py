@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertgeom.analysis.compare import map_change, paired_maps, pair_tokens
+from bertgeom.analysis.compare import map_change, paired_maps, pair_tokens, row_change
 
 
 def test_pairing_keeps_substitutions_and_drops_insertions():
@@ -20,6 +20,7 @@ def test_total_variation_worked_by_hand():
     # row 0: ½(1 + 1) = 1, row 1: 0 -> mean 0.5
     assert map_change(A, B, idx, idx)[0, 0] == pytest.approx(0.5)
     assert map_change(A, A, idx, idx)[0, 0] == 0.0
+    np.testing.assert_allclose(row_change(A[0, 0], B[0, 0], idx, idx), [1.0, 0.0])  # one head's rows
     # only token 0 paired: row 0 of A puts 1 on key 0 (paired), B's row 0 puts 1 on key 1 (unpaired) -> ½(1 + 0 + 1)
     one = np.array([0])
     assert map_change(A, B, one, one)[0, 0] == pytest.approx(1.0)

@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["pair_tokens", "map_change", "paired_maps"]
+__all__ = ["pair_tokens", "row_change", "map_change", "paired_maps"]
 
 
 def pair_tokens(a: Sequence[str], b: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -39,20 +39,28 @@ def pair_tokens(a: Sequence[str], b: Sequence[str]) -> tuple[np.ndarray, np.ndar
     return np.array(ia, dtype=np.int64), np.array(ib, dtype=np.int64)
 
 
-def map_change(A: np.ndarray, B: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
-    """``[L, H]`` mean total variation between paired rows of ``A [L, H, Ta, Ta]`` and ``B [L, H, Tb, Tb]``."""
+def row_change(A: np.ndarray, B: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """``[..., P]`` total variation between each paired query row of ``A [..., Ta, Ta]`` and ``B [..., Tb, Tb]``
+    (any leading axes, e.g. ``[L, H]`` or one head's map): where in the input a head's reading changed."""
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
-    if A.shape[:2] != B.shape[:2]:
-        raise ValueError(f"the two inputs come from models of different shapes: {A.shape[:2]} vs {B.shape[:2]}")
-    if ia.size == 0:
-        return np.full(A.shape[:2], np.nan)
-    ra = A[:, :, ia]  # [L, H, P, Ta]: paired query rows
-    rb = B[:, :, ib]
+    if A.shape[:-2] != B.shape[:-2]:
+        raise ValueError(f"the two inputs come from models of different shapes: {A.shape[:-2]} vs {B.shape[:-2]}")
+    ra = A[..., ia, :]  # paired query rows
+    rb = B[..., ib, :]
     pa, pb = ra[..., ia], rb[..., ib]  # paired keys
     diff = np.abs(pa - pb).sum(-1)
     unpaired = (ra.sum(-1) - pa.sum(-1)) + (rb.sum(-1) - pb.sum(-1))
-    return 0.5 * (diff + unpaired).mean(-1)
+    return 0.5 * (diff + unpaired)
+
+
+def map_change(A: np.ndarray, B: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """``[L, H]`` mean total variation between paired rows of ``A [L, H, Ta, Ta]`` and ``B [L, H, Tb, Tb]``."""
+    if np.shape(A)[:2] != np.shape(B)[:2]:
+        raise ValueError(f"the two inputs come from models of different shapes: {np.shape(A)[:2]} vs {np.shape(B)[:2]}")
+    if ia.size == 0:
+        return np.full(np.shape(A)[:2], np.nan)
+    return row_change(A, B, ia, ib).mean(-1)
 
 
 def paired_maps(a_map: np.ndarray, b_map: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -15,9 +15,10 @@ __all__ = ["token_bars", "significance_grid", "difference_map"]
 
 
 def token_bars(series: Mapping[str, Sequence[float]], tokens: Sequence[str], *, title: str = "",
-               ylabel: str = "") -> go.Figure:
-    """Grouped bars, one group per token (x = ``tokens`` made unique by position), one bar per series."""
-    x = [f"{i}:{t}" for i, t in enumerate(tokens)]
+               ylabel: str = "", numbered: bool = True) -> go.Figure:
+    """Grouped bars, one group per token, one bar per series; x = ``tokens``, made unique by their position
+    (``numbered``) unless they already are."""
+    x = [f"{i}:{t}" for i, t in enumerate(tokens)] if numbered else [str(t) for t in tokens]
     fig = go.Figure([go.Bar(x=x, y=np.asarray(v, dtype=float), name=str(n)) for n, v in series.items()])
     fig.update_layout(title=title, barmode="group", height=340, yaxis=dict(title=ylabel),
                       xaxis=dict(type="category", tickangle=-60), legend=dict(orientation="h", y=1.12),

@@ -62,7 +62,9 @@ def flow_tab(v: PageView) -> None:
     st.markdown(f"**After layer {layer + 1}** (pick the layer with the head boxes above): flow and rollout into "
                 f"token {target} ({tokens[target]}).")
     chart(token_bars({"flow (max-flow)": res["flow"][layer], "rollout (product)": res["rollout"][layer]}, tokens,
-                     ylabel="share traced to the input token"), "w_flow_bars")
+                     ylabel="into the output token"), "w_flow_bars")
+    st.caption("Rollout values of one layer add up to 1 over the input tokens; flow values do not (each token's "
+               "flow is its own max-flow problem, bounded by 1), so compare their shapes, not their sums.")
     c1, c2 = st.columns(2)
     rows = [f"L{i + 1}" for i in range(v.L)]
     with c1:
@@ -102,7 +104,7 @@ def cached_pair(model_id: str, text_a: str, text_b: str) -> dict:
 
 
 def compare_inputs_tab(v: PageView) -> None:
-    from bertgeom.analysis.compare import paired_maps
+    from bertgeom.analysis.compare import paired_maps, row_change
 
     layer, head, model_id = v.layer, v.head, v.model_id
     st.caption("**What this shows:** which heads react to a change of input, and where. Input A is the current "
@@ -147,19 +149,34 @@ def compare_inputs_tab(v: PageView) -> None:
         chart(fh.layer_bars(np.nanmean(tv, axis=1), title="Layer mean of the change", ylabel="TV distance"),
               "w_cmpin_layers")
     a, b = paired_maps(v.trace.attentions[layer, head], tb.attentions[layer, head], ia, ib)
-    labels = [str(x) for x in np.asarray(v.trace.axis_labels)[ia]]
+    base_a = v.trace.encoded.axis_labels or v.trace.tokens
+    base_b = tb.encoded.axis_labels or tb.tokens
+    tok_a, tok_b = np.asarray(v.trace.tokens, dtype=object), np.asarray(tb.tokens, dtype=object)
+
+    def pair_label(i: int, j: int) -> str:  # a changed token is marked: text old→new, genomes * (the k-mer differs)
+        if tok_a[i] == tok_b[j]:
+            return f"{i}:{base_a[i]}"
+        return f"{i}:{base_a[i]}*" if v.is_spike else f"{i}:{base_a[i]}→{base_b[j]}"
+
+    labels = [pair_label(i, j) for i, j in zip(ia, ib)]
     st.markdown(f"#### {head_label(layer, head)} on the paired tokens (change {tv[layer, head]:.3f})")
+    n_changed = sum(tok_a[i] != tok_b[j] for i, j in zip(ia, ib))
+    st.caption(f"{n_changed} paired token(s) differ between A and B"
+               + (" (marked * on the axes: their k-mer carries a mutation in one genome only)." if v.is_spike
+                  else " (marked old→new on the axes)."))
+    rows = row_change(v.trace.attentions[layer, head], tb.attentions[layer, head], ia, ib)
+    chart(token_bars({"change of the row (TV distance)": rows}, labels, ylabel="TV distance",
+                     title="Which query tokens read differently", numbered=False), "w_cmpin_rows")
     zmax = float(max(a.max(), b.max()))
-    c1, c2, c3 = st.columns(3)
+    c1, c2 = st.columns(2)
     with c1:
         st.markdown("**A (current input)**")
         chart(fh.attention_map(a, labels, zmax=zmax, max_ticks=30), "w_cmpin_a")
     with c2:
         st.markdown("**B**")
         chart(fh.attention_map(b, labels, zmax=zmax, max_ticks=30), "w_cmpin_b_map")
-    with c3:
-        st.markdown("**A − B** (red: more in A)")
-        chart(difference_map(a - b, labels), "w_cmpin_diff")
+    st.markdown("**A − B** (red: more in A, blue: more in B)")
+    chart(difference_map(a - b, labels, max_ticks=60), "w_cmpin_diff")
     csv_button(per_head_frame({"tv_change": tv}), "compare_inputs_per_head.csv", "w_cmpin_csv")
 
 
@@ -205,16 +222,26 @@ def set_disable_section(v: PageView) -> None:
                         key="w_abl_set_what")
         grid = s["d_true_prob"] if what.startswith("change of mean") else s["d_accuracy"]
         st.markdown(f"**{what.capitalize()}** over {s['n']} genomes when each head alone is disabled; click a head.")
-        chart(fh.diverging_grid(grid, colour_label="Δ", selected=(layer, head)), "w_abl_set_grid", selects_head=True)
+        c1, c2 = st.columns([5, 4])
+        with c1:
+            chart(fh.diverging_grid(grid, colour_label="Δ", selected=(layer, head)), "w_abl_set_grid",
+                  selects_head=True)
         df = per_head_frame({"accuracy": s["accuracy"], "d_accuracy": s["d_accuracy"], "true_prob": s["true_prob"],
                              "d_true_prob": s["d_true_prob"], "d_cls": s["d_cls"]})
-        st.markdown("Heads whose loss hurts most")
-        st.dataframe(df.sort_values("d_true_prob").head(8).round(4), hide_index=True, width="stretch")
+        with c2:
+            st.markdown("Heads whose loss hurts most")
+            st.dataframe(df.sort_values("d_true_prob").head(8).round(4), hide_index=True, width="stretch")
     else:
         st.markdown(f"**Mean 1 − cosine of the final [CLS]** over {s['n']} sentences; click a head.")
-        chart(head_grid(s["d_cls"], colour_label="1 − cos", selected=(layer, head), colorscale="Reds",
-                        zrange=(0.0, max(float(np.nanmax(s["d_cls"])), 1e-9))), "w_abl_set_grid", selects_head=True)
         df = per_head_frame({"d_cls": s["d_cls"]})
+        c1, c2 = st.columns([5, 4])
+        with c1:
+            chart(head_grid(s["d_cls"], colour_label="1 − cos", selected=(layer, head), colorscale="Reds",
+                            zrange=(0.0, max(float(np.nanmax(s["d_cls"])), 1e-9))), "w_abl_set_grid",
+                  selects_head=True)
+        with c2:
+            st.markdown("Heads whose loss moves [CLS] most")
+            st.dataframe(df.sort_values("d_cls", ascending=False).head(8).round(4), hide_index=True, width="stretch")
     csv_button(df, "head_disabling_over_set.csv", "w_abl_set_csv")
 
 
