@@ -21,8 +21,10 @@ CAVEAT = (
 
 FAITHFUL_HELP = (
     "Also compute the attention the way the paper's official code did by hand: head slices taken "
-    "as columns of the weights (the transposed map), no biases, no padding mask. Needed to compare "
-    "with the paper's figures; the model itself never computes this."
+    "as columns of the weights (the transposed map), no biases, no padding mask, each layer fed the "
+    "next layer's output (hidden_states[l+1]), on the input padded to 512 positions (D1–D3 then count "
+    "every padded position with the 'all positions' token set). Needed to compare with the paper's "
+    "figures; the model itself never computes this. docs/methods.md §8.3."
 )
 
 #: The page's widgets and their defaults (kept across pages and tabs).

@@ -89,3 +89,29 @@ def test_faithful_multihead_output_uses_the_models_layer_norm_eps(tiny_bert):
     Zf = attention_from_scores(Qf, Kf, lw.scaling) @ Vf
     np.testing.assert_allclose(out["multihead_faithful"], layer_norm(X + merge_heads(Zf), eps=0.5), atol=1e-10)
     assert not np.allclose(out["multihead_faithful"], layer_norm(X + merge_heads(Zf), eps=1e-5), atol=1e-4)
+
+
+def test_faithful_mode_reads_the_next_layer_on_the_padded_positions(tiny_bert):
+    """The official code fed layer l the output hidden_states[l+1] and ran on 512 padded positions."""
+    from bertgeom.attention import faithful_attention
+    from bertgeom.sets.subspace import data_geometry, faithful_stack, padded_hidden_states
+    from bertgeom.trace import run_trace
+    from bertgeom.weights import extract_layer_weights
+
+    trace = run_trace(tiny_bert, "The cat sat on the mat.")
+    lws = extract_layer_weights(tiny_bert.model)
+    hs = np.asarray(trace.hidden_states)
+    A, _ = faithful_stack(hs, lws)
+    for l in range(len(lws)):
+        np.testing.assert_allclose(A[l], faithful_attention(hs[l + 1], lws[l]), atol=1e-5)
+        assert np.abs(A[l] - faithful_attention(hs[l], lws[l])).max() > 1e-5  # not the true input
+    padded = padded_hidden_states(tiny_bert, trace)
+    T, P = hs.shape[1], min(512, int(tiny_bert.max_tokens))
+    assert padded.shape == (hs.shape[0], P, hs.shape[2])
+    np.testing.assert_allclose(padded[:, :T], hs, atol=1e-4)  # PAD keys are masked in the model
+    geom, dev = data_geometry(trace, lws, faithful=True, padded_hidden=padded)
+    assert geom.spectra["attn_sv"].shape[-1] == P  # every padded position counts
+    assert dev["row_tv"].shape == hs[1:, 0, :1].shape[:1] + (lws[0].num_heads,)
+    assert np.all((dev["row_tv"] >= 0) & (dev["row_tv"] <= 1 + 1e-6))
+    content, _ = data_geometry(trace, lws, faithful=True, padded_hidden=padded, token_set="content")
+    assert content.spectra["attn_sv"].shape[-1] == T - 2

@@ -159,3 +159,19 @@ def test_cosine_similarity_between_checkpoints():
     assert m[0, 0] == pytest.approx(0.5)
     with pytest.raises(ValueError):
         cosine_similarity_maps(e, np.eye(4)[None, None])
+
+
+def test_cluster_names_are_unique():
+    """Two sink clusters are numbered by their sink mass instead of sharing one name."""
+    names = ["sink", "prev", "next", "self", "entropy_norm", "mean_dist_norm", "signed_offset"]
+    cents = np.array([
+        [0.9, 0.0, 0.0, 0.0, 0.2, 0.1, 0.0],   # the strongest sink cluster
+        [0.6, 0.0, 0.0, 0.0, 0.3, 0.2, 0.0],   # a second sink cluster
+        [0.0, 0.8, 0.0, 0.0, 0.3, 0.1, -1.0],  # local-backward
+        [0.1, 0.1, 0.1, 0.1, 0.5, 0.5, 0.0],   # mid-range
+    ])
+    named = name_clusters(cents, names)
+    assert named == ["sink/vertical 1", "sink/vertical 2", "local-backward", "mid-range/content-dependent"]
+    assert len(set(named)) == len(named)
+    # the order follows the sink mass, not the cluster index
+    assert name_clusters(cents[[1, 0]], names) == ["sink/vertical 2", "sink/vertical 1"]

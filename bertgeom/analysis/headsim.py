@@ -312,6 +312,11 @@ def name_clusters(centroids: np.ndarray, feature_names: Sequence[str], *, high: 
     ``signed_offset < 0``), local-forward (``next >= high``, ``signed_offset > 0``), self
     (``self >= high``), broad/global (``entropy_norm >= 0.8`` and ``mean_dist_norm >= 0.8``),
     else mid-range/content-dependent.  Features missing from ``feature_names`` are skipped.
+
+    Names are unique: when several centroids get the same name they are numbered ("sink/vertical 1",
+    "sink/vertical 2"), 1 being the one with the most of the rule's key feature (sink mass, previous
+    or next-token mass, self, normalised entropy; mean distance for mid-range), so two clusters never
+    read alike on screen (docs/methods.md §6).
     """
     idx = {n: i for i, n in enumerate(feature_names)}
 
@@ -332,7 +337,24 @@ def name_clusters(centroids: np.ndarray, feature_names: Sequence[str], *, high: 
             names.append("broad/global")
         else:
             names.append("mid-range/content-dependent")
-    return names
+    cents = np.asarray(centroids, dtype=np.float64)
+    return _numbered(names, [g(c, _KEY_FEATURE[names[i]], 0.0) for i, c in enumerate(cents)])
+
+
+#: The feature that ranks clusters sharing a name (the one their naming rule reads first).
+_KEY_FEATURE = {"sink/vertical": "sink", "local-backward": "prev", "local-forward": "next", "self": "self",
+                "broad/global": "entropy_norm", "mid-range/content-dependent": "mean_dist_norm"}
+
+
+def _numbered(names: list[str], keys: Sequence[float]) -> list[str]:
+    """Number the names that occur more than once, in decreasing order of ``keys``."""
+    out = list(names)
+    for name in set(names):
+        idx = [i for i, n in enumerate(names) if n == name]
+        if len(idx) > 1:
+            for rank, i in enumerate(sorted(idx, key=lambda i: (-keys[i], i)), start=1):
+                out[i] = f"{name} {rank}"
+    return out
 
 
 # ----------------------------------------------------------------------------------------

@@ -32,14 +32,29 @@ def token_rows(trace: Trace, token_set: str) -> np.ndarray | None:
     return None if rows.all() or not rows.any() else rows
 
 
-def faithful_stack(hidden_states: np.ndarray, layer_weights: Sequence[LayerWeights]) -> tuple[np.ndarray, np.ndarray]:
+#: The official code's fixed input length (its eigenvalue, rank and k90 analyses ran on 512 positions).
+FAITHFUL_PAD_TO = 512
+
+
+def faithful_input(hidden_states, layer: int, *, next_layer: bool = True) -> np.ndarray:
+    """The matrix the official code fed to layer ``layer``'s hand-made attention: the *next*
+    layer's output ``hidden_states[layer + 1]`` (its off-by-one, docs/methods.md §8.3), or the
+    layer's true input ``hidden_states[layer]`` with ``next_layer=False``."""
+    return np.asarray(hidden_states[layer + 1 if next_layer else layer])
+
+
+def faithful_stack(
+    hidden_states: np.ndarray, layer_weights: Sequence[LayerWeights], *, next_layer: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """The official code's attention and head outputs for every layer:
     ``A_f [L, H, T, T]`` and ``Z_f = A_f V_f [L, H, T, d_head]`` (float32), with transposed
-    head slices, no bias and no mask (:func:`bertgeom.analysis.subspace.faithful_qkv`)."""
+    head slices, no bias and no mask (:func:`bertgeom.analysis.subspace.faithful_qkv`), each
+    layer reading :func:`faithful_input` (the next layer's output, as the official code did)."""
     A, Z = [], []
     for l, lw in enumerate(layer_weights):  # one batched call per layer (all heads at once)
-        Af = att.faithful_attention(hidden_states[l], lw)
-        V = att.faithful_qkv(hidden_states[l], lw)[2]
+        X = faithful_input(hidden_states, l, next_layer=next_layer)
+        Af = att.faithful_attention(X, lw)
+        V = att.faithful_qkv(X, lw)[2]
         A.append(Af.astype(np.float32))
         Z.append(sub.head_outputs(Af, V).astype(np.float32))
     return np.stack(A), np.stack(Z)
@@ -52,14 +67,32 @@ def data_geometry(
     eps: float = 1e-3,
     token_set: str = "all",
     faithful: bool = False,
+    padded_hidden: np.ndarray | None = None,
 ) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
     """D1-D3 of every head for one trace, from the model's attention (``faithful=False``) or
     from the official code's hand-made attention (``faithful=True``; then also returns the
-    per-head deviation ``{"mean_abs", "max_abs", "row_tv"}`` ``[L, H]`` from the model's)."""
+    per-head deviation ``{"mean_abs", "max_abs", "row_tv"}`` ``[L, H]`` from the model's).
+
+    Faithful mode reproduces the official code: each layer reads the next layer's output, and
+    with ``padded_hidden`` (``[L+1, P, d]``, the model run on the input padded to P = 512
+    positions, :func:`padded_hidden_states`) every one of the P positions counts, PAD rows and
+    columns included, so a nearly rank-one head shows about P - 1 singular values below ε. The
+    token set "all" then means all P positions; "content" keeps the content tokens only. The
+    deviation compares the first T rows over all P keys with the model's attention (its PAD
+    columns are 0), so attention the faithful map puts on padding counts as deviation."""
     rows = token_rows(trace, token_set)
     if faithful:
-        A, Z = faithful_stack(trace.hidden_states, layer_weights)
-        dev = sub.attention_deviation(A, trace.attentions, rows=rows)
+        hidden = trace.hidden_states if padded_hidden is None else padded_hidden
+        A, Z = faithful_stack(hidden, layer_weights)
+        T, P = trace.attentions.shape[-1], A.shape[-1]
+        if P > T:
+            Ac = np.zeros(trace.attentions.shape[:-2] + (T, P), np.float32)
+            Ac[..., :T] = trace.attentions
+            dev = sub.attention_deviation(A[..., :T, :], Ac, rows=rows)
+            if rows is not None:
+                rows = np.concatenate([rows, np.zeros(P - T, bool)])
+        else:
+            dev = sub.attention_deviation(A, trace.attentions, rows=rows)
     else:
         A = trace.attentions
         Z = sub.compute_head_outputs(trace.hidden_states, layer_weights, attentions=A)
@@ -67,20 +100,36 @@ def data_geometry(
     return sub.head_data_geometry(A, Z, rows, eps=eps), dev
 
 
+def padded_hidden_states(loaded, trace: Trace, pad_to: int = FAITHFUL_PAD_TO) -> np.ndarray | None:
+    """``hidden_states [L+1, P, d]`` of the model run on ``trace``'s input padded to
+    ``P = min(pad_to, the model's limit)`` positions (PAD keys masked, as in the official code's
+    forward pass), or ``None`` when the input already fills P."""
+    from bertgeom.sets.cone import padded_forward
+
+    P = min(int(pad_to), int(loaded.max_tokens))
+    if trace.encoded.n_tokens >= P:
+        return None
+    hidden, _, _ = padded_forward(loaded, [trace.encoded], P)
+    return hidden[0]
+
+
 def head_set_reducer(
     layer_weights: Sequence[LayerWeights], layer: int, head: int, *, eps: float = 1e-3, token_set: str = "all"
 ) -> Callable[[Trace, InputItem], dict[str, np.ndarray]]:
     """A :func:`bertgeom.sets.inputs.map_over_set` reduction: D1-D3 of head ``(layer, head)``
     for one input, with the model's attention and with the faithful one (``[2]`` each), the
-    number of tokens used and the faithful-vs-correct row TV distance."""
+    number of tokens used and the faithful-vs-correct row TV distance. The faithful values read the
+    next layer's output as the official code did, on the unpadded input (a set is not re-run
+    padded to 512 positions; the single-input tabs are)."""
     lw = layer_weights[layer]
 
     def reduce(trace: Trace, _item: InputItem) -> dict[str, np.ndarray]:
         rows = token_rows(trace, token_set)
         X = trace.hidden_states[layer]
         _, _, V = att.project_qkv(X, lw, bias=True)
-        Af = att.faithful_attention(X, lw)[head]
-        Vf = att.faithful_qkv(X, lw)[2]
+        Xf = faithful_input(trace.hidden_states, layer)  # the official code's next-layer input
+        Af = att.faithful_attention(Xf, lw)[head]
+        Vf = att.faithful_qkv(Xf, lw)[2]
         A = trace.attentions[layer, head].astype(np.float64)
         Z = A @ V[head]
         Zf = Af @ Vf[head]

@@ -21,11 +21,12 @@ import streamlit as st
 from bertgeom import attention as att
 from bertgeom.analysis import subspace as sub
 from bertgeom.sets.inputs import InputItem, disk_cached_arrays, map_over_set, set_fingerprint
-from bertgeom.sets.subspace import collect_set_result, data_geometry, head_set_reducer
+from bertgeom.sets.subspace import (collect_set_result, data_geometry, faithful_input, head_set_reducer,
+                                    padded_hidden_states)
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.ui.widgets import progress
 
-_ACROSS_VERSION = "subspace-across/v2"  # v2: D1 is delta_A
+_ACROSS_VERSION = "subspace-across/v3"  # v2: D1 is delta_A; v3: faithful reads the next layer
 
 # -------------------------------------------------------------------------------------------
 # Streamlit caches
@@ -43,16 +44,18 @@ def cached_data_geometry(
 ) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
     """:func:`data_geometry` of the current input (the trace comes from the shared cache)."""
     trace = get_trace(model_id, text)
+    padded = padded_hidden_states(cached_model(model_id), trace) if faithful else None
     return data_geometry(trace, cached_layer_weights(model_id), eps=eps, token_set=token_set,
-                         faithful=faithful)
+                         faithful=faithful, padded_hidden=padded)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def cached_faithful_layer(model_id: str, weights_hash: str, text: str, layer: int) -> np.ndarray:
-    """The official code's attention ``[H, T, T]`` (float32) of one layer for the current input."""
+    """The official code's attention ``[H, T, T]`` (float32) of one layer for the current input,
+    from the next layer's output as that code read it (unpadded, to sit beside the model's map)."""
     trace = get_trace(model_id, text)
     lw = cached_layer_weights(model_id)[layer]
-    return att.faithful_attention(trace.hidden_states[layer], lw).astype(np.float32)
+    return att.faithful_attention(faithful_input(trace.hidden_states, layer), lw).astype(np.float32)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -61,8 +64,10 @@ def cached_joint_qk(model_id: str, weights_hash: str, text: str, layer: int, hea
     """Joint 2-D PCA of one head's queries and keys (correct, or the faithful projections)."""
     trace = get_trace(model_id, text)
     lw = cached_layer_weights(model_id)[layer]
-    X = trace.hidden_states[layer]
-    Q, K, _ = att.faithful_qkv(X, lw) if faithful else att.project_qkv(X, lw, bias=True)
+    if faithful:
+        Q, K, _ = att.faithful_qkv(faithful_input(trace.hidden_states, layer), lw)
+    else:
+        Q, K, _ = att.project_qkv(trace.hidden_states[layer], lw, bias=True)
     return sub.joint_qk_pca(Q[head], K[head], n_components=2, normalize=normalize)
 
 

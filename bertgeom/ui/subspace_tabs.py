@@ -190,7 +190,9 @@ def data_tab(v: View) -> None:
         chart(fs.scalar_grid(values, label=feature, selected=(layer, head), colorscale=cs, zrange=zr), "w_sub_dgrid", selects_head=True)
     with right:
         st.markdown(f"#### {HL} · this input")
-        st.caption(f"{dg.n_tokens} tokens used — {TOKEN_SETS[token_set]}; ε = {eps:g}.")
+        st.caption(f"{dg.n_tokens} tokens used — {TOKEN_SETS[token_set]}; ε = {eps:g}."
+                   + (f" Faithful: {fdg.n_tokens} positions (padded as the official code), each layer fed "
+                      "the next layer's output." if faithful else ""))
         rows = {"quantity": [DATA_SHORT.get(n, n) for n in names],
                 "correct": [float(dg.scalars[n][layer, head]) for n in names]}
         if faithful:
@@ -211,8 +213,10 @@ def data_tab(v: View) -> None:
                                          title=f"{HL}: energy of Z_h per direction (D3)"), "w_sub_energy")
     sv_df = pd.DataFrame({"i": np.arange(1, dg.spectra["attn_sv"].shape[-1] + 1),
                           "sigma_A": dg.spectra["attn_sv"][layer, head]})
-    if faithful:
-        sv_df["sigma_A_faithful"] = fdg.spectra["attn_sv"][layer, head]
+    if faithful:  # the faithful spectrum runs over the padded positions: the longer column sets the rows
+        fsv = pd.DataFrame({"i": np.arange(1, fdg.spectra["attn_sv"].shape[-1] + 1),
+                            "sigma_A_faithful": fdg.spectra["attn_sv"][layer, head]})
+        sv_df = fsv.merge(sv_df, on="i", how="left")[["i", "sigma_A", "sigma_A_faithful"]]
     with st.expander(f"{HL}: singular values of A as a table"):
         table(sv_df, f"attention_sv_L{layer + 1}H{head + 1}.csv", "w_sub_dl_attn_sv")
 
@@ -375,7 +379,8 @@ def faithful_tab(v: View) -> None:
     model_id, wh, text, eps, token_set = v.model_id, v.wh, v.text, v.eps, v.token_set
     layer, head, HL, trace = v.layer, v.head, v.HL, v.trace
     st.caption("The official code recomputed attention by hand with the *transposed* head slices X·W[:, s], "
-               "without biases or padding mask (docs/methods.md §8). Here it is next to the model's own attention. "
+               "without biases or padding mask, feeding each layer the **next** layer's output, on inputs "
+               "**padded to 512** positions (docs/methods.md §8.3). Faithful mode does all four. "
                "Switch on *Faithful mode* above to see the faithful values in the other tabs too.")
     try:
         _, dev = sc.cached_data_geometry(model_id, wh, text, eps, token_set, True)
@@ -397,8 +402,9 @@ def faithful_tab(v: View) -> None:
         }), hide_index=True, width="stretch")
         csv_button(per_head_frame(dev), f"faithful_deviation_{_safe(model_id)}.csv", "w_sub_dl_dev",
                   "Download every head (CSV)")
-        st.caption("These traces hold no padding, so the missing mask plays no part here; the transposed "
-                   "slices and the missing biases do.")
+        st.caption("The grid and the table compare the padded faithful map with the model's: attention "
+                   "the faithful map gives to PAD positions counts as deviation. The maps below are the "
+                   "unpadded ones (the faithful one from the next layer's output), so they can sit side by side.")
     Af = sc.cached_faithful_layer(model_id, wh, text, layer)[head]
     chart(fs.attention_comparison_figure(trace.attentions[layer, head], Af, trace.axis_labels,
                                                    layer=layer, head=head), "w_sub_compare")
