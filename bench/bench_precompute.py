@@ -9,8 +9,11 @@ final merge); ``first shard`` says how much of it is start-up.
 The model is the trained variant model when it is installed, otherwise a *random* model of the
 same shape (6 layers x 12 heads, width 384), which costs the same per genome.
 
+``--no-attentions`` measures the slim run (prediction, QC, cone index, [CLS]; SDPA forwards, no
+class maps or per-head features); ``--device`` where the forwards run (``auto``: a GPU when present).
+
 Usage: python bench/bench_precompute.py [--quick] [--n 64] [--workers 1,2] [--engine local|ray|both]
-                                        [--model ID|DIR] [--json out.json]
+                                        [--no-attentions] [--device cpu] [--model ID|DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--engine", choices=("local", "ray", "both"), default="local")
     ap.add_argument("--shard-size", type=int, default=0, help="default: N / 8 (so 2 workers stay balanced)")
     ap.add_argument("--model", default="")
+    ap.add_argument("--no-attentions", action="store_true", help="no class maps or per-head features (SDPA)")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
     n = 16 if args.quick else args.n
@@ -80,7 +85,7 @@ def main(argv=None) -> dict:
         fasta, labels = _inputs(work, n)
         model_id, model_desc = _model(args.model, work)
         loaded = load_model(model_id)
-        cfg = PrecomputeConfig(shard_size=shard)
+        cfg = PrecomputeConfig(shard_size=shard, **(dict(maps="none", features=()) if args.no_attentions else {}))
         engines = ["local", "ray"] if args.engine == "both" else [args.engine]
         rows = []
         for eng in engines:
@@ -88,7 +93,7 @@ def main(argv=None) -> dict:
                 out = work / f"out_{eng}_{w}"
                 first = []
                 t0 = time.perf_counter()
-                precompute(fasta, labels, out, config=cfg, engine=eng, workers=w, loaded=loaded,
+                precompute(fasta, labels, out, config=cfg, engine=eng, workers=w, loaded=loaded, device=args.device,
                            progress=lambda *a: first.append(time.perf_counter() - t0))
                 wall = time.perf_counter() - t0
                 rows.append({"engine": eng, "workers": w, "genomes": n, "wall_s": round(wall, 2),
@@ -100,10 +105,12 @@ def main(argv=None) -> dict:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    result = {"rows": rows, "model": model_desc, "shard_size": shard,
+    result = {"rows": rows, "model": model_desc, "shard_size": shard, "no_attentions": args.no_attentions,
+              "device": args.device,
               "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, Python {platform.python_version()}",
               "date": time.strftime("%Y-%m-%d")}
-    print(f"precompute, {n} genomes, shards of {shard}, {model_desc}; {result['machine']}")
+    slim = ", --no-attentions" if args.no_attentions else ""
+    print(f"precompute, {n} genomes, shards of {shard}, {model_desc}{slim}, device {args.device}; {result['machine']}")
     print(f"{'engine':7s} {'workers':>7s} {'wall s':>8s} {'genomes/s':>10s} {'s/genome':>9s} {'1st shard s':>12s} {'speedup':>8s}")
     for r in rows:
         print(f"{r['engine']:7s} {r['workers']:7d} {r['wall_s']:8.2f} {r['genomes_per_s']:10.3f} {r['s_per_genome']:9.3f} "

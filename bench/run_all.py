@@ -9,7 +9,9 @@ absolute targets):
    picked) vs re-running the model;
 3. batch ``classify`` throughput end to end vs the pure forward-pass bound;
 4. peak RSS of a process holding both bundled models with one trace each, vs a bare
-   Python process with the same imports.
+   Python process with the same imports;
+5. the load test's figure, when ``tests/test_load.py`` has written ``artifacts/load.json``: a light
+   client's home page while 6 sessions classify and browse, vs the same page with nobody working.
 
 Usage: ``python bench/run_all.py [--quick] [--update-readme]``.
 """
@@ -152,6 +154,20 @@ def peak_rss() -> dict:
             "ratio": f"+{with_models - bare:.0f} MiB for models and traces"}
 
 
+def load_row() -> dict | None:
+    """The load test's home-page figure (``artifacts/load.json``; run ``pytest tests/test_load.py``)."""
+    path = ROOT / "artifacts" / "load.json"
+    try:
+        d = json.loads(path.read_text())
+        median, idle = float(d["light_client_home_median_s"]), float(d["idle_home_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {"measure": f"home page of a 7th client while {d.get('sessions', 6)} sessions classify and browse "
+                       "(tests/test_load.py, median)",
+            "value": f"{median:.1f} s", "baseline": f"{idle:.1f} s (same page, nobody working)",
+            "ratio": f"{median / idle:.1f}x slower" if idle > 0 else ""}
+
+
 def markdown_table(rows: list[dict]) -> str:
     lines = ["| measure | bertgeom | baseline (same run) | ratio |", "|---|---|---|---|"]
     lines += [f"| {r['measure']} | {r['value']} | {r['baseline']} | {r['ratio']} |" for r in rows]
@@ -177,6 +193,9 @@ def main(argv=None) -> int:
     rows = analysis_latency(repeat)
     rows.extend(classify_throughput(16 if args.quick else 64))
     rows.append(peak_rss())
+    load = load_row()
+    if load is not None:
+        rows.append(load)
     machine = (f"Measured on {platform.machine()} with {os.cpu_count()} cores, Python {platform.python_version()}, "
                f"{time.strftime('%Y-%m-%d')}.")
     OUT.mkdir(parents=True, exist_ok=True)
