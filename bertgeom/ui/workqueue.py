@@ -159,8 +159,12 @@ def heavy(what: str = "this computation"):
 
     q = work_queue()
     box = []
+    shown = [-1]
 
     def on_wait(ahead: int) -> None:
+        if ahead == shown[0]:  # redraw only when the position changes (no traffic while it stands)
+            return
+        shown[0] = ahead
         with _not_replayed():
             if not box:
                 box.append(st.empty())
