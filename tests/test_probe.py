@@ -25,3 +25,30 @@ def test_too_few_inputs_raise():
     X = np.zeros((1, 5, 3))
     with pytest.raises(ValueError, match="2 on each side"):
         one_vs_all_probe(X, ["a", "b", "b", "b", "b"], "a")
+
+
+def test_cone_page_shows_the_probe_for_the_variant_set(tiny_variant_dir, tmp_path, monkeypatch):
+    import json
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from bertgeom.sets.inputs import genome_set
+    from plotly_json import plotly_values
+
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=300)
+    at.session_state["model_id"] = str(tiny_variant_dir)
+    at.session_state["genome_value"] = genome_set("demo")[-1].text
+    at.run()
+    at.switch_page("pages/cone_index.py").run()
+    at.segmented_control(key="w_cone_section").set_value("distribution").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("What this shows" in c.value and "decoded" in c.value for c in at.caption)
+    specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    curve = next(s for s in specs if "held-out probe score" in (s["layout"].get("title") or {}).get("text", ""))
+    for trace in curve["data"][:2]:
+        y = np.asarray(plotly_values(trace["y"]), dtype=float)
+        assert y.shape == (3,) and ((0 <= y) & (y <= 1)).all()  # embeddings + 2 layers, scores in [0, 1]
+    assert len(at.selectbox(key="w_cone_probe_cls").options) >= 2

@@ -123,6 +123,15 @@ def separability(features: np.ndarray, labels: np.ndarray) -> dict:
                 "variance_ratio": variance_ratio_per_layer(features, labels)}
 
 
+@st.cache_data(max_entries=16, show_spinner="Training one small probe per layer (held out)…")
+def probe(features: np.ndarray, labels: np.ndarray, positive: str) -> dict:
+    """:func:`bertgeom.analysis.probe.one_vs_all_probe` of ``features [L+1, N, D]``, cached."""
+    from bertgeom.analysis.probe import one_vs_all_probe
+
+    with conesets.single_threaded():
+        return one_vs_all_probe(features, labels, positive)
+
+
 @st.cache_data(max_entries=32, show_spinner=False)
 def pareto(X: np.ndarray, n_components: int) -> np.ndarray:
     from bertgeom.analysis.projections import pca_pareto
