@@ -255,7 +255,7 @@ def domain_test_section(summary, mask: np.ndarray, dom: str, v: PageView, who: s
     st.caption(f"**What this shows:** a head is starred when its strong attention (weights > 0.3) lands on {dom} "
                f"more often than {dom}'s share of the tokens ({t.background:.1%}) would explain: a one-sided "
                f"two-proportion z-test over {who}, Bonferroni-corrected over all {t.z.size} heads "
-               f"(p < {t.alpha_heads:.1e}).")
+               f"(p < {t.alpha_heads:.1e}). Grey: a head with no weight above 0.3.")
     c1, c2 = st.columns([5, 4])
     with c1:
         chart(significance_grid(t.z, t.significant, t.p, selected=(v.layer, v.head)), "w_dom_z_grid",
@@ -265,8 +265,9 @@ def domain_test_section(summary, mask: np.ndarray, dom: str, v: PageView, who: s
         st.markdown(f"**{int(t.significant.sum())}** significant head(s)")
         top = df[df["significant"]].sort_values("z", ascending=False).head(10)
         if len(top):
-            st.dataframe(top[["layer", "head", "share_on_domain", "z", "p_value"]].round(4), hide_index=True,
-                         width="stretch")
+            shown = top[["layer", "head", "share_on_domain", "z", "p_value"]].round(3)
+            shown["p_value"] = [f"{x:.1e}" for x in top["p_value"]]  # tiny p-values would round to 0
+            st.dataframe(shown, hide_index=True, width="stretch")
     csv_button(df, f"domain_test_{dom}_{who}.csv", "w_dom_z_csv", "Download the z-test per head (CSV)")
 
 
