@@ -132,8 +132,17 @@ def head_detail_tab() -> None:
     st.markdown(f"#### {head_label(layer, head)} — who attends to whom")
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to 1."
                + (" Spike tokens are labelled by amino-acid range; hover shows the spike domain." if is_spike else ""))
-    theta = st.slider("Threshold θ (hide weights below)", 0.0, 1.0, 0.3, 0.01, key="w_theta",
-                      help="Entries below θ are hidden. The 2025 paper's heatmaps hid entries below 0.01; θ = 0.3 is the threshold of its thresholded class sum (docs/methods.md §5).")
+    input_key = (model_id, text)
+    if st.session_state.get("_theta_input") != input_key:  # a new input: a θ that does not blank its maps
+        st.session_state["_theta_input"] = input_key
+        if not st.session_state.pop("_theta_from_link", False):
+            st.session_state["_theta_kept"] = fh.default_theta(trace.attentions)
+    if "w_theta" not in st.session_state:  # Streamlit forgets an undrawn widget's value
+        st.session_state["w_theta"] = st.session_state.get("_theta_kept", 0.3)
+    theta = st.slider("Threshold θ (hide weights below)", 0.0, 1.0, step=0.01, key="w_theta",
+                      help="Entries below θ are hidden; for each new input θ starts at 0.3, or lower when fewer "
+                           "than 1% of its weights reach 0.3 (long inputs spread attention thin). The 2025 paper's heatmaps hid entries below 0.01; θ = 0.3 is the threshold of its thresholded class sum (docs/methods.md §5).")
+    st.session_state["_theta_kept"] = theta
     if float(attention.max()) < theta:
         st.info(f"No weight of this head reaches θ = {theta:.2f} (its largest is {attention.max():.3f}): "
                 "lower θ to see the map.")

@@ -80,7 +80,8 @@ with c2:
         if st.button("An Alpha genome → Attention Heads", on_click=_use_genome, args=(3,), key="w_home_g1"):
             st.switch_page("pages/attention_heads.py")
     st.markdown("Or pick a model and an input in the sidebar. The *Share this view* box there gives a "
-                "link that reopens the same page, model, layer and head.")
+                "link that reopens the same page, model, layer, head, colour and θ, with the input when it fits "
+                "in a link (an example, or a short text); otherwise it says so.")
 
 st.subheader("Models")
 for spec in REGISTRY.values():

@@ -17,6 +17,7 @@ from bertgeom.figures.base import SELECTED_COLOUR, category_colours, head_grid, 
 
 __all__ = [
     "attention_map",
+    "default_theta",
     "feature_bars",
     "label_counts",
     "label_shares",
@@ -28,6 +29,18 @@ __all__ = [
 ]
 
 _FONT = dict(size=12)
+
+
+def default_theta(attentions, *, cap: float = 0.3, quantile: float = 0.99) -> float:
+    """A threshold θ for the attention maps of one input that never leaves them blank: the 2025
+    paper's 0.3, or, when fewer than 1% of the weights reach it (long inputs such as a 427-token
+    spike spread attention thin), the ``quantile`` of all weights of all heads, rounded down to
+    0.01 and at least 0.01 (docs/methods.md §5)."""
+    a = np.asarray(attentions, dtype=np.float32).ravel()
+    if a.size == 0:
+        return cap
+    q = float(np.quantile(a, quantile))
+    return float(min(cap, max(0.01, np.floor(q * 100) / 100)))
 
 
 def attention_map(

@@ -89,6 +89,13 @@ def hover_labels(labels: list[str], domains: list[str] | None) -> list[str]:
     return [f"{x} · {d}" if d else str(x) for x, d in zip(labels, domains)]
 
 
+def _class_name(c: str) -> str:
+    """One display name per class everywhere (the variant classes' ``CLASS_DISPLAY``)."""
+    from bertgeom.genome.classes import CLASS_DISPLAY
+
+    return CLASS_DISPLAY.get(c, c)
+
+
 def show_clark_findings(lab: dict, feats, *, what: str = "this input") -> None:
     """Clark's behaviours (and the feature value behind each) found on ``what``."""
     st.markdown(f"**Clark behaviours on {what}** (value of the feature behind each label in brackets):")
@@ -130,7 +137,8 @@ def set_tab(v: View) -> None:
     c1, c2 = st.columns([2, 3])
     if summary.classifier:
         cls = c1.selectbox("Class", options, key="w_set_class",
-                           format_func=lambda c: "all classes" if c is None else f"{c} ({int(summary.mask(c).sum())} correct)")
+                           format_func=lambda c: "all classes" if c is None
+                           else f"{_class_name(c)} ({int(summary.mask(c).sum())} correct)")
     else:
         cls = None
     view = c2.radio("View", views, horizontal=True, key="w_set_view")

@@ -88,10 +88,16 @@ def render_sidebar(url_path: str = "") -> None:
         except ModelLoadError:
             kind = "text"
         input_box(kind)
+        note = st.session_state.get("_link_note")
+        if note and note[1] == (st.session_state.get("text_value"), st.session_state.get("genome_value")):
+            st.warning(note[0], icon=":material/link_off:")  # until the input changes
         if url_path:
             with st.expander("Share this view"):
-                st.caption("Append to this server's address (model, layer and head are kept; the input is not).")
-                st.code(share_link(url_path), language=None)
+                link, missing = share_link(url_path, kind)
+                st.caption("Page, model, layer, head, colour-by, θ and the input; the copy icon copies it.")
+                st.code(link, language=None, wrap_lines=True)
+                if missing:
+                    st.caption(f"⚠️ {missing}")
 
 
 def current_input_text(loaded) -> str:

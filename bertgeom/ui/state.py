@@ -1,4 +1,5 @@
-"""Session state shared by all pages, and the shareable URL (model, layer, head).
+"""Session state shared by all pages, and the shareable URL (page, model, layer, head, colour,
+θ and the input).
 
 Widget state is deleted by Streamlit when a widget is not drawn in a run (for example
 the genome box while an English model is picked). Values that must survive live in
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
@@ -50,6 +52,107 @@ def init_state() -> None:
             index = url_index(value)
             if index is not None:
                 st.session_state[name] = index
+        _read_link_settings(qp)
+
+
+#: The longest typed text a share link carries (longer inputs are reported as not in the link).
+LINK_TEXT_MAX = 300
+
+
+def _read_link_settings(qp) -> None:
+    """The input, colour-by and θ of a shared link (see :func:`share_query`). A link that names
+    an input this server cannot show, or says its input was left out, leaves a note for the
+    sidebar instead of silently showing another input."""
+    from bertgeom.examples import example_sentences
+
+    colour = qp.get("colour")
+    if colour and len(colour) <= 80:
+        st.session_state["w_feature"] = colour  # the page checks it against its options
+    theta = qp.get("theta")
+    try:
+        value = float(theta) if theta is not None and len(theta) <= 8 else None
+    except ValueError:
+        value = None
+    if value is not None and 0.0 <= value <= 1.0:
+        st.session_state["w_theta"] = st.session_state["_theta_kept"] = round(value, 2)
+        st.session_state["_theta_from_link"] = True
+    missing = "The shared link did not carry its input (it was too long or not an example); you see this server's current input instead."
+    if "example" in qp:
+        sentences = example_sentences()
+        index = url_index(qp.get("example"))
+        if index is not None and index < len(sentences):
+            st.session_state["text_value"] = st.session_state["w_text"] = sentences[index]
+        else:
+            _note("The shared link names an example sentence this server does not have.")
+    elif "text" in qp:
+        text = str(qp.get("text") or "")[:LINK_TEXT_MAX]
+        if text.strip():
+            st.session_state["text_value"] = st.session_state["w_text"] = text
+    elif "genome" in qp:
+        from bertgeom.ui.genome_input import demo_genomes
+
+        genomes = demo_genomes()
+        index = url_index(qp.get("genome"))
+        if index is not None and index < len(genomes):
+            st.session_state["genome_value"] = st.session_state["w_genome"] = genomes[index]["text"]
+        else:
+            _note("The shared link names an example genome this server does not have.")
+    elif qp.get("input") == "missing":
+        _note(missing)
+
+
+def _note(text: str) -> None:
+    """A note for the sidebar, shown while the session keeps the input it had when the link opened."""
+    st.session_state["_link_note"] = (text, (st.session_state.get("text_value"), st.session_state.get("genome_value")))
+
+
+def share_query(view: str, model_id: str, layer: int, head: int, *, input_kind: str, text: str,
+                colour: str | None = None, theta: float | None = None) -> tuple[dict[str, str], str | None]:
+    """The query of a link that reopens this view, and a note when the input cannot travel in it.
+
+    The input goes in as an example's number (``example=3`` / ``genome=8``, 1-based), or as the
+    text itself when it is short (``LINK_TEXT_MAX`` characters); otherwise ``input=missing`` tells
+    the receiver the link does not hold it. Layer and head are 1-based like the papers' "L11 H1"."""
+    from bertgeom.examples import example_sentences
+
+    q = {"view": view, "model": str(model_id), "layer": str(int(layer) + 1), "head": str(int(head) + 1)}
+    if colour:
+        q["colour"] = str(colour)
+    if theta is not None:
+        q["theta"] = f"{float(theta):g}"
+    note = None
+    clean = (text or "").strip()
+    if input_kind == "spike":
+        from bertgeom.ui.genome_input import demo_genomes
+
+        texts = [g["text"].strip() for g in demo_genomes()]
+        if clean in texts:
+            q["genome"] = str(texts.index(clean) + 1)
+        else:
+            q["input"] = "missing"
+            note = "This genome is not one of the examples, so the link does not hold it: send the FASTA along."
+    else:
+        sentences = example_sentences()
+        if clean in sentences:
+            q["example"] = str(sentences.index(clean) + 1)
+        elif len(clean) <= LINK_TEXT_MAX:
+            q["text"] = clean
+        else:
+            q["input"] = "missing"
+            note = f"The text is longer than {LINK_TEXT_MAX} characters, so the link does not hold it: send it along."
+    return q, note
+
+
+def share_url(query: dict[str, str], page_url: str | None = None) -> str:
+    """A full URL (scheme, host and path prefix of ``page_url``, the browser's address) for ``query``."""
+    base = ""
+    if page_url:
+        parts = urlsplit(page_url)
+        if parts.scheme and parts.netloc:
+            # the app's root: drop the page's own path segment (multipage URLs are /<page>)
+            root = parts.path.rsplit("/", 1)[0] if parts.path.count("/") >= 1 else ""
+            base = f"{parts.scheme}://{parts.netloc}{root}"
+    return f"{base}/?{urlencode(query)}"
 
 
 def spike_model_available() -> bool:
@@ -96,12 +199,18 @@ def follow_view_link(pages: dict, current) -> None:
             st.switch_page(page)
 
 
-def share_link(url_path: str) -> str:
-    """Relative link that reopens the current view (page, model, layer, head)."""
-    return (
-        f"/?view={url_path}&model={st.session_state['model_id']}"
-        f"&layer={int(st.session_state['layer']) + 1}&head={int(st.session_state['head']) + 1}"
-    )
+def share_link(url_path: str, input_kind: str = "text") -> tuple[str, str | None]:
+    """Full link that reopens the current view (page, model, layer, head, colour-by, θ, input) and
+    the note of :func:`share_query`."""
+    text = st.session_state.get("genome_value" if input_kind == "spike" else "text_value") or ""
+    query, note = share_query(url_path, st.session_state["model_id"], st.session_state["layer"],
+                              st.session_state["head"], input_kind=input_kind, text=text,
+                              colour=st.session_state.get("w_feature"), theta=st.session_state.get("w_theta"))
+    try:
+        page_url = st.context.url
+    except Exception:  # noqa: BLE001 - no browser context (bare runs): a relative link
+        page_url = None
+    return share_url(query, page_url), note
 
 
 def write_query_params(current=None) -> None:

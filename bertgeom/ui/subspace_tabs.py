@@ -70,7 +70,7 @@ def weights_tab(v: View) -> None:
                                format_func=lambda n: WEIGHT_FEATURE_DOCS[n][0])
         label, formula, source = WEIGHT_FEATURE_DOCS[feature]
         st.caption(f"`{formula}` — {source}")
-        chart(fs.scalar_grid(wg.scalars[feature], label=feature, selected=(layer, head)), "w_sub_wgrid", selects_head=True)
+        chart(fs.scalar_grid(wg.scalars[feature], label=label, selected=(layer, head)), "w_sub_wgrid", selects_head=True)
     with right:
         st.markdown(f"#### {HL} · weight geometry")
         st.caption(f"d = {wg.d_model}, d_head = {wg.head_dim}. M_h ignores the biases; the query bias only "
@@ -187,7 +187,8 @@ def data_tab(v: View) -> None:
         if source == "difference":
             m = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
             zr = (-m, m) if m > 0 else (-1.0, 1.0)
-        chart(fs.scalar_grid(values, label=feature, selected=(layer, head), colorscale=cs, zrange=zr), "w_sub_dgrid", selects_head=True)
+        chart(fs.scalar_grid(values, label=DATA_SHORT.get(feature, label), selected=(layer, head), colorscale=cs, zrange=zr),
+              "w_sub_dgrid", selects_head=True)
     with right:
         st.markdown(f"#### {HL} · this input")
         st.caption(f"{dg.n_tokens} tokens used — {TOKEN_SETS[token_set]}; ε = {eps:g}."
@@ -341,7 +342,7 @@ def across_tab(v: View) -> None:
         else:
             groups = {"all inputs": v[:, 0]}
         with cols[i % 2]:
-            chart(fs.histogram_figure(groups, title=f"{HL}: {title}", x_title=q, nbins=nbins, x_range=xr), f"w_sub_hist_{q}")
+            chart(fs.histogram_figure(groups, title=f"{HL}: {title}", x_title=title, nbins=nbins, x_range=xr), f"w_sub_hist_{q}")
     if faithful:
         st.caption("Faithful mode: both attentions are shown; the paper's figures used the faithful one "
                    "(on 512 padded positions, which these traces do not have).")
