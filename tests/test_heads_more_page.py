@@ -116,3 +116,21 @@ def test_variant_model_domain_test_flow_window_and_set_disabling(tiny_variant_di
     grid = _grid(at, "Δ")
     assert len(plotly_array(grid["data"][0]["customdata"])) == 8
     assert grid["data"][0]["marker"]["colorscale"]  # diverging change of the true-class probability
+
+
+def test_gradient_tab_on_the_variant_model_and_minilm_says_why_not(tiny_variant_dir, monkeypatch):
+    from bertgeom.sets.inputs import genome_set
+
+    at = _page("Gradient importance", text_value=SENTENCE)
+    assert any("no classification head" in i.value for i in at.info)
+
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    at = _page("Gradient importance", model_id=str(tiny_variant_dir), genome_value=genome_set("demo")[-1].text,
+               layer=1, head=2)
+    assert "What this shows" in _text(at) and "(predicted)" in at.selectbox(key="w_grad_target").format_func(
+        at.selectbox(key="w_grad_target").value)
+    grid = _grid(at, "|∂L/∂α|")
+    g = plotly_array(grid["data"][0]["marker"]["color"]).astype(float)
+    assert g.shape == (8,) and (g >= 0).all() and g.max() > 0
+    heat = [s for s in _specs(at) if s["data"][0]["type"] == "heatmap"]
+    assert heat and len(heat[-1]["data"][0]["x"]) > 400  # the selected head's gradient map over the spike
