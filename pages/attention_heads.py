@@ -29,7 +29,7 @@ from bertgeom.analysis.patterns import (
 )
 from bertgeom.tables import arcs_frame, head_label, per_head_frame
 from bertgeom.ui.cache import cached_head_features
-from bertgeom.ui.heads_more_tabs import TABS as MORE_TABS
+from bertgeom.ui.heads_more_tabs import TABS as MORE_TABS, word_view
 from bertgeom.ui.heads_tabs import TABS, View, hover_labels, show_clark_findings, threshold_sliders, thresholds
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.widgets import chart, csv_button, doc_caption, head_picker, open_tabs
@@ -92,7 +92,8 @@ with left:
                          selected=(layer, head), hover_text=grid_hover)
     else:
         doc_caption(FEATURE_DOCS[colour])
-        grid = head_grid(table[colour], colour_label=colour, selected=(layer, head), hover_text=grid_hover)
+        grid = head_grid(table[colour], colour_label=FEATURE_DOCS[colour].label, selected=(layer, head),
+                         hover_text=grid_hover)
     chart(grid, "w_grid", selects_head=True)
 
 with right:
@@ -127,8 +128,8 @@ domains = trace.encoded.extra.get("domains") if is_spike else None
 
 # --- Head detail --------------------------------------------------------------------------
 def head_detail_tab() -> None:
-    attention = trace.attentions[layer, head]
-    axis = trace.axis_labels
+    attention, axis, tokens = (trace.attentions[layer, head], trace.axis_labels, trace.tokens) if is_spike \
+        else word_view(trace, layer, head)
     st.markdown(f"#### {head_label(layer, head)} — who attends to whom")
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to 1."
                + (" Spike tokens are labelled by amino-acid range; hover shows the spike domain." if is_spike else ""))
@@ -154,9 +155,9 @@ def head_detail_tab() -> None:
             csv_button(arcs, f"arcs_L{layer + 1}H{head + 1}.csv", "w_arcs_csv")
         else:
             st.write("No link reaches the threshold; lower θ to see weaker ones.")
-    if len(trace.tokens) <= 40:
+    if len(tokens) <= 40:
         with st.expander("Line view (each line: a query token on the left reading a key on the right)"):
-            chart(token_lines(attention, trace.tokens, theta=max(theta, 0.05)), "w_lines")
+            chart(token_lines(attention, tokens, theta=max(theta, 0.05)), "w_lines")
     with st.expander("Every feature of this head"):
         rows = [{"feature": n, "value": float(table[n][layer, head]), **feature_doc(n)._asdict()}
                 for n in table.names + table.hist_labels]

@@ -134,3 +134,21 @@ def test_gradient_tab_on_the_variant_model_and_minilm_says_why_not(tiny_variant_
     assert g.shape == (8,) and (g >= 0).all() and g.max() > 0
     heat = [s for s in _specs(at) if s["data"][0]["type"] == "heatmap"]
     assert heat and len(heat[-1]["data"][0]["x"]) > 400  # the selected head's gradient map over the spike
+
+
+def test_word_toggle_on_the_head_map(minilm):
+    from bertgeom.analysis.words import word_groups, word_level
+    from bertgeom.trace import run_trace
+
+    text = "Unbelievably, tokenisation splits words."
+    at = _page("Head detail", text_value=text, layer=2, head=4)
+    at.toggle(key="w_words").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    heat = next(s for s in _specs(at) if s["data"][0]["type"] == "heatmap")
+    tr = run_trace(minilm, text)
+    group, words = word_groups(tr.tokens)
+    assert len(heat["data"][0]["x"]) == len(words) < len(tr.tokens)
+    z = plotly_array(heat["data"][0]["z"]).astype(float).reshape(len(words), len(words))
+    expected = word_level(tr.attentions[2, 4], group)
+    shown = ~np.isnan(z)  # entries below θ are hidden
+    np.testing.assert_allclose(z[shown], expected[shown], atol=1e-5)

@@ -26,6 +26,26 @@ _SWAPS = {"cat": "dog", "dog": "cat", "he": "she", "she": "he", "his": "her", "h
           "small": "big", "good": "bad", "bad": "good", "tired": "hungry", "man": "woman", "woman": "man"}
 
 
+# --- Word-level maps ------------------------------------------------------------------------------
+
+
+def word_view(trace, layer: int, head: int) -> tuple[np.ndarray, list[str], list[str]]:
+    """The selected head's map, its axis labels and tokens: word pieces, or words when the toggle is on
+    (Clark §4.1: attention to a word = sum over its pieces, from a word = mean over its pieces)."""
+    from bertgeom.analysis.words import word_groups, word_level
+
+    group, words = word_groups(trace.tokens)
+    split = len(words) < len(trace.tokens)
+    on = st.toggle("Words instead of word pieces", key="w_words",
+                   help="Clark et al. §4.1: attention to a word is the sum over its pieces, attention from a word "
+                        "the mean over its pieces, so every row still sums to 1.")
+    if not on:
+        return trace.attentions[layer, head], trace.axis_labels, list(trace.tokens)
+    if not split:
+        st.caption("No word of this input is split into pieces: the word map is the token map.")
+    return word_level(trace.attentions[layer, head], group), [f"{i}:{w}" for i, w in enumerate(words)], words
+
+
 # --- Attention flow -------------------------------------------------------------------------------
 
 
