@@ -335,6 +335,9 @@ def gradient_tab(v: PageView) -> None:
                              title="Layer means, each scaled to its maximum", ylabel="relative"), "w_grad_layers")
     st.markdown(f"#### {head_label(layer, head)}: |∂L/∂α| of every weight (loss {res['loss']:.3g})")
     axis = v.trace.axis_labels
+    st.caption("A confident prediction has a small loss and small gradients everywhere; pick another class to see "
+               "what the model would need to change. In the last layer only the [CLS] row can matter (the classifier "
+               "reads [CLS] alone).")
     chart(fh.attention_map(res["grad"][layer, head], axis, colour_label="|∂L/∂α|", colorscale="Viridis"),
           "w_grad_map")
     csv_button(per_head_frame(kinds), f"attention_gradients_{labels[int(target)]}.csv", "w_grad_csv")
