@@ -108,3 +108,14 @@ def test_head_grid_copes_with_all_nan_and_constant_values():
     assert (nan["cmin"], nan["cmax"]) == (0.0, 1.0)
     const = _json(head_grid(np.full((2, 3), 0.5)))["data"][0]["marker"]
     assert const["cmin"] == 0.5 and const["cmax"] > 0.5
+
+
+def test_layer_lines_keep_coinciding_series_visible():
+    """Three series all at 1.0 (a fine-tuned head and its parent): each has its own dash and a
+    larger marker, so none is hidden under another."""
+    from bertgeom.figures.heads import layer_lines
+
+    fig = layer_lines({"a": [1.0, 1.0], "b": [1.0, 1.0], "c": [1.0, 1.0]})
+    dashes = [t.line.dash for t in fig.data]
+    sizes = [t.marker.size for t in fig.data]
+    assert len(set(dashes)) == 3 and sizes == sorted(sizes) and len(set(sizes)) == 3

@@ -274,12 +274,18 @@ def layer_bars(values: Sequence[float], *, title: str = "", ylabel: str = "", ho
 
 def layer_lines(series: Mapping[str, Sequence[float]], *, title: str = "", ylabel: str = "",
                 yrange: tuple[float, float] | None = None, xlabels: Sequence[str] | None = None) -> go.Figure:
-    """Lines over layers (x = ``xlabels`` or L1..Ln), one per series."""
+    """Lines over layers (x = ``xlabels`` or L1..Ln), one per series. Each series gets its own dash
+    and a larger hollow marker than the one before, so series that coincide (three cosines all at
+    1.0) stay visible one inside the other instead of hiding each other."""
     fig = go.Figure()
-    for name, vals in series.items():
+    dashes = ("solid", "dash", "dot", "dashdot")
+    symbols = ("circle", "square-open", "diamond-open", "circle-open")
+    for k, (name, vals) in enumerate(series.items()):
         v = np.asarray(vals, dtype=float)
         x = list(xlabels) if xlabels is not None else [f"L{i + 1}" for i in range(v.size)]
-        fig.add_trace(go.Scatter(x=x, y=v, mode="lines+markers", name=str(name)))
+        fig.add_trace(go.Scatter(x=x, y=v, mode="lines+markers", name=str(name),
+                                 line=dict(dash=dashes[k % 4], width=2),
+                                 marker=dict(symbol=symbols[k % 4], size=7 + 5 * (k % 4), line=dict(width=2))))
     fig.update_layout(title=title, height=300, yaxis=dict(title=ylabel, range=list(yrange) if yrange else None),
                       margin=dict(l=10, r=10, t=40 if title else 10, b=10), plot_bgcolor="white",
                       legend=dict(orientation="h", y=-0.25), font=_FONT)
