@@ -113,3 +113,15 @@ def test_attention_comparison_has_three_panels_and_the_difference():
     assert fig.data[2].zmid == 0
     with pytest.raises(ValueError):
         fs.attention_comparison_figure(Ac, Af[:2], ["a", "b", "c"], layer=0, head=0)
+
+
+def test_faithful_map_has_its_own_colour_scale():
+    """A flat faithful map next to a peaked model map must not render blank (#14)."""
+    from bertgeom.figures.subspace import attention_comparison_figure
+
+    n = 6
+    correct = np.eye(n)
+    faithful = np.full((n, n), 1.0 / n)
+    fig = attention_comparison_figure(correct, faithful, [str(i) for i in range(n)], layer=0, head=0)
+    heat = [t for t in fig.data if t.type == "heatmap"]
+    assert heat[0].zmax == 1.0 and abs(heat[1].zmax - 1.0 / n) < 1e-6

@@ -376,7 +376,9 @@ def attention_comparison_figure(
 ) -> go.Figure:
     """Three heatmaps side by side: the model's attention, the official code's hand-made
     attention (transposed head slices, no bias, no mask) and their difference
-    ``faithful - correct`` (diverging scale). Hover shows query, key and value."""
+    ``faithful - correct`` (diverging scale). Hover shows query, key and value. Each map has its
+    own colour scale (0 to its largest weight): the faithful map is often much flatter than the
+    model's, and on a shared scale it would look empty."""
     Ac = np.asarray(correct, dtype=np.float32)
     Af = np.asarray(faithful, dtype=np.float32)
     if Ac.shape != Af.shape or Ac.ndim != 2:
@@ -388,13 +390,13 @@ def attention_comparison_figure(
         rows=1, cols=3, horizontal_spacing=0.08,
         subplot_titles=("correct (the model's attention)", "faithful (official code)", "difference faithful − correct"),
     )
-    zmax = float(max(Ac.max(), Af.max(), 1e-9))
+    zc, zf = float(max(Ac.max(), 1e-9)), float(max(Af.max(), 1e-9))
     dmax = float(max(np.abs(D).max(), 1e-9))
     idx = np.arange(n)
     for col, (Z, kw) in enumerate(
         (
-            (Ac, dict(colorscale="Blues", zmin=0, zmax=zmax, colorbar=dict(x=0.645, thickness=8, len=0.9))),
-            (Af, dict(colorscale="Blues", zmin=0, zmax=zmax, showscale=False)),
+            (Ac, dict(colorscale="Blues", zmin=0, zmax=zc, colorbar=dict(x=0.285, thickness=8, len=0.9))),
+            (Af, dict(colorscale="Blues", zmin=0, zmax=zf, colorbar=dict(x=0.645, thickness=8, len=0.9))),
             (D, dict(colorscale="RdBu_r", zmid=0, zmin=-dmax, zmax=dmax, colorbar=dict(x=1.0, thickness=8, len=0.9))),
         ),
         start=1,
