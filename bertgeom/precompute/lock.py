@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bertgeom.precompute.core import PrecomputeError, PrecomputeOutputError
+from bertgeom.precompute.core import PrecomputeOutputError
 
 LOCK_NAME = "precompute.lock"
 
