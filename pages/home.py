@@ -25,6 +25,9 @@ def _tour_facts(sentence: str) -> dict[str, str]:
 
 
 def _prev_head(sentence: str) -> tuple[int, int]:
+    """The strongest previous-token head of MiniLM on ``sentence`` (L1 H1 if MiniLM is absent)."""
+    if "minilm-l6" not in REGISTRY:
+        return 0, 0
     layer, head = _tour_facts(sentence)["prev_head"].split(",")
     return int(layer), int(head)
 
