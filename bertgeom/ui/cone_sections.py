@@ -352,7 +352,7 @@ def distribution_section(v: View) -> None:
                            "to the nearest other class, averaged; near 0 = classes overlap, near 1 = well separated.")
                 sep_df = pd.DataFrame({"layer": np.arange(L + 1), "silhouette": sep["silhouette"],
                                        "between_within_variance_ratio": sep["variance_ratio"]})
-                probe_block(feats, groups[has], order, layer)
+                probe_block(feats, groups[has], order, layer, DISPLAY)
             elif not labelled:
                 st.info("No class labels in this set: the points are one group and no separability score is defined.")
             coord_df = pd.DataFrame(proj.coords, columns=[f"dim{i + 1}" for i in range(dims)])
@@ -366,7 +366,7 @@ def distribution_section(v: View) -> None:
                 with d2:
                     csv_button(sep_df, "separability_per_layer.csv", "w_cone_sep_csv", "Download separability CSV")
 
-def probe_block(feats: np.ndarray, groups: np.ndarray, order: list[str], layer: int) -> None:
+def probe_block(feats: np.ndarray, groups: np.ndarray, order: list[str], layer: int, display: dict) -> None:
     """One class against the rest, per layer: a small MLP's held-out score (``bertgeom.analysis.probe``)."""
     counts = {c: int((groups == c).sum()) for c in order if (groups == c).sum() >= 2}
     if not counts or len(groups) - min(counts.values()) < 2:
@@ -377,11 +377,12 @@ def probe_block(feats: np.ndarray, groups: np.ndarray, order: list[str], layer: 
                "saw (stratified cross-validation). Balanced accuracy 0.5 = chance, 1 = perfectly separable.")
     c1, _ = st.columns([2, 3])
     pos = c1.selectbox("Class", list(counts), key="w_cone_probe_cls",
-                       format_func=lambda c: f"{c} ({counts[c]}) vs the rest ({len(groups) - counts[c]})")
+                       format_func=lambda c: f"{display.get(c, c)} ({counts[c]}) vs the rest ({len(groups) - counts[c]})")
     res = cone_cache.probe(feats, groups, pos)
     chart(fc.layer_score_curve({"balanced accuracy": res["balanced_accuracy"], "ROC AUC": res["auc"]},
                                selected=layer, y_title="held-out score",
-                               title=f"{pos} vs the rest: held-out probe score per layer ({res['folds']}-fold)"),
+                               title=f"{display.get(pos, pos)} vs the rest: held-out probe score per layer "
+                                     f"({res['folds']}-fold)"),
           "w_cone_probe")
     csv_button(pd.DataFrame({"layer": np.arange(feats.shape[0]), "balanced_accuracy": res["balanced_accuracy"],
                              "roc_auc": res["auc"]}), f"probe_{pos}_vs_rest.csv", "w_cone_probe_csv",
