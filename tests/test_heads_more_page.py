@@ -152,3 +152,17 @@ def test_word_toggle_on_the_head_map(minilm):
     expected = word_level(tr.attentions[2, 4], group)
     shown = ~np.isnan(z)  # entries below θ are hidden
     np.testing.assert_allclose(z[shown], expected[shown], atol=1e-5)
+
+
+def test_compare_two_genomes_pairs_every_spike_position(tiny_variant_dir, monkeypatch):
+    from bertgeom.sets.inputs import genome_set
+
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    at = _page("Compare two inputs", model_id=str(tiny_variant_dir), genome_value=genome_set("demo")[-1].text)
+    box = at.selectbox(key="w_cmpin_b")
+    assert box.format_func(box.value).split(" — ")[0] in {"GH / pre-VOC", "Lambda", "Mu", "Alpha", "Beta", "Delta",
+                                                          "Gamma", "Omicron"}
+    assert "427 paired tokens (A has 427, B has 427)" in _text(at)
+    assert "differ between A and B (marked *" in _text(at)
+    tv = plotly_array(_grid(at, "TV distance")["data"][0]["marker"]["color"]).astype(float)
+    assert tv.shape == (8,) and (tv > 0).all()

@@ -132,15 +132,17 @@ def compare_inputs_tab(v: PageView) -> None:
                "pieces; inserted tokens stay unpaired). Per head, the change is the mean total-variation distance "
                "between paired attention rows: 0 = identical, 1 = no shared mass.")
     if v.is_spike:
+        from bertgeom.genome.classes import CLASS_DISPLAY
         from bertgeom.sets.inputs import genome_set
 
         demos = genome_set("demo")
+        label_of = {it.name: it.label or "" for it in demos}
         pred = v.trace.predicted
         names = [it.name for it in demos]
         if st.session_state.get("w_cmpin_b") not in names:
             st.session_state["w_cmpin_b"] = next((it.name for it in demos if it.label != pred), names[0])
         pick = st.selectbox("Input B (a shipped genome, one per class)", names, key="w_cmpin_b",
-                            format_func=lambda n: f"{next(it.label for it in demos if it.name == n)} — {n}")
+                            format_func=lambda n: f"{CLASS_DISPLAY.get(label_of[n], label_of[n])} — {n}")
         text_b = next(it.text for it in demos if it.name == pick)
     else:
         if "w_cmpin_text" not in st.session_state:
