@@ -64,7 +64,8 @@ def test_feature_bars_show_values_and_threshold_marks():
 
 def test_label_charts_distributions_and_lines():
     counts = fh.label_counts({"vertical": 3, "diagonal": 0}, display={"vertical": "Vertical"})
-    assert list(counts.data[0].x) == ["Vertical", "diagonal"] and list(counts.data[0].y) == [3, 0]
+    assert list(counts.data[0].y) == ["Vertical", "diagonal"] and list(counts.data[0].x) == [3, 0]
+    assert counts.data[0].orientation == "h"  # long names on the left, never overlapping
     shares = fh.label_shares({"Kovaleva": (("vertical", "diagonal"), np.array([0.75, 0.25])),
                               "gates": (("closed", "open"), np.array([1.0, 0.0]))})
     assert len(shares.data) == 3 and shares.layout.barmode == "stack"

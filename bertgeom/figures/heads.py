@@ -142,14 +142,18 @@ def feature_bars(
 
 
 def label_counts(counts: Mapping[str, int], *, display: Mapping[str, str] | None = None, title: str = "") -> go.Figure:
-    """Bar chart of how many heads carry each label."""
+    """Horizontal bars of how many heads carry each label: long names ("backward contextual
+    gate") sit on the left in full instead of overlapping under a half-width chart."""
     keys = list(counts)
     palette = category_colours(sorted(keys))
     names = [display.get(k, k) if display else k for k in keys]
-    fig = go.Figure(go.Bar(x=names, y=[counts[k] for k in keys], marker_color=[palette[k] for k in keys],
+    fig = go.Figure(go.Bar(y=names, x=[counts[k] for k in keys], orientation="h",
+                           marker_color=[palette[k] for k in keys],
                            text=[counts[k] for k in keys], textposition="outside", cliponaxis=False))
-    fig.update_layout(title=title, height=280, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-                      yaxis=dict(title="heads"), plot_bgcolor="white", font=_FONT)
+    fig.update_layout(title=title, height=90 + 26 * max(1, len(keys)),
+                      margin=dict(l=10, r=30, t=40 if title else 10, b=10),
+                      xaxis=dict(title="heads"), yaxis=dict(autorange="reversed", automargin=True),
+                      plot_bgcolor="white", font=_FONT)
     return fig
 
 
