@@ -321,8 +321,11 @@ def histogram_figure(
                    customdata=[name] * len(centres),
                    hovertemplate=f"{name}<br>%{{x:.4g}}: %{{y}} inputs<extra></extra>")
         )
-    layout(fig, title=title, height=300, barmode="overlay", bargap=0,
-            legend=dict(orientation="h", y=-0.3, font=dict(size=10)), showlegend=len(vals) > 1)
+    several = len(vals) > 1
+    layout(fig, title=title, height=340 if several else 300, barmode="overlay", bargap=0,
+            legend=dict(orientation="h", yanchor="top", y=-0.32, x=0, font=dict(size=10)), showlegend=several)
+    if several:  # room under the axis title, so the legend never sits on it
+        fig.update_layout(margin=dict(b=100))
     fig.update_xaxes(title=x_title)
     fig.update_yaxes(title="inputs")
     return fig
