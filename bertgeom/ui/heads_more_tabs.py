@@ -252,7 +252,8 @@ def set_disable_section(v: PageView) -> None:
                              "d_true_prob": s["d_true_prob"], "d_cls": s["d_cls"]})
         with c2:
             st.markdown("Heads whose loss hurts most")
-            st.dataframe(df.sort_values("d_true_prob").head(8).round(4), hide_index=True, width="stretch")
+            st.dataframe(df.sort_values("d_true_prob")[["layer", "head", "d_true_prob", "d_accuracy"]].head(8).round(4),
+                         hide_index=True, width="stretch")
     else:
         st.markdown(f"**Mean 1 − cosine of the final [CLS]** over {s['n']} sentences; click a head.")
         df = per_head_frame({"d_cls": s["d_cls"]})
