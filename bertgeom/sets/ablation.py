@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
@@ -65,13 +66,16 @@ def input_sweep(loaded, item: InputItem, *, cache: bool = True) -> dict[str, np.
 
 
 def sweep_over_set(loaded, items: Sequence[InputItem], progress: Callable[[int, int], None] | None = None,
-                   *, cache: bool = True) -> dict[str, np.ndarray]:
+                   *, cache: bool = True, around: Callable[[], AbstractContextManager] = nullcontext
+                   ) -> dict[str, np.ndarray]:
     """Stack :func:`input_sweep` over ``items`` (inputs that cannot be encoded are listed in
-    ``err_names``) and add the per-head summary of :func:`summarise_sweeps`."""
+    ``err_names``); ``around()`` is entered around each input's sweep (e.g. a slot of a work queue,
+    so a long set never holds one for minutes)."""
     sweeps, names, labels, errors = [], [], [], []
     for i, it in enumerate(items):
         try:
-            sweeps.append(input_sweep(loaded, it, cache=cache))
+            with around():
+                sweeps.append(input_sweep(loaded, it, cache=cache))
             names.append(it.name)
             labels.append(it.label or "")
         except InputError as exc:

@@ -16,6 +16,7 @@ from bertgeom.tables import head_label, per_head_frame
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
+from bertgeom.ui.workqueue import heavy
 
 #: Inputs longer than this get attention flow on a window of their first tokens (one max-flow per token and layer).
 FLOW_MAX_TOKENS = 48
@@ -53,9 +54,10 @@ def word_view(trace, layer: int, head: int) -> tuple[np.ndarray, list[str], list
 def cached_flow(model_id: str, text: str, n: int, residual: float, target: int) -> dict:
     from bertgeom.analysis.flow import attention_flow, rollout
 
-    A = get_trace(model_id, text).attentions[:, :, :n, :n]
-    return {"flow": attention_flow(A, target=target, residual=residual),
-            "rollout": rollout(A, residual=residual)[:, target, :]}
+    A = get_trace(model_id, text).attentions[:, :, :n, :n]  # before the slot (see bertgeom.ui.workqueue)
+    with heavy("solving the max-flow problems"):
+        return {"flow": attention_flow(A, target=target, residual=residual),
+                "rollout": rollout(A, residual=residual)[:, target, :]}
 
 
 def flow_tab(v: PageView) -> None:
@@ -233,7 +235,8 @@ def set_disable_section(v: PageView) -> None:
                   on_click=lambda: st.session_state.update(abl_set_req=req))
         return
     with progress("Disabling every head on every input…") as update:
-        arrays = sweep_over_set(cached_model(v.model_id), chosen, update)
+        arrays = sweep_over_set(cached_model(v.model_id), chosen, update,
+                                around=lambda: heavy("disabling every head on one input"))
     errors_expander(zip(map(str, arrays["err_names"]), map(str, arrays["err_msgs"])))
     s = summarise_sweeps(arrays, loaded.labels)
     if classifier:
@@ -301,8 +304,10 @@ def domain_test_section(summary, mask: np.ndarray, dom: str, v: PageView, who: s
 def cached_gradients(model_id: str, text: str, target: int | None) -> dict:
     from bertgeom.analysis.gradients import attention_gradients, gradient_by_key_kind
 
-    enc = get_trace(model_id, text).encoded
-    res = attention_gradients(cached_model(model_id), enc.input_ids, target)
+    enc = get_trace(model_id, text).encoded  # before the slot (see bertgeom.ui.workqueue)
+    loaded = cached_model(model_id)
+    with heavy("differentiating the loss"):
+        res = attention_gradients(loaded, enc.input_ids, target)
     res["kinds"] = gradient_by_key_kind(res["grad"], res["attn"], enc.is_cls, enc.is_sep)
     return res
 
