@@ -62,3 +62,41 @@ def test_cone_page_shows_all_8_classes_with_the_shipped_model(tmp_path, monkeypa
     assert not at.exception
     assert any("Separability" in (s["layout"].get("title") or {}).get("text", "")
                for s in (json.loads(el.proto.spec) for el in at.get("plotly_chart")))
+
+
+def test_one_foreign_marker_or_one_reversion_does_not_flip_the_shipped_model(variant):
+    """Issue 11: the demo genomes keep their call with one characteristic mutation of another class
+    added (T19R, D80A, T76I, K417N wherever foreign, plus others drawn from the table) or one of their
+    own reverted; the rule-based marker call agrees on every one of them."""
+    from bertgeom.genome.align import align_spike
+    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.genome.markers import call_by_markers
+    from bertgeom.variant.predict import logits_for_ids
+    from bertgeom.variant.robustness import Genome, perturbations
+
+    genomes = [Genome(meta["name"], meta["class"], cut.aligned, tuple(cut.insertions))
+               for rec, meta in load_demo_genomes() for cut in [align_spike(rec.sequence)]]
+    pert = perturbations(genomes, seed=1, foreign_per_genome=2, revert_per_genome=2)
+    assert len(pert) >= 40
+    texts = [g.aligned for g in genomes] + [p.aligned for p in pert]
+    ids, _ = variant.tokenizer.encode_batch(texts, max_length=None)
+    calls = [variant.labels[i] for i in logits_for_ids(variant, ids).argmax(1)]
+    plain, perturbed = calls[: len(genomes)], calls[len(genomes):]
+    assert plain == [g.cls for g in genomes]
+    flips = [(genomes[p.base].cls, p.change, c) for p, c in zip(pert, perturbed) if c != plain[p.base]]
+    assert not flips, flips
+    assert all(call_by_markers(p.aligned, p.insertions).call == genomes[p.base].cls for p in pert)
+
+
+def test_no_shipped_validation_genome_is_wrong_with_high_confidence(variant):
+    from bertgeom.genome.dataset import load_validation_small
+    from bertgeom.genome.fasta import SequenceRecord
+    from bertgeom.variant.predict import classify_stream
+
+    pairs = load_validation_small()
+    truth = {rec.name: meta["class"] for rec, meta in pairs}
+    preds = list(classify_stream(variant, [rec for rec, _ in pairs if isinstance(rec, SequenceRecord)]))
+    confident_wrong = [(p.name, p.predicted, max(p.probs.values())) for p in preds
+                       if p.qc == "pass" and p.predicted != truth[p.name] and max(p.probs.values()) >= 0.9]
+    assert not confident_wrong
+    assert all(p.rule_call for p in preds) and sum(p.rule_call == truth[p.name] for p in preds) >= len(preds) - 1

@@ -36,7 +36,10 @@ def _stage_line(stage: dict) -> str:
             f"({summ.get('steps', 'n/a')} steps, {summ.get('train_examples', 'n/a')} pool examples), encoder lr "
             f"{stage.get('lr_encoder')}, new-parameter lr {stage.get('lr_new')}, {aug}; "
             f"{summ.get('train_seconds', 'n/a')} s on {summ.get('device', 'cpu')}"
-            f"{' (bf16)' if summ.get('bf16') else ''} with {stage.get('threads') or 'all'} thread(s)")
+            f"{' (bf16)' if summ.get('bf16') else ''} with {stage.get('threads') or 'all'} thread(s)"
+            + (f" ({', '.join(f'{k}={v}' for k, v in overrides.items())})" if (overrides := {
+                k: v for k, v in (stage.get("augment") or {}).items() if k != "off"}) else "")
+            + (f". {(stage.get('extra') or {}).get('note')}" if (stage.get("extra") or {}).get("note") else ""))
 
 
 def _robustness_table(rob: dict) -> str:
@@ -61,9 +64,10 @@ def write_card(model_dir: Path, evaluation: dict, robustness: dict | None = None
     stage_lines = "\n".join(f"{i}. {_stage_line(st)}." for i, st in enumerate(stages, 1))
     cmd = "python -m bertgeom train"
     if train_cfg.get("init_from"):
-        cmd += f" --init-from {train_cfg['init_from']}"
+        cmd += f" --init-from {train_cfg['init_from'].split(' ')[0]}"
     cmd += (f" --epochs {train_cfg.get('epochs')} --batch-size {train_cfg.get('batch_size')} --lr-encoder "
             f"{train_cfg.get('lr_encoder')} --lr-new {train_cfg.get('lr_new')} --threads {train_cfg.get('threads') or 0}")
+    cmd += "".join(f" --augment {k}={v}" for k, v in (train_cfg.get("augment") or {}).items() if k != "off")
     rob_block = ""
     if robustness:
         rob_block = f"""
@@ -96,12 +100,13 @@ were dropped since spike inputs never use them). Weights: fp16 safetensors, {siz
 {stage_lines}
 
 Every stage fine-tunes end to end with AdamW, linear warm-up ({train_cfg.get('warmup_share')}) and decay,
-gradient clipping {train_cfg.get('max_grad_norm')}; the newest also uses label smoothing
-{train_cfg.get('label_smoothing', 0)}. The robustness stage draws fresh **label-preserving augmentations**
-for every example of every step (`bertgeom.genome.augment`): 1-3 characteristic mutations of other classes
-injected (convergent evolution; half the examples), 1-2 own markers reverted (30 %), an own marker under
-an N run (20 %), private substitutions and partial spikes; an augmentation is kept only if the
-rule-based marker call still gives the label.
+gradient clipping {train_cfg.get('max_grad_norm')}; the stages with augmentation also use label smoothing
+{train_cfg.get('label_smoothing', 0)}. They draw fresh **label-preserving augmentations** for every example of
+every step (`bertgeom.genome.augment`; defaults, overridden where a stage says so): 1-3 characteristic
+mutations of other classes injected (convergent evolution; half the examples; one that falls on an own
+marker's codon replaces it), 1-2 own markers reverted (30 %), an own marker under an N run (20 %), private
+substitutions and partial spikes; an augmentation is kept only if the rule-based marker call still gives
+the label.
 
 **Training data** (open data only, no GISAID), shipped in `bertgeom/data/genomes`:
 * {train_cfg.get('synth_per_class')} synthetic spikes per class from the Nextstrain clade definitions
