@@ -115,11 +115,12 @@ def test_in_the_app_a_cache_miss_waits_for_a_slot_and_a_hit_does_not():
     at = AppTest.from_file(APP, default_timeout=240)
     at.session_state["model_id"] = "tiny-random"
     at.session_state["text_value"] = sentence
+    at.run()  # the home page draws without a trace; the Attention Heads page needs one
     before = q.waits
     done = threading.Event()
 
     def run():
-        at.run()
+        at.switch_page("pages/attention_heads.py").run()
         done.set()
 
     runner = threading.Thread(target=run)
