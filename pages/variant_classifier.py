@@ -165,7 +165,7 @@ with right:
     opinion = second_opinion(analysis, pred, confidence, min_conf)
     mark = ":green[:material/check_circle: agrees]" if opinion["agrees"] else ":red[:material/error: disagrees]"
     st.markdown(f"**Second opinion** (rule-based, from each class's characteristic spike mutations): "
-                f"**{opinion['display']}** — {opinion['matched']} of {opinion['expected']} markers, {mark}",
+                f"**{opinion['display']}** — {opinion['evidence']}, {mark}",
                 help="The table of characteristic mutations ships with the app "
                      "(bertgeom/data/definitions/characteristic_mutations.tsv): mutations shared by every "
                      "Nextstrain clade of a class, plus those carried by >= 75% of its training genomes. "

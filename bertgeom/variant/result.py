@@ -95,7 +95,10 @@ def second_opinion(analysis, pred: str, confidence: float, min_confidence: float
     ev = rule.evidence.get(rule.call)
     out = {"call": rule.call, "display": CLASS_DISPLAY.get(rule.call, rule.call), "summary": rule.summary(),
            "agrees": rule.call == pred, "matched": len(ev.present) if ev else 0,
-           "expected": ev.n_markers if ev else 0, "warning": ""}
+           "expected": ev.n_markers if ev else 0, "warning": "",
+           "evidence": (f"{len(ev.present)} of {ev.n_markers} markers" if rule.call != "gh" and ev else
+                        "no VOC's characteristic markers carried" + (f" ({rule.reason.split('(', 1)[1]}"
+                                                                      if "(" in rule.reason else ""))}
     if rule.call != pred:
         out["warning"] = (f"The BERT ({CLASS_DISPLAY.get(pred, pred)}, {confidence:.0%}) and the rule-based call "
                           f"from characteristic mutations ({out['display']}: {rule.summary()}) disagree. Check the "
