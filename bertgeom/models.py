@@ -339,17 +339,22 @@ def register_loader(name: str, fn, *, recognise=None) -> None:
 
 
 def resolve_device(name: str | None = "auto") -> str:
-    """``auto`` -> ``cuda`` when torch sees a CUDA GPU, else ``cpu``; ``cpu`` and ``cuda`` as asked.
-    An unknown or unavailable device raises ``ValueError`` with one sentence."""
+    """``auto`` -> ``cuda`` when torch sees a CUDA GPU, else ``mps`` (Apple) when present, else ``cpu``;
+    ``cpu``, ``cuda`` and ``mps`` as asked. An unknown or unavailable device raises ``ValueError``
+    with one sentence. The one device rule of the library, the CLI, training and precompute."""
     import torch
 
     name = (name or "auto").strip().lower()
+    mps = getattr(torch.backends, "mps", None)
+    has_mps = bool(mps is not None and mps.is_available())
     if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return "cuda" if torch.cuda.is_available() else ("mps" if has_mps else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda was asked for, but torch sees no CUDA GPU on this machine.")
-    if name not in ("cpu", "cuda"):
-        raise ValueError(f"unknown device {name!r}: use auto, cpu or cuda.")
+    if name == "mps" and not has_mps:
+        raise ValueError("--device mps was asked for, but this torch build has no MPS device.")
+    if name not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"unknown device {name!r}: use auto, cpu, cuda or mps.")
     return name
 
 

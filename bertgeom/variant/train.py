@@ -34,6 +34,7 @@ import numpy as np
 
 from bertgeom.genome.classes import CLASS_TO_ID, CLASSES
 from bertgeom.genome.reference import data_path
+from bertgeom.models import resolve_device  # noqa: F401 - the one device rule, re-exported for the CLI
 
 #: Folder holding ``genomes/open_genomes_dev.fasta.xz`` and its labels: the copy shipped in the package.
 BUNDLED_DATA = data_path()
@@ -90,26 +91,6 @@ class Example:
 
 def _log(msg: str) -> None:
     print(time.strftime("%H:%M:%S"), msg, flush=True)
-
-
-def resolve_device(name: str = "auto") -> str:
-    """``auto`` -> ``cuda`` when a CUDA GPU is visible, else ``mps`` (Apple) when present, else ``cpu``.
-    An explicit device that is not available raises ``ValueError`` with one sentence."""
-    import torch
-
-    name = (name or "auto").lower()
-    if name == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        mps = getattr(torch.backends, "mps", None)
-        return "mps" if mps is not None and mps.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for, but torch sees no CUDA GPU on this machine.")
-    if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ValueError("--device mps was asked for, but this torch build has no MPS device.")
-    if name not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"unknown device {name!r}: use auto, cpu, cuda or mps.")
-    return name
 
 
 def use_bf16(device: str, precision: str = "auto") -> bool:
