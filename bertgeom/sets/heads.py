@@ -49,18 +49,24 @@ def _domain_names() -> list[str]:
     return list(DOMAIN_ORDER) + [CLS_DOMAIN]
 
 
-def domain_masses(attn: np.ndarray, encoded, theta: float = SET_THETA) -> tuple[np.ndarray, np.ndarray]:
-    """Attention mass falling on each spike domain, per head: ``([L, H, D], [L, H, D])`` for all
-    weights and for weights ``> theta`` only, on the paper's zeroed map ([SEP] onwards removed).
-
-    Summed over queries and keys of the domain; the class proportion is the ratio of sums over
-    inputs (= Vig 2021's ``prop_attention``, docs/methods.md §5 on the class-mean map)."""
+def _domain_onehot(encoded) -> np.ndarray:
+    """``[T, D]``: 1 where token ``t`` lies in domain ``d`` (``[CLS]`` counts as its own domain)."""
     names = _domain_names()
     doms = [d or CLS_DOMAIN for d in encoded.extra.get("domains", [""] * encoded.n_tokens)]
     onehot = np.zeros((encoded.n_tokens, len(names)), dtype=np.float64)
     for j, d in enumerate(doms):
         if d in names:
             onehot[j, names.index(d)] = 1.0
+    return onehot
+
+
+def domain_masses(attn: np.ndarray, encoded, theta: float = SET_THETA) -> tuple[np.ndarray, np.ndarray]:
+    """Attention mass falling on each spike domain, per head: ``([L, H, D], [L, H, D])`` for all
+    weights and for weights ``> theta`` only, on the paper's zeroed map ([SEP] onwards removed).
+
+    Summed over queries and keys of the domain; the class proportion is the ratio of sums over
+    inputs (= Vig 2021's ``prop_attention``, docs/methods.md §5 on the class-mean map)."""
+    onehot = _domain_onehot(encoded)
     keep = kept_tokens(encoded.is_sep, "first_sep").astype(np.float32)
     Z = np.asarray(attn, dtype=np.float32) * keep[:, None] * keep[None, :]
     col = Z.sum(axis=2, dtype=np.float64)  # [L, H, T]: mass received by each key
@@ -72,12 +78,7 @@ def domain_counts(attn: np.ndarray, encoded, theta: float = SET_THETA) -> tuple[
     """Counts for the top-head domain test (:mod:`bertgeom.analysis.domain_test`): ``[L, H, D]``
     number of strong entries (``A_ij > theta`` on the zeroed map) whose key lies in each domain,
     and ``[D]`` number of kept tokens (the map's rows after zeroing) in each domain."""
-    names = _domain_names()
-    doms = [d or CLS_DOMAIN for d in encoded.extra.get("domains", [""] * encoded.n_tokens)]
-    onehot = np.zeros((encoded.n_tokens, len(names)), dtype=np.float64)
-    for j, d in enumerate(doms):
-        if d in names:
-            onehot[j, names.index(d)] = 1.0
+    onehot = _domain_onehot(encoded)
     keep = kept_tokens(encoded.is_sep, "first_sep")
     strong = (np.asarray(attn) > theta) & keep[:, None] & keep[None, :]
     return strong.sum(axis=2, dtype=np.float64) @ onehot, keep.astype(np.float64) @ onehot
