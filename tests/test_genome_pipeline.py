@@ -1,6 +1,5 @@
 """analyse_sequence end to end, the shipped data, and the held-out split."""
 
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -19,8 +18,7 @@ from bertgeom.genome.kmers import KmerVocab
 from bertgeom.genome.pipeline import analyse_many, analyse_sequence
 from bertgeom.genome.reference import data_path, reference_spike
 
-SHARED = Path("/work/shared/data/genomes")
-needs_shared = pytest.mark.skipif(not (SHARED / "open_genomes_dev_labels.tsv").exists(), reason="developer data absent")
+DEV = data_path("genomes")  # the open developer genomes ship with the package
 
 
 def test_analyse_demo_genome():
@@ -73,9 +71,8 @@ def test_split_rules_on_toy_rows():
     assert split_real_genomes(pd.DataFrame(rows)) == (tr, va)
 
 
-@needs_shared
 def test_shipped_genomes_are_held_out():
-    labels = read_labels(SHARED / "open_genomes_dev_labels.tsv")
+    labels = read_labels(DEV / "open_genomes_dev_labels.tsv")
     split = split_real_genomes(labels)
     val = set(split.validation)
     by_cls = {}
@@ -89,9 +86,8 @@ def test_shipped_genomes_are_held_out():
     assert {r.name for r, _ in load_demo_genomes()} <= val
 
 
-@needs_shared
 def test_load_dev_genomes():
-    g = load_dev_genomes(SHARED / "open_genomes_dev.fasta.xz", SHARED / "open_genomes_dev_labels.tsv")
+    g = load_dev_genomes(DEV / "open_genomes_dev.fasta.xz", DEV / "open_genomes_dev_labels.tsv")
     assert len(g) == 567 and {x.cls for x in g} == set(CLASSES) | {None}
     assert all(len(x.sequence) > 28000 for x in g)
 

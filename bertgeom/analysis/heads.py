@@ -24,7 +24,7 @@ Sources (see ``FEATURE_DOCS`` for the per-feature formula):
   features G1-G7 of Guan 2020 reconstruction, docs/methods.md §3.3; the paper's formulas were not read).
 * Bonino et al. 2025, *The geometry of BERT* -- **reconstruction** gate features of
   docs/methods.md §3.4 (backward/forward masses, top content column, row alignment,
-  k90, block mass) and the metastable-state size k90 of §2.5.
+  k90, block mass); k90 is the metastable-state size of Ramsauer et al. 2021.
 
 Row convention: unless a feature says otherwise, it is a mean over the *query rows*
 ``Q``, by default the content tokens (``rows="content"``: not [CLS], [SEP], [PAD]),
