@@ -58,30 +58,24 @@ def logits_for_ids(loaded: LoadedModel, ids: np.ndarray) -> np.ndarray:
 
 
 class FastClassifier:
-    """A copy of a variant model for classification only: SDPA attention (no attention weights are
-    kept), on ``device`` (``auto``: a GPU when there is one), in bf16 on a GPU that supports it with
+    """A copy of a variant model for classification only (:func:`bertgeom.models.inference_copy`:
+    SDPA attention, no attention weights kept), on ``device`` (``auto``: a GPU when there is one), in bf16 on a GPU that supports it with
     an fp32 fallback. The shared model (eager attention, for the analyses) is left untouched.
 
     ``FastClassifier(loaded, "cpu").logits(ids)`` equals :func:`logits_for_ids` to ~1e-5.
     """
 
     def __init__(self, loaded: LoadedModel, device: str = "auto", precision: str = "auto"):
-        import copy
-
         import torch
 
-        from bertgeom.variant.train import resolve_device
+        from bertgeom.models import inference_copy
 
-        self.device = resolve_device(device)
-        model = copy.deepcopy(loaded.model)
-        try:
-            model.set_attn_implementation("sdpa")
-        except Exception:  # pragma: no cover - a transformers without SDPA for BERT: eager is still right
-            pass
+        private = inference_copy(loaded, device, attentions=False)  # SDPA, on the device, shared model untouched
+        self.device = private.device
         self.dtype = torch.float32
         if self.device == "cuda" and precision != "fp32" and torch.cuda.is_bf16_supported():
             self.dtype = torch.bfloat16
-        self.model = model.to(self.device, dtype=self.dtype).eval()
+        self.model = private.model.to(dtype=self.dtype)
 
     def logits(self, ids: np.ndarray) -> np.ndarray:
         import torch
