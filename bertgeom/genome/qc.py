@@ -68,6 +68,11 @@ def _grade(value: float, warn: float, fail: float, higher_is_worse: bool = True)
     return "fail" if value < fail else ("warn" if value < warn else "pass")
 
 
+def _judge(checks: dict[str, str], messages: dict[str, str]) -> tuple[str, list[str]]:
+    """The worst grade of ``checks`` and one reason (from ``messages``) per check that did not pass."""
+    return max(checks.values(), key=_RANK.__getitem__), [messages[k] for k, v in checks.items() if v != "pass"]
+
+
 def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None) -> QCResult:
     """QC of one spike cut with its mutation report; ``cls`` = class to judge private mutations
     against (the predicted class); by default the class of the nearest clade."""
@@ -90,20 +95,14 @@ def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None) -
         "stop codons": _grade(len(stops), STOP_WARN, STOP_FAIL),
         "private mutations": "fail" if len(private) > PRIVATE_FAIL else ("warn" if len(private) > PRIVATE_WARN else "pass"),
     }
-    reasons = []
-    if checks["coverage"] != "pass":
-        reasons.append(f"the sequence covers only {cut.coverage:.1%} of the spike")
-    if checks["missing data"] != "pass":
-        reasons.append(f"{n_count} of {n} spike bases are N ({n_share:.1%})")
-    if checks["ambiguous bases"] != "pass":
-        reasons.append(f"{amb} ambiguous bases (IUPAC codes) in the spike")
-    if checks["frameshifts"] != "pass":
-        reasons.append(f"{len(fs)} frameshift(s) in the spike: {', '.join(fs)}")
-    if checks["stop codons"] != "pass":
-        reasons.append(f"premature stop codon(s): {', '.join(stops)}")
-    if checks["private mutations"] != "pass":
-        reasons.append(f"{len(private)} spike substitutions not expected in class {cls}")
-    verdict = max(checks.values(), key=_RANK.__getitem__)
+    verdict, reasons = _judge(checks, {
+        "coverage": f"the sequence covers only {cut.coverage:.1%} of the spike",
+        "missing data": f"{n_count} of {n} spike bases are N ({n_share:.1%})",
+        "ambiguous bases": f"{amb} ambiguous bases (IUPAC codes) in the spike",
+        "frameshifts": f"{len(fs)} frameshift(s) in the spike: {', '.join(fs)}",
+        "stop codons": f"premature stop codon(s): {', '.join(stops)}",
+        "private mutations": f"{len(private)} spike substitutions not expected in class {cls}",
+    })
     return QCResult(verdict, reasons, cut.coverage, n_share, n_count, amb, fs, stops, private, cls, checks)
 
 
@@ -171,12 +170,9 @@ def genome_qc(aln) -> GenomeQC:
         "ambiguous bases": _grade(ambiguous, AMBIGUOUS_WARN, AMBIGUOUS_FAIL),
         "frameshifts": _grade(len(shifts), FRAMESHIFT_WARN, FRAMESHIFT_FAIL),
     }
-    reasons = []
-    if checks["missing data"] != "pass":
-        reasons.append(f"{missing:,} bases missing (N or not covered) in the genome")
-    if checks["ambiguous bases"] != "pass":
-        reasons.append(f"{ambiguous} ambiguous bases in the genome")
-    if checks["frameshifts"] != "pass":
-        reasons.append("frameshifting indels in coding sequences: " + ", ".join(shifts[:5]))
-    verdict = max(checks.values(), key=_RANK.__getitem__)
+    verdict, reasons = _judge(checks, {
+        "missing data": f"{missing:,} bases missing (N or not covered) in the genome",
+        "ambiguous bases": f"{ambiguous} ambiguous bases in the genome",
+        "frameshifts": "frameshifting indels in coding sequences: " + ", ".join(shifts[:5]),
+    })
     return GenomeQC(verdict, reasons, coverage, missing, ambiguous, shifts, checks)
