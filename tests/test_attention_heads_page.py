@@ -10,10 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bertgeom.figures.base import picked_head
+from heads_page import chart_specs, open_heads_page, page_text
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SENTENCE = "The cat sat on the mat because it was tired."
-PAGE = "pages/attention_heads.py"
 
 
 @pytest.fixture(autouse=True)
@@ -22,24 +21,13 @@ def _cache_dir(tmp_path_factory, monkeypatch):
 
 
 def _page(tab: str = "Head detail", **state) -> AppTest:
-    state.setdefault("model_id", "minilm-l6")  # explicit: the default model may change
-    at = AppTest.from_file(APP, default_timeout=240)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.run()
-    at.switch_page(PAGE)
-    at.session_state["heads_tab"] = tab
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_heads_page(tab, 240, **state)
 
 
-def _chart_specs(at) -> list[dict]:
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+_chart_specs = chart_specs
 
 
-def _text(at) -> str:
-    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [i.value for i in at.info])
+_text = page_text
 
 
 def _variant_state(tiny_variant_dir) -> dict:

@@ -3,17 +3,14 @@ head disabling over a set, and the top-head domain test — on MiniLM and on the
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from heads_page import chart_specs, open_heads_page, page_text  # noqa: E402
 from plotly_json import plotly_array  # noqa: E402
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
-PAGE = "pages/attention_heads.py"
 SENTENCE = "The cat sat on the mat because it was tired."
 
 
@@ -23,24 +20,13 @@ def _cache_dir(tmp_path_factory, monkeypatch):
 
 
 def _page(tab: str, **state) -> AppTest:
-    state.setdefault("model_id", "minilm-l6")
-    at = AppTest.from_file(APP, default_timeout=300)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.run()
-    at.switch_page(PAGE)
-    at.session_state["heads_tab"] = tab
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_heads_page(tab, 300, **state)
 
 
-def _specs(at) -> list[dict]:
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+_specs = chart_specs
 
 
-def _text(at) -> str:
-    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [i.value for i in at.info])
+_text = page_text
 
 
 def _grid(at, colour_label: str) -> dict:
