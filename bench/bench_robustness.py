@@ -84,27 +84,15 @@ def bert_classifier(model_dir: Path, batch_size: int = 32):
 
 def baseline_classifier(loaded):
     """The k-mer-count logistic regression of ``evaluate``, trained on the model's recipe now."""
-    from bertgeom.variant.predict import kmer_count_matrix, train_kmer_baseline
-    from bertgeom.variant.train import TrainConfig, augmented_copies, build_examples
+    from bertgeom.variant.predict import kmer_features, recipe_baseline
 
-    cfg_dict = loaded.model.config.to_dict().get("bertgeom_train_config") or {}
-    cfg = TrainConfig(**{k: v for k, v in cfg_dict.items() if k in TrainConfig.__dataclass_fields__})
-    if "augment" not in cfg_dict:  # a model trained before augmentation existed: its recipe had none
-        cfg.augment = {"off": True}
-    cfg.data_dir, cfg.init_from = "", ""
-    pool, _ = build_examples(cfg)
-    examples = augmented_copies(pool, 2, cfg.seed, cfg.augment_config())
-    clf = train_kmer_baseline(loaded.tokenizer, [e.spike for e in examples], [e.cls for e in examples])
+    clf = recipe_baseline(loaded)
 
     def classify(inputs):
-        x = kmer_count_matrix(loaded.tokenizer, [a for a, _ in inputs])
-        x.data = np.log1p(x.data)
-        return list(clf.predict(x))
+        return list(clf.predict(kmer_features(loaded.tokenizer, [a for a, _ in inputs])))
 
     def confidence(inputs):
-        x = kmer_count_matrix(loaded.tokenizer, [a for a, _ in inputs])
-        x.data = np.log1p(x.data)
-        return list(clf.predict_proba(x).max(1))
+        return list(clf.predict_proba(kmer_features(loaded.tokenizer, [a for a, _ in inputs])).max(1))
 
     return classify, confidence
 

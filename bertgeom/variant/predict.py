@@ -30,6 +30,7 @@ class Prediction:
     unk_rate: float | None = None
     rule_call: str = ""  #: the rule-based marker call (bertgeom.genome.markers), a second opinion
     rule_evidence: str = ""  #: its evidence, e.g. "delta: 7/7 markers"
+    spike: str = field(default="", repr=False)  #: the aligned spike read (not a CSV column)
     error: str = ""
 
     def row(self, labels: Iterable[str], model_version: str) -> dict:
@@ -106,6 +107,7 @@ def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray 
     pred.unk_rate = a.unk_rate
     rule = call_cut(a.spike)
     pred.rule_call, pred.rule_evidence = rule.call, rule.summary()
+    pred.spike = a.spike.aligned
     return pred, ids
 
 
@@ -230,15 +232,35 @@ def kmer_count_matrix(vocab, spikes: list[str]):
     return m
 
 
+def kmer_features(vocab, spikes: list[str]):
+    """The baseline's features: ``log1p`` of the k-mer counts."""
+    x = kmer_count_matrix(vocab, spikes)
+    x.data = np.log1p(x.data)
+    return x
+
+
 def train_kmer_baseline(vocab, spikes: list[str], classes: list[str], seed: int = 0):
     """Logistic regression on k-mer counts (log1p), trained on the model's own training recipe."""
     from sklearn.linear_model import LogisticRegression
 
-    x = kmer_count_matrix(vocab, spikes)
-    x.data = np.log1p(x.data)
     clf = LogisticRegression(max_iter=2000, C=1.0, random_state=seed)
-    clf.fit(x, classes)
+    clf.fit(kmer_features(vocab, spikes), classes)
     return clf
+
+
+def recipe_baseline(loaded: LoadedModel, data_dir: str | None = None):
+    """The k-mer baseline trained now on ``loaded``'s own recipe (its saved config; a model from before
+    augmentation existed had none), from the developer genomes in ``data_dir`` (default: shipped)."""
+    from bertgeom.variant.train import TrainConfig, augmented_copies, build_examples
+
+    cfg_dict = loaded.model.config.to_dict().get("bertgeom_train_config") or {}
+    cfg = TrainConfig(**{k: v for k, v in cfg_dict.items() if k in TrainConfig.__dataclass_fields__})
+    if "augment" not in cfg_dict:
+        cfg.augment = {"off": True}
+    cfg.data_dir, cfg.init_from = data_dir or "", ""
+    pool, _ = build_examples(cfg)
+    examples = augmented_copies(pool, 2, cfg.seed, cfg.augment_config())
+    return train_kmer_baseline(loaded.tokenizer, [e.spike for e in examples], [e.cls for e in examples])
 
 
 def read_labels_tsv(path) -> dict[str, str]:
@@ -278,45 +300,28 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
     ``None`` skips it.
     """
     from bertgeom.genome.fasta import RecordError, iter_fasta_file
-    from bertgeom.genome.pipeline import analyse_sequence
 
     if fasta is None:  # the held-out split of the open developer genomes shipped in the package
         records, truth = held_out_genomes(baseline_data if isinstance(baseline_data, str) else None)
     else:
         truth = read_labels_tsv(labels_tsv)
         records = [r for r in iter_fasta_file(fasta) if isinstance(r, RecordError) or r.name in truth]
-    names, y_true, y_pred, y_rule, spikes, skipped = [], [], [], [], [], []
+    y_true, y_pred, y_rule, spikes, skipped = [], [], [], [], []
     for i, pred in enumerate(classify_stream(loaded, records, batch_size=batch_size, workers=workers, device=device)):
         if progress:
             progress(i + 1, len(records))
         if pred.error or pred.name not in truth:
             skipped.append((pred.name, pred.error or "no label"))
             continue
-        names.append(pred.name)
         y_true.append(truth[pred.name])
         y_pred.append(pred.predicted)
         y_rule.append(pred.rule_call)
+        spikes.append(pred.spike)
     labels = list(loaded.labels)
     result = {"model": eval_report("BERT variant model", y_true, y_pred, labels),
               "rules": eval_report("rule-based marker call", y_true, y_rule, labels), "skipped": skipped}
     if baseline_data:
-        from pathlib import Path
-
-        from bertgeom.variant.train import TrainConfig, augmented_copies, build_examples
-
-        cfg_dict = loaded.model.config.to_dict().get("bertgeom_train_config") or {}
-        cfg = TrainConfig(**{k: v for k, v in cfg_dict.items() if k in TrainConfig.__dataclass_fields__})
-        if "augment" not in cfg_dict:  # a model trained before augmentation existed: its recipe had none
-            cfg.augment = {"off": True}
-        cfg.data_dir, cfg.init_from = str(baseline_data) if baseline_data is not True else "", ""
-        pool, _ = build_examples(cfg)
-        examples = augmented_copies(pool, 2, cfg.seed, cfg.augment_config())
-        clf = train_kmer_baseline(loaded.tokenizer, [e.spike for e in examples], [e.cls for e in examples])
-        rec_by_name = {r.name: r for r in records if not isinstance(r, RecordError)}
-        for n in names:
-            a = analyse_sequence(rec_by_name[n])
-            spikes.append(a.spike.aligned)
-        x = kmer_count_matrix(loaded.tokenizer, spikes)
-        x.data = np.log1p(x.data)
-        result["baseline"] = eval_report("k-mer count logistic regression", y_true, list(clf.predict(x)), labels)
+        clf = recipe_baseline(loaded, baseline_data if isinstance(baseline_data, str) else None)
+        y_base = clf.predict(kmer_features(loaded.tokenizer, spikes))
+        result["baseline"] = eval_report("k-mer count logistic regression", y_true, list(y_base), labels)
     return result
