@@ -10,6 +10,7 @@ from bertgeom.ui.cache import cached_layer_weights
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.subspace_tabs import TABS, View
 from bertgeom.ui.widgets import head_picker, open_tabs, remember_widgets, restore_widgets, teaching
+from bertgeom.ui.plain import plain
 
 CAVEAT = (
     "**Reconstruction.** *Directionality of subspace selection* is a concept of Bonino, Ghione & "
@@ -76,7 +77,7 @@ with c4.expander("Thresholds and token set"):
 try:
     lws = cached_layer_weights(model_id)
 except ValueError as exc:
-    st.error(f"This model's attention weights cannot be read: {str(exc).splitlines()[0]}")
+    st.error(f"This model's attention weights cannot be read: {plain(str(exc).splitlines()[0])}")
     st.stop()
 view = View(loaded, trace, model_id, text, layer, head, eps=eps, token_set=token_set, rank_rtol=rank_rtol,
             sym_rtol=sym_rtol, nbins=nbins, faithful=faithful, lws=lws)

@@ -115,3 +115,15 @@ def test_the_web_csv_quotes_formula_like_names():
 
     text = csv_bytes([{"name": "=cmd|' /C calc'!A0", "predicted": "gh"}, {"name": "ok", "predicted": "gh"}]).decode()
     assert "'=cmd" in text and "\n=cmd" not in text
+
+
+def test_the_shared_sidebar_shows_a_markdown_header_as_text_on_every_page(tiny_variant_dir, monkeypatch):
+    """The 'contains no sequence' error of the Attention Heads page quotes the header as typed."""
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["model_id"] = str(tiny_variant_dir)
+    at.session_state["genome_value"] = ">![p](http://127.0.0.1:8999/p.png) :red[x]\n"
+    at.run()
+    at.switch_page("pages/attention_heads.py").run()
+    assert not at.exception
+    assert at.error and "\\!\\[p\\]\\(http\\:" in at.error[0].value and "\\:red\\[x\\]" in at.error[0].value

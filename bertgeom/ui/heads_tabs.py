@@ -32,6 +32,7 @@ from bertgeom.tables import arcs_frame, head_label, head_labels, per_head_frame
 from bertgeom.ui import heads_cache as hc
 from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
+from bertgeom.ui.plain import plain
 
 TAXONOMIES = TAXONOMY_NAMES
 #: Guan-style clustering features (distances f15-f18, plus sink and entropy).
@@ -442,7 +443,7 @@ def compare_tab(v: View) -> None:
             else:
                 st.warning(f"'{extra}' has a different shape {hc.model_shape(extra)} from this model {shape}.")
         except ModelLoadError as exc:
-            st.error(str(exc))
+            st.error(plain(exc))
     c1, c2 = st.columns(2)
     if custom_models_allowed():
         c2.text_input("…or another checkpoint (hub id or directory)", key="w_cmp_custom",

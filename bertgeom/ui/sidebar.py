@@ -10,6 +10,7 @@ from bertgeom.inputs import InputError
 from bertgeom.trace import Trace
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.state import clamp_selection, share_link
+from bertgeom.ui.plain import plain
 
 
 def _on_model_change() -> None:
@@ -110,12 +111,12 @@ def current_model_and_trace() -> tuple[object, Trace]:
     """Load the current model and trace, or explain what is wrong and stop the page."""
     model_id = st.session_state["model_id"]
     if model_id not in REGISTRY and not custom_models_allowed():
-        st.error(f"Model '{model_id}' is not one of the bundled models ({', '.join(REGISTRY)}).")
+        st.error(f"Model '{plain(model_id)}' is not one of the bundled models ({', '.join(REGISTRY)}).")
         st.stop()
     try:
         loaded = cached_model(model_id)
     except ModelLoadError as exc:
-        st.error(str(exc))
+        st.error(plain(exc))
         st.stop()
     text = current_input_text(loaded)
     if not (text or "").strip():
@@ -124,9 +125,9 @@ def current_model_and_trace() -> tuple[object, Trace]:
     try:
         trace = get_trace(model_id, text)
     except InputError as exc:
-        st.error(str(exc))
+        st.error(plain(exc))
         st.stop()
     clamp_selection(trace.num_layers, trace.num_heads)
     for note in trace.encoded.notes:
-        st.caption(f"ℹ️ {note}")
+        st.caption(f"ℹ️ {plain(note)}")
     return loaded, trace

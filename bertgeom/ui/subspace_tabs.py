@@ -21,6 +21,7 @@ from bertgeom.tables import per_head_frame
 from bertgeom.ui import subspace_cache as sc
 from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, table
+from bertgeom.ui.plain import plain
 
 #: Largest heatmap of a d x d matrix drawn in the browser (d = 512 is 262k cells).
 MAX_FULL_D = 512
@@ -59,7 +60,7 @@ def weights_tab(v: View) -> None:
     try:
         wg = sc.cached_weight_geometry(model_id, wh, rank_rtol, sym_rtol)
     except (ValueError, np.linalg.LinAlgError) as exc:
-        st.error(f"The weight geometry of this model could not be computed: {str(exc).splitlines()[0]}")
+        st.error(f"The weight geometry of this model could not be computed: {plain(str(exc).splitlines()[0])}")
         return
     names = [n for n in WEIGHT_FEATURE_DOCS if n in wg.scalars]
     left, right = st.columns([5, 4], gap="large")
@@ -155,7 +156,7 @@ def _data_geometries(v: View):
         correct, _ = sc.cached_data_geometry(model_id, wh, text, eps, token_set, False)
         fgeom, dev = sc.cached_data_geometry(model_id, wh, text, eps, token_set, True) if faithful else (None, None)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
-        st.error(f"D1–D3 could not be computed for this input: {str(exc).splitlines()[0]}")
+        st.error(f"D1–D3 could not be computed for this input: {plain(str(exc).splitlines()[0])}")
         st.stop()
     return correct, fgeom, dev
 
@@ -257,7 +258,7 @@ def _user_set(is_spike: bool) -> tuple[InputItem, ...] | None:
         try:
             return labelled_fasta_set(up.getvalue())
         except InputError as exc:
-            st.error(str(exc))
+            st.error(plain(exc))
             return None
     up = st.file_uploader("…or your own sentences (a .txt file, one per line)", type=["txt"],
                           key="w_sub_set_upload")
@@ -292,7 +293,7 @@ def across_tab(v: View) -> None:
     try:
         res = sc.across_inputs(model_id, wh, items, layer, head, eps=eps, token_set=token_set)
     except (ValueError, RuntimeError, np.linalg.LinAlgError, OSError) as exc:
-        st.error(f"The set could not be analysed: {str(exc).splitlines()[0]}")
+        st.error(f"The set could not be analysed: {plain(str(exc).splitlines()[0])}")
         return
     if len(res["errors"]):
         with st.expander(f"{len(res['errors'])} input(s) could not be analysed"):
@@ -386,7 +387,7 @@ def faithful_tab(v: View) -> None:
     try:
         _, dev = sc.cached_data_geometry(model_id, wh, text, eps, token_set, True)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
-        st.error(f"The faithful attention could not be computed for this input: {str(exc).splitlines()[0]}")
+        st.error(f"The faithful attention could not be computed for this input: {plain(str(exc).splitlines()[0])}")
         return
     left, right = st.columns([5, 4], gap="large")
     with left:

@@ -25,6 +25,7 @@ import streamlit as st
 from bertgeom.figures.base import PLOTLY_CONFIG, picked_head
 from bertgeom.inputs import InputError
 from bertgeom.ui.state import select_head
+from bertgeom.ui.plain import plain
 
 TEXTS = Path(__file__).resolve().parent / "texts"
 
@@ -99,7 +100,7 @@ def guarded(what: str):
     try:
         yield
     except InputError as exc:
-        st.error(str(exc))
+        st.error(plain(exc))
     except Exception as exc:  # noqa: BLE001 - the page must not show tracebacks
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         st.error(f"{what} failed: {first}")
