@@ -1,9 +1,12 @@
 """The engine-independent unit of work: one *shard* of genomes in, its result files out.
 
 A shard is a run of consecutive records of the input (``shard_size`` of them, by position in the
-file), so shard boundaries never depend on the engine or on the number of workers. Both engines
-call the same :meth:`ShardComputer.run_payload` (bytes in, bytes out): the local process pool and
-the Ray actors produce byte-identical files for a shard, and the driver is the only writer.
+file), so shard boundaries never depend on the engine or on the number of workers. Every engine
+runs the same two steps: :func:`prepare_shard` (parse, align, tokenise: CPU only, no model) and
+:meth:`ShardComputer.forward_shard` (model forward and reductions). :meth:`ShardComputer.run_payload`
+chains them in one process (the local pool, the Ray actors); the Ray engine's split mode runs the
+first as CPU tasks and the second on (GPU) actors. Either way a shard's files are byte-identical on
+the CPU, and the driver is the only writer.
 
 Per genome (one Parquet row): prediction, probabilities, QC verdict, number of mutations, cone
 index of ``hidden_states[l]`` over the content tokens for ``l = 0..L`` (``cone_{l}`` = I/m and
@@ -268,19 +271,113 @@ def _record(r):
     return SequenceRecord(name, seq, list(notes)) if err is None else RecordError(name, -1, err)
 
 
-def analyse_and_encode(loaded, records):
-    """``(analysis, encoded or None)`` per record (``encoded`` is None when it could not be analysed)."""
+def _analyse(rec, vocab, max_tokens: int):
+    """``(analysis, encoded or None)`` of one record (``encoded`` is None when it could not be analysed)."""
     from bertgeom.genome.pipeline import analyse_sequence
     from bertgeom.variant import encoded_from_analysis
 
-    out = []
-    for rec in records:
-        a = analyse_sequence(rec, vocab=loaded.tokenizer, max_length=loaded.max_tokens)
-        enc = None
-        if not a.error and a.token_ids is not None:
-            enc = encoded_from_analysis(a, loaded.tokenizer, a.name)
-        out.append((a, enc))
-    return out
+    a = analyse_sequence(rec, vocab=vocab, max_length=max_tokens)
+    enc = encoded_from_analysis(a, vocab, a.name) if not a.error and a.token_ids is not None else None
+    return a, enc
+
+
+def analyse_and_encode(loaded, records):
+    """``(analysis, encoded or None)`` per record (``encoded`` is None when it could not be analysed)."""
+    return [_analyse(rec, loaded.tokenizer, loaded.max_tokens) for rec in records]
+
+
+#: Parquet columns known before the forward pass (filled by :func:`prepare_shard`).
+PREPARED_COLUMNS = ("name", "label", "error", "qc", "qc_reasons", "n_mutations", "unk_rate", "n_tokens")
+_CLS, _SEP, _PUNCT = 1, 2, 4  # bits of PreparedShard.kinds
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """One tokenised record: the parts of an ``EncodedInput`` the forward step reads (no strings,
+    no analysis object), rebuilt from a :class:`PreparedShard`."""
+
+    input_ids: np.ndarray  # int64 [t]
+    is_cls: np.ndarray  # bool [t]
+    is_sep: np.ndarray
+    is_punct: np.ndarray
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def content_mask(self) -> np.ndarray:
+        return ~(self.is_cls | self.is_sep)
+
+
+@dataclass
+class PreparedShard:
+    """The CPU half of a shard: everything the forward step needs, as plain lists and numpy arrays,
+    so that a Ray CPU task can hand it to a (GPU) forward actor through the object store cheaply.
+
+    ``columns``: the :data:`PREPARED_COLUMNS` per record (``error`` is "" for a tokenised record, the
+    analysis error otherwise). ``rows``: positions in the shard of the tokenised records, in order;
+    their token ids are concatenated in ``ids`` (``bounds[j]:bounds[j+1]`` for ``rows[j]``), their
+    [CLS]/[SEP]/punctuation masks packed as bits in ``kinds``."""
+
+    shard: int
+    start: int
+    columns: dict[str, list]
+    rows: np.ndarray  # int64 [k]
+    bounds: np.ndarray  # int64 [k + 1]
+    ids: np.ndarray  # int64 [sum of tokens]
+    kinds: np.ndarray  # uint8 [sum of tokens]
+
+    @property
+    def n_records(self) -> int:
+        return len(self.columns["name"])
+
+    def tokens(self) -> list[tuple[int, Tokens]]:
+        """``(position in the shard, Tokens)`` of every tokenised record."""
+        out = []
+        for j, i in enumerate(self.rows.tolist()):
+            sl = slice(int(self.bounds[j]), int(self.bounds[j + 1]))
+            k = self.kinds[sl]
+            ids = self.ids[sl].copy()  # writable (object-store arrays are read-only; torch wants to own it)
+            out.append((i, Tokens(ids, (k & _CLS) > 0, (k & _SEP) > 0, (k & _PUNCT) > 0)))
+        return out
+
+
+def prepare_shard(shard: ShardInput, vocab, max_tokens: int) -> PreparedShard:
+    """Parse, align, QC and tokenise the records of a shard (CPU only: needs the k-mer vocabulary
+    and the model's token limit, not the model), the first step of :meth:`ShardComputer.run`."""
+    n = len(shard.records)
+    cols: dict[str, list] = {c: [None] * n for c in PREPARED_COLUMNS}
+    cols["label"] = list(shard.labels)
+    rows, ids, kinds = [], [], []
+    for i, r in enumerate(shard.records):
+        a, enc = _analyse(_record(r), vocab, max_tokens)
+        cols["name"][i] = a.name
+        if enc is None:
+            cols["error"][i] = a.error or "not tokenised"
+            continue
+        cols["error"][i] = ""
+        cols["qc"][i] = a.qc.verdict if a.qc else ""
+        cols["qc_reasons"][i] = "; ".join(a.qc.reasons) if a.qc else ""
+        cols["n_mutations"][i] = len(a.mutations.nucleotide) if a.mutations else None
+        cols["unk_rate"][i] = a.unk_rate
+        cols["n_tokens"][i] = enc.n_tokens
+        rows.append(i)
+        ids.append(np.asarray(enc.input_ids, np.int64))
+        kinds.append((enc.is_cls * _CLS | enc.is_sep * _SEP | enc.is_punct * _PUNCT).astype(np.uint8))
+    bounds = np.cumsum([0] + [len(x) for x in ids], dtype=np.int64)
+    cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt))
+    return PreparedShard(shard.shard, shard.start, cols, np.asarray(rows, np.int64), bounds,
+                         cat(ids, np.int64), cat(kinds, np.uint8))
+
+
+def prepare_payload(payload: bytes, vocab, max_tokens: int, threads: int = 1) -> PreparedShard:
+    """:func:`prepare_shard` of an encoded payload with at most ``threads`` BLAS threads (the Ray
+    CPU task; no torch import, the forward actors hold the model)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=threads):
+        return prepare_shard(ShardInput.decode(payload), vocab, max_tokens)
 
 
 @dataclass
@@ -343,40 +440,37 @@ class ShardComputer:
         return self.run(ShardInput.decode(payload))
 
     def run(self, shard: ShardInput) -> dict[str, bytes]:
+        """Both steps in this process: ``forward_shard(prepare(shard))``."""
         with limited_threads(self.cfg.threads):
-            return self._run(shard)
+            return self._forward(self.prepare(shard))
 
-    def _run(self, shard: ShardInput) -> dict[str, bytes]:
+    def prepare(self, shard: ShardInput) -> PreparedShard:
+        """:func:`prepare_shard` with this model's vocabulary and token limit."""
+        return prepare_shard(shard, self.loaded.tokenizer, self.loaded.max_tokens)
+
+    def forward_shard(self, prepared: PreparedShard) -> dict[str, bytes]:
+        """The model half of a shard: forward passes, reductions and the shard's files."""
+        with limited_threads(self.cfg.threads):
+            return self._forward(prepared)
+
+    def _forward(self, prep: PreparedShard) -> dict[str, bytes]:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         d, cfg = self.dims, self.cfg
-        n = len(shard.records)
+        n = prep.n_records
         cols: dict[str, list] = {name: [None] * n for name in self.schema.names}
-        cols["index"] = [shard.start + i for i in range(n)]
-        cols["shard"] = [shard.shard] * n
+        cols.update({c: list(v) for c, v in prep.columns.items()})
+        cols["index"] = [prep.start + i for i in range(n)]
+        cols["shard"] = [prep.shard] * n
         cls_out = np.full((n, d.layers + 1, self.cls_width), np.nan, np.float32)
         sums: dict[str, np.ndarray] = {}
         counts: dict[str, int] = {}
-        analysed = analyse_and_encode(self.loaded, [_record(r) for r in shard.records])
-        todo = []
-        for i, ((a, enc), label) in enumerate(zip(analysed, shard.labels)):
-            cols["name"][i] = a.name
-            cols["label"][i] = label
-            cols["error"][i] = a.error or ("" if enc is not None else "not tokenised")
-            if enc is None:
-                continue
-            cols["error"][i] = ""
-            cols["qc"][i] = a.qc.verdict if a.qc else ""
-            cols["qc_reasons"][i] = "; ".join(a.qc.reasons) if a.qc else ""
-            cols["n_mutations"][i] = len(a.mutations.nucleotide) if a.mutations else None
-            cols["unk_rate"][i] = a.unk_rate
-            cols["n_tokens"][i] = enc.n_tokens
-            todo.append((i, enc))
+        todo = prep.tokens()
         for b in range(0, len(todo), cfg.batch_size):
             chunk = todo[b : b + cfg.batch_size]
             for (i, enc), out in zip(chunk, self.forward([e for _, e in chunk])):
-                self._one(i, enc, *out, shard.labels[i], cols, cls_out, sums, counts)
+                self._one(i, enc, *out, cols["label"][i], cols, cls_out, sums, counts)
         cols["correct"] = [bool(p) and p == lab for p, lab in zip(cols["predicted"], cols["label"])]
         table = pa.Table.from_pydict(cols, schema=self.schema)
         buf = pa.BufferOutputStream()
