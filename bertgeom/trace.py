@@ -35,6 +35,19 @@ class Trace:
     def tokens(self) -> list[str]:
         return self.encoded.tokens
 
+    def read_only(self) -> "Trace":
+        """Mark every array of the trace (and of its encoded input) read-only, in place, and return it.
+
+        Why: a server shares one trace object between sessions (no copy per read); an analysis that
+        tried to write into it would then change what every session sees, so it fails loudly instead.
+        """
+        arrays = [self.attentions, self.hidden_states, self.logits,
+                  *(v for v in vars(self.encoded).values() if isinstance(v, np.ndarray))]
+        for a in arrays:
+            if isinstance(a, np.ndarray):
+                a.flags.writeable = False
+        return self
+
     @property
     def num_layers(self) -> int:
         return int(self.attentions.shape[0])
@@ -96,7 +109,7 @@ def pad_batch(loaded: LoadedModel, encoded: list[EncodedInput], width: int | Non
     ids = torch.full((len(encoded), n), pad_id, dtype=torch.long)
     mask = torch.zeros((len(encoded), n), dtype=torch.long)
     for b, e in enumerate(encoded):
-        ids[b, : e.n_tokens] = torch.from_numpy(e.input_ids)
+        ids[b, : e.n_tokens] = torch.tensor(np.asarray(e.input_ids))  # a copy: shared ids are read-only
         mask[b, : e.n_tokens] = 1
     return ids, mask
 

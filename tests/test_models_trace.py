@@ -78,6 +78,26 @@ def test_the_shared_model_is_not_mutated_by_a_trace(minilm):
     assert all(torch_equal(before[k], after[k]) for k in before)
 
 
+def test_a_shared_trace_is_read_only_and_still_analysable(minilm):
+    """The server shares one trace between sessions: writes fail loudly, reads and re-runs work."""
+    import warnings
+
+    from bertgeom.analysis.heads import head_features
+    from bertgeom.analysis.tokens import TokenKinds
+
+    tr = run_trace(minilm, SENTENCE).read_only()
+    for arr in (tr.attentions, tr.hidden_states, tr.encoded.input_ids, tr.encoded.is_cls):
+        with pytest.raises(ValueError):
+            arr.flat[0] = arr.flat[0]
+    enc = tr.encoded
+    feats = head_features(tr.attentions, TokenKinds(is_cls=enc.is_cls, is_sep=enc.is_sep, is_punct=enc.is_punct))
+    assert all(v.shape == tr.attentions.shape[:2] for v in feats.features.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when it is handed a read-only array to share
+        again = run_batch(minilm, [enc])[0]
+    np.testing.assert_allclose(again.attentions, tr.attentions, atol=1e-6)
+
+
 def torch_equal(a, b) -> bool:
     import torch
 

@@ -46,6 +46,19 @@ def test_rollout_of_identity_attention_stays_on_cls(omicron_trace):
     assert roll[-1, 0] == pytest.approx(1.0)
 
 
+def test_rollout_rows_equal_the_full_matrix_products(omicron_trace):
+    """The [CLS]-row shortcut gives row 0 of R_l = M_l ... M_1 (the definition, computed in full)."""
+    a = omicron_trace.attentions.mean(axis=1).astype(np.float64)
+    eye = np.eye(a.shape[-1])
+    rolled, want = eye, []
+    for layer in range(a.shape[0]):
+        m = 0.5 * a[layer] + 0.5 * eye
+        m /= m.sum(axis=-1, keepdims=True)
+        rolled = m @ rolled
+        want.append(rolled[0])
+    np.testing.assert_allclose(attention_rollout(omicron_trace), np.stack(want), rtol=1e-6, atol=1e-12)
+
+
 def test_integrated_gradients_satisfy_completeness(tiny_variant, omicron_trace):
     """Sum of attributions ~= f(input) - f(baseline) (IG's completeness axiom)."""
     import torch

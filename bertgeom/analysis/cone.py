@@ -454,7 +454,7 @@ def _eigvals(A: np.ndarray) -> np.ndarray:
         import torch
 
         with torch.no_grad():
-            return torch.linalg.eigvals(torch.from_numpy(np.ascontiguousarray(A))).numpy()
+            return torch.linalg.eigvals(torch.tensor(np.asarray(A))).numpy()
     except ImportError:  # pragma: no cover
         return np.linalg.eigvals(A)
 
@@ -464,7 +464,7 @@ def _svdvals(A: np.ndarray) -> np.ndarray:
         import torch
 
         with torch.no_grad():
-            return torch.linalg.svdvals(torch.from_numpy(np.ascontiguousarray(A))).numpy()
+            return torch.linalg.svdvals(torch.tensor(np.asarray(A))).numpy()
     except ImportError:  # pragma: no cover
         return np.linalg.svd(A, compute_uv=False)
 

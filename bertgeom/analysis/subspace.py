@@ -248,7 +248,7 @@ def _qr(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         import torch
 
         with torch.no_grad():
-            Q, R = torch.linalg.qr(torch.from_numpy(np.ascontiguousarray(W)))
+            Q, R = torch.linalg.qr(torch.tensor(np.asarray(W)))
         return Q.numpy(), R.numpy()
     except ImportError:  # pragma: no cover
         return np.linalg.qr(W)
@@ -260,7 +260,7 @@ def _svdvals(X: np.ndarray, use_torch: bool = True) -> np.ndarray:
             import torch
 
             with torch.no_grad():
-                return torch.linalg.svdvals(torch.from_numpy(np.ascontiguousarray(X))).numpy()
+                return torch.linalg.svdvals(torch.tensor(np.asarray(X))).numpy()
         except ImportError:  # pragma: no cover
             pass
     return np.linalg.svd(X, compute_uv=False)

@@ -1,8 +1,11 @@
 """Cached access to models and traces for the app.
 
 The model is loaded once per server process (``st.cache_resource``: a shared object that
-nobody mutates); traces are cached per (model id, normalised input) with
-``st.cache_data`` (bounded), so picking another layer or head never re-runs the model.
+nobody mutates). Traces are cached per (model id, normalised input), bounded, so picking another
+layer or head never re-runs the model; they too are shared read-only objects (``st.cache_resource``
+and :meth:`~bertgeom.trace.Trace.read_only`), because ``st.cache_data`` would pickle a genome's
+52 MB of attention on every write and unpickle a fresh copy on *every read*, holding the
+interpreter lock that all sessions share (a sixth of the server's busy time under 6 sessions).
 """
 
 from __future__ import annotations
@@ -17,15 +20,24 @@ from bertgeom.ui.workqueue import heavy, queued
 
 @st.cache_resource(show_spinner="Loading the model (once per server)…", max_entries=4)
 def cached_model(model_id: str) -> LoadedModel:
-    """The shared, eval-mode model for ``model_id``."""
-    return load_model(model_id)
+    """The shared, eval-mode model for ``model_id``.
+
+    After loading, the objects alive so far (modules, weights, libraries) are moved out of the
+    garbage collector's reach (``gc.freeze``): they live as long as the server, and a full collection
+    would otherwise walk all of them while every session's script waits for the interpreter lock.
+    """
+    import gc
+
+    loaded = load_model(model_id)
+    gc.freeze()
+    return loaded
 
 
-@st.cache_data(max_entries=24, show_spinner="Running the model…")
+@st.cache_resource(max_entries=24, show_spinner="Running the model…")
 @queued("running the model on this input")
 def cached_trace(model_id: str, text: str) -> Trace:
-    """One forward pass for (model, input); later reruns read it from the cache."""
-    return run_trace(cached_model(model_id), text)
+    """One forward pass for (model, input), shared read-only; later reruns read it from the cache."""
+    return run_trace(cached_model(model_id), text).read_only()
 
 
 def get_trace(model_id: str, text: str) -> Trace:

@@ -31,18 +31,25 @@ def cls_attention_by_layer(trace: Trace) -> np.ndarray:
 
 
 def attention_rollout(trace: Trace, residual: float = 0.5) -> np.ndarray:
-    """``[L, T]``: the [CLS] row of the attention rollout after each layer (Abnar & Zuidema 2020)."""
-    a = trace.attentions.mean(axis=1).astype(np.float64)  # [L, T, T]
-    t = a.shape[-1]
-    eye = np.eye(t)
-    rolled = eye
-    rows = []
-    for layer in range(a.shape[0]):  # L matrix products: a handful, not a hot loop
-        m = residual * a[layer] + (1 - residual) * eye
-        m /= m.sum(axis=-1, keepdims=True)
-        rolled = m @ rolled
-        rows.append(rolled[0])
-    return np.stack(rows)
+    """``[L, T]``: the [CLS] row of the attention rollout after each layer (Abnar & Zuidema 2020).
+
+    Rollout after layer l is ``R_l = M_l ... M_1`` with ``M = residual * A_mean + (1 - residual) * I``,
+    rows renormalised. Only row 0 ([CLS]) is wanted, so it is pushed through from the left,
+    ``e_0^T M_l ... M_1``: vector-matrix products, O(L^2 T^2) instead of the O(L T^3) of the full
+    products (a 427-token genome: ~20x less work on every page run).
+    """
+    a = trace.attentions.mean(axis=1, dtype=np.float64)  # [L, T, T]
+    L, t = a.shape[0], a.shape[-1]
+    m = residual * a
+    m[:, np.arange(t), np.arange(t)] += 1 - residual
+    m /= m.sum(axis=-1, keepdims=True)
+    rows = np.empty((L, t))
+    for layer in range(L):  # L^2 / 2 vector-matrix products: a handful, not a hot loop
+        v = m[layer, 0]
+        for earlier in range(layer - 1, -1, -1):
+            v = v @ m[earlier]
+        rows[layer] = v
+    return rows
 
 
 def integrated_gradients(loaded: LoadedModel, input_ids: np.ndarray, target: int, *, steps: int = 16,

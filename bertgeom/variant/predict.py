@@ -52,7 +52,7 @@ def logits_for_ids(loaded: LoadedModel, ids: np.ndarray) -> np.ndarray:
     """Logits ``[B, C]`` for a batch of padded id rows (PAD = 0), no attentions kept."""
     import torch
 
-    batch = torch.from_numpy(np.ascontiguousarray(ids))
+    batch = torch.tensor(np.asarray(ids))
     with torch.inference_mode():
         out = loaded.model(input_ids=batch, attention_mask=(batch != 0).long())
     return out.logits.float().numpy()
@@ -81,7 +81,7 @@ class FastClassifier:
     def logits(self, ids: np.ndarray) -> np.ndarray:
         import torch
 
-        batch = torch.from_numpy(np.ascontiguousarray(ids)).to(self.device)
+        batch = torch.tensor(np.asarray(ids)).to(self.device)
         with torch.inference_mode():
             out = self.model(input_ids=batch, attention_mask=(batch != 0).long())
         return out.logits.float().cpu().numpy()
