@@ -25,6 +25,12 @@ def _domain_spans(domains: Sequence[str]) -> list[tuple[str, int, int]]:
     return out
 
 
+#: Vertical layout of :func:`spike_track` (paper fractions): the domain bar has its own axis under
+#: the tracks, so no track (integrated gradients go negative) can draw over it.
+BAR_DOMAIN = (0.0, 0.11)
+TRACK_DOMAIN = (0.17, 1.0)
+
+
 def spike_track(
     tracks: dict[str, np.ndarray],
     axis_labels: Sequence[str],
@@ -33,25 +39,32 @@ def spike_track(
     mutation_tokens: dict[int, str] | None = None,
     title: str = "",
 ) -> go.Figure:
-    """Per-token signals along the spike with the domains drawn as bands underneath.
+    """Per-token signals along the spike with the domains drawn as a bar underneath.
 
     ``tracks`` maps a name to a ``[T]`` array (special positions included); each is drawn
-    scaled to its own maximum absolute value so shapes can be compared. ``mutation_tokens``
-    maps token positions to mutation names (drawn as ticks).
+    scaled to its own maximum absolute value so shapes can be compared (a signed track such as
+    integrated gradients spans -1…1). ``mutation_tokens`` maps token positions to mutation names
+    (drawn as ticks). The tracks and the domain bar sit on two y axes with disjoint domains
+    (:data:`TRACK_DOMAIN` above :data:`BAR_DOMAIN`), sharing the x axis drawn under the bar.
     """
     t = len(axis_labels)
     x = np.arange(t)
     fig = go.Figure()
     for dom, a, b in _domain_spans(list(domains)):
-        fig.add_shape(type="rect", x0=a - 0.5, x1=b + 0.5, y0=-0.16, y1=-0.04, yref="y",
+        fig.add_shape(type="rect", x0=a - 0.5, x1=b + 0.5, y0=0, y1=1, xref="x", yref="y2",
                       fillcolor=DOMAIN_COLOURS.get(dom, NO_DOMAIN_COLOUR), line_width=0, layer="below")
         named = dom in DOMAIN_COLOURS
-        fig.add_annotation(x=(a + b) / 2, y=-0.1, text=dom if named and b - a > 6 else "", showarrow=False,
-                           font=dict(size=10, color="white"))
+        fig.add_annotation(x=(a + b) / 2, y=0.5, xref="x", yref="y2", text=dom if named and b - a > 6 else "",
+                           showarrow=False, font=dict(size=10, color="white"))
+    fig.add_trace(go.Scatter(x=[0], y=[0.5], yaxis="y2", mode="markers", marker=dict(opacity=0), hoverinfo="skip",
+                             showlegend=False))  # registers the bar's axis
+    low = 0.0
     for name, values in tracks.items():
         v = np.asarray(values, dtype=float)
         scale = float(np.max(np.abs(v[1:-1]))) if t > 2 else 1.0
         scale = scale if scale > 0 else 1.0
+        inner = v[1:-1] if t > 2 else v  # [CLS] and [SEP] are off the scale, as above
+        low = min(low, float(np.nanmin(inner / scale)) if inner.size else 0.0)
         hover = [f"{axis_labels[i]} ({domains[i] or '-'})<br>{name}: {v[i]:.4g}" for i in range(t)]
         fig.add_trace(go.Scatter(x=x, y=v / scale, mode="lines", name=name, hovertext=hover, hoverinfo="text",
                                  line=dict(width=1.5)))
@@ -62,11 +75,14 @@ def spike_track(
                                  hovertext=[mutation_tokens[p] for p in pos], hoverinfo="text"))
     step = max(1, t // 12)
     ticks = list(range(1, t - 1, step))
+    bottom = -1.05 if low < -0.02 else -0.05  # room for a signed track, none wasted otherwise
     fig.update_layout(
-        title=title, height=340, margin=dict(l=10, r=10, t=40 if title else 10, b=40), plot_bgcolor="white",
+        title=title, height=360, margin=dict(l=10, r=10, t=40 if title else 10, b=40), plot_bgcolor="white",
         xaxis=dict(title="spike position (amino acids covered by the token)", tickmode="array", tickvals=ticks,
-                   ticktext=[axis_labels[i] for i in ticks], range=[-1, t]),
-        yaxis=dict(title="relative value", range=[-0.2, 1.15], zeroline=False),
+                   ticktext=[axis_labels[i] for i in ticks], range=[-1, t], anchor="y2"),
+        yaxis=dict(title="relative value", range=[bottom, 1.15], zeroline=low < -0.02, zerolinecolor="#bbbbbb",
+                   domain=list(TRACK_DOMAIN)),
+        yaxis2=dict(domain=list(BAR_DOMAIN), range=[0, 1], visible=False, fixedrange=True),
         legend=dict(orientation="h", y=1.12),
     )
     return fig
