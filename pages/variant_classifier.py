@@ -22,6 +22,7 @@ from bertgeom.ui.variant_cache import (
     probabilities_for,
     split_records,
 )
+from bertgeom.ui.names import input_notes, note_line, reading_notes
 from bertgeom.ui.widgets import chart
 from bertgeom.variant.explain import (
     apply_changes,
@@ -54,6 +55,8 @@ def _use_example(i: int) -> None:
     st.session_state["genome_value"] = text
     st.session_state["w_genome"] = text
 
+
+_reading_notes = st.cache_data(max_entries=8, show_spinner=False)(reading_notes)
 
 examples = demo_genomes()
 cols = st.columns(len(examples))
@@ -109,6 +112,7 @@ if len(records) > 1:
         st.stop()
     record_text = records[chosen][1]
 else:
+    chosen = 0
     record_text = records[0][1]
 
 try:
@@ -124,8 +128,10 @@ confidence = float(probs.max())
 qc = analysis.qc
 
 st.subheader(plain(analysis.name), anchor=False)
-for note in trace.encoded.notes:
-    st.caption(f"ℹ️ {plain(note)}")
+# the model reads a cleaned copy of the record (U already read as T): the record's reading notes come
+# from the pasted text, so the RNA note reads as on every other page that takes the same paste
+for note in input_notes(trace.encoded.notes, _reading_notes(text)[chosen]):
+    st.caption(note_line(note))
 
 left, right = st.columns([2, 3], gap="large")
 with left:

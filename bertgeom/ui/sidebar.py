@@ -10,6 +10,7 @@ from bertgeom.inputs import InputError
 from bertgeom.trace import Trace
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.state import clamp_selection, share_link
+from bertgeom.ui.names import input_notes, note_line
 from bertgeom.ui.plain import plain
 
 
@@ -128,6 +129,6 @@ def current_model_and_trace() -> tuple[object, Trace]:
         st.error(plain(exc))
         st.stop()
     clamp_selection(trace.num_layers, trace.num_heads)
-    for note in trace.encoded.notes:
-        st.caption(f"ℹ️ {plain(note)}")
+    for note in input_notes(trace.encoded.notes):
+        st.caption(note_line(note))
     return loaded, trace

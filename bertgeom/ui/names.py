@@ -1,0 +1,70 @@
+"""The names a user reads on screen, one per thing (issue #14): a class's display name, a per-head
+feature's plain-word title (its variable name and formula go to the hover only), and the notes on
+how a pasted input was read, the same on every page that accepts the same paste."""
+
+from __future__ import annotations
+
+import re
+
+from bertgeom.analysis.heads import feature_doc
+from bertgeom.genome.classes import CLASS_DISPLAY
+
+#: A code identifier with an underscore (``attn_rank_norm``, ``k90_frac``, ``delta_A``): never an
+#: axis title, legend entry or option on screen. One-letter subscripts (``n_v``, ``r_ε``) are maths.
+VARIABLE_NAME = re.compile(r"\b[a-z][a-z0-9]+_[A-Za-z0-9_]+\b")
+
+
+def class_name(c: str) -> str:
+    """The one display name of a class (``gh`` -> ``GH / pre-VOC``); other strings unchanged."""
+    return CLASS_DISPLAY.get(str(c), str(c))
+
+
+def class_names(classes) -> list[str]:
+    return [class_name(c) for c in classes]
+
+
+def feature_label(name: str) -> str:
+    """Plain-word title of a per-head feature (``k90_frac`` -> ``k90 median / n_v``)."""
+    try:
+        return feature_doc(name).label
+    except (KeyError, ValueError):
+        return name
+
+
+def feature_hover(name: str) -> str:
+    """The hover line of a per-head feature: its variable name and formula, then its source."""
+    try:
+        doc = feature_doc(name)
+    except (KeyError, ValueError):
+        return name
+    return f"{name} = {doc.formula}<br>{doc.source}"
+
+
+def input_notes(trace_notes, record_notes=()) -> list[str]:
+    """The notes shown above a page's analysis of a pasted input, in one order and one wording on
+    every page: how the text was read (``RNA input: U read as T``, digits removed, …), then what the
+    pipeline did (alignment, [UNK] k-mers). ``record_notes`` are the reading notes of the record a
+    page analyses when it feeds the model a cleaned copy (the Variant Classifier's one-record
+    FASTA, which no longer holds the U); a note already in ``trace_notes`` is not repeated."""
+    out: list[str] = []
+    for note in (*record_notes, *trace_notes):
+        if note and note not in out:
+            out.append(str(note))
+    return out
+
+
+def reading_notes(text: str) -> list[list[str]]:
+    """How each record of a pasted input was read (the parser's notes, one list per record, a bad
+    record's list empty): what :func:`input_notes` adds on a page that analyses a cleaned copy."""
+    from bertgeom.genome.fasta import RecordError, parse_sequences
+    from bertgeom.variant import MAX_GENOME_INPUT_BYTES
+
+    recs = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
+    return [[] if isinstance(r, RecordError) else list(r.notes) for r in recs]
+
+
+def note_line(note: str) -> str:
+    """A note as its caption text (markdown-escaped: notes can quote user input)."""
+    from bertgeom.ui.plain import plain
+
+    return f"ℹ️ {plain(note)}"
