@@ -75,7 +75,7 @@ colour_options = feature_names + [f"label:{t}" for t in TAXONOMY_NAMES]
 def _colour_name(opt: str) -> str:
     if opt.startswith("label:"):
         return f"Pattern label: {TAXONOMY_NAMES[opt[6:]]}"
-    return f"{FEATURE_DOCS[opt].label} ({opt})"
+    return FEATURE_DOCS[opt].label  # plain words on screen; the variable name is in the hover
 
 
 left, right = st.columns([5, 4], gap="large")
@@ -113,7 +113,7 @@ with right:
     )
     vec = [n for n in VECTOR if n in table]
     chart(fh.feature_bars(vec, [float(table[n][layer, head]) for n in vec],
-                           labels=[f"{FEATURE_DOCS[n].label} ({n})" for n in vec],
+                           labels=[FEATURE_DOCS[n].label for n in vec],
                            hover=[f"{n} = {FEATURE_DOCS[n].formula}<br>{FEATURE_DOCS[n].source}" for n in vec],
                            marks=rule_marks(th), title="Feature vector (red ticks: rule thresholds)"), "w_vector")
     with st.expander("Thresholds of the pattern rules"):

@@ -52,7 +52,7 @@ def test_minilm_labels_find_prev_next_and_cls_heads_with_their_values():
     # the selected head's labels and feature vector sit beside the grid
     assert "Clark: **attend to prev**" in text
     vector = _chart_specs(at)[1]
-    assert vector["data"][0]["type"] == "bar" and "attention to previous token (prev)" in vector["data"][0]["y"]
+    assert vector["data"][0]["type"] == "bar" and "attention to previous token" in vector["data"][0]["y"]
     table = at.dataframe[0].value
     assert len(table) == 72 and {"kovaleva", "gate", "clark", "prev", "next"} <= set(table.columns)
     assert any(b.label.startswith("Download the table") for b in at.get("download_button"))

@@ -147,7 +147,7 @@ def test_tiny_variant_model_with_a_genome(tiny_variant_dir, monkeypatch):
     a = _tab(at, TABS[2], w_sub_across_on=True, w_sub_correct_only=False)
     assert "w_sub_box" in a and len([k for k in a if k.startswith("w_sub_hist_")]) == 4
     classes = set(a["w_sub_box"]["data"][0]["x"])
-    assert {"alpha", "omicron"} <= classes
+    assert {"Alpha", "Omicron"} <= classes  # the classes' display names, as in every other chart
     hist = a["w_sub_hist_delta_A"]["data"]
     assert len(hist) == len(classes)  # one colour per class
     assert any(d.label == "Download CSV" for d in at.get("download_button"))

@@ -50,6 +50,6 @@ def difference_map(diff: np.ndarray, labels: Sequence[str], *, hover_labels: Seq
     d = np.asarray(diff, dtype=np.float32)
     m = float(np.abs(d).max()) if d.size else 1.0
     fig = attention_map(d, labels, hover_labels=hover_labels, title=title, colorscale="RdBu_r", max_ticks=max_ticks,
-                        colour_label="A − B")
+                        colour_label="A − B", auto_contrast=False)
     fig.update_traces(zmin=-max(m, 1e-9), zmax=max(m, 1e-9), zmid=0, selector=dict(type="heatmap"))
     return fig

@@ -17,12 +17,14 @@ from bertgeom.figures.base import SELECTED_COLOUR, category_colours, head_grid, 
 
 __all__ = [
     "attention_map",
+    "contrast_max",
     "default_theta",
     "feature_bars",
     "label_counts",
     "label_shares",
     "head_scatter",
     "distribution",
+    "feature_over_set",
     "layer_bars",
     "layer_lines",
     "diverging_grid",
@@ -43,6 +45,19 @@ def default_theta(attentions, *, cap: float = 0.3, quantile: float = 0.99) -> fl
     return float(min(cap, max(0.01, np.floor(q * 100) / 100)))
 
 
+def contrast_max(*maps, theta: float = 0.0, quantile: float = 0.995) -> float:
+    """Top of the colour scale for attention maps that never look blank: the ``quantile`` of the
+    weights shown (those >= ``theta``) of all ``maps`` together, so the few largest cells (a [CLS]
+    or [SEP] column can hold 0.9 while a 427-token spike's other weights are ~0.002) saturate
+    instead of pushing every other cell to white. Shared by maps drawn side by side."""
+    vals = np.concatenate([np.asarray(m, dtype=np.float32).ravel() for m in maps]) if maps else np.zeros(0)
+    vals = vals[np.isfinite(vals)]
+    shown = vals[vals >= theta] if theta > 0 else vals
+    if shown.size == 0:
+        return float(vals.max()) if vals.size and vals.max() > 0 else 1e-9
+    return max(float(np.quantile(shown, quantile)), 1e-9)
+
+
 def attention_map(
     attention: np.ndarray,
     labels: Sequence[str],
@@ -54,13 +69,16 @@ def attention_map(
     max_ticks: int = 60,
     zmax: float | None = None,
     colour_label: str = "weight",
+    auto_contrast: bool = True,
 ) -> go.Figure:
     """Heatmap of one attention map (rows: queries, columns: keys) that stays light for long inputs.
 
     Axes are categorical with one unique ``hover_labels`` entry per position (e.g.
     ``"211: 631-634 · RBD"``), so hovering shows query, key and weight through a template
     instead of ``T x T`` hover strings; ticks show the short ``labels``, thinned to about
-    ``max_ticks``.  Weights below ``theta`` are hidden (the paper's masking).
+    ``max_ticks``.  Weights below ``theta`` are hidden (the paper's masking).  Without ``zmax`` the
+    colour scale tops at :func:`contrast_max` (``auto_contrast``; the colour-bar title then says
+    which weights are drawn darkest, the hover keeps every true value) or at the largest weight.
     """
     a = np.asarray(attention, dtype=np.float32)
     n = a.shape[0]
@@ -69,12 +87,14 @@ def attention_map(
     if len(set(cats)) != n:  # categorical axes need unique names
         cats = [f"{i}: {c}" for i, c in enumerate(cats)]
     shown = np.where(a >= theta, a, np.nan).astype(np.float32) if theta > 0 else a
-    top = float(np.nanmax(a)) if zmax is None else float(zmax)
+    largest = float(np.nanmax(a)) if a.size else 0.0
+    top = float(zmax) if zmax is not None else (contrast_max(a, theta=theta) if auto_contrast else largest)
+    bar_title = colour_label if top >= largest * 0.999 else f"{colour_label} (≥ {top:.2g} darkest)"
     fig = go.Figure(
         go.Heatmap(
             z=shown, x=cats, y=cats, colorscale=colorscale, zmin=0, zmax=max(top, 1e-9),
             hovertemplate="query %{y}<br>key %{x}<br>" + colour_label + " %{z:.3f}<extra></extra>",
-            hoverongaps=False, colorbar=dict(title=dict(text=colour_label, side="right"), thickness=12),
+            hoverongaps=False, colorbar=dict(title=dict(text=bar_title, side="right"), thickness=12),
         )
     )
     # an invisible trace registers every category, so the axes keep their labels even when
@@ -246,22 +266,55 @@ def distribution(
     title: str = "",
     ylabel: str = "",
     points: bool = True,
+    display: Mapping[str, str] | None = None,
+    hover_name: str = "",
 ) -> go.Figure:
-    """Box or violin per group (e.g. per class) of one head's values over inputs or rows."""
+    """Box or violin per group (e.g. per class) of one head's values over inputs or rows.
+
+    ``display`` maps a group key to its name on screen (a class's display name); ``hover_name``
+    (a variable name, say) is shown with each value in the hover, never on an axis."""
     fig = go.Figure()
-    palette = category_colours(list(groups))
-    for name, vals in groups.items():
+    display = display or {}
+    names = {k: str(display.get(k, k)) for k in groups}
+    palette = category_colours(list(names.values()))
+    for key, vals in groups.items():
         v = np.asarray(vals, dtype=float).ravel()
+        name = names[key]
+        hover = {"hovertemplate": f"{name}<br>{hover_name} = %{{y:.3g}}<extra></extra>"} if hover_name else {}
         if kind == "violin":
-            fig.add_trace(go.Violin(y=v, name=str(name), box_visible=True, meanline_visible=True,
+            fig.add_trace(go.Violin(y=v, name=name, box_visible=True, meanline_visible=True,
                                     points="outliers" if v.size > 200 else ("all" if points else False),
-                                    line_color=palette[name]))
+                                    line_color=palette[name], **hover))
         else:
-            fig.add_trace(go.Box(y=v, name=str(name), boxpoints="all" if (points and v.size <= 200) else "outliers",
-                                 jitter=0.3, marker_color=palette[name]))
+            fig.add_trace(go.Box(y=v, name=name, boxpoints="all" if (points and v.size <= 200) else "outliers",
+                                 jitter=0.3, marker_color=palette[name], **hover))
     fig.update_layout(title=title, showlegend=False, height=360, yaxis=dict(title=ylabel),
                       margin=dict(l=10, r=10, t=40 if title else 10, b=10), plot_bgcolor="white", font=_FONT)
     return fig
+
+
+def feature_over_set(
+    mean: np.ndarray,
+    groups: Mapping[str, np.ndarray],
+    name: str,
+    *,
+    layer: int,
+    head: int,
+    display: Mapping[str, str] | None = None,
+) -> tuple[go.Figure, go.Figure]:
+    """The *Feature distributions* view of one per-head feature over a set: the grid of its mean
+    per head and the selected head's values per input, one box per group (class).
+
+    Titles, colour bar and axis read the feature's plain-word label (``k90 median / n_v``); its
+    variable name (``k90_frac``) and formula appear in the hover only (docs/methods.md §3)."""
+    from bertgeom.analysis.heads import feature_doc
+
+    doc = feature_doc(name)
+    hover = np.full(np.shape(mean), f"{name} = {doc.formula}", dtype=object)
+    grid = head_grid(mean, colour_label=doc.label, selected=(layer, head), hover_text=hover)
+    box = distribution(groups, kind="box", title=f"{head_label(layer, head)}: {doc.label}, per input",
+                       ylabel=doc.label, display=display, hover_name=name)
+    return grid, box
 
 
 def layer_bars(values: Sequence[float], *, title: str = "", ylabel: str = "", hover: Sequence[str] | None = None,

@@ -339,9 +339,13 @@ def class_box_figure(
     title: str = "",
     y_title: str = "",
     names: Sequence[str] | None = None,
+    display: Mapping[str, str] | None = None,
+    hover_name: str = "",
 ) -> go.Figure:
     """Per-class box plots with every input as a point; one box trace per series (e.g.
-    correct / faithful), grouped. ``customdata`` of each point: the input's name (or index)."""
+    correct / faithful), grouped. ``customdata`` of each point: the input's name (or index).
+    ``display`` maps a class to its name on the axis (the same name as every other chart);
+    ``hover_name`` (the quantity's variable name) is shown in the hover only."""
     cls = np.asarray([str(c) for c in classes], dtype=object)
     order = list(order) if order is not None else list(dict.fromkeys(cls.tolist()))
     labels = [str(n) for n in names] if names is not None else [str(i) for i in range(cls.size)]
@@ -351,16 +355,20 @@ def class_box_figure(
     keep = np.array([c in rank for c in cls], dtype=bool)
     idx = np.flatnonzero(keep)
     idx = idx[np.argsort([rank[c] for c in cls[idx]], kind="stable")]
+    display = display or {}
+    shown = [str(display.get(c, c)) for c in cls[idx]]
+    what = f"{hover_name} = " if hover_name else ""
     for name, vals in series.items():
         v = np.asarray(vals, dtype=float).ravel()
         fig.add_trace(
-            go.Box(x=cls[idx].tolist(), y=v[idx], name=name, boxpoints="all", jitter=0.4, pointpos=0,
+            go.Box(x=shown, y=v[idx], name=name, boxpoints="all", jitter=0.4, pointpos=0,
                    marker=dict(color=palette[name], size=5), line=dict(width=1),
-                   customdata=[labels[i] for i in idx], hovertemplate="%{customdata}: %{y:.4g}<extra></extra>")
+                   customdata=[labels[i] for i in idx],
+                   hovertemplate=f"%{{customdata}} (%{{x}}): {what}%{{y:.4g}}<extra></extra>")
         )
     layout(fig, title=title, height=320, boxmode="group",
             legend=dict(orientation="h", y=-0.3), showlegend=len(series) > 1)
-    fig.update_xaxes(title="class", categoryorder="array", categoryarray=order)
+    fig.update_xaxes(title="class", categoryorder="array", categoryarray=[str(display.get(c, c)) for c in order])
     fig.update_yaxes(title=y_title)
     return fig
 

@@ -13,7 +13,9 @@ from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, matrix_heatmap, probability_bars
 from bertgeom.figures.further import difference_map, significance_grid, token_bars
 from bertgeom.tables import head_label, per_head_frame
+from bertgeom.genome.classes import CLASS_DISPLAY
 from bertgeom.ui.cache import cached_model, get_trace
+from bertgeom.ui.names import class_name
 from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
 from bertgeom.ui.workqueue import heavy
@@ -134,7 +136,6 @@ def compare_inputs_tab(v: PageView) -> None:
                "pieces; inserted tokens stay unpaired). Per head, the change is the mean total-variation distance "
                "between paired attention rows: 0 = identical, 1 = no shared mass.")
     if v.is_spike:
-        from bertgeom.genome.classes import CLASS_DISPLAY
         from bertgeom.sets.inputs import genome_set
 
         demos = genome_set("demo")
@@ -160,8 +161,9 @@ def compare_inputs_tab(v: PageView) -> None:
         st.warning("The two inputs share no token, so their maps cannot be paired.")
         return
     if v.loaded.labels:
-        chart(probability_bars(v.loaded.labels, {"A (current)": v.trace.probs, "B": tb.probs},
-                               title=f"Predicted: A {v.trace.predicted}, B {tb.predicted}"), "w_cmpin_probs")
+        chart(probability_bars(v.loaded.labels, {"A (current)": v.trace.probs, "B": tb.probs}, display=CLASS_DISPLAY,
+                               title=f"Predicted: A {class_name(v.trace.predicted)}, B {class_name(tb.predicted)}"),
+              "w_cmpin_probs")
     n_a, n_b = v.trace.encoded.n_tokens, tb.encoded.n_tokens
     st.markdown(f"{ia.size} paired tokens (A has {n_a}, B has {n_b}). **Change of each head's map**; "
                 "click a head to select it.")
@@ -191,7 +193,7 @@ def compare_inputs_tab(v: PageView) -> None:
     rows = row_change(v.trace.attentions[layer, head], tb.attentions[layer, head], ia, ib)
     chart(token_bars({"change of the row (TV distance)": rows}, labels, ylabel="TV distance",
                      title="Which query tokens read differently", numbered=False), "w_cmpin_rows")
-    zmax = float(max(a.max(), b.max()))
+    zmax = fh.contrast_max(a, b)  # one scale for both, the largest few cells saturated
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**A (current input)**")
@@ -280,7 +282,7 @@ def domain_test_section(summary, mask: np.ndarray, dom: str, v: PageView, who: s
     st.markdown(f"##### Top heads for {dom}: which heads attend to it more than its share of the spike?")
     st.caption(f"**What this shows:** a head is starred when its strong attention (weights > 0.3) lands on {dom} "
                f"more often than {dom}'s share of the tokens ({t.background:.1%}) would explain: a one-sided "
-               f"two-proportion z-test over {who}, Bonferroni-corrected over all {t.z.size} heads "
+               f"two-proportion z-test over {class_name(who)}, Bonferroni-corrected over all {t.z.size} heads "
                f"(p < {t.alpha_heads:.1e}). Grey: a head with no weight above 0.3.")
     c1, c2 = st.columns([5, 4])
     with c1:
@@ -325,7 +327,7 @@ def gradient_tab(v: PageView) -> None:
     labels = list(v.loaded.labels)
     pred = int(np.argmax(v.trace.logits))
     target = st.selectbox("Loss L = −log p(class)", list(range(len(labels))), index=pred, key="w_grad_target",
-                          format_func=lambda i: labels[i] + (" (predicted)" if i == pred else ""))
+                          format_func=lambda i: class_name(labels[i]) + (" (predicted)" if i == pred else ""))
     res = cached_gradients(v.model_id, v.text, int(target))
     kinds = res["kinds"]
     names = [k[5:] for k in kinds if k.startswith("grad ")]

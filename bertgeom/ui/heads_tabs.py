@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from bertgeom.analysis.ablation import cls_cosine
+from bertgeom.genome.classes import CLASS_DISPLAY
 from bertgeom.attention import softmax
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, matrix_heatmap, probability_bars
@@ -31,7 +32,8 @@ from bertgeom.sets.heads import domain_token_share
 from bertgeom.tables import arcs_frame, head_label, head_labels, per_head_frame
 from bertgeom.ui import heads_cache as hc
 from bertgeom.ui.state import PageView
-from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
+from bertgeom.ui.names import class_name, feature_label
+from bertgeom.ui.widgets import chart, csv_button, doc_caption, errors_expander, progress
 from bertgeom.ui.plain import plain
 
 TAXONOMIES = TAXONOMY_NAMES
@@ -90,13 +92,6 @@ def hover_labels(labels: list[str], domains: list[str] | None) -> list[str]:
     return [f"{x} · {d}" if d else str(x) for x, d in zip(labels, domains)]
 
 
-def _class_name(c: str) -> str:
-    """One display name per class everywhere (the variant classes' ``CLASS_DISPLAY``)."""
-    from bertgeom.genome.classes import CLASS_DISPLAY
-
-    return CLASS_DISPLAY.get(c, c)
-
-
 def show_clark_findings(lab: dict, feats, *, what: str = "this input") -> None:
     """Clark's behaviours (and the feature value behind each) found on ``what``."""
     st.markdown(f"**Clark behaviours on {what}** (value of the feature behind each label in brackets):")
@@ -139,17 +134,18 @@ def set_tab(v: View) -> None:
     if summary.classifier:
         cls = c1.selectbox("Class", options, key="w_set_class",
                            format_func=lambda c: "all classes" if c is None
-                           else f"{_class_name(c)} ({int(summary.mask(c).sum())} correct)")
+                           else f"{class_name(c)} ({int(summary.mask(c).sum())} correct)")
     else:
         cls = None
     view = c2.radio("View", views, horizontal=True, key="w_set_view")
     mask = summary.mask(cls)
-    who = ("all classes" if summary.classifier else "all inputs") if cls is None else cls
+    who = ("all classes" if summary.classifier else "all inputs") if cls is None else cls  # file names
+    who_name = who if cls is None else class_name(cls)  # on screen
 
     if view == "Class-mean map":
         names = tuple(str(x) for x in np.asarray(summary.names)[mask])
         cm = hc.class_mean(model_id, loaded.weights_hash, names)
-        st.markdown(f"#### {head_label(layer, head)} — mean map of {who} ({cm['n']} inputs)")
+        st.markdown(f"#### {head_label(layer, head)} — mean map of {who_name} ({cm['n']} inputs)")
         st.caption("Paper recipe (docs/methods.md §5): correct predictions only; each map zeroed from the first [SEP] on "
                    "([SEP] and [PAD] removed, [CLS] kept), then averaged. "
                    + ("" if is_spike else "Sentences differ in length and words, so positions, not words, are averaged."))
@@ -171,20 +167,23 @@ def set_tab(v: View) -> None:
         fnames = [n for n in summary.feature_names if n in FEATURE_DOCS]
         if st.session_state.get("w_set_feature") not in fnames:
             st.session_state["w_set_feature"] = "k90_frac" if "k90_frac" in fnames else fnames[0]
-        feat = st.selectbox("Feature", fnames, key="w_set_feature", format_func=lambda n: f"{FEATURE_DOCS[n][0]} ({n})")
+        feat = st.selectbox("Feature", fnames, key="w_set_feature", format_func=feature_label)
+        doc_caption(FEATURE_DOCS[feat])
         mean = summary.mean_table(mask)
         values = summary.feature(feat)
+        groups = ({c: values[summary.mask(c), layer, head] for c in classes} if (summary.classifier and cls is None)
+                  else {who: values[mask, layer, head]})
+        grid_fig, box_fig = fh.feature_over_set(mean[feat], groups, feat, layer=layer, head=head,
+                                                display=CLASS_DISPLAY)
         c1, c2 = st.columns([5, 4])
         with c1:
-            st.markdown(f"Mean of **{feat}** over {who} ({int(mask.sum())} inputs); click a head to select it.")
-            chart(head_grid(mean[feat], colour_label=feat, selected=(layer, head)), "w_set_grid", selects_head=True)
+            st.markdown(f"Mean of **{feature_label(feat)}** over {who_name} ({int(mask.sum())} inputs); "
+                        "click a head to select it.")
+            chart(grid_fig, "w_set_grid", selects_head=True)
         with c2:
-            groups = ({c: values[summary.mask(c), layer, head] for c in classes} if (summary.classifier and cls is None)
-                      else {who: values[mask, layer, head]})
-            chart(fh.distribution(groups, kind="box", title=f"{head_label(layer, head)}: {feat} per input",
-                                   ylabel=feat), "w_set_box")
-        k90_groups = ({c: summary.k90_rows(summary.mask(c), layer, head) for c in classes}
-                      if (summary.classifier and cls is None) else {who: summary.k90_rows(mask, layer, head)})
+            chart(box_fig, "w_set_box")
+        k90_groups = ({class_name(c): summary.k90_rows(summary.mask(c), layer, head) for c in classes}
+                      if (summary.classifier and cls is None) else {who_name: summary.k90_rows(mask, layer, head)})
         chart(fh.distribution(k90_groups, kind="violin", ylabel="k90 (keys holding 90% of a row)",
                                title=f"{head_label(layer, head)}: metastable-state size k90 of every query row "
                                      "(docs/methods.md §3.4)"), "w_set_k90")
@@ -196,7 +195,7 @@ def set_tab(v: View) -> None:
         chart(fh.label_shares(rows, display=DISPLAY_NAMES,
                                title=f"{head_label(layer, head)}: labels over the inputs (one label per input)"), "w_set_shares")
         set_labels = classify_heads(mean, th)
-        show_clark_findings(set_labels, mean, what=f"the mean over {who}")
+        show_clark_findings(set_labels, mean, what=f"the mean over {who_name}")
         std = summary.arrays["feats"][mask].astype(np.float64).std(axis=0)
         cols = {}
         for i, n in enumerate(summary.feature_names):
@@ -265,7 +264,7 @@ def similarity_tab(v: View) -> None:
     k = c1.slider("k-means clusters (k)", 2, 10, 5, key="w_sim_k")
     if st.session_state.get("w_sim_feats") is None:
         st.session_state["w_sim_feats"] = [n for n in GUAN_FEATURES if n in fnames]
-    chosen = c2.multiselect("Clustering features (z-scored)", fnames, key="w_sim_feats",
+    chosen = c2.multiselect("Clustering features (z-scored)", fnames, key="w_sim_feats", format_func=feature_label,
                             help="Default: Guan-style distance features plus sink mass and entropy.")
     chosen = chosen or [n for n in GUAN_FEATURES if n in fnames]
     X = np.stack([np.asarray(feats[n], dtype=float).reshape(L * H) for n in chosen], axis=1)
@@ -273,7 +272,7 @@ def similarity_tab(v: View) -> None:
     from bertgeom.analysis.headsim import name_clusters
 
     cnames = name_clusters(clus.centroids, clus.feature_names)
-    cluster_cat = np.array([f"{c + 1}: {cnames[c]}" for c in clus.labels])
+    cluster_cat = np.array([cnames[c] for c in clus.labels])  # the names are unique: one number per cluster, not two
     colour_by = st.radio("Colour the map by", ["layer", "k-means cluster"] + [TAXONOMIES[t] for t in TAXONOMIES],
                          horizontal=True, key="w_sim_colour")
     if colour_by == "layer":
@@ -296,8 +295,11 @@ def similarity_tab(v: View) -> None:
         for c in range(clus.k):
             idx = np.flatnonzero(clus.labels == c)
             shown = ", ".join(head_label(*divmod(int(i), H)) for i in idx[:8])
-            members.append(f"- **{c + 1}: {cnames[c]}** ({idx.size}): {shown}{' …' if idx.size > 8 else ''}")
+            members.append(f"- **{cnames[c]}** ({idx.size}): {shown}{' …' if idx.size > 8 else ''}")
         st.markdown("\n".join(members))
+        if any(n[-1:].isdigit() for n in cnames):
+            st.caption("Clusters that the same rule names are numbered 1, 2, … from the one with the most of the "
+                       "rule's key feature (sink mass, previous-token mass, …; distance / uniform for mid-range).")
         st.caption(f"The selected head {head_label(layer, head)} is in cluster "
                    f"{cluster_cat[layer * H + head]}.")
     st.markdown("**The clusters on the head grid**; click a head to select it.")
@@ -306,10 +308,11 @@ def similarity_tab(v: View) -> None:
         chart(head_grid(np.zeros((L, H)), categories=cluster_cat.reshape(L, H), colour_label="cluster",
                                 selected=(layer, head)), "w_cluster_grid", selects_head=True)
     cdf = pd.DataFrame(clus.centroids, columns=clus.feature_names)
-    cdf.insert(0, "cluster", [f"{c + 1}: {cnames[c]}" for c in range(clus.k)])
+    cdf.insert(0, "cluster", list(cnames))
     cdf.insert(1, "heads", np.bincount(clus.labels, minlength=clus.k))
     st.markdown("Cluster centres (feature units; names from the rules of docs/methods.md §6)")
-    st.dataframe(cdf.round(3), hide_index=True, width="stretch")
+    st.dataframe(cdf.round(3).rename(columns={n: feature_label(n) for n in clus.feature_names}), hide_index=True,
+                 width="stretch")  # plain words on screen; the CSV keeps the variable names
     csv_button(cdf, "kmeans_centroids.csv", "w_centroid_csv")
     names = head_labels(L, H)
     with st.expander("Jensen-Shannon distance between every pair of heads"):
@@ -363,10 +366,10 @@ def disable_tab(v: View) -> None:
             top = int(np.argmax(pb))
             after = int(np.argmax(pa))
             c1, c2, c3 = st.columns(3)
-            c1.metric("Predicted with all heads", f"{loaded.labels[top]} ({pb[top]:.3f})")
-            c2.metric("Predicted with the heads disabled", f"{loaded.labels[after]} ({pa[after]:.3f})")
-            c3.metric(f"Change of p({loaded.labels[top]})", f"{pa[top] - pb[top]:+.4f}")
-            chart(probability_bars(loaded.labels, {"all heads": pb, "heads disabled": pa},
+            c1.metric("Predicted with all heads", f"{class_name(loaded.labels[top])} ({pb[top]:.3f})")
+            c2.metric("Predicted with the heads disabled", f"{class_name(loaded.labels[after])} ({pa[after]:.3f})")
+            c3.metric(f"Change of p({class_name(loaded.labels[top])})", f"{pa[top] - pb[top]:+.4f}")
+            chart(probability_bars(loaded.labels, {"all heads": pb, "heads disabled": pa}, display=CLASS_DISPLAY,
                                    title=f"Class probabilities, {len(heads)} head(s) disabled"), "w_abl_probs")
             pdf = pd.DataFrame({"class": loaded.labels, "p_before": pb, "p_after": pa, "change": pa - pb})
             csv_button(pdf, "ablation_probabilities.csv", "w_abl_csv")
@@ -392,7 +395,7 @@ def disable_tab(v: View) -> None:
         top = int(np.argmax(pb))
         pa = softmax(sw["logits"])[..., top]
         delta = pa - pb[top]
-        what = f"change of p({loaded.labels[top]}) (predicted class)"
+        what = f"change of p({class_name(loaded.labels[top])}) (predicted class)"
     else:
         delta = 1.0 - cls_cosine(sw["cls"], sw["base_cls"])
         what = "1 − cosine of the final [CLS] vector"
@@ -477,7 +480,7 @@ def compare_tab(v: View) -> None:
                 f"{REGISTRY[partner].display_name if partner in REGISTRY else partner}")
     axis = trace.axis_labels
     hov = hover_labels(axis, domains)
-    zmax = float(max(a[head].max(), b[head].max()))
+    zmax = fh.contrast_max(a[head], b[head])  # one scale for both, the largest few cells saturated
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**this model**")
