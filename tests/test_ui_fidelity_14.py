@@ -212,3 +212,57 @@ def test_side_by_side_maps_share_one_contrast(minilm):
     assert min(a.max(), b.max()) * 0 < top <= max(a.max(), b.max())
     figs = [fh.attention_map(m, trace.axis_labels, zmax=top) for m in (a, b)]
     assert figs[0].data[0].zmax == figs[1].data[0].zmax == top
+
+
+def test_faithful_comparison_maps_of_a_real_head_are_not_blank(minilm):
+    """The Subspace page's correct / faithful / difference maps on a real input (the page's own
+    recipe: the official code's attention from the next layer's output): every colour scale stops
+    at the 99.5% quantile, so each panel colours more cells than a scale ending at its largest one."""
+    from bertgeom import attention as att
+    from bertgeom.figures.subspace import attention_comparison_figure
+    from bertgeom.sets.subspace import faithful_input
+    from bertgeom.weights import extract_layer_weights
+
+    text = " ".join(["The committee met on Tuesday to discuss the budget, and after a long debate it "
+                     "approved the plan."] * 3)
+    trace = run_trace(minilm, text)
+    layer, head = 1, 0
+    lw = extract_layer_weights(minilm.model)[layer]
+    Af = att.faithful_attention(faithful_input(trace.hidden_states, layer), lw)[head]
+    Ac = trace.attentions[layer, head]
+    fig = attention_comparison_figure(Ac, Af, trace.axis_labels, layer=layer, head=head)
+    heat = [t for t in fig.data if t.type == "heatmap"]
+    for tr, raw in zip(heat, (Ac, Af, np.abs(Af - Ac))):
+        z = np.abs(np.asarray(tr.z, dtype=float))
+        assert (z >= 0.1 * tr.zmax).mean() >= (z >= 0.1 * raw.max()).mean()
+        assert (z >= 0.1 * tr.zmax).mean() >= 0.01
+    assert any(tr.colorbar.title.text and "darkest" in tr.colorbar.title.text for tr in heat)
+
+
+def test_every_metric_label_the_pages_show_is_plain_words():
+    """The labels that title grids, colour bars and options on every page (as the pages show them)."""
+    from bertgeom.analysis.cone import ENTROPY_DOCS, STREAM_DOCS
+    from bertgeom.analysis.subspace import DATA_FEATURE_DOCS, WEIGHT_FEATURE_DOCS
+    from bertgeom.ui.names import symbols
+
+    tables = (FEATURE_DOCS, WEIGHT_FEATURE_DOCS, DATA_FEATURE_DOCS, STREAM_DOCS, ENTROPY_DOCS)
+    shown = [symbols(d.label) for t in tables for d in t.values()]
+    assert [x for x in shown if VARIABLE_NAME.search(x)] == []
+    assert VARIABLE_NAME.search(WEIGHT_FEATURE_DOCS["qk_skew_share"].label)  # as documented: alpha_h
+    assert symbols(WEIGHT_FEATURE_DOCS["qk_skew_share"].label).startswith("Skew share α_h")
+
+
+def test_the_significance_legend_sits_under_the_head_axis_title():
+    """The domain test's grid: the star legend used to share a line with the axis title 'head'."""
+    from bertgeom.figures.further import significance_grid
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(6, 12)) * 10
+    sig = z > 12
+    sig[0, 1] = True
+    fig = significance_grid(z, sig, np.where(sig, 1e-9, 0.5), selected=(0, 0))
+    lay = fig.layout
+    plot_h = lay.height - lay.margin.t - lay.margin.b
+    assert lay.xaxis.title.text == "head" and lay.legend.yanchor == "top"
+    assert -lay.legend.y * plot_h >= 55  # below the tick labels (~20 px) and the title (~20 px more)
+    assert lay.margin.b >= -lay.legend.y * plot_h + 20  # and the legend row still inside the figure

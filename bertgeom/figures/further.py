@@ -40,8 +40,18 @@ def significance_grid(z: np.ndarray, significant: np.ndarray, p: np.ndarray, *, 
     fig.add_trace(go.Scatter(x=hh + 1, y=ll + 1, mode="markers", name="significant (Bonferroni)",
                              marker=dict(symbol="star", size=11, color="gold", line=dict(width=1, color="black")),
                              customdata=np.stack([ll, hh], axis=1).tolist(), hoverinfo="skip"))
-    fig.update_layout(legend=dict(orientation="h", y=-0.15), showlegend=bool(sig.any()))
+    fig.update_layout(showlegend=bool(sig.any()))
+    if sig.any():  # the legend under the axis title ("head"), not beside it: the figure grows, the grid does not
+        t, b = int(fig.layout.margin.t), int(fig.layout.margin.b)
+        plot_h = int(fig.layout.height) - t - b
+        fig.update_layout(height=int(fig.layout.height) + LEGEND_ROOM, margin=dict(b=b + LEGEND_ROOM),
+                          legend=dict(orientation="h", yanchor="top", y=-LEGEND_GAP / plot_h, x=0, xanchor="left"))
     return fig
+
+
+#: Pixels between the grid's bottom and the legend's top (below the tick labels and the axis
+#: title), and the height the figure grows by to hold the legend.
+LEGEND_GAP, LEGEND_ROOM = 58, 44
 
 
 def difference_map(diff: np.ndarray, labels: Sequence[str], *, hover_labels: Sequence[str] | None = None,

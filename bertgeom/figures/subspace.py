@@ -388,8 +388,9 @@ def attention_comparison_figure(
     """Three heatmaps side by side: the model's attention, the official code's hand-made
     attention (transposed head slices, no bias, no mask) and their difference
     ``faithful - correct`` (diverging scale). Hover shows query, key and value. Each map has its
-    own colour scale (0 to its largest weight): the faithful map is often much flatter than the
-    model's, and on a shared scale it would look empty."""
+    own colour scale (0 to the 99.5% quantile of its weights, :func:`~bertgeom.figures.heads.contrast_max`):
+    the faithful map is often much flatter than the model's, and on a shared scale, or one that
+    stops at a single [CLS] weight, it would look empty."""
     Ac = np.asarray(correct, dtype=np.float32)
     Af = np.asarray(faithful, dtype=np.float32)
     if Ac.shape != Af.shape or Ac.ndim != 2:
@@ -401,14 +402,22 @@ def attention_comparison_figure(
         rows=1, cols=3, horizontal_spacing=0.08,
         subplot_titles=("correct (the model's attention)", "faithful (official code)", "difference faithful − correct"),
     )
-    zc, zf = float(max(Ac.max(), 1e-9)), float(max(Af.max(), 1e-9))
-    dmax = float(max(np.abs(D).max(), 1e-9))
+    from bertgeom.figures.heads import contrast_max
+
+    # auto-contrast (the 99.5% quantile, as every attention map): the few [CLS]/[SEP] cells saturate
+    # instead of leaving a 427-token map white; the colour bar says where the scale stops
+    zc, zf, dmax = contrast_max(Ac), contrast_max(Af), contrast_max(np.abs(D))
+
+    def bar(x: float, top: float, largest: float) -> dict:
+        title = dict(text=f"darkest ≥ {top:.2g}", side="right", font=dict(size=10)) if top < 0.999 * largest else None
+        return dict(x=x, thickness=8, len=0.9, title=title)
+
     idx = np.arange(n)
     for col, (Z, kw) in enumerate(
         (
-            (Ac, dict(colorscale="Blues", zmin=0, zmax=zc, colorbar=dict(x=0.285, thickness=8, len=0.9))),
-            (Af, dict(colorscale="Blues", zmin=0, zmax=zf, colorbar=dict(x=0.645, thickness=8, len=0.9))),
-            (D, dict(colorscale="RdBu_r", zmid=0, zmin=-dmax, zmax=dmax, colorbar=dict(x=1.0, thickness=8, len=0.9))),
+            (Ac, dict(colorscale="Blues", zmin=0, zmax=zc, colorbar=bar(0.285, zc, float(Ac.max())))),
+            (Af, dict(colorscale="Blues", zmin=0, zmax=zf, colorbar=bar(0.645, zf, float(Af.max())))),
+            (D, dict(colorscale="RdBu_r", zmid=0, zmin=-dmax, zmax=dmax, colorbar=bar(1.0, dmax, float(np.abs(D).max())))),
         ),
         start=1,
     ):

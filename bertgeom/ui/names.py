@@ -14,6 +14,16 @@ from bertgeom.genome.classes import CLASS_DISPLAY
 VARIABLE_NAME = re.compile(r"\b[a-z][a-z0-9]+_[A-Za-z0-9_]+\b")
 
 
+_GREEK = {"alpha": "α", "beta": "β", "delta": "δ", "theta": "θ", "lambda": "λ", "sigma": "σ", "kappa": "κ"}
+_GREEK_SUBSCRIPT = re.compile(r"\b(" + "|".join(_GREEK) + r")_(?=\w)")
+
+
+def symbols(label: str) -> str:
+    """A documentation label as shown: a spelled-out Greek symbol with a subscript (``alpha_h``) is
+    written as the symbol (``α_h``), so it never reads as a variable name."""
+    return _GREEK_SUBSCRIPT.sub(lambda m: _GREEK[m.group(1)] + "_", label)
+
+
 def class_name(c: str) -> str:
     """The one display name of a class (``gh`` -> ``GH / pre-VOC``); other strings unchanged."""
     return CLASS_DISPLAY.get(str(c), str(c))

@@ -20,6 +20,7 @@ from bertgeom.analysis.subspace import DATA_FEATURE_DOCS, WEIGHT_FEATURE_DOCS
 from bertgeom.tables import per_head_frame
 from bertgeom.ui import subspace_cache as sc
 from bertgeom.ui.state import PageView
+from bertgeom.ui.names import symbols
 from bertgeom.ui.widgets import chart, csv_button, table
 from bertgeom.ui.plain import plain
 
@@ -68,8 +69,9 @@ def weights_tab(v: View) -> None:
         if st.session_state.get("w_sub_wfeature") not in names:
             st.session_state["w_sub_wfeature"] = "qk_skew_share"
         feature = st.selectbox("Colour the grid by (weight space, no input needed)", names, key="w_sub_wfeature",
-                               format_func=lambda n: WEIGHT_FEATURE_DOCS[n][0])
+                               format_func=lambda n: symbols(WEIGHT_FEATURE_DOCS[n][0]))
         label, formula, source = WEIGHT_FEATURE_DOCS[feature]
+        label = symbols(label)
         st.caption(f"`{formula}` — {source}")
         chart(fs.scalar_grid(wg.scalars[feature], label=label, selected=(layer, head)), "w_sub_wgrid", selects_head=True)
     with right:
@@ -77,7 +79,7 @@ def weights_tab(v: View) -> None:
         st.caption(f"d = {wg.d_model}, d_head = {wg.head_dim}. M_h ignores the biases; the query bias only "
                    "adds a per-key prior (‖u_h‖ below), the other bias terms cancel in the softmax.")
         st.dataframe(
-            pd.DataFrame({"quantity": [WEIGHT_FEATURE_DOCS[n][0] for n in names],
+            pd.DataFrame({"quantity": [symbols(WEIGHT_FEATURE_DOCS[n][0]) for n in names],
                           "value": [float(wg.scalars[n][layer, head]) for n in names]}),
             hide_index=True, width="stretch", height=330,
         )
