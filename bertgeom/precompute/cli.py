@@ -47,6 +47,10 @@ def _cmd_precompute(args) -> int:
         engine_kwargs = {}
         if args.engine == "ray" and args.no_ship_code:
             engine_kwargs["ship_code"] = False
+        if args.ray_split_prepare is not None:
+            if args.engine != "ray":
+                raise PrecomputeError("--ray-split-prepare is a Ray engine switch: add --engine ray or drop it.")
+            engine_kwargs["split_prepare"] = args.ray_split_prepare
         summary = precompute(
             args.input, args.labels, args.out, model=args.variant_model, config=cfg, engine=args.engine,
             workers=args.workers, address=args.address, max_shards=args.max_shards, progress=progress,
@@ -113,6 +117,11 @@ def register(sub) -> None:
                         "Client); default: start a local Ray instance")
     p.add_argument("--no-ship-code", action="store_true",
                    help="ray: the cluster has bertgeom installed; do not upload this package")
+    p.add_argument("--ray-split-prepare", action=argparse.BooleanOptionalAction, default=None,
+                   help="ray: parse/align/tokenise as 1-CPU Ray tasks that feed the model actors through the object "
+                        "store (on a GPU cluster: CPU tasks align, GPU actors run the forwards). Default: on when the "
+                        "forwards run on GPUs; --ray-split-prepare forces it (also on CPUs), --no-ray-split-prepare "
+                        "keeps one actor doing both")
     p.add_argument("--shard-size", type=_positive, default=256, help="records per shard (the unit of resume)")
     p.add_argument("--batch-size", type=_positive, default=4, help="genomes per forward pass")
     p.add_argument("--threads", type=_positive, default=1, help="torch/BLAS threads per worker")

@@ -2,8 +2,10 @@
 
 An engine takes an iterator of shard payloads (``(shard, bytes)``) and calls
 ``on_result(shard, files)`` in the driver for every finished shard, in completion order. All
-engines call :meth:`~bertgeom.precompute.core.ShardComputer.run_payload`, with the same torch/BLAS
-thread count, on the same shard contents, so they write identical files.
+engines run :func:`~bertgeom.precompute.core.prepare_shard` then
+:meth:`~bertgeom.precompute.core.ShardComputer.forward_shard`, with the same torch/BLAS thread
+count, on the same shard contents, so they write identical files. Ray can run the two halves apart
+(split mode): alignment as CPU tasks, forwards on model actors (with ``num_gpus`` on a GPU cluster).
 
 The model travels as its files (``config.json``, ``model.safetensors``, ``kmer_vocab.json``): Ray
 workers on other machines need neither the model nor the input on a shared disk, and results come
@@ -15,12 +17,20 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
 
-from bertgeom.precompute.core import ClsBasis, PrecomputeConfig, PrecomputeError, ShardComputer
+from bertgeom.precompute.core import (
+    ClsBasis,
+    PrecomputeConfig,
+    PrecomputeError,
+    PreparedShard,
+    ShardComputer,
+    prepare_payload,
+)
 
 MODEL_FILES = ("config.json", "model.safetensors", "kmer_vocab.json")
 
@@ -135,8 +145,9 @@ class LocalEngine:
 # ---------------------------------------------------------------------------------------------
 # Ray
 # ---------------------------------------------------------------------------------------------
-class RayShardActor:
-    """Ray Data callable class: loads the model once per actor, then one shard per row."""
+class RayForwardActor:
+    """Split mode's model actor (Ray core, ``num_gpus`` on a GPU cluster): loads the model once for
+    the whole run, then turns prepared shards (from the CPU tasks) into files."""
 
     def __init__(self, model_ref, cfg_dict: dict, basis_arrays: dict | None, device: str = "cpu"):
         import ray
@@ -146,6 +157,13 @@ class RayShardActor:
         loaded = load_bundle(bundle)
         basis = ClsBasis.from_arrays(basis_arrays) if basis_arrays else None
         self.computer = ShardComputer(loaded, PrecomputeConfig.from_dict(cfg_dict), basis, device)
+
+    def forward(self, prepared: PreparedShard) -> tuple[int, dict[str, bytes]]:
+        return prepared.shard, self.computer.forward_shard(prepared)
+
+
+class RayShardActor(RayForwardActor):
+    """Ray Data callable class: loads the model once per actor, then one whole shard per row."""
 
     def __call__(self, batch: dict) -> dict:
         shards, out = [], {"parquet": [], "cls.npy": [], "maps.npz": []}
@@ -168,7 +186,8 @@ def _ship_code_env() -> dict:
 
 
 class RayEngine:
-    """Ray Data ``map_batches`` over shards with an actor pool of ``workers`` model actors.
+    """Ray Data ``map_batches`` over shards with an actor pool of ``workers`` model actors, or (split
+    mode) Ray CPU tasks that parse/align/tokenise feeding ``workers`` model actors.
 
     ``address=None`` starts a local Ray instance (``ray.init(num_cpus=workers * threads)``);
     ``address="auto"`` or ``"ray://head:10001"`` joins a cluster. Shards are fed in windows of
@@ -177,13 +196,23 @@ class RayEngine:
 
     ``device``: ``cpu``; ``cuda`` (the cluster must have GPUs) or ``auto`` (``cuda`` when the cluster
     reports GPUs): each actor then asks Ray for ``min(1, GPUs / workers)`` of a GPU (``num_gpus``) and
-    runs its forward passes there; parse, alignment and the per-head statistics stay on its CPUs.
+    runs its forward passes there; the per-head statistics stay on its CPUs.
+
+    ``split_prepare``: parse, alignment and tokenisation run as ``num_cpus=1`` Ray tasks, whose
+    results (token ids and per-record metadata, :class:`~bertgeom.precompute.core.PreparedShard`) go
+    through the object store to the model actors, so a GPU actor is not idle while its CPU aligns.
+    ``None`` (default): on when the forwards run on GPUs; ``True`` forces it (also on CPUs, e.g. to
+    test it), ``False`` keeps one actor doing both. In split mode the actors live for the whole run,
+    ``workers`` defaults to the GPU count (on CPUs: ``CPUs // (threads + 1)``), the CPUs the actors do
+    not hold run the tasks, and at most ``window`` shards are in flight (preparing, prepared or in an
+    actor); a local instance gets one extra CPU per actor for them.
     """
 
     name = "ray"
 
     def __init__(self, workers: int | None = None, address: str | None = None, *, window: int | None = None,
-                 ship_code: bool | None = None, init_kwargs: dict | None = None, device: str = "cpu"):
+                 ship_code: bool | None = None, init_kwargs: dict | None = None, device: str = "cpu",
+                 split_prepare: bool | None = None):
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
@@ -201,6 +230,8 @@ class RayEngine:
         if self.requested_device not in ("auto", "cpu", "cuda"):
             raise PrecomputeError(f"unknown device {device!r}: use auto, cpu or cuda.")
         self.device = "cpu" if self.requested_device == "cpu" else self.requested_device  # resolved in run()
+        self.split_prepare = split_prepare
+        self.split = bool(split_prepare)  # resolved in run(), like the device
 
     driver_device = "cpu"  # the driver only plans and writes; actors compute
 
@@ -208,6 +239,18 @@ class RayEngine:
         if self.requested_device == "cuda" and gpus <= 0:
             raise PrecomputeError("--device cuda was asked for, but the Ray cluster reports no GPU.")
         return "cuda" if self.requested_device in ("auto", "cuda") and gpus > 0 else "cpu"
+
+    def _split(self, device: str) -> bool:
+        return (device == "cuda") if self.split_prepare is None else bool(self.split_prepare)
+
+    def _maybe_split(self) -> bool:
+        """Whether the split mode may be chosen on this machine (sizes a local instance before run()
+        knows the cluster's GPUs)."""
+        if self.split_prepare is not None or self.requested_device == "cpu":
+            return bool(self.split_prepare)
+        import torch
+
+        return torch.cuda.is_available()
 
     def _init(self, threads: int) -> bool:
         """Start or join Ray; True when this call started it (and must shut it down)."""
@@ -220,8 +263,9 @@ class RayEngine:
         if self.address is None:  # a private local instance, sized to the workers
             root = str(Path(__file__).resolve().parents[2])
             env["env_vars"]["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-            kw = dict(num_cpus=(self.workers or 1) * threads, include_dashboard=False, log_to_driver=False,
-                      configure_logging=False)
+            w = self.workers or 1
+            kw = dict(num_cpus=w * threads + (w if self._maybe_split() else 0), include_dashboard=False,
+                      log_to_driver=False, configure_logging=False)
         else:  # join a running cluster (its head's resources and dashboard are its own business)
             kw = dict(address=self.address, log_to_driver=False)
         kw["runtime_env"] = env
@@ -230,32 +274,49 @@ class RayEngine:
         return True
 
     def run(self, computer: ShardComputer, model_source: str, tasks: Tasks, on_result: OnResult) -> None:
+        import ray
+
+        started = self._init(computer.cfg.threads)
+        try:
+            resources = ray.cluster_resources()
+            cpus, gpus = float(resources.get("CPU", 1)), float(resources.get("GPU", 0))
+            self.device = self._cluster_device(gpus)
+            self.split = self._split(self.device)
+            run = self._run_split if self.split else self._run_data
+            run(computer, model_source, tasks, on_result, cpus, gpus)
+        finally:
+            if started:
+                ray.shutdown()
+
+    def _actor_kwargs(self, computer: ShardComputer, model_source: str) -> dict:
+        import ray
+
+        basis = computer.basis.arrays() if computer.basis is not None else None
+        return {"model_ref": [ray.put(model_bundle(model_source))], "cfg_dict": computer.cfg.to_dict(),
+                "basis_arrays": basis, "device": self.device}
+
+    def _run_data(self, computer: ShardComputer, model_source: str, tasks: Tasks, on_result: OnResult,
+                  cpus: float, gpus: float) -> None:
+        """One Ray Data actor per shard does everything (pool rebuilt per window)."""
         import logging
 
         import ray
+        import ray.data
 
         threads = computer.cfg.threads
-        started = self._init(threads)
         data_log = logging.getLogger("ray.data")
         level = data_log.level
         try:
-            import ray.data
-
             data_log.setLevel(logging.ERROR)
             ctx = ray.data.DataContext.get_current()
             ctx.enable_progress_bars = False
             ctx.enable_operator_progress_bars = False
             ctx.enable_auto_log_stats = False
             ctx.verbose_stats_logs = False
-            resources = ray.cluster_resources()
-            workers = self.workers or max(1, int(resources.get("CPU", 1) // threads))
-            self.device = self._cluster_device(float(resources.get("GPU", 0)))
-            gpu_share = min(1.0, float(resources.get("GPU", 0)) / workers) if self.device == "cuda" else 0
+            workers = self.workers or max(1, int(cpus // threads))
+            gpu_share = min(1.0, gpus / workers) if self.device == "cuda" else 0
             window = self.window or max(8 * workers, 16)
-            model_ref = ray.put(model_bundle(model_source))
-            basis = computer.basis.arrays() if computer.basis is not None else None
-            kwargs = {"model_ref": [model_ref], "cfg_dict": computer.cfg.to_dict(), "basis_arrays": basis,
-                      "device": self.device}
+            kwargs = self._actor_kwargs(computer, model_source)
             it = iter(tasks)
             while True:
                 chunk = list(itertools.islice(it, window))
@@ -271,8 +332,56 @@ class RayEngine:
                         on_result(int(shard), {k: bytes(batch[k][i]) for k in ("parquet", "cls.npy", "maps.npz")})
         finally:
             data_log.setLevel(level)
-            if started:
-                ray.shutdown()
+
+    def _run_split(self, computer: ShardComputer, model_source: str, tasks: Tasks, on_result: OnResult,
+                   cpus: float, gpus: float) -> None:
+        """Prepare as CPU tasks, forwards on long-lived actors; the driver only hands object refs from
+        one to the other (it never fetches a prepared shard) and writes the results."""
+        import ray
+
+        threads = computer.cfg.threads
+        workers = self.workers or (max(1, int(gpus)) if self.device == "cuda" else max(1, int(cpus // (threads + 1))))
+        if workers * threads >= cpus:
+            raise PrecomputeError(f"split prepare needs CPUs for the alignment tasks besides the {workers} model "
+                                  f"actor(s) x {threads} thread(s), and the Ray cluster has {cpus:g}: ask for "
+                                  "fewer --workers or --threads.")
+        gpu_share = min(1.0, gpus / workers) if self.device == "cuda" else 0
+        window = self.window or max(8 * workers, 16)
+        prepare = ray.remote(num_cpus=1)(prepare_payload)
+        vocab_ref = ray.put(computer.loaded.tokenizer)
+        max_tokens = computer.loaded.max_tokens
+        kwargs = self._actor_kwargs(computer, model_source)
+        actor_cls = ray.remote(RayForwardActor).options(num_cpus=threads, num_gpus=gpu_share)
+        actors = [actor_cls.remote(**kwargs) for _ in range(workers)]
+        load = [0] * workers  # forward calls queued per actor (<= 2: one running, one waiting)
+        preparing: dict = {}  # prepare ref -> shard
+        prepared: deque = deque()  # prepare refs that are done, waiting for an actor
+        forwarding: dict = {}  # forward ref -> actor index
+        it = iter(tasks)
+        try:
+            while True:
+                while len(preparing) + len(prepared) + len(forwarding) < window:
+                    nxt = next(it, None)
+                    if nxt is None:
+                        break
+                    preparing[prepare.remote(nxt[1], vocab_ref, max_tokens, threads)] = nxt[0]
+                while prepared and min(load) < 2:
+                    a = load.index(min(load))
+                    forwarding[actors[a].forward.remote(prepared.popleft())] = a
+                    load[a] += 1
+                if not preparing and not forwarding:
+                    break
+                ready, _ = ray.wait([*preparing, *forwarding], num_returns=1, fetch_local=False)
+                for ref in ready:
+                    if ref in preparing:
+                        del preparing[ref]
+                        prepared.append(ref)
+                    else:
+                        load[forwarding.pop(ref)] -= 1
+                        on_result(*ray.get(ref))
+        finally:
+            for actor in actors:
+                ray.kill(actor)
 
 
 def make_engine(name: str, workers: int | None = None, address: str | None = None, *, device: str = "cpu", **kw):

@@ -198,7 +198,9 @@ def precompute(
     """Precompute per-genome results and class-mean maps of a labelled FASTA file (resumable).
 
     ``engine``: ``"local"`` (``workers`` processes; 1 = in this process) or ``"ray"`` (``workers``
-    model actors; ``address`` joins a cluster, else a local Ray instance is started).
+    model actors; ``address`` joins a cluster, else a local Ray instance is started;
+    ``engine_kwargs={"split_prepare": True}`` runs the alignment as separate CPU tasks, see
+    :class:`~bertgeom.precompute.engines.RayEngine`).
     ``max_shards``: compute at most that many new shards, then stop (status ``partial``; a rerun
     resumes). ``progress(shards_done, n_shards, genomes_done)`` after each shard; ``on_shard(shard)``
     after a shard's files are written (an exception there interrupts the run cleanly).
@@ -311,6 +313,8 @@ def _precompute_locked(inp: Path, lab: Path, out: Path, loaded, dims: ModelDims,
         checkpoint()
         run_info.update(finished=time.time(), shards_computed=len(computed), device=eng.device,
                         attentions=computer.needs_attentions)
+        if hasattr(eng, "split"):  # Ray: alignment as CPU tasks apart from the model actors, or not
+            run_info["split_prepare"] = eng.split
         manifest["runs"] = manifest.get("runs", []) + [run_info]
         manifest["status"] = "partial"
         rd.write_manifest(manifest)
