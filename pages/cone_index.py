@@ -66,7 +66,7 @@ k5.metric(f"{norm_label}, last layer", f"{hid_n[-1]:.3f}")
 what = "this genome" if is_spike else "this input"
 chart(fc.cone_curve({what: hid}, m, normalized_curves={what: hid_n}, normalized_label=norm_label,
                     raw_reference=unit,
-                    title=f"Cone index of hidden_states[0…{L}] — {TOKEN_SET_LABELS[token_set]}, m = {m}"),
+                    title=f"Cone index of the hidden states, layers 0…{L} — {TOKEN_SET_LABELS[token_set]}, m = {m}"),
       "w_cone_curve")
 curve_df = pd.DataFrame({"layer": np.arange(L + 1), "I": hid, "I_over_m" if unit else "I_over_sum_norms": hid_n,
                          "m": m, "sqrt_m": np.sqrt(m), "token_set": token_set, "padded_to": pad_to or 0})

@@ -61,7 +61,7 @@ _reading_notes = st.cache_data(max_entries=8, show_spinner=False)(reading_notes)
 examples = demo_genomes()
 cols = st.columns(len(examples))
 for i, (col, g) in enumerate(zip(cols, examples)):
-    col.button(CLASS_DISPLAY.get(g["class"], g["class"]).split(" /")[0], key=f"w_example_{i}", on_click=_use_example,
+    col.button(CLASS_DISPLAY.get(g["class"], g["class"]), key=f"w_example_{i}", on_click=_use_example,
                args=(i,), help=f"Example: {g['accession'] or g['name']} ({g['clade']}, {g['country'] or 'n/a'}, "
                                f"{g['date'] or 'date n/a'}) — {g['source']}", width="stretch")
 

@@ -266,3 +266,12 @@ def test_the_significance_legend_sits_under_the_head_axis_title():
     assert lay.xaxis.title.text == "head" and lay.legend.yanchor == "top"
     assert -lay.legend.y * plot_h >= 55  # below the tick labels (~20 px) and the title (~20 px more)
     assert lay.margin.b >= -lay.legend.y * plot_h + 20  # and the legend row still inside the figure
+
+
+def test_the_classifier_names_its_example_buttons_as_every_chart_names_the_classes(page_with_paste):
+    at = page_with_paste("pages/variant_classifier.py", genome_set("demo")[7].text)
+    labels = [b.label for b in at.button if str(b.key).startswith("w_example_")]
+    assert sorted(labels) == sorted(CLASS_DISPLAY.values())  # "GH / pre-VOC", not "GH" here and the full name there
+    probs = next(json.loads(el.proto.spec) for el in at.get("plotly_chart")
+                 if json.loads(el.proto.spec)["data"][0]["type"] == "bar")
+    assert set(probs["data"][0]["y"]) == set(CLASS_DISPLAY.values())

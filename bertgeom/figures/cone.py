@@ -91,7 +91,10 @@ def cone_curve(curves: Mapping[str, np.ndarray] | np.ndarray, m: int, *, title: 
     fig.update_xaxes(title_text="layer (0 = embeddings)", tickmode="linear", dtick=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], row=1, col=2)
-    return layout(fig, title=title, height=380, legend_below=True)
+    layout(fig, title=title, height=380, legend_below=True)
+    if title:  # the panel titles sit under the figure title, not against it
+        fig.update_layout(margin=dict(t=72), height=400)
+    return fig
 
 
 def stream_curves(streams: Mapping[str, np.ndarray], labels: Mapping[str, str], m: int, *,

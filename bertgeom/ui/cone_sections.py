@@ -131,7 +131,7 @@ def groups_of(data) -> np.ndarray:
 
 
 STREAM_CHOICES = {
-    "hidden": "hidden_states[l], l = 0…L",
+    "hidden": "hidden state of every layer (0 = embeddings)",
     "layer_input": "layer input X",
     "head_output": "head output Z_h (mean over heads)",
     "one_head": "one head's output Z_h",
