@@ -127,6 +127,8 @@ def test_integrated_gradients_track_never_overlaps_the_domain_bar(tiny_variant):
         y = np.asarray(tr.y, dtype=float)[1:-1]
         assert low <= np.nanmin(y) and np.nanmax(y) <= high
     assert lay.xaxis.anchor == "y2"  # the position ticks sit under the bar, not between bar and tracks
+    assert lay.legend.yanchor == "bottom" and lay.legend.y >= 1  # the legend above the plot, not on the mutation ticks
+    assert len({tr.line.color for tr in lines}) == 3  # rollout and integrated gradients no longer two reds
 
 
 # --- the RNA note -----------------------------------------------------------------------------

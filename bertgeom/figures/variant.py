@@ -59,6 +59,7 @@ def spike_track(
     fig.add_trace(go.Scatter(x=[0], y=[0.5], yaxis="y2", mode="markers", marker=dict(opacity=0), hoverinfo="skip",
                              showlegend=False))  # registers the bar's axis
     low = 0.0
+    colours = dict(zip(tracks, ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#72b7b2")))  # distinct hues, not the theme's reds
     for name, values in tracks.items():
         v = np.asarray(values, dtype=float)
         scale = float(np.max(np.abs(v[1:-1]))) if t > 2 else 1.0
@@ -67,7 +68,7 @@ def spike_track(
         low = min(low, float(np.nanmin(inner / scale)) if inner.size else 0.0)
         hover = [f"{axis_labels[i]} ({domains[i] or '-'})<br>{name}: {v[i]:.4g}" for i in range(t)]
         fig.add_trace(go.Scatter(x=x, y=v / scale, mode="lines", name=name, hovertext=hover, hoverinfo="text",
-                                 line=dict(width=1.5)))
+                                 line=dict(width=1.5, color=colours.get(name))))
     if mutation_tokens:
         pos = sorted(mutation_tokens)
         fig.add_trace(go.Scatter(x=pos, y=[1.08] * len(pos), mode="markers", name="mutations",
@@ -75,15 +76,15 @@ def spike_track(
                                  hovertext=[mutation_tokens[p] for p in pos], hoverinfo="text"))
     step = max(1, t // 12)
     ticks = list(range(1, t - 1, step))
-    bottom = -1.05 if low < -0.02 else -0.05  # room for a signed track, none wasted otherwise
+    bottom = min(-0.05, low - 0.05)  # room for a signed track's lowest value, none wasted otherwise
     fig.update_layout(
-        title=title, height=360, margin=dict(l=10, r=10, t=40 if title else 10, b=40), plot_bgcolor="white",
+        title=title, height=380, margin=dict(l=10, r=10, t=70 if title else 40, b=40), plot_bgcolor="white",
         xaxis=dict(title="spike position (amino acids covered by the token)", tickmode="array", tickvals=ticks,
                    ticktext=[axis_labels[i] for i in ticks], range=[-1, t], anchor="y2"),
         yaxis=dict(title="relative value", range=[bottom, 1.15], zeroline=low < -0.02, zerolinecolor="#bbbbbb",
                    domain=list(TRACK_DOMAIN)),
         yaxis2=dict(domain=list(BAR_DOMAIN), range=[0, 1], visible=False, fixedrange=True),
-        legend=dict(orientation="h", y=1.12),
+        legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0),  # above the plot, clear of the mutation ticks
     )
     return fig
 
