@@ -196,7 +196,7 @@ def label_shares(
             seen.add(c)
     fig.update_layout(barmode="stack", title=title, height=80 + 45 * max(1, len(rows)),
                       margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-                      xaxis=dict(range=[0, 1], tickformat=".0%"), yaxis=dict(autorange="reversed"),
+                      xaxis=dict(range=[0, 1.001], tickformat=".0%", dtick=0.2), yaxis=dict(autorange="reversed"),
                       legend=dict(orientation="h", y=-0.3), plot_bgcolor="white", font=_FONT)
     return fig
 
