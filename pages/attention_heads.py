@@ -183,7 +183,7 @@ def all_heads_tab() -> None:
     cols = st.multiselect("Columns", list(df.columns), default=[c for c in default_cols if c in df.columns],
                           key="w_table_cols", persist_state="session")
     st.caption("Click a column header to sort. The CSV holds every column, including the distance histogram.")
-    st.dataframe(df[cols or ["layer", "head"]], hide_index=True, width="stretch", height=420)
+    st.dataframe(df[cols or ["layer", "head"]].round(4), hide_index=True, width="stretch", height=420)  # no 0.0000000000003
     full = df.join(per_head_frame({n: table[n] for n in table.hist_labels}).drop(columns=["layer", "head"]))
     csv_button(full, "head_features.csv", "w_table_csv", "Download the table (CSV)")
     with st.expander("Class scores behind each label"):

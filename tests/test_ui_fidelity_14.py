@@ -277,3 +277,20 @@ def test_the_classifier_names_its_example_buttons_as_every_chart_names_the_class
     probs = next(json.loads(el.proto.spec) for el in at.get("plotly_chart")
                  if json.loads(el.proto.spec)["data"][0]["type"] == "bar")
     assert set(probs["data"][0]["y"]) == set(CLASS_DISPLAY.values())
+
+
+def test_cluster_names_are_listed_in_their_own_numbering(sentence_features):
+    """k-means on real head features: the page lists clusters as their (unique) names number them."""
+    from bertgeom.analysis.headsim import cluster_heads, name_clusters
+    from bertgeom.ui.heads_tabs import _name_order
+
+    t1, _ = sentence_features
+    names = ["mean_dist_norm", "signed_offset_norm", "sink", "entropy_norm", "self", "prev", "next"]
+    X = np.stack([np.asarray(t1[n], dtype=float).ravel() for n in names], axis=1)
+    clus = cluster_heads(X, k=4, feature_names=names, random_state=0)
+    cnames = name_clusters(clus.centroids, clus.feature_names)
+    assert len(set(cnames)) == len(cnames)
+    listed = [cnames[c] for c in sorted(range(clus.k), key=lambda c: _name_order(cnames[c]))]
+    stems = [_name_order(n) for n in listed]
+    assert stems == sorted(stems)
+    assert _name_order("sink/vertical 10") > _name_order("sink/vertical 2")

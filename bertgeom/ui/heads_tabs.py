@@ -232,6 +232,12 @@ def set_tab(v: View) -> None:
 # --- Head similarity ----------------------------------------------------------------------
 
 
+def _name_order(name: str) -> tuple[str, int]:
+    """Sort key of a cluster name: the rule's name, then its number (``… 2`` before ``… 10``)."""
+    stem = name.rstrip("0123456789")
+    return stem.strip(), int(name[len(stem):] or 0)
+
+
 def similarity_tab(v: View) -> None:
     model_id, text, trace, table, labels, th = v.model_id, v.text, v.trace, v.table, v.labels, v.th
     layer, head, L, H = v.layer, v.head, v.L, v.H
@@ -292,7 +298,8 @@ def similarity_tab(v: View) -> None:
     with c2:
         st.markdown(f"**k-means clusters** (k = {clus.k}, silhouette {clus.silhouette:.2f})")
         members = []
-        for c in range(clus.k):
+        order = sorted(range(clus.k), key=lambda c: _name_order(cnames[c]))  # "… 1", "… 2", …, not k-means order
+        for c in order:
             idx = np.flatnonzero(clus.labels == c)
             shown = ", ".join(head_label(*divmod(int(i), H)) for i in idx[:8])
             members.append(f"- **{cnames[c]}** ({idx.size}): {shown}{' …' if idx.size > 8 else ''}")
@@ -310,6 +317,7 @@ def similarity_tab(v: View) -> None:
     cdf = pd.DataFrame(clus.centroids, columns=clus.feature_names)
     cdf.insert(0, "cluster", list(cnames))
     cdf.insert(1, "heads", np.bincount(clus.labels, minlength=clus.k))
+    cdf = cdf.iloc[order].reset_index(drop=True)
     st.markdown("Cluster centres (feature units; names from the rules of docs/methods.md §6)")
     st.dataframe(cdf.round(3).rename(columns={n: feature_label(n) for n in clus.feature_names}), hide_index=True,
                  width="stretch")  # plain words on screen; the CSV keeps the variable names
