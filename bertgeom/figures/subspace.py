@@ -408,16 +408,20 @@ def attention_comparison_figure(
     # instead of leaving a 427-token map white; the colour bar says where the scale stops
     zc, zf, dmax = contrast_max(Ac), contrast_max(Af), contrast_max(np.abs(D))
 
-    def bar(x: float, top: float, largest: float) -> dict:
-        title = dict(text=f"darkest ≥ {top:.2g}", side="right", font=dict(size=10)) if top < 0.999 * largest else None
-        return dict(x=x, thickness=8, len=0.9, title=title)
+    # where each scale stops, once under the figure title (a title beside a thin colour bar would sit
+    # on the next panel)
+    saturated = [f"{name} ≥ {top:.2g}" for name, top, largest in
+                 (("correct", zc, float(Ac.max())), ("faithful", zf, float(Af.max())), ("|difference|", dmax, float(np.abs(D).max())))
+                 if top < 0.999 * largest]
+    note = ("<br><sup>darkest colour: " + ", ".join(saturated) + " (99.5% quantile; hover for every value)</sup>"
+            if saturated else "")
 
     idx = np.arange(n)
     for col, (Z, kw) in enumerate(
         (
-            (Ac, dict(colorscale="Blues", zmin=0, zmax=zc, colorbar=bar(0.285, zc, float(Ac.max())))),
-            (Af, dict(colorscale="Blues", zmin=0, zmax=zf, colorbar=bar(0.645, zf, float(Af.max())))),
-            (D, dict(colorscale="RdBu_r", zmid=0, zmin=-dmax, zmax=dmax, colorbar=bar(1.0, dmax, float(np.abs(D).max())))),
+            (Ac, dict(colorscale="Blues", zmin=0, zmax=zc, colorbar=dict(x=0.285, thickness=8, len=0.9))),
+            (Af, dict(colorscale="Blues", zmin=0, zmax=zf, colorbar=dict(x=0.645, thickness=8, len=0.9))),
+            (D, dict(colorscale="RdBu_r", zmid=0, zmin=-dmax, zmax=dmax, colorbar=dict(x=1.0, thickness=8, len=0.9))),
         ),
         start=1,
     ):
@@ -436,8 +440,8 @@ def attention_comparison_figure(
         fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=text if col == 1 else [""] * len(ticks),
                          tickfont=dict(size=9), range=[n - 0.5, -0.5], row=1, col=col)
     fig.update_layout(
-        title=dict(text=f"{head_label(layer, head)}: correct vs faithful attention", font=dict(size=14)),
-        height=min(620, max(380, 180 + 9 * min(n, max_labels))), margin=dict(l=10, r=10, t=70, b=10),
+        title=dict(text=f"{head_label(layer, head)}: correct vs faithful attention{note}", font=dict(size=14)),
+        height=min(620, max(380, 180 + 9 * min(n, max_labels))), margin=dict(l=10, r=10, t=90 if note else 70, b=10),
         plot_bgcolor="#f7f7f7",
     )
     return fig
