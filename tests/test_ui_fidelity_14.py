@@ -129,6 +129,8 @@ def test_integrated_gradients_track_never_overlaps_the_domain_bar(tiny_variant):
     assert lay.xaxis.anchor == "y2"  # the position ticks sit under the bar, not between bar and tracks
     assert lay.legend.yanchor == "bottom" and lay.legend.y >= 1  # the legend above the plot, not on the mutation ticks
     assert len({tr.line.color for tr in lines}) == 3  # rollout and integrated gradients no longer two reds
+    bar_colours = {sh.fillcolor.lower() for sh in fig.layout.shapes}
+    assert not bar_colours & {tr.line.color.lower() for tr in lines}  # no track wears a domain's colour
 
 
 # --- the RNA note -----------------------------------------------------------------------------

@@ -28,6 +28,8 @@ def _domain_spans(domains: Sequence[str]) -> list[tuple[str, int, int]]:
 #: Vertical layout of :func:`spike_track` (paper fractions): the domain bar has its own axis under
 #: the tracks, so no track (integrated gradients go negative) can draw over it.
 BAR_DOMAIN = (0.0, 0.11)
+#: Track colours: distinct from each other and from every domain colour of the bar.
+TRACK_COLOURS = ("#511cfb", "#222a2a", "#da16ff", "#b68100", "#00a08b")
 TRACK_DOMAIN = (0.17, 1.0)
 
 
@@ -59,7 +61,8 @@ def spike_track(
     fig.add_trace(go.Scatter(x=[0], y=[0.5], yaxis="y2", mode="markers", marker=dict(opacity=0), hoverinfo="skip",
                              showlegend=False))  # registers the bar's axis
     low = 0.0
-    colours = dict(zip(tracks, ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#72b7b2")))  # distinct hues, not the theme's reds
+    # one hue per track, none of them a domain's (an orange track over the orange NTD would read as "NTD")
+    colours = dict(zip(tracks, TRACK_COLOURS))
     for name, values in tracks.items():
         v = np.asarray(values, dtype=float)
         scale = float(np.max(np.abs(v[1:-1]))) if t > 2 else 1.0
