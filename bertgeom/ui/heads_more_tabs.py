@@ -257,7 +257,8 @@ def set_disable_section(v: PageView) -> None:
                              "d_true_prob": s["d_true_prob"], "d_cls": s["d_cls"]})
         with c2:
             st.markdown("Heads whose loss hurts most")
-            st.dataframe(df.sort_values("d_true_prob")[["layer", "head", "d_true_prob", "d_accuracy"]].head(8).round(4),
+            st.dataframe(df.sort_values("d_true_prob")[["layer", "head", "d_true_prob", "d_accuracy"]].head(8).round(4)
+                         .rename(columns={"d_true_prob": "Δ true-class probability", "d_accuracy": "Δ accuracy"}),
                          hide_index=True, width="stretch")
     else:
         st.markdown(f"**Mean 1 − cosine of the final [CLS]** over {s['n']} sentences; click a head.")
@@ -269,7 +270,8 @@ def set_disable_section(v: PageView) -> None:
                   selects_head=True)
         with c2:
             st.markdown("Heads whose loss moves [CLS] most")
-            st.dataframe(df.sort_values("d_cls", ascending=False).head(8).round(4), hide_index=True, width="stretch")
+            st.dataframe(df.sort_values("d_cls", ascending=False).head(8).round(4)
+                         .rename(columns={"d_cls": "1 − cos of the final [CLS]"}), hide_index=True, width="stretch")
     csv_button(df, "head_disabling_over_set.csv", "w_abl_set_csv")
 
 
@@ -295,7 +297,8 @@ def domain_test_section(summary, mask: np.ndarray, dom: str, v: PageView, who: s
         if len(top):
             shown = top[["layer", "head", "share_on_domain", "z", "p_value"]].round(3)
             shown["p_value"] = [f"{x:.1e}" for x in top["p_value"]]  # tiny p-values would round to 0
-            st.dataframe(shown, hide_index=True, width="stretch")
+            st.dataframe(shown.rename(columns={"share_on_domain": f"share on {dom}", "p_value": "p-value"}),
+                         hide_index=True, width="stretch")  # words on screen; the CSV keeps the column names
     csv_button(df, f"domain_test_{dom}_{who}.csv", "w_dom_z_csv", "Download the z-test per head (CSV)")
 
 
