@@ -109,7 +109,7 @@ def projection(X: np.ndarray, method: str, n_components: int):
     """Seeded PCA / UMAP / t-SNE of ``X [N, D]`` (keyed by the data)."""
     from bertgeom.analysis.projections import project
 
-    with conesets.single_threaded():
+    with heavy(f"the {method} projection"), conesets.single_threaded():
         return project(X, method, n_components)
 
 
@@ -128,7 +128,7 @@ def probe(features: np.ndarray, labels: np.ndarray, positive: str) -> dict:
     """:func:`bertgeom.analysis.probe.one_vs_all_probe` of ``features [L+1, N, D]``, cached."""
     from bertgeom.analysis.probe import one_vs_all_probe
 
-    with conesets.single_threaded():
+    with heavy("training the probes"), conesets.single_threaded():
         return one_vs_all_probe(features, labels, positive)
 
 

@@ -25,6 +25,7 @@ from bertgeom.sets.subspace import (collect_set_result, data_geometry, faithful_
                                     padded_hidden_states)
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.ui.widgets import progress
+from bertgeom.ui.workqueue import heavy
 
 _ACROSS_VERSION = "subspace-across/v3"  # v2: D1 is delta_A; v3: faithful reads the next layer
 
@@ -43,10 +44,11 @@ def cached_data_geometry(
     model_id: str, weights_hash: str, text: str, eps: float, token_set: str, faithful: bool
 ) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
     """:func:`data_geometry` of the current input (the trace comes from the shared cache)."""
-    trace = get_trace(model_id, text)
-    padded = padded_hidden_states(cached_model(model_id), trace) if faithful else None
-    return data_geometry(trace, cached_layer_weights(model_id), eps=eps, token_set=token_set,
-                         faithful=faithful, padded_hidden=padded)
+    trace = get_trace(model_id, text)  # before taking a slot (see bertgeom.ui.workqueue)
+    lws = cached_layer_weights(model_id)
+    with heavy("D1–D3 of every head"):
+        padded = padded_hidden_states(cached_model(model_id), trace) if faithful else None
+        return data_geometry(trace, lws, eps=eps, token_set=token_set, faithful=faithful, padded_hidden=padded)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -101,7 +103,7 @@ def across_inputs(
         return memo[key]
     loaded = cached_model(model_id)
     lws = cached_layer_weights(model_id)
-    with progress(f"Running the model over {len(items)} inputs…") as update:
+    with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…") as update:
         reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set)
         arrays = disk_cached_arrays(key, lambda: collect_set_result(map_over_set(loaded, items, reducer,
                                                                                  progress=update)))
