@@ -148,6 +148,8 @@ def test_tiny_variant_model_with_a_genome(tiny_variant_dir, monkeypatch):
     assert "w_sub_box" in a and len([k for k in a if k.startswith("w_sub_hist_")]) == 4
     classes = set(a["w_sub_box"]["data"][0]["x"])
     assert {"Alpha", "Omicron"} <= classes  # the classes' display names, as in every other chart
+    box_y = a["w_sub_box"]["layout"]["yaxis"]["title"]["text"]
+    assert box_y == "D1 · δ_A" and "delta_A" not in box_y  # was the variable name (#14)
     hist = a["w_sub_hist_delta_A"]["data"]
     assert len(hist) == len(classes)  # one colour per class
     assert any(d.label == "Download CSV" for d in at.get("download_button"))

@@ -358,7 +358,8 @@ def across_tab(v: View) -> None:
         order = [c for c in CLASSES if c in set(labels[keep].tolist())]
         order += sorted(set(labels[keep].tolist()) - set(order))
         chart(fs.class_box_figure(labels[keep], series, order=order, names=res["names"][keep], display=CLASS_DISPLAY,
-                                  title=f"{HL}: {quantities[q][0]} per class", y_title=quantities[q][0],
+                                  title=f"{HL}: {quantities[q][0]} per class",
+                                  y_title=DATA_SHORT.get(q, quantities[q][0]),  # the full name is the title above
                                   hover_name=q), "w_sub_box")
     frame = pd.DataFrame({"input": res["names"], "label": labels, "predicted": predicted,
                           "n_tokens": res["n_tokens"].astype(int)})
