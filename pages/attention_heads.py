@@ -31,6 +31,7 @@ from bertgeom.tables import arcs_frame, head_label, per_head_frame
 from bertgeom.ui.cache import cached_head_features
 from bertgeom.ui.heads_more_tabs import TABS as MORE_TABS, word_view
 from bertgeom.ui.heads_tabs import TABS, View, hover_labels, show_clark_findings, threshold_sliders, thresholds
+from bertgeom.ui.names import column_config, column_title
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.widgets import chart, csv_button, doc_caption, head_picker, open_tabs
 
@@ -181,16 +182,19 @@ def all_heads_tab() -> None:
                     "prev", "next", "self", "cls", "sep", "punct", "entropy", "entropy_norm", "max_weight",
                     "verticality", "k90_median", "mean_dist"]
     cols = st.multiselect("Columns", list(df.columns), default=[c for c in default_cols if c in df.columns],
-                          key="w_table_cols", persist_state="session")
-    st.caption("Click a column header to sort. The CSV holds every column, including the distance histogram.")
-    st.dataframe(df[cols or ["layer", "head"]].round(4), hide_index=True, width="stretch", height=420)  # no 0.0000000000003
+                          key="w_table_cols", persist_state="session", format_func=column_title)
+    st.caption("Click a column header to sort; hover it for the CSV column's name and formula. The CSV holds every "
+               "column, including the distance histogram.")
+    shown = cols or ["layer", "head"]
+    st.dataframe(df[shown].round(4), hide_index=True, width="stretch", height=420,  # no 0.0000000000003
+                 column_config=column_config(shown))
     full = df.join(per_head_frame({n: table[n] for n in table.hist_labels}).drop(columns=["layer", "head"]))
     csv_button(full, "head_features.csv", "w_table_csv", "Download the table (CSV)")
     with st.expander("Class scores behind each label"):
         tax = st.radio("Taxonomy", list(TAXONOMY_NAMES), format_func=TAXONOMY_NAMES.get, horizontal=True,
                        key="w_scores_tax")
         sdf = pd.DataFrame(labels[tax].to_rows())
-        st.dataframe(sdf, hide_index=True, width="stretch", height=300)
+        st.dataframe(sdf, hide_index=True, width="stretch", height=300, column_config=column_config(sdf.columns))
         csv_button(sdf, f"labels_{tax}.csv", "w_scores_csv")
 
 

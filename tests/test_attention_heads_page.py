@@ -55,6 +55,11 @@ def test_minilm_labels_find_prev_next_and_cls_heads_with_their_values():
     assert vector["data"][0]["type"] == "bar" and "attention to previous token" in vector["data"][0]["y"]
     table = at.dataframe[0].value
     assert len(table) == 72 and {"kovaleva", "gate", "clark", "prev", "next"} <= set(table.columns)
+    import json
+
+    titles = {c: v.get("label") for c, v in json.loads(at.dataframe[0].proto.columns).items()}  # on screen: words
+    assert titles["prev"] == "attention to previous token" and titles["kovaleva_conf"] == "Kovaleva confidence"
+    assert not [t for t in titles.values() if t and "_" in t], titles
     assert any(b.label.startswith("Download the table") for b in at.get("download_button"))
 
 

@@ -171,7 +171,23 @@ def test_cluster_names_are_unique():
         [0.1, 0.1, 0.1, 0.1, 0.5, 0.5, 0.0],   # mid-range
     ])
     named = name_clusters(cents, names)
-    assert named == ["sink/vertical 1", "sink/vertical 2", "local-backward", "mid-range/content-dependent"]
+    # the two sink clusters differ most (in z units over the 4 centroids) in entropy: 0.2 vs 0.3
+    assert named == ["sink/vertical 1 (low normalised entropy)", "sink/vertical 2 (high normalised entropy)",
+                     "local-backward", "mid-range/content-dependent"]
     assert len(set(named)) == len(named)
     # the order follows the sink mass, not the cluster index
-    assert name_clusters(cents[[1, 0]], names) == ["sink/vertical 2", "sink/vertical 1"]
+    assert [n.split(" (")[0] for n in name_clusters(cents[[1, 0]], names)] == ["sink/vertical 2", "sink/vertical 1"]
+
+
+def test_namesake_clusters_say_in_words_what_sets_them_apart():
+    """Three mid-range clusters: each names the feature on which it stands out from the other two."""
+    names = ["sink", "prev", "entropy_norm", "mean_dist_norm"]
+    cents = np.array([
+        [0.40, 0.10, 0.50, 0.50],  # more sink than its namesakes
+        [0.05, 0.10, 0.50, 0.20],  # attends closer
+        [0.05, 0.10, 0.75, 0.50],  # flatter rows
+    ])
+    named = name_clusters(cents, names)
+    assert [n.split(" (")[1] for n in named] == ["high sink mass)", "low distance / uniform)",
+                                                   "high normalised entropy)"]
+    assert all("_" not in n for n in named)  # words, not variable names

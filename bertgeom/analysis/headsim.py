@@ -315,8 +315,11 @@ def name_clusters(centroids: np.ndarray, feature_names: Sequence[str], *, high: 
 
     Names are unique: when several centroids get the same name they are numbered ("sink/vertical 1",
     "sink/vertical 2"), 1 being the one with the most of the rule's key feature (sink mass, previous
-    or next-token mass, self, normalised entropy; mean distance for mid-range), so two clusters never
-    read alike on screen (docs/methods.md §6).
+    or next-token mass, self, normalised entropy; mean distance for mid-range), and each says in
+    words what sets it apart from its namesakes: the feature (z-scored over the centroids) on which
+    it differs most from their mean, e.g. "mid-range/content-dependent 2 (high sink mass)". So two
+    clusters never read alike on screen, and the number is not all that tells them apart
+    (docs/methods.md §6).
     """
     idx = {n: i for i, n in enumerate(feature_names)}
 
@@ -338,7 +341,30 @@ def name_clusters(centroids: np.ndarray, feature_names: Sequence[str], *, high: 
         else:
             names.append("mid-range/content-dependent")
     cents = np.asarray(centroids, dtype=np.float64)
-    return _numbered(names, [g(c, _KEY_FEATURE[names[i]], 0.0) for i, c in enumerate(cents)])
+    numbered = _numbered(names, [g(c, _KEY_FEATURE[names[i]], 0.0) for i, c in enumerate(cents)])
+    return [f"{n} ({q})" if q else n for n, q in zip(numbered, _set_apart(cents, names, feature_names))]
+
+
+def _set_apart(cents: np.ndarray, names: Sequence[str], feature_names: Sequence[str]) -> list[str]:
+    """For every centroid that shares its rule name: "high <feature>" / "low <feature>", the feature on
+    which it differs most (in z units over all centroids) from the mean of its namesakes; "" otherwise."""
+    from bertgeom.analysis.heads import FEATURE_DOCS
+
+    sd = cents.std(axis=0)
+    z = np.divide(cents - cents.mean(axis=0), sd, out=np.zeros_like(cents), where=sd > 1e-12)
+    out = [""] * len(names)
+    for name in set(names):
+        idx = [i for i, n in enumerate(names) if n == name]
+        if len(idx) < 2:
+            continue
+        for i in idx:
+            d = z[i] - z[[j for j in idx if j != i]].mean(axis=0)
+            f = int(np.argmax(np.abs(d)))
+            if abs(d[f]) > 1e-9:
+                fname = feature_names[f]
+                label = FEATURE_DOCS[fname].label if fname in FEATURE_DOCS else fname.replace("_", " ")
+                out[i] = f"{'high' if d[f] > 0 else 'low'} {label}"
+    return out
 
 
 #: The feature that ranks clusters sharing a name (the one their naming rule reads first).

@@ -233,7 +233,9 @@ def set_tab(v: View) -> None:
 
 
 def _name_order(name: str) -> tuple[str, int]:
-    """Sort key of a cluster name: the rule's name, then its number (``… 2`` before ``… 10``)."""
+    """Sort key of a cluster name: the rule's name, then its number (``… 2`` before ``… 10``); a
+    trailing "(what sets it apart)" is not part of the key."""
+    name = name.split(" (", 1)[0]
     stem = name.rstrip("0123456789")
     return stem.strip(), int(name[len(stem):] or 0)
 

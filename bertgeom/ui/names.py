@@ -50,6 +50,33 @@ def feature_hover(name: str) -> str:
     return f"{name} = {doc.formula}<br>{doc.source}"
 
 
+#: Plain titles of the per-head table's label columns (the labels' own column names stay in the CSV).
+_LABEL_COLUMNS = {"layer": "layer", "head": "head", "kovaleva": "Kovaleva class", "kovaleva_conf": "Kovaleva confidence",
+                  "gate": "Bonino gate", "gate_conf": "gate confidence", "clark": "Clark behaviour",
+                  "clark_conf": "Clark confidence"}
+
+
+def column_title(name: str) -> str:
+    """A table column's title on screen: a feature's plain-word label, a label column's title, or the
+    name with spaces for underscores (never a variable name)."""
+    if name in _LABEL_COLUMNS:
+        return _LABEL_COLUMNS[name]
+    label = feature_label(name)
+    return label if label != name else name.replace("_", " ")
+
+
+def column_config(columns) -> dict:
+    """``st.dataframe(column_config=...)`` giving each column its plain title and, in the header's
+    tooltip, its CSV name (and a feature's formula): the screen reads words, the CSV keeps names."""
+    import streamlit as st
+
+    out = {}
+    for c in columns:
+        about = feature_hover(c).replace("<br>", " · ") if feature_label(c) != c else c  # "name = formula · source"
+        out[c] = st.column_config.Column(column_title(c), help=f"CSV column: {about}")
+    return out
+
+
 def input_notes(trace_notes, record_notes=()) -> list[str]:
     """The notes shown above a page's analysis of a pasted input, in one order and one wording on
     every page: how the text was read (``RNA input: U read as T``, digits removed, …), then what the

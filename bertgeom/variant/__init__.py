@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertgeom.genome.classes import CLASSES
+from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
 from bertgeom.inputs import EncodedInput, InputError, register_encoder
 from bertgeom.models import (
     LoadedModel,
@@ -51,7 +51,7 @@ def variant_spec(path: Path = VARIANT_DIR) -> ModelSpec:
         labels=CLASSES,
         description=(
             "A 6-layer x 12-head BERT fine-tuned from MiniLM on spike-gene 12-mers (stride 9) to tell "
-            "8 SARS-CoV-2 classes apart (gh = pre-VOC, lambda, mu, alpha, beta, delta, gamma, omicron); "
+            f"8 SARS-CoV-2 classes apart ({', '.join(CLASS_DISPLAY[c] for c in CLASSES)}); "
             "trained on open data only (see its model card)."
             if shipped else "A spike k-mer classifier stored in a local directory."
         ),
