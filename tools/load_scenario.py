@@ -63,6 +63,19 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+def runnable_elsewhere(seconds: float = 2.0) -> float:
+    """Processes other jobs keep running, averaged over ``seconds`` (``procs_running`` of /proc/stat,
+    less this sampler): the CPU demand already on the machine *now*. The 1-minute load average would
+    still carry a run that just ended (e.g. the benchmark's previous scenario)."""
+    samples = []
+    for _ in range(max(1, int(seconds / 0.1))):
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("procs_running"):
+                samples.append(int(line.split()[1]) - 1)
+        time.sleep(0.1)
+    return sum(samples) / len(samples) if samples else 0.0
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -162,7 +175,7 @@ def run_load(*, clients_niced: bool, sessions: int = SESSIONS, timeout: float = 
     from bertgeom.sets.inputs import genome_set
 
     genomes = list(genome_set("demo"))[:sessions]
-    outside_load = os.getloadavg()[0]  # other jobs' load before this run adds its own
+    outside_load = runnable_elsewhere()  # other jobs' CPU demand before this run adds its own
     port = free_port()
     server = start_server(port)
     base = f"http://127.0.0.1:{port}"
