@@ -59,6 +59,18 @@ def test_rollout_rows_equal_the_full_matrix_products(omicron_trace):
     np.testing.assert_allclose(attention_rollout(omicron_trace), np.stack(want), rtol=1e-6, atol=1e-12)
 
 
+def test_explanations_take_the_servers_read_only_token_ids(tiny_variant, omicron_trace):
+    """The app shares traces read-only: IG must copy the ids, not hand torch a read-only array."""
+    import warnings
+
+    ids = omicron_trace.encoded.input_ids.copy()
+    ids.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        attr = integrated_gradients(tiny_variant, ids, 0, steps=4, batch_size=4)
+    assert attr.shape == ids.shape
+
+
 def test_integrated_gradients_satisfy_completeness(tiny_variant, omicron_trace):
     """Sum of attributions ~= f(input) - f(baseline) (IG's completeness axiom)."""
     import torch

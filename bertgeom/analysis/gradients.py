@@ -33,7 +33,7 @@ def attention_gradients(loaded, input_ids, target: int | None = None) -> dict[st
     if head is None:
         raise AblationError("This model has no classification head, so there is no loss to take gradients of "
                             "(the gradient view needs a classifier, such as the variant model).")
-    ids = torch.as_tensor(np.asarray(input_ids, dtype=np.int64).reshape(1, -1))
+    ids = torch.tensor(np.asarray(input_ids, dtype=np.int64).reshape(1, -1))  # a copy: shared ids are read-only
     probs_all = []
     with torch.enable_grad():
         # the shared model's parameters may not require gradients: a graph rooted at the embeddings

@@ -61,7 +61,7 @@ def integrated_gradients(loaded: LoadedModel, input_ids: np.ndarray, target: int
     """
     import torch
 
-    ids = torch.as_tensor(np.asarray(input_ids, dtype=np.int64))[None, :]
+    ids = torch.tensor(np.asarray(input_ids, dtype=np.int64))[None, :]  # a copy: shared ids are read-only
     emb_layer = loaded.encoder.embeddings.word_embeddings
     with torch.no_grad():
         x = emb_layer(ids)[0]  # [T, D]
@@ -115,7 +115,7 @@ def integrated_gradients_checked(loaded: LoadedModel, input_ids: np.ndarray, tar
     ``steps`` up to ``max_steps`` until the completeness gap is at most ``tolerance``."""
     import torch
 
-    ids = torch.as_tensor(np.asarray(input_ids, dtype=np.int64))[None, :]
+    ids = torch.tensor(np.asarray(input_ids, dtype=np.int64))[None, :]  # a copy: shared ids are read-only
     emb_layer = loaded.encoder.embeddings.word_embeddings
     with torch.no_grad():
         x = emb_layer(ids)[0]
