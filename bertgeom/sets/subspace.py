@@ -114,29 +114,49 @@ def padded_hidden_states(loaded, trace: Trace, pad_to: int = FAITHFUL_PAD_TO) ->
 
 
 def head_set_reducer(
-    layer_weights: Sequence[LayerWeights], layer: int, head: int, *, eps: float = 1e-3, token_set: str = "all"
+    layer_weights: Sequence[LayerWeights], layer: int, head: int, *, eps: float = 1e-3, token_set: str = "all",
+    padded_hidden_of: Callable[[Trace], np.ndarray | None] | None = None,
 ) -> Callable[[Trace, InputItem], dict[str, np.ndarray]]:
     """A :func:`bertgeom.sets.inputs.map_over_set` reduction: D1-D3 of head ``(layer, head)``
     for one input, with the model's attention and with the faithful one (``[2]`` each), the
-    number of tokens used and the faithful-vs-correct row TV distance. The faithful values read the
-    next layer's output as the official code did, on the unpadded input (a set is not re-run
-    padded to 512 positions; the single-input tabs are)."""
+    number of tokens used and the faithful-vs-correct row TV distance.
+
+    The faithful values read the next layer's output as the official code did. With
+    ``padded_hidden_of(trace)`` (e.g. :func:`padded_hidden_states` of the model: one more forward
+    pass per input, without attentions) they also run on the input padded to 512 positions, exactly
+    as :func:`data_geometry` does for one input, so a set's faithful histograms are the single-input
+    tab's faithful values, input by input; ``None`` from it (the input fills the 512 positions) or
+    no ``padded_hidden_of`` keeps the unpadded input."""
     lw = layer_weights[layer]
 
     def reduce(trace: Trace, _item: InputItem) -> dict[str, np.ndarray]:
         rows = token_rows(trace, token_set)
         X = trace.hidden_states[layer]
         _, _, V = att.project_qkv(X, lw, bias=True)
-        Xf = faithful_input(trace.hidden_states, layer)  # the official code's next-layer input
-        Af = att.faithful_attention(Xf, lw)[head]
-        Vf = att.faithful_qkv(Xf, lw)[2]
         A = trace.attentions[layer, head].astype(np.float64)
         Z = A @ V[head]
-        Zf = Af @ Vf[head]
-        g = sub.head_data_geometry(np.stack([A, Af])[None], np.stack([Z, Zf])[None], rows, eps=eps)
-        out = {k: np.asarray(g.scalars[k][0], dtype=np.float64) for k in ACROSS_KEYS}
-        out["n_tokens"] = np.asarray(g.n_tokens, dtype=np.float64)
-        out["row_tv"] = np.asarray(sub.attention_deviation(Af, A, rows=rows)["row_tv"], dtype=np.float64)
+        hidden = padded_hidden_of(trace) if padded_hidden_of is not None else None
+        hidden = trace.hidden_states if hidden is None else hidden
+        Xf = faithful_input(hidden, layer)  # the official code's next-layer input
+        Af = att.faithful_attention(Xf, lw)[head]
+        Zf = Af @ att.faithful_qkv(Xf, lw)[2][head]
+        T, P = A.shape[-1], Af.shape[-1]
+        if P == T:
+            g = sub.head_data_geometry(np.stack([A, Af])[None], np.stack([Z, Zf])[None], rows, eps=eps)
+            out = {k: np.asarray(g.scalars[k][0], dtype=np.float64) for k in ACROSS_KEYS}
+            n_tokens = g.n_tokens
+            row_tv = sub.attention_deviation(Af, A, rows=rows)["row_tv"]
+        else:  # padded: the faithful geometry counts all P positions; the deviation compares T rows over P keys
+            rows_f = None if rows is None else np.concatenate([rows, np.zeros(P - T, bool)])
+            gc = sub.head_data_geometry(A[None, None], Z[None, None], rows, eps=eps)
+            gf = sub.head_data_geometry(Af[None, None], Zf[None, None], rows_f, eps=eps)
+            out = {k: np.array([gc.scalars[k][0, 0], gf.scalars[k][0, 0]], dtype=np.float64) for k in ACROSS_KEYS}
+            n_tokens = gc.n_tokens
+            Ac = np.zeros((T, P))
+            Ac[:, :T] = A
+            row_tv = sub.attention_deviation(Af[:T], Ac, rows=rows)["row_tv"]
+        out["n_tokens"] = np.asarray(n_tokens, dtype=np.float64)
+        out["row_tv"] = np.asarray(row_tv, dtype=np.float64)
         return out
 
     return reduce

@@ -3,7 +3,8 @@
 * layer weights: once per model (``st.cache_resource``: read-only numpy arrays, shared);
 * weight geometry (D4): once per model and threshold setting (``st.cache_data``);
 * data geometry (D1-D3) of every head: per (model, input, ε, token set, correct/faithful);
-* across inputs: per (model, set fingerprint, layer, head, ε, token set), with a progress bar
+* across inputs: per (model, set fingerprint, layer, head, ε, token set), the faithful values on
+  each input padded to 512 positions as for one input (one more forward pass per input), with a progress bar
   and a disk cache (:func:`bertgeom.sets.inputs.disk_cached_arrays`), so a head computed once is
   shown at once afterwards, also after a server restart.
 
@@ -27,7 +28,7 @@ from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy
 
-_ACROSS_VERSION = "subspace-across/v3"  # v2: D1 is delta_A; v3: faithful reads the next layer
+_ACROSS_VERSION = "subspace-across/v4"  # v2: D1 is delta_A; v3: faithful reads the next layer; v4: and is padded to 512
 
 # -------------------------------------------------------------------------------------------
 # Streamlit caches
@@ -104,7 +105,8 @@ def across_inputs(
     loaded = cached_model(model_id)
     lws = cached_layer_weights(model_id)
     with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…") as update:
-        reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set)
+        reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set,
+                                   padded_hidden_of=lambda tr: padded_hidden_states(loaded, tr))
         arrays = disk_cached_arrays(key, lambda: collect_set_result(map_over_set(loaded, items, reducer,
                                                                                  progress=update)))
     memo[key] = arrays

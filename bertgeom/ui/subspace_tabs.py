@@ -347,8 +347,9 @@ def across_tab(v: View) -> None:
         with cols[i % 2]:
             chart(fs.histogram_figure(groups, title=f"{HL}: {title}", x_title=title, nbins=nbins, x_range=xr), f"w_sub_hist_{q}")
     if faithful:
-        st.caption("Faithful mode: both attentions are shown; the paper's figures used the faithful one "
-                   "(on 512 padded positions, which these traces do not have).")
+        st.caption("Faithful mode: both attentions are shown; the paper's figures used the faithful one. As on "
+                   "the single-input tabs, it reads the next layer's output on each input padded to 512 positions "
+                   "(docs/methods.md §8.3), so these values are that tab's faithful values, input by input.")
     if has_labels:
         q = st.selectbox("Per-class comparison of", list(quantities), key="w_sub_box_q",
                          format_func=lambda k: quantities[k][0])
