@@ -49,7 +49,8 @@ def test_six_sessions_at_once_and_a_light_client_is_served():
         pytest.skip(f"the machine was busy with other jobs (load {d['outside_load']:.1f} on {os.cpu_count()} cores): "
                     f"the home page's median {median:.1f} s was recorded, not judged")
     if d["clients_priority"].startswith("control group"):
-        # the six browsers cannot take the server's cores: the light client must be served about as fast as idle
-        assert median < 1.5 * idle, (times, idle)
+        # the six browsers cannot take the server's cores: the light client is served about as fast as idle
+        # (1.2x in the benchmark's runs; before the server was made light, 4x with all browsers equal)
+        assert median < 2 * idle, (times, idle)
     else:  # nice alone (no control group here): Chromium resets its renderers' priority, so only "not starved"
         assert median < 6 * idle, (times, idle)
