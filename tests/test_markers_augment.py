@@ -133,3 +133,17 @@ def test_characteristic_table_file_is_shipped_with_provenance():
     text = data_path("definitions", "characteristic_mutations.tsv").read_text()
     assert text.startswith("# bertgeom characteristic spike mutations per class, table version 1")
     assert all(c in text for c in VOC_CLASSES)
+
+
+def test_shipped_profiles_name_indels_as_every_other_table_does():
+    """The training profiles' indel rows carry the grouped Nextstrain names (Delta's E156G del157-158),
+    the same function as the characteristic table, not per-residue names such as F157-."""
+    from bertgeom.genome.dataset import profile_aa_name
+    from bertgeom.genome.mutations import load_spike_profiles
+
+    indels = [e for entries in load_spike_profiles().values() for e in entries if e.kind != "sub"]
+    assert indels
+    for e in indels:
+        assert e.aa == profile_aa_name(e.kind, e.pos, e.ref, e.alt), e
+        assert not e.aa.endswith("-"), e
+    assert any(e.aa == "del69-70" for e in indels)

@@ -191,6 +191,15 @@ def demo_genome_names(genomes: list[LabelledGenome], seed: int = 0) -> list[str]
     return out
 
 
+def profile_aa_name(kind: str, pos: int, ref: str, alt: str) -> str:
+    """The amino-acid name of one indel as every table of the project writes it (Nextstrain style
+    on the reference background: ``E156G del157-158``, not the per-residue ``F157-``). Substitutions
+    keep the name read in their genomes (a codon with two changes reads as one amino-acid change)."""
+    from .markers import _aa_name
+
+    return _aa_name(kind, pos, ref, alt)
+
+
 def spike_profiles(genomes: Iterable[LabelledGenome], min_freq: float = PROFILE_MIN_FREQ) -> list[dict[str, Any]]:
     """Frequencies of spike mutations (substitutions and indels) per class and per Nextstrain clade.
 
@@ -236,7 +245,9 @@ def spike_profiles(genomes: Iterable[LabelledGenome], min_freq: float = PROFILE_
             if freq >= min_freq:
                 m = info[key]
                 rows.append(dict(group_type=gtype, group=gname, n_genomes=n, mutation=m.name, kind=kind,
-                                 pos=pos, ref=ref, alt=alt, aa=m.aa or "", freq=round(freq, 3)))
+                                 pos=pos, ref=ref, alt=alt,
+                                 aa=(m.aa or "") if kind == "sub" else profile_aa_name(kind, pos, ref, alt),
+                                 freq=round(freq, 3)))
     rows.sort(key=lambda r: (r["group_type"], r["group"], r["pos"], r["kind"]))
     return rows
 
