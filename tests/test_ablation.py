@@ -61,7 +61,22 @@ def test_disabling_nothing_reproduces_the_model_exactly_enough(tiny_bert):
     np.testing.assert_allclose(res.last_hidden[0], ref.last_hidden_state[0].numpy(), atol=1e-5)
     assert res.logits is None
     none = forward_with_disabled_heads(tiny_bert, ids, np.zeros((2, 4), bool))
-    np.testing.assert_array_equal(none.cls, res.cls)  # an all-False mask is the same code path as None
+    np.testing.assert_array_equal(none.cls, forward_with_disabled_heads(tiny_bert, ids, None).cls)  # all-False = None
+    np.testing.assert_allclose(none.cls, res.cls, atol=1e-6)  # the fused path (no attentions kept) agrees
+
+
+def test_fused_path_disables_the_same_heads_as_the_materialised_one(minilm):
+    """Without attentions to return, layers run fused attention and a disabled head's output is the
+    mean of V over the real keys: the same numbers as the uniform map times V, batched ablations too."""
+    ids = np.broadcast_to(_ids(minilm), (3, len(_ids(minilm))))
+    masks = np.zeros((3, 6, 12), bool)
+    masks[0, 0, 1] = masks[1, 4, 3] = True
+    masks[2] = True  # every head uniform
+    fused = forward_with_disabled_heads(minilm, ids, masks)
+    full = forward_with_disabled_heads(minilm, ids, masks, output_attentions=True)
+    np.testing.assert_allclose(fused.cls, full.cls, atol=2e-5)
+    last = fused.cls[:, -1]  # final [CLS] of each ablation: they differ from each other
+    assert np.abs(last[0] - last[1]).max() > 1e-3 and np.abs(last[0] - last[2]).max() > 1e-3
 
 
 def test_classifier_logits_match_and_disabling_nothing_is_identical(tiny_variant):

