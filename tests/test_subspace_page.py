@@ -192,10 +192,13 @@ def test_set_reducer_matches_the_per_input_geometry(tiny_bert):
     assert res["row_tv"][0] == pytest.approx(sc.data_geometry(trace, lws, token_set="content", faithful=True)[1]["row_tv"][1, 2])
 
     # faithful on the input padded to 512 positions, as the single-input tab computes it
-    pad = lambda tr: sc.padded_hidden_states(tiny_bert, tr)  # noqa: E731
+    from bertgeom.sets.cone import padded_runner
+
+    P = min(sc.FAITHFUL_PAD_TO, tiny_bert.max_tokens)
     padded = sc.collect_set_result(map_over_set(tiny_bert, items[:1], sc.head_set_reducer(
-        lws, 1, 2, eps=1e-3, token_set="all", padded_hidden_of=pad)))
-    one, dev1 = sc.data_geometry(trace, lws, eps=1e-3, token_set="all", faithful=True, padded_hidden=pad(trace))
+        lws, 1, 2, eps=1e-3, token_set="all"), runner=padded_runner(P)))  # one padded pass serves both modes
+    one, dev1 = sc.data_geometry(trace, lws, eps=1e-3, token_set="all", faithful=True,
+                                 padded_hidden=sc.padded_hidden_states(tiny_bert, trace))
     plain_all, _ = sc.data_geometry(trace, lws, eps=1e-3, token_set="all")
     for k in sc.ACROSS_KEYS:
         assert padded[k][0, 1] == pytest.approx(one.scalars[k][1, 2], rel=1e-4, abs=1e-6), k

@@ -43,6 +43,7 @@ __all__ = [
     "STREAM_LABELS",
     "rows_for",
     "padded_forward",
+    "padded_runner",
     "input_cones",
     "cone_profiles_over_set",
     "group_stats",
@@ -129,6 +130,18 @@ class PaddedPass:
         if self.logits is None or not self.labels:
             return None
         return self.labels[int(np.argmax(self.logits))]
+
+
+def padded_runner(pad_to: int):
+    """A :func:`~bertgeom.sets.inputs.map_over_set` runner: each batch through :func:`padded_forward`,
+    one :class:`PaddedPass` per input (no attention weights are copied out)."""
+
+    def run(model: LoadedModel, encs: list[EncodedInput]) -> list[PaddedPass]:
+        hidden, mask, lg = padded_forward(model, encs, pad_to)
+        return [PaddedPass(enc, hidden[b], mask[b], None if lg is None else lg[b], model.labels)
+                for b, enc in enumerate(encs)]
+
+    return run
 
 
 def padded_forward(loaded: LoadedModel, encoded: Sequence[EncodedInput], pad_to: int):
@@ -286,11 +299,6 @@ def cone_profiles_over_set(
             timings.update(clock)
         return _stack_results([it.name for it in sr.items], sr.labels, sr.predicted, per_item, logits, sr.errors)
 
-    def padded_runner(model: LoadedModel, encs: list[EncodedInput]) -> list[PaddedPass]:
-        hidden, mask, lg = padded_forward(model, encs, pad_to)
-        return [PaddedPass(enc, hidden[b], mask[b], None if lg is None else lg[b], model.labels)
-                for b, enc in enumerate(encs)]
-
     def reduce_padded(p: PaddedPass, item: InputItem):
         content = rows_for(p.encoded, "content", pad_to)
         per_item.append(profile(p.hidden, layer_weights, rows_for(p.encoded, token_set, pad_to), content,
@@ -299,7 +307,7 @@ def cone_profiles_over_set(
         return None
 
     sr = map_over_set(loaded, items, reduce_padded, batch_size=batch_size, progress=progress,
-                      runner=padded_runner, max_tokens=pad_to)
+                      runner=padded_runner(pad_to), max_tokens=pad_to)
     if timings is not None:
         timings.update(clock)
     return _stack_results([it.name for it in sr.items], sr.labels, sr.predicted, per_item, logits, sr.errors)

@@ -25,9 +25,9 @@ ACROSS_KEYS = ("delta_A", "attn_rank", "attn_rank_norm", "out_energy_top1", "del
 MODES = ("correct", "faithful")
 
 
-def token_rows(trace: Trace, token_set: str) -> np.ndarray | None:
-    """Boolean ``[T]`` token selection for ``token_set`` (``None`` = all positions, also when the
-    set would be empty)."""
+def token_rows(trace, token_set: str) -> np.ndarray | None:
+    """Boolean ``[T]`` token selection for ``token_set`` of a trace (or anything with its
+    ``encoded`` input, e.g. a padded pass); ``None`` = all positions, also when the set would be empty."""
     rows = trace.encoded.token_rows(token_set)
     return None if rows.all() or not rows.any() else rows
 
@@ -115,32 +115,30 @@ def padded_hidden_states(loaded, trace: Trace, pad_to: int = FAITHFUL_PAD_TO) ->
 
 def head_set_reducer(
     layer_weights: Sequence[LayerWeights], layer: int, head: int, *, eps: float = 1e-3, token_set: str = "all",
-    padded_hidden_of: Callable[[Trace], np.ndarray | None] | None = None,
-) -> Callable[[Trace, InputItem], dict[str, np.ndarray]]:
+) -> Callable[[object, InputItem], dict[str, np.ndarray]]:
     """A :func:`bertgeom.sets.inputs.map_over_set` reduction: D1-D3 of head ``(layer, head)``
     for one input, with the model's attention and with the faithful one (``[2]`` each), the
     number of tokens used and the faithful-vs-correct row TV distance.
 
-    The faithful values read the next layer's output as the official code did. With
-    ``padded_hidden_of(trace)`` (e.g. :func:`padded_hidden_states` of the model: one more forward
-    pass per input, without attentions) they also run on the input padded to 512 positions, exactly
-    as :func:`data_geometry` does for one input, so a set's faithful histograms are the single-input
-    tab's faithful values, input by input; ``None`` from it (the input fills the 512 positions) or
-    no ``padded_hidden_of`` keeps the unpadded input."""
+    It reads only hidden states: a :class:`~bertgeom.trace.Trace`, or a
+    :class:`~bertgeom.sets.cone.PaddedPass` (runner :func:`~bertgeom.sets.cone.padded_runner`, the
+    input padded to 512 positions with PAD keys masked). The model's attention of the head is
+    rebuilt from the real tokens' rows (:func:`bertgeom.attention.correct_attention`, equal to the
+    model's own to ~1e-6), so one padded forward pass without attention weights serves both modes.
+    The faithful values read the next layer's output as the official code did, over every position
+    the pass has: padded, they are the single-input tab's faithful values input by input."""
     lw = layer_weights[layer]
 
-    def reduce(trace: Trace, _item: InputItem) -> dict[str, np.ndarray]:
-        rows = token_rows(trace, token_set)
-        X = trace.hidden_states[layer]
-        _, _, V = att.project_qkv(X, lw, bias=True)
-        A = trace.attentions[layer, head].astype(np.float64)
-        Z = A @ V[head]
-        hidden = padded_hidden_of(trace) if padded_hidden_of is not None else None
-        hidden = trace.hidden_states if hidden is None else hidden
+    def reduce(result, _item: InputItem) -> dict[str, np.ndarray]:
+        hidden = result.hidden if hasattr(result, "hidden") else result.hidden_states  # [L+1, P, d], P >= T
+        rows = token_rows(result, token_set)
+        T, P = result.encoded.n_tokens, hidden.shape[1]
+        X = hidden[layer, :T]
+        A = att.correct_attention(X, lw)[head]
+        Z = A @ att.project_qkv(X, lw, bias=True)[2][head]
         Xf = faithful_input(hidden, layer)  # the official code's next-layer input
         Af = att.faithful_attention(Xf, lw)[head]
         Zf = Af @ att.faithful_qkv(Xf, lw)[2][head]
-        T, P = A.shape[-1], Af.shape[-1]
         if P == T:
             g = sub.head_data_geometry(np.stack([A, Af])[None], np.stack([Z, Zf])[None], rows, eps=eps)
             out = {k: np.asarray(g.scalars[k][0], dtype=np.float64) for k in ACROSS_KEYS}

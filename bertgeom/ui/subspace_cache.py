@@ -4,7 +4,8 @@
 * weight geometry (D4): once per model and threshold setting (``st.cache_data``);
 * data geometry (D1-D3) of every head: per (model, input, ε, token set, correct/faithful);
 * across inputs: per (model, set fingerprint, layer, head, ε, token set), the faithful values on
-  each input padded to 512 positions as for one input (one more forward pass per input), with a progress bar
+  each input padded to 512 positions as for one input (one padded forward pass per input serves
+  both modes), with a progress bar
   and a disk cache (:func:`bertgeom.sets.inputs.disk_cached_arrays`), so a head computed once is
   shown at once afterwards, also after a server restart.
 
@@ -21,9 +22,10 @@ import streamlit as st
 
 from bertgeom import attention as att
 from bertgeom.analysis import subspace as sub
+from bertgeom.sets.cone import padded_runner
 from bertgeom.sets.inputs import InputItem, disk_cached_arrays, map_over_set, set_fingerprint
-from bertgeom.sets.subspace import (collect_set_result, data_geometry, faithful_input, head_set_reducer,
-                                    padded_hidden_states)
+from bertgeom.sets.subspace import (FAITHFUL_PAD_TO, collect_set_result, data_geometry, faithful_input,
+                                    head_set_reducer, padded_hidden_states)
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy
@@ -105,10 +107,10 @@ def across_inputs(
     loaded = cached_model(model_id)
     lws = cached_layer_weights(model_id)
     with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…") as update:
-        reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set,
-                                   padded_hidden_of=lambda tr: padded_hidden_states(loaded, tr))
-        arrays = disk_cached_arrays(key, lambda: collect_set_result(map_over_set(loaded, items, reducer,
-                                                                                 progress=update)))
+        reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set)
+        pad_to = min(FAITHFUL_PAD_TO, int(loaded.max_tokens))  # one padded pass per input serves both modes
+        arrays = disk_cached_arrays(key, lambda: collect_set_result(map_over_set(
+            loaded, items, reducer, progress=update, runner=padded_runner(pad_to), max_tokens=pad_to)))
     memo[key] = arrays
     while len(memo) > max_memo:
         memo.popitem(last=False)
