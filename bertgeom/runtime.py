@@ -14,15 +14,21 @@ from collections.abc import Mapping
 ENV_THREADS = "BERTGEOM_TORCH_THREADS"
 
 
-def server_threads(env: Mapping[str, str] | None = None, cpu_count: int | None = None) -> int:
-    """Threads per request: ``$BERTGEOM_TORCH_THREADS`` when it is a positive integer, else half
-    the cores (at least 1)."""
+def half_the_cores_or(name: str, env: Mapping[str, str] | None = None, cpu_count: int | None = None) -> int:
+    """``$name`` when it is a positive integer (ASCII digits only: ``"²"`` is not one), else half the
+    cores, at least 1: the server's rule for sizing its thread and work pools."""
     env = os.environ if env is None else env
-    raw = (env.get(ENV_THREADS) or "").strip()
+    raw = (env.get(name) or "").strip()
     if raw.isascii() and raw.isdigit() and int(raw) > 0:
         return int(raw)
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 2)
     return max(1, cores // 2)
+
+
+def server_threads(env: Mapping[str, str] | None = None, cpu_count: int | None = None) -> int:
+    """Threads per request: ``$BERTGEOM_TORCH_THREADS`` when it is a positive integer, else half
+    the cores (at least 1)."""
+    return half_the_cores_or(ENV_THREADS, env, cpu_count)
 
 
 def configure_server_threads() -> int:

@@ -23,7 +23,6 @@ through a nested ``heavy``, so a same-thread nesting is harmless.)
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -35,12 +34,9 @@ ENV_SLOTS = "BERTGEOM_HEAVY_SLOTS"
 def heavy_slots(env: Mapping[str, str] | None = None, cpu_count: int | None = None) -> int:
     """Slots for heavy work: ``$BERTGEOM_HEAVY_SLOTS`` when a positive integer, else half the cores
     (at least 1), so that at least one core stays free for light requests."""
-    env = os.environ if env is None else env
-    raw = (env.get(ENV_SLOTS) or "").strip()
-    if raw.isascii() and raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 2)
-    return max(1, cores // 2)
+    from bertgeom.runtime import half_the_cores_or
+
+    return half_the_cores_or(ENV_SLOTS, env, cpu_count)
 
 
 class WorkQueue:
