@@ -189,13 +189,15 @@ def run_load(*, clients_niced: bool, sessions: int = SESSIONS, timeout: float = 
         async with async_playwright() as p:
             light = await p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
             workers_exe = low_priority_chromium(tmp, group) if clients_niced else shutil.which("chromium")
+            before = set(descendants(os.getpid()))
             workers = await p.chromium.launch(executable_path=workers_exe, args=CHROMIUM_ARGS)
-            light_pids = set(descendants(os.getpid())) - {server.pid}  # before the workers' renderers start
+            roots = set(descendants(os.getpid())) - before  # the working browser's first processes
 
             def workers_cpu() -> float:
-                for pid in descendants(os.getpid()):
-                    if pid != server.pid and pid not in light_pids:
-                        seen[pid] = max(seen.get(pid, 0.0), cpu_seconds(pid))
+                """CPU seconds of the working browser: its first processes and everything they start
+                (renderers included, kept after they exit), never the light client's browser."""
+                for pid in roots | {d for r in roots for d in descendants(r)}:
+                    seen[pid] = max(seen.get(pid, 0.0), cpu_seconds(pid))
                 return sum(seen.values())
 
             warm = await home_page_seconds(light, base)  # the first visit loads the models: not light

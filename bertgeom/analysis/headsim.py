@@ -14,6 +14,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from bertgeom.analysis.heads import FEATURE_DOCS
+
 __all__ = [
     "JSAccumulator",
     "js_distance_matrix",
@@ -348,8 +350,6 @@ def name_clusters(centroids: np.ndarray, feature_names: Sequence[str], *, high: 
 def _set_apart(cents: np.ndarray, names: Sequence[str], feature_names: Sequence[str]) -> list[str]:
     """For every centroid that shares its rule name: "high <feature>" / "low <feature>", the feature on
     which it differs most (in z units over all centroids) from the mean of its namesakes; "" otherwise."""
-    from bertgeom.analysis.heads import FEATURE_DOCS
-
     sd = cents.std(axis=0)
     z = np.divide(cents - cents.mean(axis=0), sd, out=np.zeros_like(cents), where=sd > 1e-12)
     out = [""] * len(names)
