@@ -36,7 +36,9 @@ def _events(report) -> list[dict]:
 def mutation_rows(analysis, pred: str, rule_call: str | None = None) -> tuple[list[dict], list[str]]:
     """One row per spike mutation event (substitution, grouped deletion, insertion) with its
     nucleotide changes, domain, the classes it characterises (``characteristic_mutations.tsv``),
-    whether it characterises ``pred``, and whether it is private (characteristic of no class); and
+    whether it characterises ``pred``, and whether it is a marker of no class (not in the table at all;
+    not to be read as QC's *private* mutations, which are judged against the class's whole training
+    profile, so one screen never gives one word two counts); and
     the characteristic mutations of ``pred`` (and of ``rule_call`` when it differs) that are
     missing, with why: the reference base is read there, or the site is not covered (N)."""
     from bertgeom.genome.markers import ABSENT, MISSING, load_marker_table, marker_state
@@ -52,7 +54,7 @@ def mutation_rows(analysis, pred: str, rule_call: str | None = None) -> tuple[li
         rows.append({"mutation": e["name"], "nucleotide": ", ".join(e["nuc"]), "domain": e["domain"],
                      flag: "yes" if pred in owners else "",
                      "characteristic of": ", ".join(CLASS_DISPLAY.get(c, c) for c in owners),
-                     "private": "" if owners else "yes"})
+                     "marker of no class": "" if owners else "yes"})
     missing = []
     aligned, insertions = analysis.spike.aligned, analysis.spike.insertions
     for cls in dict.fromkeys([pred] + ([rule_call] if rule_call and rule_call != pred else [])):
