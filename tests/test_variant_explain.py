@@ -13,7 +13,6 @@ from bertgeom.genome.reference import SPIKE_START, reference_spike
 from bertgeom.sets.inputs import genome_set
 from bertgeom.trace import run_trace
 from bertgeom.variant.explain import (
-    SpikeChange,
     apply_changes,
     attention_rollout,
     cls_attention_by_layer,

@@ -556,7 +556,7 @@ def _chunk_features(X: np.ndarray, p: _Plan, sort_src: np.ndarray | None = None)
     offs = np.arange(-(T - 1), T, dtype=np.float64)
     f["mean_dist"] = prof @ np.abs(offs)
     f["signed_offset"] = prof @ offs
-    del prof
+    prof = None  # the [n, 2T-1] profile is no longer needed: free it before the next block
     f["mean_dist_norm"] = f["mean_dist"] / p.EU if p.EU > 0 else np.zeros(n)
     f["signed_offset_norm"] = f["signed_offset"] / p.EU if p.EU > 0 else np.zeros(n)
     # content-only (G7): renormalise each row over the content keys
