@@ -9,7 +9,7 @@ import streamlit as st
 from bertgeom.runtime import configure_server_threads
 
 from bertgeom.ui.sidebar import render_sidebar
-from bertgeom.ui.state import follow_view_link, init_state, spike_model_available, write_query_params
+from bertgeom.ui.state import follow_view_link, init_state, page_available, write_query_params
 
 st.set_page_config(page_title="bertgeom · geometry of BERT attention", page_icon="🧭", layout="wide")
 init_state()
@@ -23,7 +23,7 @@ PAGES = {
         st.Page("pages/cone_index.py", title="Cone Index per Layer", icon=":material/change_history:", url_path="cone"),
     ],
 }
-if spike_model_available():  # only pages that can work are listed
+if page_available("classifier"):  # only pages that can work are listed
     PAGES["Classify"] = [
         st.Page("pages/variant_classifier.py", title="Variant Classifier", icon=":material/coronavirus:",
                 url_path="classifier"),

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def _records(n: int):
     from bertgeom.genome.fasta import parse_sequences
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     base = [parse_sequences(it.text)[0] for it in genome_set()]
     return [base[i % len(base)] for i in range(n)]

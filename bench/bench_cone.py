@@ -161,7 +161,8 @@ def load_bench_model(which: str = "auto", tmp_dir: str | None = None):
 
 def genomes(n: int):
     """The shipped validation genomes repeated (names suffixed) to ``n`` inputs."""
-    from bertgeom.sets.inputs import InputItem, genome_set
+    from bertgeom.inputs import InputItem
+    from bertgeom.variant.spec import genome_set
 
     base = genome_set()
     return tuple(InputItem(f"{base[i % len(base)].name}#{i // len(base)}", base[i % len(base)].text,

@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bertgeom.analysis.heads import head_features  # noqa: E402
-from bertgeom.analysis.tokens import TokenKinds  # noqa: E402
+from bertgeom.tokens import TokenKinds  # noqa: E402
 from bertgeom.attention import softmax  # noqa: E402
 from bench.reference_heads import reference_per_head  # noqa: E402
 

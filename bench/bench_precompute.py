@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def _inputs(d: Path, n: int) -> tuple[Path, Path]:
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     base = genome_set()
     fasta, labels = d / "genomes.fasta.xz", d / "labels.tsv"

@@ -18,7 +18,7 @@ from bertgeom.analysis.heads import (
     _ordered_names,
     _query_rows,
 )
-from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.tokens import TokenKinds
 
 
 def reference_per_head(

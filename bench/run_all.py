@@ -60,9 +60,9 @@ def _variant_model_id() -> str:
 
 def analysis_latency(repeat: int) -> list[dict]:
     from bertgeom.analysis.heads import head_features
-    from bertgeom.analysis.tokens import TokenKinds
+    from bertgeom.tokens import TokenKinds
     from bench.reference_heads import reference_per_head
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
     from bertgeom.models import load_model
     from bertgeom.inputs import encode_input
     from bertgeom.trace import run_trace
@@ -135,7 +135,7 @@ import torch, transformers, bertgeom.models, bertgeom.trace
 if {load}:
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
     a = load_model("minilm-l6"); run_trace(a, "The cat sat on the mat because it was tired.")
     b = load_model({variant!r}); run_trace(b, genome_set("demo")[-1].text)
 # VmHWM is this process's own peak (ru_maxrss would inherit the parent's peak across fork/exec)

@@ -1,11 +1,125 @@
 """bertgeom: the geometry of BERT's attention, as a library behind a Streamlit dashboard.
 
-The package is plain Python (numpy / torch / transformers); Streamlit is imported only
-inside :mod:`bertgeom.ui` and the app pages.
+The face a notebook uses (see docs/library.md)::
+
+    import bertgeom as bg
+    model = bg.load_model("minilm-l6")
+    tr = bg.trace(model, "The cat sat on the mat.")
+    tr.head_features()["entropy"]        # [L, H], every per-head feature at once
+    tr.cone()                            # cone index of the hidden states per layer
+    tr["q", 3]                           # layer 3's per-head queries [H, T, d_head]
+    bg.classify(">my genome\\nATG...")    # SARS-CoV-2 variant calls, one per record
+
+The package is plain Python (numpy / torch / transformers); Streamlit is imported only inside
+:mod:`bertgeom.ui` and the app pages. Model families register explicitly: the shipped
+SARS-CoV-2 family is registered below, once, by :func:`bertgeom.variant.spec.register`; a new
+family calls :func:`register_model`, :func:`register_loader` and :func:`register_input_kind`.
 """
 
 __version__ = "0.1.0"
 
-# The SARS-CoV-2 case study plugs itself in: its model loader, its genome encoder and the
-# shipped model as the registry's default (see bertgeom.variant._register).
-from bertgeom import variant as _variant  # noqa: E402,F401
+from bertgeom.inputs import (  # noqa: E402
+    INPUT_KINDS,
+    EncodedInput,
+    InputError,
+    InputItem,
+    InputKind,
+    encode_input,
+    register_input_kind,
+)
+from bertgeom.models import (  # noqa: E402
+    REGISTRY,
+    LoadedModel,
+    ModelLoadError,
+    ModelSpec,
+    load_model,
+    register_loader,
+)
+from bertgeom.models import register as register_model  # noqa: E402
+from bertgeom.tokens import TokenKinds  # noqa: E402
+from bertgeom.trace import Trace, run_trace  # noqa: E402
+from bertgeom.variant import spec as _variant_spec  # noqa: E402
+
+_variant_spec.register()  # the shipped case study's family (its loader, the genome kind, its model)
+
+__all__ = [
+    "__version__",
+    "load_model",
+    "trace",
+    "Trace",
+    "head_features",
+    "pattern_labels",
+    "cone_index",
+    "classify",
+    "TokenKinds",
+    "EncodedInput",
+    "InputItem",
+    "InputKind",
+    "InputError",
+    "LoadedModel",
+    "ModelSpec",
+    "ModelLoadError",
+    "REGISTRY",
+    "INPUT_KINDS",
+    "encode_input",
+    "register_model",
+    "register_loader",
+    "register_input_kind",
+]
+
+
+def trace(model, text) -> Trace:
+    """One forward pass of ``model`` (a :class:`LoadedModel` or a model id) over ``text`` (or an
+    :class:`EncodedInput`): attentions, hidden states, logits, and the layer weights that
+    ``trace["q", layer]`` reads."""
+    from bertgeom.weights import layer_weights_of
+
+    loaded = model if isinstance(model, LoadedModel) else load_model(model)
+    result = run_trace(loaded, text)
+    result.layer_weights = layer_weights_of(loaded.model)
+    return result
+
+
+def head_features(attentions, tokens, **options):
+    """Every per-head feature of one input (``[L, H, T, T]`` attention and its token masks: a
+    :class:`TokenKinds`, the trace's ``encoded`` input or the trace itself); see
+    :func:`bertgeom.analysis.heads.head_features`."""
+    from bertgeom.analysis.heads import head_features as features
+
+    return features(attentions, tokens, **options)
+
+
+def pattern_labels(features, thresholds=None):
+    """Pattern labels of every head from its features (Kovaleva's classes, the 2025 paper's gates,
+    Clark's behaviours), each with a confidence; see :func:`bertgeom.analysis.patterns.classify_heads`."""
+    from bertgeom.analysis.patterns import classify_heads
+
+    return classify_heads(features, thresholds)
+
+
+def cone_index(X, mask=None, *, normalized: bool = False):
+    """The cone index ``I = ||sum_i x_i / ||x_i||||`` of the rows of ``X`` (``[..., T, d]``); see
+    :func:`bertgeom.analysis.cone.cone_index`."""
+    from bertgeom.analysis.cone import cone_index as index
+
+    return index(X, mask, normalized=normalized)
+
+
+def classify(genomes, model=None, *, batch_size: int = 16):
+    """Classify SARS-CoV-2 genomes (FASTA text, bytes or a path to a FASTA file; whole, partial or
+    spike only) with the variant model: one :class:`bertgeom.variant.predict.Prediction` per record,
+    in input order (predicted class, probabilities, QC, the rule-based call, or the error)."""
+    from pathlib import Path
+
+    from bertgeom.genome.fasta import SequenceInputError, parse_sequences
+    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.variant.predict import classify_stream
+
+    loaded = model if isinstance(model, LoadedModel) else load_model(model or VARIANT_MODEL_ID)
+    if isinstance(genomes, Path):
+        genomes = genomes.read_bytes()
+    try:
+        records = parse_sequences(genomes, tolerant=True)
+    except SequenceInputError as exc:
+        raise InputError(str(exc)) from None
+    return list(classify_stream(loaded, records, batch_size=batch_size))

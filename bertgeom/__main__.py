@@ -73,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "model", "x") is None:
-        from bertgeom.models import DEFAULT_MODEL_ID
+        from bertgeom.models import REGISTRY
 
-        args.model = DEFAULT_MODEL_ID
+        args.model = REGISTRY.default_id
     from bertgeom.models import ModelLoadError
     from bertgeom.inputs import InputError
 

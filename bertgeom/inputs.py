@@ -1,20 +1,25 @@
-"""What a model reads: user input turned into tokens, by input kind.
+"""What a model reads: user input turned into tokens, by input kind, and the spec of each input kind.
 
 An :class:`EncodedInput` holds the token ids with where each token came from (character spans
-for text, nucleotide spans for a genome) and which tokens are [CLS], [SEP] and punctuation.
-:func:`encode_input` picks the encoder registered for the model's ``input_kind``: text is built
-in (the model's own tokenizer); other kinds register themselves with :func:`register_encoder`
-(``bertgeom.variant`` registers the SARS-CoV-2 genome encoder).
+for text, nucleotide spans for a genome) and which tokens are [CLS], [SEP] and punctuation
+(:class:`~bertgeom.tokens.TokenKinds`). An :class:`InputKind` (after LIT's specs) describes one
+kind of input once: its encoder, its example inputs and shipped sets, its class names, its token
+domains and what the pages can offer for it. Generic code (the analyses, sets, figures, pages)
+asks the spec, never the kind's name. Text is built in; a plug-in registers its own kind with
+:func:`register_input_kind` (``bertgeom.variant`` registers the SARS-CoV-2 genome).
+
+Where it sits: above the model registry (:mod:`bertgeom.models`), below the forward pass.
 """
 
 from __future__ import annotations
 
-import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from bertgeom.tokens import TokenKinds, is_punct_token
 
 if TYPE_CHECKING:
     from bertgeom.models import LoadedModel
@@ -23,22 +28,17 @@ if TYPE_CHECKING:
 MAX_TEXT_CHARS = 20_000
 
 
-#: The token sets every analysis offers, one vocabulary: which rows of a sequence count.
-TOKEN_SETS: dict[str, str] = {
-    "content": "content tokens only: [CLS], [SEP] and padding left out",
-    "content+cls": "content tokens plus [CLS]",
-    "all": "all positions, [CLS] and [SEP] included (and [PAD] where inputs are padded): the official code's choice",
-}
-#: Short names of the token sets for pickers.
-TOKEN_SET_LABELS: dict[str, str] = {
-    "content": "content tokens",
-    "content+cls": "content tokens + [CLS]",
-    "all": "all positions (official code)",
-}
-
-
 class InputError(ValueError):
     """User input that cannot be analysed; the message is one clear sentence."""
+
+
+@dataclass(frozen=True)
+class InputItem:
+    """One input of a set: a display name, the text the model reads, an optional class label."""
+
+    name: str
+    text: str
+    label: str | None = None
 
 
 @dataclass
@@ -67,23 +67,22 @@ class EncodedInput:
         return int(len(self.tokens))
 
     @property
+    def kinds(self) -> TokenKinds:
+        """The input's token masks ([CLS], [SEP], punctuation) as the one mask type the analyses read."""
+        kinds = self.__dict__.get("_kinds")
+        if kinds is None:
+            kinds = TokenKinds(self.is_cls, self.is_sep, self.is_punct)
+            self.__dict__["_kinds"] = kinds
+        return kinds
+
+    @property
     def content_mask(self) -> np.ndarray:
-        return ~(self.is_cls | self.is_sep)
+        return self.kinds.content
 
-    def token_rows(self, token_set: str) -> np.ndarray:
-        """Boolean ``[T]`` selection of the tokens in ``token_set`` (see :data:`TOKEN_SETS`)."""
-        if token_set == "all":
-            return np.ones(self.n_tokens, dtype=bool)
-        if token_set == "content":
-            return self.content_mask.copy()
-        if token_set == "content+cls":
-            return self.content_mask | self.is_cls
-        raise ValueError(f"token_set must be one of {list(TOKEN_SETS)}, got {token_set!r}")
-
-
-def _is_punct(token: str) -> bool:
-    t = token[2:] if token.startswith("##") else token
-    return bool(t) and all(unicodedata.category(c).startswith("P") for c in t)
+    def token_rows(self, token_set: str, pad_to: int | None = None) -> np.ndarray:
+        """Boolean ``[T]`` (or ``[pad_to]``) selection of the tokens in ``token_set``
+        (:data:`bertgeom.tokens.TOKEN_SETS`; padding rows only in ``"all"``)."""
+        return self.kinds.rows(token_set, pad_to)
 
 
 def normalise_text(text: str) -> str:
@@ -122,26 +121,185 @@ def encode_text(loaded: LoadedModel, text: str) -> EncodedInput:
     is_sep = ids == (sep_id if sep_id is not None else -1)
     spans = offsets.copy()
     spans[is_special] = -1
-    is_punct = np.array([(not s) and _is_punct(t) for t, s in zip(tokens, is_special)])
+    is_punct = np.array([(not s) and is_punct_token(t) for t, s in zip(tokens, is_special)])
     if (ids == getattr(tok, "unk_token_id", -999)).any():
         n_unk = int((ids == tok.unk_token_id).sum())
         notes.append(f"{n_unk} token(s) are unknown to the model's vocabulary ([UNK]).")
     return EncodedInput(key, ids, tokens, spans, "char", is_cls, is_sep, is_punct, notes)
 
 
-#: Encoder of each input kind (``ModelSpec.input_kind``): ``(loaded, text) -> EncodedInput``.
-ENCODERS: dict[str, Callable[[LoadedModel, str], EncodedInput]] = {"text": encode_text}
+@dataclass(frozen=True)
+class Example:
+    """An example input offered by the sidebar: the picker's line, the text, its class (if known)."""
+
+    title: str
+    text: str
+    label: str | None = None
 
 
-def register_encoder(input_kind: str, encoder: Callable[[LoadedModel, str], EncodedInput]) -> None:
-    """Let models whose spec says ``input_kind`` read their input with ``encoder``
-    (the variant package registers its genome encoder this way)."""
-    ENCODERS[input_kind] = encoder
+#: What a page may offer for an input kind (``InputKind.capabilities``):
+CAPABILITIES = {
+    "words": "word pieces can be merged into whole words (text)",
+    "aligned_positions": "a token position means the same place in every input (genomes on the spike axis)",
+    "official_padding": "the reference code's 512-position padded matrices are the natural default",
+    "precomputed_results": "sets may come from a precompute results directory",
+}
+
+
+@dataclass(frozen=True)
+class InputKind:
+    """Everything generic code asks about one kind of input, described once by the plug-in owning it.
+
+    ``encoder(loaded, text) -> EncodedInput`` reads one input. ``examples()`` are the sidebar's
+    examples; ``shipped_set()`` the default set of the "over many inputs" views and ``demo_set()``
+    a small one (one per class) to compare against; ``read_set(data, labels)`` reads a user's
+    uploaded set (bytes; ``labels`` an optional TSV). ``class_names`` maps class ids to the names a
+    user reads. ``domains`` (in order) name the token domains the encoder writes into
+    ``EncodedInput.extra["domains"]`` (``""`` for special tokens); ``domain_share(d)`` is the
+    reference share (%) of tokens in domain ``d``. ``pages`` are extra pages the kind enables
+    (``"classifier"``); ``capabilities`` are keys of :data:`CAPABILITIES`.
+    """
+
+    name: str
+    encoder: Callable[[LoadedModel, str], EncodedInput]
+    noun: str = "input"
+    plural: str = "inputs"
+    box_label: str = "Input"
+    box_help: str = ""
+    examples_help: str = ""
+    examples_label: str = ""
+    upload_label: str = ""
+    examples: Callable[[], Sequence[Example]] = lambda: ()
+    shipped_set: Callable[[], tuple[InputItem, ...]] = lambda: ()
+    shipped_set_description: str = "the shipped inputs"
+    demo_set: Callable[[], tuple[InputItem, ...]] | None = None
+    read_set: Callable[..., tuple[InputItem, ...]] | None = None
+    set_upload_label: str = "your own set (a .txt file, one input per line)"
+    set_upload_types: tuple[str, ...] = ("txt",)
+    labelled_uploads: bool = False
+    upload_reader: Callable[[str, bytes], tuple[str, str]] | None = None
+    upload_types: tuple[str, ...] = ()
+    max_input_chars: int = 20_000
+    class_names: Mapping[str, str] = field(default_factory=dict)
+    domains: tuple[str, ...] = ()
+    domain_noun: str = "domain"
+    default_domain: str = ""
+    domain_share: Callable[[str], float] | None = None
+    token_note: str = ""
+    changed_token_note: str = ""
+    link_param: str = "example"
+    link_text: bool = True
+    link_missing_note: str = ""
+    session_key: str = ""
+    sweep_seconds: float = 1.0
+    pages: tuple[str, ...] = ()
+    capabilities: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        unknown = set(self.capabilities) - set(CAPABILITIES)
+        if unknown:
+            raise ValueError(f"unknown capabilities {sorted(unknown)}; known: {sorted(CAPABILITIES)}")
+        if not self.session_key:
+            object.__setattr__(self, "session_key", f"{self.name}_value")
+
+    def can(self, capability: str) -> bool:
+        """True when pages may offer ``capability`` (a key of :data:`CAPABILITIES`) for this kind."""
+        return capability in self.capabilities
+
+    @property
+    def has_domains(self) -> bool:
+        return bool(self.domains)
+
+    def class_name(self, c) -> str:
+        """The display name of class ``c`` (unknown ids unchanged)."""
+        return self.class_names.get(str(c), str(c))
+
+
+def _sentence_examples() -> tuple[Example, ...]:
+    from bertgeom.examples import example_sentences
+
+    return tuple(Example(s, s) for s in example_sentences())
+
+
+def _sentence_set() -> tuple[InputItem, ...]:
+    from bertgeom.examples import example_sentences
+
+    return tuple(InputItem(f"s{i + 1}", s, None) for i, s in enumerate(example_sentences()))
+
+
+def _lines_set(data: bytes | str, labels=None) -> tuple[InputItem, ...]:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    lines = [s.strip() for s in text.splitlines() if s.strip()]
+    if not lines:
+        raise InputError("The uploaded file holds no sentence.")
+    return tuple(InputItem(f"line {i + 1}", s) for i, s in enumerate(lines))
+
+
+#: English (or any) text read by the model's own tokenizer: the built-in kind.
+TEXT = InputKind(
+    name="text",
+    encoder=encode_text,
+    noun="sentence",
+    plural="sentences",
+    box_label="Input sentence",
+    examples=_sentence_examples,
+    shipped_set=_sentence_set,
+    shipped_set_description="the English sentences shipped with bertgeom",
+    read_set=_lines_set,
+    max_input_chars=MAX_TEXT_CHARS,
+    capabilities=frozenset({"words"}),
+)
+
+
+class InputKinds(dict):
+    """The registered input kinds by name: one object, changed in place (an earlier
+    ``from bertgeom.inputs import INPUT_KINDS`` always sees the current kinds)."""
+
+    def register(self, kind: InputKind) -> InputKind:
+        self[kind.name] = kind
+        return kind
+
+    def of(self, what) -> InputKind:
+        """The kind of ``what``: a kind name, a :class:`~bertgeom.models.ModelSpec` or a loaded model."""
+        name = what if isinstance(what, str) else getattr(getattr(what, "spec", what), "input_kind", None)
+        kind = self.get(name)
+        if kind is None:
+            raise InputError(f"No registered input kind reads '{name}' input.")
+        return kind
+
+    def class_name(self, c) -> str:
+        """The display name of class ``c`` in whichever registered kind names it (unknown ids unchanged)."""
+        for kind in self.values():
+            if str(c) in kind.class_names:
+                return kind.class_names[str(c)]
+        return str(c)
+
+    def all_class_names(self) -> dict[str, str]:
+        """Every registered kind's class names, merged (first registration wins)."""
+        out: dict[str, str] = {}
+        for kind in self.values():
+            for k, v in kind.class_names.items():
+                out.setdefault(k, v)
+        return out
+
+
+#: The input kinds every part of bertgeom reads (:meth:`InputKinds.of`).
+INPUT_KINDS = InputKinds(text=TEXT)
+
+
+def register_input_kind(kind: InputKind) -> InputKind:
+    """Let models whose spec says ``input_kind == kind.name`` be read and shown as ``kind`` describes."""
+    return INPUT_KINDS.register(kind)
+
+
+def input_kind_of(what) -> InputKind:
+    """The :class:`InputKind` of a kind name, a model spec or a loaded model."""
+    return INPUT_KINDS.of(what)
 
 
 def encode_input(loaded: LoadedModel, text: str) -> EncodedInput:
-    """Turn user input into tokens with the encoder registered for ``loaded``'s input kind."""
-    encoder = ENCODERS.get(loaded.spec.input_kind)
-    if encoder is None:
+    """Turn user input into tokens with the encoder of ``loaded``'s input kind."""
+    kind = INPUT_KINDS.get(loaded.spec.input_kind)
+    if kind is None:
         raise InputError(f"No encoder reads '{loaded.spec.input_kind}' input (model '{loaded.spec.id}').")
-    return encoder(loaded, text)
+    return kind.encoder(loaded, text)

@@ -83,20 +83,47 @@ TINY_RANDOM = ModelSpec(
     licence="n/a (random weights)",
 )
 
-#: Registry of the models that ship with bertgeom, in the order the picker shows them.
-REGISTRY: dict[str, ModelSpec] = {spec.id: spec for spec in (MINILM, TINY_RANDOM)}
+class ModelRegistry(dict):
+    """The registered models by id, in the order the picker shows them, with the default model.
 
-DEFAULT_MODEL_ID = MINILM.id
+    One object, changed in place: an earlier ``from bertgeom.models import REGISTRY`` always sees
+    the models registered since (a plug-in adds its own with :meth:`add`)."""
+
+    def __init__(self, specs=(), default_id: str = ""):
+        super().__init__((spec.id, spec) for spec in specs)
+        self.default_id = default_id or next(iter(self), "")
+
+    def add(self, spec: ModelSpec, *, first: bool = False) -> ModelSpec:
+        """Register ``spec``; ``first`` puts it at the head of the picker and makes it the default."""
+        if first:
+            rest = [(k, v) for k, v in self.items() if k != spec.id]
+            self.clear()
+            self[spec.id] = spec
+            self.update(rest)
+            self.default_id = spec.id
+        else:
+            self[spec.id] = spec
+        return spec
+
+    def remove(self, model_id: str) -> None:
+        """Take a model out (the default falls back to the first one left)."""
+        self.pop(model_id, None)
+        if self.default_id == model_id:
+            self.default_id = next(iter(self), "")
 
 
-def register(spec: ModelSpec, *, first: bool = False) -> None:
-    """Add a model to the registry (``first`` puts it at the head of the picker)."""
-    global REGISTRY, DEFAULT_MODEL_ID
-    if first:
-        REGISTRY = {spec.id: spec, **{k: v for k, v in REGISTRY.items() if k != spec.id}}
-        DEFAULT_MODEL_ID = spec.id
-    else:
-        REGISTRY[spec.id] = spec
+#: The models bertgeom knows, in the order the picker shows them; ``REGISTRY.default_id`` is the default.
+REGISTRY = ModelRegistry((MINILM, TINY_RANDOM))
+
+
+def register(spec: ModelSpec, *, first: bool = False) -> ModelSpec:
+    """Add a model to the registry (``first`` puts it at the head of the picker and makes it the default)."""
+    return REGISTRY.add(spec, first=first)
+
+
+def default_model_id() -> str:
+    """The id of the default model (the first of the picker)."""
+    return REGISTRY.default_id
 
 
 def custom_models_allowed() -> bool:
@@ -332,9 +359,10 @@ def register_loader(name: str, fn, *, recognise=None) -> None:
 
     ``recognise(path) -> ModelSpec | None`` lets :func:`resolve_spec` claim a local directory
     that is not a Hugging Face checkpoint (the variant package registers itself this way).
+    Registering the same loader again replaces it (a family may be registered twice).
     """
     _LOADERS[name] = fn
-    if recognise is not None:
+    if recognise is not None and recognise not in _RECOGNISERS:
         _RECOGNISERS.append(recognise)
 
 
@@ -398,19 +426,3 @@ def inference_copy(loaded: LoadedModel, device: str = "cpu", *, attentions: bool
             pass
     model.to(dev).eval()
     return dataclasses.replace(loaded, model=model)
-
-
-#: Names a plug-in keeps readable here for imports written before they moved into it
-#: (``from bertgeom.models import VARIANT_MODEL_ID`` still works); see :func:`keep_old_names`.
-_OLD_NAMES: dict[str, Any] = {}
-
-
-def keep_old_names(**names: Any) -> None:
-    """Let ``bertgeom.models.<name>`` keep answering for names that moved to a plug-in."""
-    _OLD_NAMES.update(names)
-
-
-def __getattr__(name: str):
-    if name in _OLD_NAMES:
-        return _OLD_NAMES[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,8 @@ Everything runs under ``torch.inference_mode()``; the shared model is never muta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -30,10 +31,63 @@ class Trace:
     hidden_states: np.ndarray  # [L+1, T, D]
     logits: np.ndarray | None = None  # [C]
     labels: tuple[str, ...] = ()
+    #: Every layer's weights (:class:`bertgeom.weights.LayerWeights`), for ``trace["q", layer]``;
+    #: :func:`bertgeom.trace` fills it, a bare :func:`run_trace` leaves it out.
+    layer_weights: Any = field(default=None, repr=False, compare=False)
+
+    #: The names ``trace[name, layer]`` answers (after TransformerLens' activation cache).
+    ACTIVATIONS = ("q", "k", "v", "pattern", "resid")
 
     @property
     def tokens(self) -> list[str]:
         return self.encoded.tokens
+
+    @property
+    def kinds(self):
+        """The input's token masks (:class:`bertgeom.tokens.TokenKinds`)."""
+        return self.encoded.kinds
+
+    def __getitem__(self, key):
+        """``trace["q", layer]`` (also ``"k"``, ``"v"``): the per-head queries, keys or values of a
+        layer, ``[H, T, d_head]``, recomputed from the layer's input ``hidden_states[layer]`` and its
+        weights (biases included, as the model computes them); ``trace["pattern", layer]`` the
+        attention ``[H, T, T]``; ``trace["resid", layer]`` the hidden states ``[T, D]`` entering
+        layer ``layer`` (``layer = L``: the output)."""
+        if not (isinstance(key, tuple) and len(key) == 2 and key[0] in self.ACTIVATIONS):
+            raise KeyError(f"index a trace as trace[name, layer] with name one of {self.ACTIVATIONS}, got {key!r}")
+        name, layer = key
+        if name == "pattern":
+            return self.attentions[layer]
+        if name == "resid":
+            return self.hidden_states[layer]
+        if self.layer_weights is None:
+            raise KeyError(f"trace[{name!r}, {layer}] needs the layer weights: make the trace with "
+                           "bertgeom.trace(model, text) (or set trace.layer_weights).")
+        from bertgeom.attention import project_qkv
+
+        q, k, v = project_qkv(self.hidden_states[layer], self.layer_weights[layer])
+        return {"q": q, "k": k, "v": v}[name]
+
+    def head_features(self, **options):
+        """Every per-head feature of this input (:func:`bertgeom.analysis.heads.head_features`)."""
+        from bertgeom.analysis.heads import head_features
+
+        return head_features(self.attentions, self.encoded, **options)
+
+    def cone(self, token_set: str = "content", *, normalized: bool = False) -> np.ndarray:
+        """The cone index of the hidden states per layer, ``[L+1]`` (embeddings first), over the rows
+        of ``token_set`` (:func:`bertgeom.analysis.cone.hidden_state_cone_curve`)."""
+        from bertgeom.analysis.cone import hidden_state_cone_curve
+
+        curve = hidden_state_cone_curve(self.hidden_states, self.encoded.token_rows(token_set), normalized=normalized)
+        return np.asarray(curve, dtype=np.float64)
+
+    def pattern_labels(self, thresholds=None):
+        """The pattern labels of every head (Kovaleva's classes, the 2025 paper's gates, Clark's
+        behaviours; :func:`bertgeom.analysis.patterns.classify_heads`)."""
+        from bertgeom.analysis.patterns import classify_heads
+
+        return classify_heads(self.head_features(), thresholds)
 
     def read_only(self) -> "Trace":
         """Mark every array of the trace (and of its encoded input) read-only, in place, and return it.

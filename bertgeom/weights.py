@@ -20,11 +20,12 @@ pickle cleanly (cache-friendly, e.g. for ``st.cache_data`` in the UI layer).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["LayerWeights", "extract_layer_weights", "find_encoder_layers"]
+__all__ = ["LayerWeights", "extract_layer_weights", "find_encoder_layers", "layer_weights_of"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -242,3 +243,21 @@ def extract_layer_weights(model) -> list[LayerWeights]:
                 )
             )
     return out
+
+
+#: One extraction per torch model object (freed with the model).
+_EXTRACTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def layer_weights_of(model) -> list[LayerWeights]:
+    """:func:`extract_layer_weights` of ``model``, extracted once per model object and then shared
+    (the arrays are read-only): what :func:`bertgeom.trace` attaches to each trace."""
+    found = _EXTRACTED.get(model)
+    if found is None:
+        found = extract_layer_weights(model)
+        for lw in found:
+            for value in vars(lw).values():
+                if isinstance(value, np.ndarray):
+                    value.flags.writeable = False
+        _EXTRACTED[model] = found
+    return found

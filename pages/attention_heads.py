@@ -27,6 +27,7 @@ from bertgeom.analysis.patterns import (
     labels_frame,
     rule_marks,
 )
+from bertgeom.inputs import input_kind_of
 from bertgeom.tables import arcs_frame, head_label, per_head_frame
 from bertgeom.ui.cache import cached_head_features
 from bertgeom.ui.heads_more_tabs import TABS as MORE_TABS, word_view
@@ -55,7 +56,7 @@ st.caption(
 
 loaded, trace = current_model_and_trace()
 model_id = st.session_state["model_id"]
-is_spike = loaded.spec.input_kind == "spike"
+kind = input_kind_of(loaded)
 text = current_input_text(loaded)
 table = cached_head_features(model_id, text)
 L, H = trace.num_layers, trace.num_heads
@@ -124,16 +125,16 @@ with right:
 # tabs (lazy: only the open tab runs)
 # ------------------------------------------------------------------------------------------
 
-domains = trace.encoded.extra.get("domains") if is_spike else None
+domains = trace.encoded.extra.get("domains") if kind.has_domains else None
 
 
 # --- Head detail --------------------------------------------------------------------------
 def head_detail_tab() -> None:
-    attention, axis, tokens = (trace.attentions[layer, head], trace.axis_labels, trace.tokens) if is_spike \
-        else word_view(trace, layer, head)
+    attention, axis, tokens = word_view(trace, layer, head) if kind.can("words") \
+        else (trace.attentions[layer, head], trace.axis_labels, trace.tokens)
     st.markdown(f"#### {head_label(layer, head)} — who attends to whom")
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to 1."
-               + (" Spike tokens are labelled by amino-acid range; hover shows the spike domain." if is_spike else ""))
+               + (f" {kind.token_note}" if kind.token_note else ""))
     input_key = (model_id, text)
     if st.session_state.get("_theta_input") != input_key:  # a new input: a θ that does not blank its maps
         st.session_state["_theta_input"] = input_key

@@ -9,7 +9,8 @@ import streamlit as st
 
 from bertgeom.analysis.cone import STREAM_DOCS
 from bertgeom.figures import cone as fc
-from bertgeom.inputs import TOKEN_SET_LABELS, TOKEN_SETS
+from bertgeom.inputs import input_kind_of
+from bertgeom.tokens import TOKEN_SET_LABELS, TOKEN_SETS
 from bertgeom.ui import cone_cache
 from bertgeom.ui.cone_sections import SECTIONS, View
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
@@ -26,7 +27,7 @@ teaching("cone_index", "What a narrow cone means — a two-minute read", icon=":
 
 loaded, trace = current_model_and_trace()
 model_id = st.session_state["model_id"]
-is_spike = loaded.spec.input_kind == "spike"
+kind = input_kind_of(loaded)
 text = current_input_text(loaded)
 L, H = trace.num_layers, trace.num_heads
 max_pos = min(int(loaded.max_tokens), 512)  # the paper's fixed length (or the model's, if shorter)
@@ -63,7 +64,7 @@ k2.metric("isotropic √m", f"{np.sqrt(m):.2f}")
 k3.metric("I, embeddings (layer 0)", f"{hid[0]:.2f}")
 k4.metric(f"I, last layer ({L})", f"{hid[-1]:.2f}", delta=f"{hid[-1] - hid[0]:+.2f}", delta_color="off")
 k5.metric(f"{norm_label}, last layer", f"{hid_n[-1]:.3f}")
-what = "this genome" if is_spike else "this input"
+what = f"this {kind.noun}" if kind.noun != "sentence" else "this input"
 chart(fc.cone_curve({what: hid}, m, normalized_curves={what: hid_n}, normalized_label=norm_label,
                     raw_reference=unit,
                     title=f"Cone index of the hidden states, layers 0…{L} — {TOKEN_SET_LABELS[token_set]}, m = {m}"),

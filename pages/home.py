@@ -4,8 +4,9 @@ import streamlit as st
 
 from bertgeom.examples import example_sentences
 from bertgeom.variant import VARIANT_MODEL_ID
+from bertgeom.inputs import INPUT_KINDS
 from bertgeom.models import REGISTRY
-from bertgeom.ui.state import select_head
+from bertgeom.ui.state import select_head, widget_key
 
 
 def _use_sentence(sentence: str, layer: int = 0, head: int = 0) -> None:
@@ -32,13 +33,13 @@ def _prev_head(sentence: str) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-def _use_genome(index: int) -> None:
-    from bertgeom.ui.genome_input import demo_genomes
-
-    text = demo_genomes()[index]["text"]
-    st.session_state["genome_value"] = text
-    st.session_state["w_genome"] = text
-    st.session_state["model_id"] = VARIANT_MODEL_ID
+def _use_example(model_id: str, index: int) -> None:
+    """Open ``model_id`` on its input kind's example ``index``."""
+    kind = INPUT_KINDS.of(REGISTRY[model_id])
+    text = kind.examples()[index].text
+    st.session_state[kind.session_key] = text
+    st.session_state[widget_key(kind)] = text
+    st.session_state["model_id"] = model_id
 
 
 st.title("bertgeom — the geometry of BERT's attention")
@@ -78,9 +79,9 @@ with c1:
 with c2:
     if VARIANT_MODEL_ID in REGISTRY:
         st.markdown("**A SARS-CoV-2 genome** (the variant BERT of the case study)")
-        if st.button("An Omicron genome → Variant Classifier", on_click=_use_genome, args=(7,), key="w_home_g0"):
+        if st.button("An Omicron genome → Variant Classifier", on_click=_use_example, args=(VARIANT_MODEL_ID, 7), key="w_home_g0"):
             st.switch_page("pages/variant_classifier.py")
-        if st.button("An Alpha genome → Attention Heads", on_click=_use_genome, args=(3,), key="w_home_g1"):
+        if st.button("An Alpha genome → Attention Heads", on_click=_use_example, args=(VARIANT_MODEL_ID, 3), key="w_home_g1"):
             st.switch_page("pages/attention_heads.py")
     st.markdown("Or pick a model and an input in the sidebar. The *Share this view* box there gives a "
                 "link that reopens the same page, model, layer, head, colour and θ, with the input when it fits "

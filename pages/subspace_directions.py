@@ -4,7 +4,7 @@ The page holds the settings every tab shares; the tabs are in :mod:`bertgeom.ui.
 
 import streamlit as st
 
-from bertgeom.inputs import TOKEN_SET_LABELS
+from bertgeom.tokens import TOKEN_SET_LABELS
 from bertgeom.sets.subspace import SUBSPACE_TOKEN_SETS
 from bertgeom.ui.cache import cached_layer_weights
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace

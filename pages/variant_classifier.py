@@ -7,13 +7,13 @@ import pandas as pd
 import streamlit as st
 
 from bertgeom.figures.base import probability_bars
-from bertgeom.figures.variant import layer_strip, spike_track
+from bertgeom.variant.figures import layer_strip, spike_track
 from bertgeom.genome.classes import CLASS_DISPLAY
 from bertgeom.variant import VARIANT_MODEL_ID
 from bertgeom.models import REGISTRY, ModelLoadError, resolve_spec
 from bertgeom.inputs import InputError
 from bertgeom.ui.cache import cached_model, get_trace
-from bertgeom.ui.genome_input import demo_genomes
+from bertgeom.variant.spec import demo_genomes, reading_notes
 from bertgeom.ui.plain import plain
 from bertgeom.ui.variant_cache import (
     MAX_BATCH_RECORDS,
@@ -22,7 +22,7 @@ from bertgeom.ui.variant_cache import (
     probabilities_for,
     split_records,
 )
-from bertgeom.ui.names import input_notes, note_line, reading_notes
+from bertgeom.ui.names import input_notes, note_line
 from bertgeom.ui.widgets import chart
 from bertgeom.variant.explain import (
     apply_changes,

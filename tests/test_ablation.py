@@ -90,7 +90,7 @@ def test_classifier_logits_match_and_disabling_nothing_is_identical(tiny_variant
 
 
 def _variant_text():
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     return genome_set("demo")[0].text
 

@@ -38,9 +38,9 @@ def test_home_page_explains_and_offers_examples():
     assert not at.exception
     assert "bertgeom" in at.title[0].value
     assert any("The cat sat" in b.label for b in at.button)
-    from bertgeom.models import DEFAULT_MODEL_ID
+    from bertgeom.models import REGISTRY
 
-    assert at.sidebar.selectbox(key="w_model").value == DEFAULT_MODEL_ID
+    assert at.sidebar.selectbox(key="w_model").value == REGISTRY.default_id
 
 
 def test_attention_heads_page_shows_grid_and_heatmap_for_the_example():

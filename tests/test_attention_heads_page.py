@@ -31,7 +31,7 @@ _text = page_text
 
 
 def _variant_state(tiny_variant_dir) -> dict:
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     return {"model_id": str(tiny_variant_dir), "genome_value": genome_set("demo")[-1].text}
 
@@ -191,7 +191,7 @@ def test_variant_model_domains_set_statistics_ablation_and_comparison(tiny_varia
 
 
 def test_domain_masses_partition_the_zeroed_attention(tiny_variant):
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
     from bertgeom.trace import run_trace
     from bertgeom.sets.heads import domain_masses
 
@@ -220,7 +220,7 @@ def test_js_rows_subsample_long_inputs_only(minilm):
 
 
 def test_class_mean_pads_zeroes_and_averages_like_the_paper(minilm):
-    from bertgeom.analysis.tokens import TokenKinds
+    from bertgeom.tokens import TokenKinds
     from bertgeom.sets.inputs import sentence_set
     from bertgeom.trace import run_trace
     from bertgeom.sets.heads import class_mean_over_set

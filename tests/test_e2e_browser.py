@@ -92,7 +92,7 @@ def _needs_variant_model():
 
 def test_paste_a_genome_and_see_prediction_and_qc_card(server, page):
     _needs_variant_model()
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     page.goto(f"{server}/?view=classifier&model=sars-cov-2-variant")
     wait_idle(page)
@@ -107,7 +107,7 @@ def test_paste_a_genome_and_see_prediction_and_qc_card(server, page):
 
 def test_upload_a_fasta_and_download_the_csv(server, page, tmp_path):
     _needs_variant_model()
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     fasta = tmp_path / "two.fasta"
     fasta.write_text(genome_set("demo")[5].text + "\n" + genome_set("demo")[7].text + "\n")

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from bertgeom.analysis.facts import sink_summary, strongest_head, tour_facts
 from bertgeom.analysis.heads import head_features
-from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.tokens import TokenKinds
 from bertgeom.trace import run_trace
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

@@ -11,7 +11,7 @@ from bertgeom.analysis.cone import layer_norm, layer_streams
 from bertgeom.analysis.heads import head_features
 from bertgeom.analysis.patterns import classify_heads
 from bertgeom.analysis.subspace import head_data_geometry
-from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.tokens import TokenKinds
 from bertgeom.attention import attention_from_scores, faithful_qkv, merge_heads
 from bertgeom.sets.cone import attention_code_matrix
 

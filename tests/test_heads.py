@@ -22,7 +22,7 @@ from bertgeom.analysis.heads import (
     head_features,
     hist_labels,
 )
-from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.tokens import TokenKinds
 from bertgeom.attention import softmax
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bertgeom.analysis.heads import head_features
-from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.tokens import TokenKinds
 from bertgeom.attention import softmax
 from bertgeom.analysis.headsim import (
     JSAccumulator,

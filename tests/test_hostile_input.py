@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bertgeom.genome.fasta import SequenceInputError, parse_sequences
-from bertgeom.sets.inputs import labelled_fasta_set
+from bertgeom.variant.spec import labelled_fasta_set
 from bertgeom.inputs import InputError, encode_input, encode_text
 from bertgeom.variant.explain import parse_change
 
@@ -76,7 +76,7 @@ def test_degenerate_genome_inputs_get_a_sentence(tiny_variant, text):
 
 
 def test_mixed_line_endings_and_rna_read_the_same_genome(tiny_variant):
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     text = genome_set("demo")[2].text
     header, seq = text.split("\n", 1)

@@ -83,7 +83,7 @@ def test_a_shared_trace_is_read_only_and_still_analysable(minilm):
     import warnings
 
     from bertgeom.analysis.heads import head_features
-    from bertgeom.analysis.tokens import TokenKinds
+    from bertgeom.tokens import TokenKinds
 
     tr = run_trace(minilm, SENTENCE).read_only()
     for arr in (tr.attentions, tr.hidden_states, tr.encoded.input_ids, tr.encoded.is_cls):

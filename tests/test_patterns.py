@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bertgeom.analysis.heads import head_features
-from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.tokens import TokenKinds
 from bertgeom.analysis.patterns import (
     GATE_CLASSES,
     KOVALEVA_CLASSES,

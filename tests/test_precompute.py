@@ -26,7 +26,7 @@ N_GENOMES = 20
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory, tiny_variant):
     from bertgeom.genome.fasta import parse_sequences
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
     from bertgeom.variant.predict import classify_stream
 
     items = list(genome_set()[:N_GENOMES])
@@ -135,7 +135,7 @@ def test_results_hold_the_library_computations(inputs, tiny_variant, local1):
     from bertgeom.analysis.cone import hidden_state_cone_curve
     from bertgeom.genome.fasta import iter_fasta_file
     from bertgeom.analysis.heads import head_features
-    from bertgeom.analysis.tokens import TokenKinds
+    from bertgeom.tokens import TokenKinds
     from bertgeom.precompute.core import analyse_and_encode
     from bertgeom.trace import run_batch
 

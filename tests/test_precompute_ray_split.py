@@ -20,7 +20,7 @@ def test_prepare_gives_todays_error_rows_and_plain_arrays(tiny_variant, local1, 
     from bertgeom.genome.fasta import RecordError, iter_fasta_file
     from bertgeom.genome.pipeline import analyse_sequence
     from bertgeom.precompute.core import shard_input
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     good = genome_set()[0]
     fasta = tmp_path / "three.fasta"

@@ -80,8 +80,9 @@ def test_uploads_share_the_one_input_limit_and_report_what_they_lose():
     import gzip
 
     from bertgeom.genome.dataset import load_demo_genomes
-    from bertgeom.ui.genome_input import BOX_SHOW_LIMIT, MAX_UPLOAD_BYTES, read_upload
+    from bertgeom.ui.sequence_input import BOX_SHOW_LIMIT, MAX_UPLOAD_BYTES
     from bertgeom.variant import MAX_GENOME_INPUT_BYTES
+    from bertgeom.variant.spec import read_upload
 
     assert MAX_UPLOAD_BYTES == MAX_GENOME_INPUT_BYTES and BOX_SHOW_LIMIT < MAX_GENOME_INPUT_BYTES
     recs = [r for r, _ in load_demo_genomes()]

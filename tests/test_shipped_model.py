@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertgeom.models import REGISTRY, VARIANT_MODEL_ID, load_model
+from bertgeom.models import REGISTRY, load_model
+from bertgeom.variant import VARIANT_MODEL_ID
 
 pytestmark = pytest.mark.skipif(VARIANT_MODEL_ID not in REGISTRY, reason="the variant model is not shipped")
 

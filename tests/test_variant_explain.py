@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bertgeom.genome.reference import SPIKE_START, reference_spike
-from bertgeom.sets.inputs import genome_set
+from bertgeom.variant.spec import genome_set
 from bertgeom.trace import run_trace
 from bertgeom.variant.explain import (
     apply_changes,

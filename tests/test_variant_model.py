@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertgeom.inputsets import genome_set, map_over_set
+from bertgeom.sets.inputs import map_over_set
+from bertgeom.variant.spec import genome_set
 from bertgeom.trace import InputError, run_trace
 
 
@@ -28,7 +29,7 @@ def test_bad_genome_input_gets_one_clear_sentence(tiny_variant):
 
 def test_map_over_set_keeps_reductions_and_reports_bad_records(tiny_variant):
     items = list(genome_set("demo")[:3])
-    from bertgeom.inputsets import InputItem
+    from bertgeom.inputs import InputItem
 
     items.append(InputItem("broken", ">broken\nNNNNNNNNNN", "gh"))
     seen = []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bertgeom.sets.inputs import genome_set
+from bertgeom.variant.spec import genome_set
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGE = "pages/variant_classifier.py"

@@ -27,7 +27,7 @@ and RoBERTa/ELECTRA-style models with the same layer layout).
 
 **Checkpoint comparison** (Kovaleva et al. §4.3, docs/methods.md §7).  Kovaleva compare
 ``vec(A_pre)`` and ``vec(A_ft)`` on the *same input*.  Across checkpoints with different
-vocabularies (MiniLM's English word pieces vs the variant model's spike 12-mers) no input
+vocabularies (MiniLM's English word pieces vs the variant model's 12-mers) no input
 exists that both can read, so two input-free and one same-layer-input comparisons are
 offered, all for checkpoints of the same shape (layers, heads, hidden size):
 

@@ -3,7 +3,7 @@
 To compare two inputs the tokens must be paired first.  :func:`pair_tokens` aligns the two token
 sequences (``difflib.SequenceMatcher``): identical runs are paired, and a replaced run of the same
 length on both sides (a substituted word, a mutated k-mer) is paired position by position;
-inserted or deleted tokens stay unpaired.  Genome inputs are aligned to the reference spike, so
+inserted or deleted tokens stay unpaired.  Inputs read on a common axis (genomes on the reference gene), so
 their tokens are paired by their amino-acid range and every position pairs.
 
 Per head, the change of the map is the mean over paired query rows of the **total variation

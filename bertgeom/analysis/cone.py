@@ -35,7 +35,7 @@ from bertgeom.attention import (
     split_heads,
     to_numpy,
 )
-from bertgeom.inputs import TOKEN_SETS
+from bertgeom.tokens import TOKEN_SETS
 
 __all__ = [
     "cone_index",

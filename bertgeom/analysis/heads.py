@@ -42,7 +42,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.tokens import TokenKinds
 from bertgeom.attention import ZERO_MODES, kept_tokens
 from bertgeom.metricdocs import MetricDoc, doc_table
 from bertgeom.tables import head_label
@@ -295,7 +295,7 @@ def _check_params(kinds, T, local_window, max_offset, local_windows, dist_bins, 
 
 def head_features(
     attn,
-    kinds: TokenKinds,
+    kinds,
     *,
     rows: str = "content",
     local_window: int = 1,
@@ -314,7 +314,8 @@ def head_features(
     ----------
     attn : ``[L, H, T, T]`` attention (``[H, T, T]`` and ``[T, T]`` are promoted); any
         float dtype, converted to float64.
-    kinds : token masks of length ``T``.
+    kinds : token masks of length ``T``: a :class:`~bertgeom.tokens.TokenKinds`, or what holds one
+        (the trace's ``encoded`` input, the trace itself).
     rows : ``"content"`` (default; docs/methods.md §2) or ``"all"`` (Clark's 1/n convention).
     local_window : ``w`` of ``bwd``/``fwd`` (Bonino m_bwd(w), m_fwd(w)) and of the
         ``|i-j| > w`` rule of the block graph.  Default 1.
@@ -330,6 +331,7 @@ def head_features(
         vectorised.  Small chunks stay in cache: 4 MB (2-3 heads at T=427, ~30 at T=128)
         was fastest in ``bench/bench_head_features.py``; peak extra memory is ~6x this per thread.
     """
+    kinds = TokenKinds.of(kinds)
     a4 = _as_lhtt(attn)
     L, H, T, _ = a4.shape
     _check_params(kinds, T, local_window, max_offset, local_windows, dist_bins, k_mass)
@@ -722,7 +724,7 @@ def _zero_mask(kinds: TokenKinds, mode: str) -> np.ndarray:
 
 def class_mean_maps(
     attn_list: Sequence[np.ndarray],
-    kinds_list: Sequence[TokenKinds] | TokenKinds,
+    kinds_list: Sequence[TokenKinds] | TokenKinds,  # or encoded inputs (anything TokenKinds.of reads)
     *,
     theta: float = 0.3,
     mode: str = "first_sep",
@@ -739,8 +741,9 @@ def class_mean_maps(
     attn_list = list(attn_list)
     if not attn_list:
         raise ValueError("no samples")
-    if isinstance(kinds_list, TokenKinds):
+    if not isinstance(kinds_list, (list, tuple)):
         kinds_list = [kinds_list] * len(attn_list)
+    kinds_list = [TokenKinds.of(k) for k in kinds_list]
     if len(kinds_list) != len(attn_list):
         raise ValueError("need one TokenKinds per sample")
     shape = _as_lhtt(attn_list[0]).shape

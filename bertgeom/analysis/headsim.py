@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from bertgeom.analysis.heads import FEATURE_DOCS
+from bertgeom.analysis.projections import pca
 
 __all__ = [
     "JSAccumulator",
@@ -248,7 +249,6 @@ def cluster_heads(
     """k-means (k-means++, ``n_init``, seeded) on z-scored head feature vectors (Guan 2020 reconstruction, docs/methods.md §6),
     plus 2-D PCA coordinates of the same standardised vectors."""
     from sklearn.cluster import KMeans
-    from sklearn.decomposition import PCA
     from sklearn.metrics import silhouette_score
 
     X = np.asarray(X, dtype=np.float64)
@@ -262,18 +262,14 @@ def cluster_heads(
     labels = km.labels_.astype(int)
     n_lab = np.unique(labels).size
     sil = float(silhouette_score(Z, labels)) if 1 < n_lab < X.shape[0] else float("nan")
-    n_comp = int(min(2, Z.shape[1], Z.shape[0]))
-    pca = PCA(n_components=n_comp, random_state=random_state).fit(Z)
-    coords = pca.transform(Z)
-    if n_comp < 2:
-        coords = np.pad(coords, ((0, 0), (0, 2 - n_comp)))
+    plane = pca(Z, n_components=2)  # columns beyond min(N, d) are zero
+    coords = plane.coords.copy()
     for c in range(coords.shape[1]):  # deterministic axis signs
         if coords.size and coords[np.argmax(np.abs(coords[:, c])), c] < 0:
             coords[:, c] *= -1
     cz = km.cluster_centers_
     sd_safe = np.where(sd > 1e-12, sd, 1.0)
-    ev = np.zeros(2)
-    ev[:n_comp] = pca.explained_variance_ratio_
+    ev = plane.explained_variance_ratio
     return HeadClustering(
         labels=labels,
         coords=coords,

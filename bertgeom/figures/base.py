@@ -147,16 +147,17 @@ PALETTE = (
 def _vocabulary_colours() -> dict[str, str]:
     """Fixed colours of the categories every page shares, by raw and display name: the pattern
     labels (Kovaleva, gates, Clark: one colour each across the three, as they meet in one chart)
-    and the variant classes."""
+    and the classes of every registered input kind."""
     from plotly.colors import qualitative
 
-    from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
     from bertgeom.analysis.patterns import CLARK_CLASSES, DISPLAY_NAMES, GATE_CLASSES, KOVALEVA_CLASSES
+    from bertgeom.inputs import INPUT_KINDS
 
     fixed: dict[str, str] = {}
     extended = PALETTE + tuple(qualitative.Dark24)
     labels = dict.fromkeys(KOVALEVA_CLASSES + GATE_CLASSES + CLARK_CLASSES)
-    for vocabulary, display, colours in ((labels, DISPLAY_NAMES, extended), (CLASSES, CLASS_DISPLAY, PALETTE)):
+    classes = INPUT_KINDS.all_class_names()  # every registered input kind's classes, in its own order
+    for vocabulary, display, colours in ((labels, DISPLAY_NAMES, extended), (tuple(classes), classes, PALETTE)):
         for i, name in enumerate(vocabulary):
             fixed.setdefault(name, colours[i % len(colours)])
             fixed.setdefault(display.get(name, name), colours[i % len(colours)])

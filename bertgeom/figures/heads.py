@@ -36,7 +36,7 @@ _FONT = dict(size=12)
 def default_theta(attentions, *, cap: float = 0.3, quantile: float = 0.99) -> float:
     """A threshold θ for the attention maps of one input that never leaves them blank: the 2025
     paper's 0.3, or, when fewer than 1% of the weights reach it (long inputs such as a 427-token
-    spike spread attention thin), the ``quantile`` of all weights of all heads, rounded down to
+    genome spread attention thin), the ``quantile`` of all weights of all heads, rounded down to
     0.01 and at least 0.01 (docs/methods.md §5)."""
     a = np.asarray(attentions, dtype=np.float32).ravel()
     if a.size == 0:
@@ -48,7 +48,7 @@ def default_theta(attentions, *, cap: float = 0.3, quantile: float = 0.99) -> fl
 def contrast_max(*maps, theta: float = 0.0, quantile: float = 0.995) -> float:
     """Top of the colour scale for attention maps that never look blank: the ``quantile`` of the
     weights shown (those >= ``theta``) of all ``maps`` together, so the few largest cells (a [CLS]
-    or [SEP] column can hold 0.9 while a 427-token spike's other weights are ~0.002) saturate
+    or [SEP] column can hold 0.9 while a 427-token genome's other weights are ~0.002) saturate
     instead of pushing every other cell to white. Shared by maps drawn side by side."""
     vals = np.concatenate([np.asarray(m, dtype=np.float32).ravel() for m in maps]) if maps else np.zeros(0)
     vals = vals[np.isfinite(vals)]

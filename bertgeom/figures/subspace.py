@@ -230,7 +230,7 @@ def joint_qk_figure(
     """Joint 2-D PCA of one head's queries (circles) and keys (crosses), AttentionViz-style.
 
     ``colour_by="position"`` colours both by token position (one colour bar);
-    ``colour_by="category"`` colours by ``categories`` (e.g. spike domain), one legend entry
+    ``colour_by="category"`` colours by ``categories`` (e.g. the token domain), one legend entry
     per category. ``customdata`` of every point: ``[token position, 0 = query / 1 = key]``.
     """
     Q = np.asarray(q_coords, dtype=float)

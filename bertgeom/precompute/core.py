@@ -236,13 +236,13 @@ def pca_basis(cls_vectors: np.ndarray, k: int) -> ClsBasis:
     n, l1, d = x.shape
     if n < 2:
         raise PrecomputeError("the PCA pilot needs at least 2 genomes that could be analysed.")
+    from bertgeom.analysis.projections import pca
+
     mean = x.mean(0)
     comps = np.zeros((l1, d, k))
     for layer in range(l1):
-        _, _, vt = np.linalg.svd(x[:, layer] - mean[layer], full_matrices=False)
-        v = vt[:k].T  # [D, <=k]
-        sign = np.sign(v[np.argmax(np.abs(v), axis=0), np.arange(v.shape[1])])
-        comps[layer, :, : v.shape[1]] = v * np.where(sign == 0, 1.0, sign)
+        v = pca(x[:, layer], n_components=k).params["components"].T  # [D, <=k], largest loading positive
+        comps[layer, :, : v.shape[1]] = v
     return ClsBasis("pca", mean, comps)
 
 
@@ -487,7 +487,6 @@ class ShardComputer:
     def _one(self, i, enc, hs, logits, attn, label, cols, cls_out, sums, counts) -> None:
         from bertgeom.analysis.cone import hidden_state_cone_curve
         from bertgeom.analysis.heads import head_features
-        from bertgeom.analysis.tokens import TokenKinds
         from bertgeom.attention import softmax
 
         d, cfg = self.dims, self.cfg
@@ -505,7 +504,7 @@ class ShardComputer:
             cols[f"cone_raw_{layer}"][i] = float(v)
             cols[f"cone_{layer}"][i] = float(v / m) if m else float("nan")
         if cfg.features:
-            table = head_features(attn, TokenKinds(enc.is_cls, enc.is_sep, enc.is_punct), n_jobs=1)
+            table = head_features(attn, enc, n_jobs=1)
             for f in cfg.features:
                 vals = np.asarray(table[f], np.float64).reshape(-1)
                 for name, v in zip(feature_columns(d, f), vals):

@@ -56,7 +56,7 @@ class RunSummary:
 def load_spike_model(model: str | None, device: str = "cpu"):
     """The variant model (on ``device``), or :class:`PrecomputeModelError` with one sentence."""
     from bertgeom.models import ModelLoadError, load_model
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.variant import INPUT_KIND, VARIANT_MODEL_ID
 
     name = model or VARIANT_MODEL_ID
     try:
@@ -68,7 +68,7 @@ def load_spike_model(model: str | None, device: str = "cpu"):
     except Exception as exc:  # noqa: BLE001 - a damaged config, vocabulary or weights file
         raise PrecomputeModelError(f"the model '{name}' could not be loaded ({type(exc).__name__}: "
                                    f"{str(exc)[:200]}).") from None
-    if loaded.spec.input_kind != "spike" or not loaded.labels or loaded.spec.loader != "variant":
+    if loaded.spec.input_kind != INPUT_KIND or not loaded.labels or loaded.spec.loader != "variant":
         raise PrecomputeModelError(f"'{loaded.spec.id}' is not a spike variant classifier; precompute needs one.")
     return loaded
 

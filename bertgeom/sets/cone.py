@@ -30,7 +30,6 @@ from bertgeom.analysis.cone import (
     hidden_state_cone_curve,
     shannon_value_entropy_code,
     stream_cone_indices,
-    token_mask,
 )
 from bertgeom.sets.inputs import InputItem, map_over_set
 from bertgeom.models import LoadedModel
@@ -104,15 +103,7 @@ def rows_for(encoded: EncodedInput, token_set: str = "content", n: int | None = 
     [CLS] and [SEP] are read from the encoding (not guessed); rows beyond the input's tokens
     are padding (selected only by ``token_set="all"``).
     """
-    T = encoded.n_tokens
-    n = T if n is None else int(n)
-    if n < T:
-        raise ValueError(f"cannot pad {T} tokens to {n}")
-    am = np.zeros(n, np.int64)
-    am[:T] = 1
-    special = np.zeros(n, bool)
-    special[:T] = encoded.is_cls | encoded.is_sep
-    return token_mask(am, token_set, special_tokens_mask=special)
+    return encoded.token_rows(token_set, n)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The Attention Heads page's statistics over a set of inputs (UI-free).
 
 :func:`compute_set_arrays` runs the model once over a set and keeps small per-input reductions
-(per-head features, k90 rows, Clark's JS sums, spike-domain attention masses); a
+(per-head features, k90 rows, Clark's JS sums, attention masses per token domain); a
 :class:`SetSummary` selects inputs (the paper's recipe keeps correct predictions) and averages.
 :func:`class_mean_over_set` builds the class-mean maps of docs/methods.md §5.
 """
@@ -15,7 +15,6 @@ import numpy as np
 
 from bertgeom.attention import kept_tokens
 from bertgeom.analysis.heads import head_features
-from bertgeom.analysis.tokens import TokenKinds
 from bertgeom.sets.inputs import map_over_set
 
 #: Bump when the layout of the set arrays changes (invalidates old disk caches).
@@ -39,19 +38,17 @@ def js_rows_for(encoded, max_rows: int = JS_MAX_ROWS) -> np.ndarray | None:
     return content[idx]
 
 
-def _kinds(encoded) -> TokenKinds:
-    return TokenKinds(is_cls=encoded.is_cls, is_sep=encoded.is_sep, is_punct=encoded.is_punct)
+def domain_names(encoded, domains=None) -> list[str]:
+    """The token domains counted over a set, ``[CLS]`` last (it counts as its own domain): the input
+    kind's ``domains`` in order, or (without them) those of ``encoded`` in order of appearance."""
+    if domains is None:
+        domains = dict.fromkeys(d for d in encoded.extra.get("domains", []) if d)
+    return [str(d) for d in domains] + [CLS_DOMAIN]
 
 
-def _domain_names() -> list[str]:
-    from bertgeom.genome.reference import DOMAIN_ORDER
-
-    return list(DOMAIN_ORDER) + [CLS_DOMAIN]
-
-
-def _domain_onehot(encoded) -> np.ndarray:
+def _domain_onehot(encoded, domains=None) -> np.ndarray:
     """``[T, D]``: 1 where token ``t`` lies in domain ``d`` (``[CLS]`` counts as its own domain)."""
-    names = _domain_names()
+    names = domain_names(encoded, domains)
     doms = [d or CLS_DOMAIN for d in encoded.extra.get("domains", [""] * encoded.n_tokens)]
     onehot = np.zeros((encoded.n_tokens, len(names)), dtype=np.float64)
     for j, d in enumerate(doms):
@@ -60,13 +57,14 @@ def _domain_onehot(encoded) -> np.ndarray:
     return onehot
 
 
-def domain_masses(attn: np.ndarray, encoded, theta: float = SET_THETA) -> tuple[np.ndarray, np.ndarray]:
-    """Attention mass falling on each spike domain, per head: ``([L, H, D], [L, H, D])`` for all
+def domain_masses(attn: np.ndarray, encoded, theta: float = SET_THETA, *,
+                  domains=None) -> tuple[np.ndarray, np.ndarray]:
+    """Attention mass falling on each token domain (:func:`domain_names`), per head: ``([L, H, D], [L, H, D])`` for all
     weights and for weights ``> theta`` only, on the paper's zeroed map ([SEP] onwards removed).
 
     Summed over queries and keys of the domain; the class proportion is the ratio of sums over
     inputs (= Vig 2021's ``prop_attention``, docs/methods.md §5 on the class-mean map)."""
-    onehot = _domain_onehot(encoded)
+    onehot = _domain_onehot(encoded, domains)
     keep = kept_tokens(encoded.is_sep, "first_sep").astype(np.float32)
     Z = np.asarray(attn, dtype=np.float32) * keep[:, None] * keep[None, :]
     col = Z.sum(axis=2, dtype=np.float64)  # [L, H, T]: mass received by each key
@@ -74,11 +72,12 @@ def domain_masses(attn: np.ndarray, encoded, theta: float = SET_THETA) -> tuple[
     return col @ onehot, col_hi @ onehot
 
 
-def domain_counts(attn: np.ndarray, encoded, theta: float = SET_THETA) -> tuple[np.ndarray, np.ndarray]:
-    """Counts for the top-head domain test (:mod:`bertgeom.analysis.domain_test`): ``[L, H, D]``
+def domain_counts(attn: np.ndarray, encoded, theta: float = SET_THETA, *,
+                  domains=None) -> tuple[np.ndarray, np.ndarray]:
+    """Counts for the top-head domain test (:mod:`bertgeom.analysis.domain_ztest`): ``[L, H, D]``
     number of strong entries (``A_ij > theta`` on the zeroed map) whose key lies in each domain,
     and ``[D]`` number of kept tokens (the map's rows after zeroing) in each domain."""
-    onehot = _domain_onehot(encoded)
+    onehot = _domain_onehot(encoded, domains)
     keep = kept_tokens(encoded.is_sep, "first_sep")
     strong = (np.asarray(attn) > theta) & keep[:, None] & keep[None, :]
     return strong.sum(axis=2, dtype=np.float64) @ onehot, keep.astype(np.float64) @ onehot
@@ -94,13 +93,15 @@ def compute_set_arrays(
 ) -> dict[str, np.ndarray]:
     """One batched pass over ``items`` keeping small per-input reductions (see module docstring)."""
     from bertgeom.analysis.headsim import JSAccumulator
+    from bertgeom.inputs import input_kind_of
 
     acc = JSAccumulator()
+    domains = input_kind_of(loaded).domains or None
     state: dict = {}
 
     def reduce(trace, item):
         enc = trace.encoded
-        table = head_features(trace.attentions, _kinds(enc))
+        table = head_features(trace.attentions, enc)
         cols = table.names + table.hist_labels
         state.setdefault("cols", cols)
         out = {
@@ -112,9 +113,9 @@ def compute_set_arrays(
         rows = js_rows_for(enc, js_max_rows)
         acc.update(trace.attentions, rows=rows)
         out["js_rows"] = enc.n_tokens if rows is None else rows.size
-        if "domains" in enc.extra:
-            out["dom"], out["dom_hi"] = domain_masses(trace.attentions, enc, theta)
-            out["dom_cnt"], out["dom_tok"] = domain_counts(trace.attentions, enc, theta)
+        if domains and "domains" in enc.extra:  # the kind names its domains: one [D] layout for the set
+            out["dom"], out["dom_hi"] = domain_masses(trace.attentions, enc, theta, domains=domains)
+            out["dom_cnt"], out["dom_tok"] = domain_counts(trace.attentions, enc, theta, domains=domains)
         return out
 
     res = map_over_set(loaded, items, reduce, batch_size=4, progress=progress)
@@ -139,7 +140,7 @@ def compute_set_arrays(
         "theta": np.array(theta),
     }
     if all("dom" in x for x in r):
-        arrays["domain_names"] = np.array(_domain_names(), dtype=str)
+        arrays["domain_names"] = np.array(domain_names(None, domains), dtype=str)
         arrays["dom"] = np.stack([x["dom"] for x in r]).astype(np.float32)
         arrays["dom_hi"] = np.stack([x["dom_hi"] for x in r]).astype(np.float32)
         arrays["dom_cnt"] = np.stack([x["dom_cnt"] for x in r]).astype(np.int32)
@@ -228,9 +229,9 @@ class SetSummary:
         return np.divide(mass, tot, out=np.full(mass.shape, np.nan), where=tot > 0)
 
     def domain_test(self, mask: np.ndarray, domain: str, alpha: float = 0.05):
-        """Top-head z-test (:func:`bertgeom.analysis.domain_test.domain_ztest`) of ``domain`` over the
+        """Top-head z-test (:func:`bertgeom.analysis.domain_ztest.domain_ztest`) of ``domain`` over the
         masked inputs: strong-attention counts per head against the domain's share of the tokens."""
-        from bertgeom.analysis.domain_test import domain_ztest
+        from bertgeom.analysis.domain_ztest import domain_ztest
 
         m = np.asarray(mask, dtype=bool)
         d = [str(x) for x in self.arrays["domain_names"]].index(domain)
@@ -256,7 +257,7 @@ def class_mean_over_set(loaded, items, theta: float = SET_THETA) -> dict:
     tsum = np.zeros((L, H, T, T), dtype=np.float32)
 
     def reduce(trace, item):
-        mean, ts, _ = class_mean_maps([trace.attentions], _kinds(trace.encoded), theta=theta, dtype=np.float32)
+        mean, ts, _ = class_mean_maps([trace.attentions], trace.encoded, theta=theta, dtype=np.float32)
         t = mean.shape[-1]
         total[..., :t, :t] += mean
         tsum[..., :t, :t] += ts
@@ -264,7 +265,7 @@ def class_mean_over_set(loaded, items, theta: float = SET_THETA) -> dict:
 
     res = map_over_set(loaded, items, reduce, batch_size=2)
     n = max(1, len(res.results))
-    if longest.axis_labels:  # inputs with their own coordinates (spike tokens: amino-acid ranges)
+    if longest.axis_labels:  # inputs with their own coordinates (e.g. amino-acid ranges)
         labels = list(longest.axis_labels)
         doms = [d or "" for d in longest.extra.get("domains", [""] * T)]
     else:
@@ -275,12 +276,3 @@ def class_mean_over_set(loaded, items, theta: float = SET_THETA) -> dict:
     mean.setflags(write=False)
     tsum16.setflags(write=False)
     return {"mean": mean, "theta_sum": tsum16, "n": len(res.results), "labels": labels, "domains": doms}
-
-
-def domain_token_share(dom: str) -> float:
-    """Percentage of the spike's tokens ([CLS] counted, [SEP] not) that lie in the domain ``dom``."""
-    from bertgeom.genome.kmers import token_axis
-
-    axis = token_axis()
-    doms = ["[CLS]" if (not d and i == 0) else d for i, d in enumerate(axis.domain)]
-    return 100.0 * sum(d == dom for d in doms[:-1]) / (len(doms) - 1)

@@ -1,10 +1,10 @@
 """Sets of inputs for the "over many inputs" analyses, and a batched, disk-cached map over them.
 
-A set is a tuple of :class:`InputItem` (name, text, label). The shipped sets are the example
-sentences (no labels) for text models and the held-out real genomes of
-``validation_small`` (labelled with the 8 classes) for spike models; users may upload a
-labelled FASTA. :func:`map_over_set` runs the model in batches (one forward pass per input)
-and applies a *reduction* to each trace, so only small per-input results are kept, never
+A set is a tuple of :class:`~bertgeom.inputs.InputItem` (name, text, label). Each input kind
+ships its own default set (:attr:`bertgeom.inputs.InputKind.shipped_set`: the example sentences
+for text models, the held-out real genomes for the variant models) and reads a user's uploaded
+set (:attr:`~bertgeom.inputs.InputKind.read_set`). :func:`map_over_set` runs the model in batches
+(one forward pass per input) and applies a *reduction* to each trace, so only small per-input results are kept, never
 the full attention of every input.
 """
 
@@ -20,80 +20,18 @@ from pathlib import Path
 import numpy as np
 
 from bertgeom.models import LoadedModel
-from bertgeom.inputs import EncodedInput, InputError, encode_input
+from bertgeom.inputs import TEXT, EncodedInput, InputError, InputItem, encode_input, input_kind_of
 from bertgeom.trace import Trace, run_batch
-
-
-@dataclass(frozen=True)
-class InputItem:
-    """One input of a set: a display name, the text the model reads, an optional class label."""
-
-    name: str
-    text: str
-    label: str | None = None
 
 
 def sentence_set() -> tuple[InputItem, ...]:
     """The shipped English sentences (unlabelled)."""
-    from bertgeom.examples import example_sentences
-
-    return tuple(InputItem(f"s{i + 1}", s, None) for i, s in enumerate(example_sentences()))
-
-
-def genome_set(which: str = "validation_small") -> tuple[InputItem, ...]:
-    """Shipped real genomes with their class: ``validation_small`` (~35) or ``demo`` (one per class)."""
-    from bertgeom.genome.dataset import load_demo_genomes, load_validation_small
-
-    pairs = load_validation_small() if which == "validation_small" else load_demo_genomes()
-    return tuple(InputItem(rec.name, f">{rec.name}\n{rec.sequence}", meta.get("class") or None) for rec, meta in pairs)
+    return TEXT.shipped_set()
 
 
 def shipped_set(input_kind: str) -> tuple[InputItem, ...]:
-    """The default set for a model's input kind."""
-    return genome_set() if input_kind == "spike" else sentence_set()
-
-
-def labelled_fasta_set(fasta: bytes | str, labels_tsv: bytes | str | None = None) -> tuple[InputItem, ...]:
-    """A user's set: FASTA records, labelled from a TSV (``name`` + ``label``/``class`` columns)
-    or, without a TSV, from a ``|label`` suffix in each header (``>seq1|omicron``)."""
-    import csv
-    import io
-
-    from bertgeom.genome.classes import label_to_class
-    from bertgeom.genome.fasta import SequenceInputError, parse_sequences
-
-    try:
-        records = parse_sequences(fasta)
-    except SequenceInputError as exc:
-        raise InputError(str(exc)) from None
-    labels: dict[str, str] = {}
-    if labels_tsv:
-        text = labels_tsv.decode("utf-8", "replace") if isinstance(labels_tsv, bytes) else labels_tsv
-        reader = csv.DictReader(io.StringIO(text), delimiter="\t")
-        col = next((c for c in ("label", "class", "cls") if c in (reader.fieldnames or [])), None)
-        if "name" not in (reader.fieldnames or []) or col is None:
-            raise InputError("The labels file needs a 'name' column and a 'label' (or 'class') column, tab-separated.")
-        labels = {row["name"]: row[col] for row in reader}
-    items = []
-    for rec in records:
-        raw = labels.get(rec.name) or (rec.name.rsplit("|", 1)[1] if "|" in rec.name else None)
-        label = None
-        if raw:
-            try:
-                label = raw.strip().lower() if raw.strip().lower() in _classes() else label_to_class(raw.strip())
-            except ValueError:
-                raise InputError(
-                    f"'{raw.strip()[:40]}' (record '{rec.name[:40]}') is not one of the classes "
-                    f"{', '.join(_classes())} nor a known dataset label."
-                ) from None
-        items.append(InputItem(rec.name, f">{rec.name}\n{rec.sequence}", label))
-    return tuple(items)
-
-
-def _classes() -> tuple[str, ...]:
-    from bertgeom.genome.classes import CLASSES
-
-    return CLASSES
+    """The default set of a model's input kind (what its :class:`~bertgeom.inputs.InputKind` ships)."""
+    return input_kind_of(input_kind).shipped_set()
 
 
 def set_fingerprint(items: Sequence[InputItem]) -> str:

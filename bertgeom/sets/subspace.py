@@ -17,7 +17,7 @@ from bertgeom.sets.inputs import InputItem, SetResult
 from bertgeom.trace import Trace
 from bertgeom.weights import LayerWeights
 
-#: Token sets offered for the data-space quantities (of :data:`bertgeom.inputs.TOKEN_SETS`).
+#: Token sets offered for the data-space quantities (of :data:`bertgeom.tokens.TOKEN_SETS`).
 SUBSPACE_TOKEN_SETS = ("all", "content")
 
 #: Per-input quantities kept by the across-inputs reduction (each ``[N, 2]``: correct, faithful).

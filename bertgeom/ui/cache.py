@@ -49,13 +49,10 @@ def get_trace(model_id: str, text: str) -> Trace:
 def cached_head_features(model_id: str, text: str):
     """All per-head features (:func:`bertgeom.analysis.heads.head_features`) of the current input."""
     from bertgeom.analysis.heads import head_features
-    from bertgeom.analysis.tokens import TokenKinds
 
     trace = get_trace(model_id, text)  # before taking a slot (see bertgeom.ui.workqueue)
-    enc = trace.encoded
-    kinds = TokenKinds(is_cls=enc.is_cls, is_sep=enc.is_sep, is_punct=enc.is_punct)
     with heavy("per-head features"):
-        return head_features(trace.attentions, kinds)
+        return head_features(trace.attentions, trace.encoded)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the layer weights…")

@@ -141,17 +141,18 @@ def pareto(X: np.ndarray, n_components: int) -> np.ndarray:
 
 
 @st.cache_data(max_entries=4, show_spinner="Reading the uploaded set…")
-def uploaded_set(fasta: bytes, labels_tsv: bytes | None) -> tuple[InputItem, ...]:
-    """A labelled set from an uploaded FASTA (+ optional labels TSV)."""
-    from bertgeom.sets.inputs import labelled_fasta_set
-    from bertgeom.inputs import InputError
+def uploaded_set(input_kind: str, data: bytes, labels_tsv: bytes | None) -> tuple[InputItem, ...]:
+    """A labelled set from an uploaded file (+ optional labels TSV), read by the input kind's reader."""
+    from bertgeom.inputs import InputError, input_kind_of
 
+    kind = input_kind_of(input_kind)
     try:
-        return labelled_fasta_set(fasta, labels_tsv)
+        return kind.read_set(data, labels_tsv)
     except ValueError as exc:  # an unknown class label (InputError is a ValueError too)
         if isinstance(exc, InputError):
             raise
-        raise InputError(f"The labels could not be read: {exc} (use the 8 class names, e.g. omicron).") from None
+        names = ", ".join(kind.class_names) or "the model's class names"
+        raise InputError(f"The labels could not be read: {exc} (use {names}).") from None
 
 
 def results_root():

@@ -43,23 +43,21 @@ class View(PageView):
 
     @property
     def display(self) -> dict:
-        if self.is_spike:
-            from bertgeom.genome.classes import CLASS_DISPLAY
-
-            return {**CLASS_DISPLAY, "": "all inputs"}
+        if self.kind.class_names:
+            return {**self.kind.class_names, "": "all inputs"}
         return {"": "all inputs (unlabelled)"}
 
 
 # ------------------------------------------------------------------ set helpers
 def choose_set(v: View):
-    loaded, is_spike = v.loaded, v.is_spike
     """Set source widgets; returns (items, fingerprint, note) or None."""
-    results = cone_cache.results_dirs() if is_spike else []
-    if is_spike:
+    loaded, kind = v.loaded, v.kind
+    results = cone_cache.results_dirs() if kind.can("precomputed_results") else []
+    if kind.labelled_uploads:
         sources = ["shipped", "upload"] + (["precomputed"] if results else [])
         src = st.radio("Set", sources, horizontal=True, key="w_cone_set",
-                       format_func={"shipped": "shipped held-out genomes (labelled, 8 classes)",
-                                    "upload": "upload a labelled FASTA",
+                       format_func={"shipped": f"shipped: {kind.shipped_set_description}",
+                                    "upload": f"upload {kind.set_upload_label}",
                                     "precomputed": "a precomputed results directory"}.get)
     else:
         src = "shipped"
@@ -70,18 +68,20 @@ def choose_set(v: View):
         return (), f"precomputed:{path}", note
     if src == "shipped":
         items = shipped_set(loaded.spec.input_kind)
-        note = (f"{len(items)} real held-out genomes (none used in training), labelled with their class."
-                if is_spike else f"The {len(items)} shipped example sentences (no labels).")
+        labelled = sum(it.label is not None for it in items)
+        note = (f"{len(items)} {kind.plural}: {kind.shipped_set_description}"
+                + (", labelled with their class." if labelled else " (no labels)."))
     else:
         u1, u2 = st.columns(2)
-        fasta = u1.file_uploader("FASTA (genomes or spikes)", type=["fasta", "fa", "fna", "txt", "gz", "xz"],
+        fasta = u1.file_uploader(kind.set_upload_label.capitalize(), type=list(kind.set_upload_types),
                                  key="w_cone_fasta")
         tsv = u2.file_uploader("Labels (optional TSV: name + label)", type=["tsv", "txt", "csv"], key="w_cone_labels",
                                help="Without it, labels are read from a '|label' suffix of each header (>seq1|omicron).")
         if fasta is None:
             st.info("Upload a FASTA file to analyse your own set.")
             return None
-        items = cone_cache.uploaded_set(fasta.getvalue(), tsv.getvalue() if tsv is not None else None)
+        items = cone_cache.uploaded_set(loaded.spec.input_kind, fasta.getvalue(),
+                                        tsv.getvalue() if tsv is not None else None)
         note = f"Uploaded set '{fasta.name}': {len(items)} records."
         if len(items) > MAX_SET:
             items = items[:MAX_SET]
@@ -391,7 +391,7 @@ def probe_block(feats: np.ndarray, groups: np.ndarray, order: list[str], layer: 
 
 # ------------------------------------------------------------------ section: entropies
 def entropy_section(v: View) -> None:
-    DISPLAY, loaded, is_spike, trace, max_pos = v.display, v.loaded, v.is_spike, v.trace, v.max_pos
+    DISPLAY, loaded, kind, trace, max_pos = v.display, v.loaded, v.kind, v.trace, v.max_pos
     model_id, text = v.model_id, v.text
     st.markdown("#### Entropies of attention, per layer (mean over heads; band: lowest to highest head)")
     st.caption("Left: exactly as the official code computes them — its “von Neumann” entropy scales the "
@@ -401,7 +401,7 @@ def entropy_section(v: View) -> None:
                "values scaled to sum 1, and the mean entropy of each token's attention row.")
     with guarded("The entropy computation"):
         sources = {"input": "this input"}
-        if loaded.spec.is_classifier and is_spike:
+        if loaded.spec.is_classifier and kind.labelled_uploads:
             sources["class"] = "class-mean attention over the set (official code's recipe)"
         e1, e2 = st.columns([3, 3], vertical_alignment="bottom")
         if len(sources) > 1:
@@ -409,7 +409,7 @@ def entropy_section(v: View) -> None:
         else:
             src = "input"
             e1.caption("Attention of this input (the class-mean recipe needs a classifier and a labelled set).")
-        pad512 = e2.checkbox(f"{max_pos} × {max_pos} matrix as the official code", value=is_spike, key="w_cone_ent_pad",
+        pad512 = e2.checkbox(f"{max_pos} × {max_pos} matrix as the official code", value=kind.can("official_padding"), key="w_cone_ent_pad",
                              help="The code's matrices had 512 rows and columns, every row and column from the first [SEP] on "
                                   "(the [SEP]s, a second sentence, the padding) zeroed. The zeros "
                                   "change the binned Shannon entropy a lot; the eigenvalue entropy not at all.",

@@ -3,7 +3,7 @@
 * Current input: Jensen-Shannon distances between heads, MDS, k-means, head disabling and
   checkpoint comparisons, cached per (model, input, parameters) with ``st.cache_data``.
 * Over a set of inputs: :func:`set_summary` runs the model once over the shipped set and keeps
-  small per-input reductions (per-head features, k90 rows, Clark's JS sums, spike-domain
+  small per-input reductions (per-head features, k90 rows, Clark's JS sums, token-domain
   attention masses).  The arrays are cached on disk (``disk_cached_arrays``, keyed by the
   model's weights hash, the set's fingerprint and the parameters) and in a small in-process
   LRU, so a second visit -- or another session on the same server -- is instant.  Per-class

@@ -1,7 +1,7 @@
 """Further analyses on the Attention Heads page: attention flow beside rollout, two inputs compared,
 head disabling over a set, and the top-head domain test.  Widgets in, figures out; the
 computations live in :mod:`bertgeom.analysis.flow`, :mod:`bertgeom.analysis.compare`,
-:mod:`bertgeom.sets.ablation` and :mod:`bertgeom.analysis.domain_test`."""
+:mod:`bertgeom.sets.ablation` and :mod:`bertgeom.analysis.domain_ztest`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, matrix_heatmap, probability_bars
 from bertgeom.figures.further import difference_map, significance_grid, token_bars
 from bertgeom.tables import head_label, per_head_frame
-from bertgeom.genome.classes import CLASS_DISPLAY
+from bertgeom.inputs import INPUT_KINDS
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.names import class_name
 from bertgeom.ui.state import PageView
@@ -23,7 +23,6 @@ from bertgeom.ui.workqueue import heavy
 #: Inputs longer than this get attention flow on a window of their first tokens (one max-flow per token and layer).
 FLOW_MAX_TOKENS = 48
 #: Seconds one input's single-head sweep takes on this 2-core machine (shown as an estimate).
-SWEEP_SECONDS = {"spike": 23.0, "text": 1.0}
 #: Word pairs that make the default second input of a sentence a one-word edit.
 _SWAPS = {"cat": "dog", "dog": "cat", "he": "she", "she": "he", "his": "her", "her": "his", "big": "small",
           "small": "big", "good": "bad", "bad": "good", "tired": "hungry", "man": "woman", "woman": "man"}
@@ -77,7 +76,7 @@ def flow_tab(v: PageView) -> None:
         n = c2.slider("Tokens in the window", 8, FLOW_MAX_TOKENS, 24, 4, key="w_flow_n",
                       help="Max-flow runs once per token and layer, so long inputs use their first tokens.")
         st.info(f"This input has {T} tokens: flow and rollout are computed on its first {n} tokens (rows "
-                "renormalised), as the 2025 paper's notebook does for the spike (its first 12 tokens).")
+                "renormalised), as the 2025 paper's notebook does for its genomes (their first 12 tokens).")
     else:
         n = T
     tokens = [str(t) for t in (trace.encoded.axis_labels or trace.tokens)[:n]]
@@ -132,20 +131,19 @@ def compare_inputs_tab(v: PageView) -> None:
 
     layer, head, model_id = v.layer, v.head, v.model_id
     st.caption("**What this shows:** which heads react to a change of input, and where. Input A is the current "
-               "input; pick or type B. Tokens are paired (genomes by spike position, text by aligning the word "
+               "input; pick or type B. Tokens are paired (genomes by position on the reference, text by aligning the word "
                "pieces; inserted tokens stay unpaired). Per head, the change is the mean total-variation distance "
                "between paired attention rows: 0 = identical, 1 = no shared mass.")
-    if v.is_spike:
-        from bertgeom.sets.inputs import genome_set
-
-        demos = genome_set("demo")
+    kind = v.kind
+    if kind.demo_set is not None:
+        demos = kind.demo_set()
         label_of = {it.name: it.label or "" for it in demos}
         pred = v.trace.predicted
         names = [it.name for it in demos]
         if st.session_state.get("w_cmpin_b") not in names:
             st.session_state["w_cmpin_b"] = next((it.name for it in demos if it.label != pred), names[0])
-        pick = st.selectbox("Input B (a shipped genome, one per class)", names, key="w_cmpin_b",
-                            format_func=lambda n: f"{CLASS_DISPLAY.get(label_of[n], label_of[n])} — {n}")
+        pick = st.selectbox(f"Input B (a shipped {kind.noun}, one per class)", names, key="w_cmpin_b",
+                            format_func=lambda n: f"{kind.class_name(label_of[n])} — {n}")
         text_b = next(it.text for it in demos if it.name == pick)
     else:
         if "w_cmpin_text" not in st.session_state:
@@ -161,7 +159,7 @@ def compare_inputs_tab(v: PageView) -> None:
         st.warning("The two inputs share no token, so their maps cannot be paired.")
         return
     if v.loaded.labels:
-        chart(probability_bars(v.loaded.labels, {"A (current)": v.trace.probs, "B": tb.probs}, display=CLASS_DISPLAY,
+        chart(probability_bars(v.loaded.labels, {"A (current)": v.trace.probs, "B": tb.probs}, display=INPUT_KINDS.all_class_names(),
                                title=f"Predicted: A {class_name(v.trace.predicted)}, B {class_name(tb.predicted)}"),
               "w_cmpin_probs")
     n_a, n_b = v.trace.encoded.n_tokens, tb.encoded.n_tokens
@@ -182,13 +180,13 @@ def compare_inputs_tab(v: PageView) -> None:
     def pair_label(i: int, j: int) -> str:  # a changed token is marked: text old→new, genomes * (the k-mer differs)
         if tok_a[i] == tok_b[j]:
             return f"{i}:{base_a[i]}"
-        return f"{i}:{base_a[i]}*" if v.is_spike else f"{i}:{base_a[i]}→{base_b[j]}"
+        return f"{i}:{base_a[i]}*" if kind.changed_token_note else f"{i}:{base_a[i]}→{base_b[j]}"
 
     labels = [pair_label(i, j) for i, j in zip(ia, ib)]
     st.markdown(f"#### {head_label(layer, head)} on the paired tokens (change {tv[layer, head]:.3f})")
     n_changed = sum(tok_a[i] != tok_b[j] for i, j in zip(ia, ib))
     st.caption(f"{n_changed} paired token(s) differ between A and B"
-               + (" (marked * on the axes: their k-mer carries a mutation in one genome only)." if v.is_spike
+               + (f" (marked * on the axes: {kind.changed_token_note})." if kind.changed_token_note
                   else " (marked old→new on the axes)."))
     rows = row_change(v.trace.attentions[layer, head], tb.attentions[layer, head], ia, ib)
     chart(token_bars({"change of the row (TV distance)": rows}, labels, ylabel="TV distance",
@@ -222,13 +220,13 @@ def set_disable_section(v: PageView) -> None:
                   if classifier else ", and the final [CLS] vector's movement (1 − cosine) is averaged."))
     items = shipped_set(loaded.spec.input_kind)
     if classifier:
-        per_class = st.slider("Genomes per class (validation_small, held out from training)", 1, 5, 1,
+        per_class = st.slider(f"{v.kind.plural.capitalize()} per class (of the shipped set)", 1, 5, 1,
                               key="w_abl_set_n")
         chosen = stratified(items, per_class)
     else:
-        k = st.slider("Sentences", 2, len(items), min(8, len(items)), key="w_abl_set_n")
+        k = st.slider(v.kind.plural.capitalize(), 2, len(items), min(8, len(items)), key="w_abl_set_n")
         chosen = tuple(items[:k])
-    secs = SWEEP_SECONDS["spike" if v.is_spike else "text"] * len(chosen)
+    secs = v.kind.sweep_seconds * len(chosen)
     req = (v.model_id, tuple(it.name for it in chosen))
     if st.session_state.get("abl_set_req") != req:
         st.caption(f"{len(chosen)} inputs × {v.L * v.H} heads; about {secs / 60:.1f} min the first time on 2 cores "
@@ -248,7 +246,7 @@ def set_disable_section(v: PageView) -> None:
         what = st.radio("Show", ["change of mean true-class probability", "change of accuracy"], horizontal=True,
                         key="w_abl_set_what")
         grid = s["d_true_prob"] if what.startswith("change of mean") else s["d_accuracy"]
-        st.markdown(f"**{what.capitalize()}** over {s['n']} genomes when each head alone is disabled; click a head.")
+        st.markdown(f"**{what.capitalize()}** over {s['n']} {v.kind.plural} when each head alone is disabled; click a head.")
         c1, c2 = st.columns([5, 4])
         with c1:
             chart(fh.diverging_grid(grid, colour_label="Δ", selected=(layer, head)), "w_abl_set_grid",
@@ -279,9 +277,9 @@ def set_disable_section(v: PageView) -> None:
 
 
 def domain_test_section(summary, mask: np.ndarray, dom: str, v: PageView, who: str) -> None:
-    """The z-test of ``dom`` under the domain proportions (spike models, over the set)."""
+    """The z-test of ``dom`` under the domain proportions (input kinds with token domains, over the set)."""
     t = summary.domain_test(mask, dom)
-    st.markdown(f"##### Top heads for {dom}: which heads attend to it more than its share of the spike?")
+    st.markdown(f"##### Top heads for {dom}: which heads attend to it more than its share of the tokens?")
     st.caption(f"**What this shows:** a head is starred when its strong attention (weights > 0.3) lands on {dom} "
                f"more often than {dom}'s share of the tokens ({t.background:.1%}) would explain: a one-sided "
                f"two-proportion z-test over {class_name(who)}, Bonferroni-corrected over all {t.z.size} heads "

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from bertgeom.analysis.ablation import cls_cosine
-from bertgeom.genome.classes import CLASS_DISPLAY
+from bertgeom.inputs import INPUT_KINDS
 from bertgeom.attention import softmax
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, matrix_heatmap, probability_bars
@@ -28,7 +28,6 @@ from bertgeom.analysis.patterns import (
     display_labels,
     label_distribution,
 )
-from bertgeom.sets.heads import domain_token_share
 from bertgeom.tables import arcs_frame, head_label, head_labels, per_head_frame
 from bertgeom.ui import heads_cache as hc
 from bertgeom.ui.state import PageView
@@ -86,7 +85,7 @@ def threshold_sliders() -> None:
 
 
 def hover_labels(labels: list[str], domains: list[str] | None) -> list[str]:
-    """Token labels for a map's hover text, with each token's spike domain when there is one."""
+    """Token labels for a map's hover text, with each token's domain when there is one."""
     if domains is None:
         return [str(x) for x in labels]
     return [f"{x} · {d}" if d else str(x) for x, d in zip(labels, domains)]
@@ -107,11 +106,24 @@ def _set_summary(model_id: str) -> hc.SetSummary:
         return hc.set_summary(model_id, update)
 
 
+def _first_domain(kind, names: list[str]) -> int:
+    """The domain shown first: the kind's ``default_domain``, else the first."""
+    return names.index(kind.default_domain) if kind.default_domain in names else 0
+
+
+def _domain_share(kind, dom: str, summary) -> float:
+    """Percentage of the tokens in domain ``dom``: the kind's reference share, else the set's."""
+    if kind.domain_share is not None:
+        return kind.domain_share(dom)
+    tok = summary.arrays["dom_tok"].sum(axis=0)
+    names = [str(x) for x in summary.arrays["domain_names"]]
+    return 100.0 * float(tok[names.index(dom)]) / max(float(tok.sum()), 1.0)
+
+
 def set_tab(v: View) -> None:
-    model_id, loaded, is_spike, layer, head, L, H, th = v.model_id, v.loaded, v.is_spike, v.layer, v.head, v.L, v.H, v.th
+    model_id, loaded, kind, layer, head, L, H, th = v.model_id, v.loaded, v.kind, v.layer, v.head, v.L, v.H, v.th
     items = hc.set_items(loaded.spec.input_kind)
-    what = (f"the {len(items)} labelled real genomes shipped with bertgeom (validation_small, held out from training)"
-            if is_spike else f"the {len(items)} English sentences shipped with bertgeom")
+    what = f"the {len(items)} {kind.shipped_set_description.removeprefix('the ')}"
     st.caption(f"Statistics over {what}. The model runs once over the set; the result is cached on disk "
                "(keyed by the model's weights and the set), so later visits are instant.")
     summary = _set_summary(model_id)
@@ -148,13 +160,14 @@ def set_tab(v: View) -> None:
         st.markdown(f"#### {head_label(layer, head)} — mean map of {who_name} ({cm['n']} inputs)")
         st.caption("Paper recipe (docs/methods.md §5): correct predictions only; each map zeroed from the first [SEP] on "
                    "([SEP] and [PAD] removed, [CLS] kept), then averaged. "
-                   + ("" if is_spike else "Sentences differ in length and words, so positions, not words, are averaged."))
+                   + ("" if kind.can("aligned_positions") else
+                      f"{kind.plural.capitalize()} differ in length and content, so positions, not tokens, are averaged."))
         c1, c2 = st.columns(2)
         theta_plot = c1.slider("Hide mean weights below", 0.0, 0.5, 0.01, 0.005, key="w_cm_theta",
                                help="The paper's plots hide entries below theta_plot = 0.01.")
         high = c2.toggle("High-confidence sum instead (Σ A·1[A ≥ 0.3], not divided)", key="w_cm_high")
         M = np.asarray(cm["theta_sum" if high else "mean"][layer, head], dtype=np.float32)
-        doms = cm["domains"] if is_spike else None
+        doms = cm["domains"] if kind.has_domains else None
         chart(fh.attention_map(M, cm["labels"], hover_labels=hover_labels(cm["labels"], doms), theta=theta_plot,
                                 colour_label="sum" if high else "mean"), "w_cm_map")
         arcs = arcs_frame(M, cm["labels"], theta=max(theta_plot, 1e-9), domains=doms)
@@ -174,7 +187,7 @@ def set_tab(v: View) -> None:
         groups = ({c: values[summary.mask(c), layer, head] for c in classes} if (summary.classifier and cls is None)
                   else {who: values[mask, layer, head]})
         grid_fig, box_fig = fh.feature_over_set(mean[feat], groups, feat, layer=layer, head=head,
-                                                display=CLASS_DISPLAY)
+                                                display=INPUT_KINDS.all_class_names())
         c1, c2 = st.columns([5, 4])
         with c1:
             st.markdown(f"Mean of **{feature_label(feat)}** over {who_name} ({int(mask.sum())} inputs); "
@@ -203,16 +216,16 @@ def set_tab(v: View) -> None:
         sdf = per_head_frame(cols)
         csv_button(sdf, f"head_features_over_set_{who}.csv", "w_set_csv", "Download means and standard deviations (CSV)")
 
-    else:  # Domain proportions (spike models)
+    else:  # Domain proportions (input kinds with token domains)
         dnames = [str(x) for x in summary.arrays["domain_names"]]
         c1, c2 = st.columns(2)
-        dom = c1.selectbox("Spike domain", dnames, index=dnames.index("RBD") if "RBD" in dnames else 0, key="w_dom")
+        dom = c1.selectbox(kind.domain_noun.capitalize(), dnames, index=_first_domain(kind, dnames), key="w_dom")
         high = c2.toggle(f"Only weights > θ = {hc.SET_THETA} (high-confidence attention)", key="w_dom_high")
         prop = summary.domain_proportions(mask, high=high) * 100  # [L, H, D] in %
         p = prop[..., dnames.index(dom)]
         st.caption("Share of the class-mean attention (zeroed from [SEP] on) that falls on keys in the domain, per "
                    "head (docs/methods.md §5, after Vig et al. 2021). For reference, the domain holds "
-                   f"{domain_token_share(dom):.1f}% of the spike's tokens.")
+                   f"{_domain_share(kind, dom, summary):.1f}% of the tokens.")
         c1, c2 = st.columns([5, 4])
         with c1:
             chart(head_grid(p, colour_label=f"% on {dom}", selected=(layer, head), colorscale="Magma"), "w_dom_grid", selects_head=True)
@@ -379,7 +392,7 @@ def disable_tab(v: View) -> None:
             c1.metric("Predicted with all heads", f"{class_name(loaded.labels[top])} ({pb[top]:.3f})")
             c2.metric("Predicted with the heads disabled", f"{class_name(loaded.labels[after])} ({pa[after]:.3f})")
             c3.metric(f"Change of p({class_name(loaded.labels[top])})", f"{pa[top] - pb[top]:+.4f}")
-            chart(probability_bars(loaded.labels, {"all heads": pb, "heads disabled": pa}, display=CLASS_DISPLAY,
+            chart(probability_bars(loaded.labels, {"all heads": pb, "heads disabled": pa}, display=INPUT_KINDS.all_class_names(),
                                    title=f"Class probabilities, {len(heads)} head(s) disabled"), "w_abl_probs")
             pdf = pd.DataFrame({"class": loaded.labels, "p_before": pb, "p_after": pa, "change": pa - pb})
             csv_button(pdf, "ablation_probabilities.csv", "w_abl_csv")
@@ -433,7 +446,7 @@ def compare_tab(v: View) -> None:
 
     st.caption(
         "Kovaleva et al. compare a head's attention maps before and after fine-tuning on the same input, but English "
-        "word pieces and spike 12-mers share no input, so here both checkpoints' layer l read the same *layer input* "
+        "word pieces and genome 12-mers share no input, so here both checkpoints' layer l read the same *layer input* "
         "(this model's hidden states for the current input) and their maps are compared head by head. "
         "Alongside, the heads' weights are compared directly: the cosine of each head's query-key circuit W_Q W_Kᵀ and "
         "value-output circuit W_O W_V, which does not depend on any input and is meaningful for a fine-tuned model "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from bertgeom.analysis.heads import feature_doc
-from bertgeom.genome.classes import CLASS_DISPLAY
+from bertgeom.inputs import INPUT_KINDS
 
 #: A code identifier with an underscore (``attn_rank_norm``, ``k90_frac``, ``delta_A``): never an
 #: axis title, legend entry or option on screen. One-letter subscripts (``n_v``, ``r_ε``) are maths.
@@ -26,7 +26,7 @@ def symbols(label: str) -> str:
 
 def class_name(c: str) -> str:
     """The one display name of a class (``gh`` -> ``GH / pre-VOC``); other strings unchanged."""
-    return CLASS_DISPLAY.get(str(c), str(c))
+    return INPUT_KINDS.class_name(c)
 
 
 def class_names(classes) -> list[str]:
@@ -88,16 +88,6 @@ def input_notes(trace_notes, record_notes=()) -> list[str]:
         if note and note not in out:
             out.append(str(note))
     return out
-
-
-def reading_notes(text: str) -> list[list[str]]:
-    """How each record of a pasted input was read (the parser's notes, one list per record, a bad
-    record's list empty): what :func:`input_notes` adds on a page that analyses a cleaned copy."""
-    from bertgeom.genome.fasta import RecordError, parse_sequences
-    from bertgeom.variant import MAX_GENOME_INPUT_BYTES
-
-    recs = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
-    return [[] if isinstance(r, RecordError) else list(r.notes) for r in recs]
 
 
 def note_line(note: str) -> str:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from bertgeom.examples import example_sentences
 from bertgeom.models import REGISTRY, ModelLoadError, custom_models_allowed, resolve_spec
-from bertgeom.inputs import InputError
+from bertgeom.inputs import INPUT_KINDS, TEXT, InputError, InputKind
 from bertgeom.trace import Trace
 from bertgeom.ui.cache import cached_model, get_trace
-from bertgeom.ui.state import clamp_selection, share_link
+from bertgeom.ui.state import clamp_selection, current_inputs, share_link
 from bertgeom.ui.names import input_notes, note_line
 from bertgeom.ui.plain import plain
 
@@ -61,24 +60,26 @@ def model_picker() -> str:
     return st.session_state["model_id"]
 
 
-def text_input_box() -> str:
+def text_input_box(kind: InputKind = TEXT) -> str:
     """Text area for English input with one-click example sentences."""
     if "w_text" not in st.session_state:
         st.session_state["w_text"] = st.session_state["text_value"]
-    st.text_area("Input sentence", key="w_text", on_change=_on_text_change, height=100,
+    st.text_area(kind.box_label, key="w_text", on_change=_on_text_change, height=100,
                  help="Press Ctrl+Enter (or click outside) to analyse.")
-    st.selectbox("Examples", [""] + list(example_sentences()), key="w_example", on_change=_on_example_sentence,
-                 format_func=lambda s: s or "— pick an example sentence —")
+    st.selectbox("Examples", [""] + [e.text for e in kind.examples()], key="w_example", on_change=_on_example_sentence,
+                 format_func=lambda s: s or f"— pick an example {kind.noun} —")
     return st.session_state["text_value"]
 
 
 def input_box(input_kind: str) -> str:
-    """The input widget that fits the model (English text or a genome)."""
-    if input_kind == "spike":
-        from bertgeom.ui.genome_input import genome_input_box
+    """The input widget that fits the model's input kind: a text box, or a box for records
+    (paste, upload, examples) when the kind reads uploads."""
+    kind = INPUT_KINDS.get(input_kind, TEXT)
+    if kind.session_key != TEXT.session_key:
+        from bertgeom.ui.sequence_input import sequence_input_box
 
-        return genome_input_box()
-    return text_input_box()
+        return sequence_input_box(kind)
+    return text_input_box(kind)
 
 
 def render_sidebar(url_path: str = "") -> None:
@@ -91,7 +92,7 @@ def render_sidebar(url_path: str = "") -> None:
             kind = "text"
         input_box(kind)
         note = st.session_state.get("_link_note")
-        if note and note[1] == (st.session_state.get("text_value"), st.session_state.get("genome_value")):
+        if note and note[1] == current_inputs():
             st.warning(note[0], icon=":material/link_off:")  # until the input changes
         if url_path:
             with st.expander("Share this view"):
@@ -103,9 +104,8 @@ def render_sidebar(url_path: str = "") -> None:
 
 
 def current_input_text(loaded) -> str:
-    """The sidebar's current input for ``loaded``'s kind (genome or text), stripped."""
-    key = "genome_value" if loaded.spec.input_kind == "spike" else "text_value"
-    return (st.session_state.get(key) or "").strip()
+    """The sidebar's current input for ``loaded``'s input kind, stripped."""
+    return (st.session_state.get(INPUT_KINDS.of(loaded).session_key) or "").strip()
 
 
 def current_model_and_trace() -> tuple[object, Trace]:

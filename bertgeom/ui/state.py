@@ -14,14 +14,14 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from bertgeom.models import DEFAULT_MODEL_ID, REGISTRY, custom_models_allowed
+from bertgeom.inputs import INPUT_KINDS
+from bertgeom.models import REGISTRY, custom_models_allowed
 from bertgeom.tables import head_label
 
 #: Persistent session keys and their defaults.
 STORE = {
-    "model_id": None,  # filled with DEFAULT_MODEL_ID at first use
+    "model_id": None,  # filled with REGISTRY.default_id at first use
     "text_value": "The cat sat on the mat because it was tired.",
-    "genome_value": "",
     "layer": 0,  # 0-based
     "head": 0,  # 0-based
 }
@@ -38,9 +38,9 @@ def url_index(value: str | None) -> int | None:
 
 def init_state() -> None:
     """Fill defaults once per session and read a shared link's query parameters."""
-    for key, default in STORE.items():
+    for key, default in {**STORE, **{k: "" for k in input_value_keys()}}.items():
         if key not in st.session_state:
-            st.session_state[key] = default if key != "model_id" else DEFAULT_MODEL_ID
+            st.session_state[key] = default if key != "model_id" else REGISTRY.default_id
     if not st.session_state.get("_query_read"):
         st.session_state["_query_read"] = True
         qp = st.query_params
@@ -63,8 +63,6 @@ def _read_link_settings(qp) -> None:
     """The input, colour-by and θ of a shared link (see :func:`share_query`). A link that names
     an input this server cannot show, or says its input was left out, leaves a note for the
     sidebar instead of silently showing another input."""
-    from bertgeom.examples import example_sentences
-
     colour = qp.get("colour")
     if colour and len(colour) <= 80:
         st.session_state["w_feature"] = colour  # the page checks it against its options
@@ -77,43 +75,51 @@ def _read_link_settings(qp) -> None:
         st.session_state["w_theta"] = st.session_state["_theta_kept"] = round(value, 2)
         st.session_state["_theta_from_link"] = True
     missing = "The shared link did not carry its input (it was too long or not an example); you see this server's current input instead."
-    if "example" in qp:
-        sentences = example_sentences()
-        index = url_index(qp.get("example"))
-        if index is not None and index < len(sentences):
-            st.session_state["text_value"] = st.session_state["w_text"] = sentences[index]
-        else:
-            _note("The shared link names an example sentence this server does not have.")
-    elif "text" in qp:
+    for kind in INPUT_KINDS.values():
+        if kind.link_param in qp:
+            examples = kind.examples()
+            index = url_index(qp.get(kind.link_param))
+            if index is not None and index < len(examples):
+                st.session_state[kind.session_key] = st.session_state[widget_key(kind)] = examples[index].text
+            else:
+                _note(f"The shared link names an example {kind.noun} this server does not have.")
+            return
+    if "text" in qp:
         text = str(qp.get("text") or "")[:LINK_TEXT_MAX]
         if text.strip():
             st.session_state["text_value"] = st.session_state["w_text"] = text
-    elif "genome" in qp:
-        from bertgeom.ui.genome_input import demo_genomes
-
-        genomes = demo_genomes()
-        index = url_index(qp.get("genome"))
-        if index is not None and index < len(genomes):
-            st.session_state["genome_value"] = st.session_state["w_genome"] = genomes[index]["text"]
-        else:
-            _note("The shared link names an example genome this server does not have.")
     elif qp.get("input") == "missing":
         _note(missing)
 
 
 def _note(text: str) -> None:
     """A note for the sidebar, shown while the session keeps the input it had when the link opened."""
-    st.session_state["_link_note"] = (text, (st.session_state.get("text_value"), st.session_state.get("genome_value")))
+    st.session_state["_link_note"] = (text, current_inputs())
+
+
+def input_value_keys() -> list[str]:
+    """The session keys that keep each registered input kind's current input (``text_value``, ...)."""
+    return list(dict.fromkeys(kind.session_key for kind in INPUT_KINDS.values()))
+
+
+def widget_key(kind) -> str:
+    """The key of the input box of ``kind`` (``w_text``, ``w_genome``): its session key's stem."""
+    return "w_" + kind.session_key.removesuffix("_value")
+
+
+def current_inputs() -> tuple:
+    """Every kind's current input, to tell when the user has changed any of them."""
+    return tuple(st.session_state.get(k) for k in input_value_keys())
 
 
 def share_query(view: str, model_id: str, layer: int, head: int, *, input_kind: str, text: str,
                 colour: str | None = None, theta: float | None = None) -> tuple[dict[str, str], str | None]:
     """The query of a link that reopens this view, and a note when the input cannot travel in it.
 
-    The input goes in as an example's number (``example=3`` / ``genome=8``, 1-based), or as the
-    text itself when it is short (``LINK_TEXT_MAX`` characters); otherwise ``input=missing`` tells
-    the receiver the link does not hold it. Layer and head are 1-based like the papers' "L11 H1"."""
-    from bertgeom.examples import example_sentences
+    The input goes in as an example's number (``example=3`` / ``genome=8``, 1-based: the input
+    kind's ``link_param``), or as the text itself when it is short (``LINK_TEXT_MAX`` characters) and
+    the kind lets text travel; otherwise ``input=missing`` tells the receiver the link does not hold
+    it. Layer and head are 1-based like the papers' "L11 H1"."""
 
     q = {"view": view, "model": str(model_id), "layer": str(int(layer) + 1), "head": str(int(head) + 1)}
     if colour:
@@ -122,24 +128,17 @@ def share_query(view: str, model_id: str, layer: int, head: int, *, input_kind: 
         q["theta"] = f"{float(theta):g}"
     note = None
     clean = (text or "").strip()
-    if input_kind == "spike":
-        from bertgeom.ui.genome_input import demo_genomes
-
-        texts = [g["text"].strip() for g in demo_genomes()]
-        if clean in texts:
-            q["genome"] = str(texts.index(clean) + 1)
-        else:
-            q["input"] = "missing"
-            note = "This genome is not one of the examples, so the link does not hold it: send the FASTA along."
+    kind = INPUT_KINDS.of(input_kind)
+    texts = [e.text.strip() for e in kind.examples()]
+    if clean in texts:
+        q[kind.link_param] = str(texts.index(clean) + 1)
+    elif kind.link_text and len(clean) <= LINK_TEXT_MAX:
+        q["text"] = clean
     else:
-        sentences = example_sentences()
-        if clean in sentences:
-            q["example"] = str(sentences.index(clean) + 1)
-        elif len(clean) <= LINK_TEXT_MAX:
-            q["text"] = clean
-        else:
-            q["input"] = "missing"
-            note = f"The text is longer than {LINK_TEXT_MAX} characters, so the link does not hold it: send it along."
+        q["input"] = "missing"
+        note = (f"The text is longer than {LINK_TEXT_MAX} characters, so the link does not hold it: send it along."
+                if kind.link_text else kind.link_missing_note
+                or f"This {kind.noun} is not one of the examples, so the link does not hold it: send it along.")
     return q, note
 
 
@@ -155,14 +154,19 @@ def share_url(query: dict[str, str], page_url: str | None = None) -> str:
     return f"{base}/?{urlencode(query)}"
 
 
-def spike_model_available() -> bool:
-    """True when a genome (spike) model is registered or is the session's current model."""
+def page_available(page: str) -> bool:
+    """True when a registered model, or the session's current one, reads an input kind that enables
+    ``page`` (its :attr:`~bertgeom.inputs.InputKind.pages`, e.g. ``"classifier"``)."""
     from bertgeom.models import ModelLoadError, resolve_spec
 
-    if any(spec.input_kind == "spike" for spec in REGISTRY.values()):
+    def enables(spec) -> bool:
+        kind = INPUT_KINDS.get(spec.input_kind)
+        return kind is not None and page in kind.pages
+
+    if any(enables(spec) for spec in REGISTRY.values()):
         return True
     try:
-        return resolve_spec(st.session_state.get("model_id") or DEFAULT_MODEL_ID).input_kind == "spike"
+        return enables(resolve_spec(st.session_state.get("model_id") or REGISTRY.default_id))
     except ModelLoadError:
         return False
 
@@ -202,7 +206,7 @@ def follow_view_link(pages: dict, current) -> None:
 def share_link(url_path: str, input_kind: str = "text") -> tuple[str, str | None]:
     """Full link that reopens the current view (page, model, layer, head, colour-by, θ, input) and
     the note of :func:`share_query`."""
-    text = st.session_state.get("genome_value" if input_kind == "spike" else "text_value") or ""
+    text = st.session_state.get(INPUT_KINDS.of(input_kind).session_key) or ""
     query, note = share_query(url_path, st.session_state["model_id"], st.session_state["layer"],
                               st.session_state["head"], input_kind=input_kind, text=text,
                               colour=st.session_state.get("w_feature"), theta=st.session_state.get("w_theta"))
@@ -247,13 +251,14 @@ class PageView:
         return self.trace.num_heads
 
     @property
-    def is_spike(self) -> bool:
-        return self.loaded.spec.input_kind == "spike"
+    def kind(self):
+        """The :class:`~bertgeom.inputs.InputKind` of the model's input (what the pages may offer)."""
+        return INPUT_KINDS.of(self.loaded)
 
     @property
     def domains(self) -> list[str] | None:
-        """The spike domain of each token (genome inputs), else None."""
-        return self.trace.encoded.extra.get("domains") if self.is_spike else None
+        """The token domain of each token when the input kind has domains, else None."""
+        return self.trace.encoded.extra.get("domains") if self.kind.has_domains else None
 
     @property
     def HL(self) -> str:

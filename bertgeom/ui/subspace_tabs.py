@@ -12,9 +12,10 @@ import streamlit as st
 
 from bertgeom.figures import subspace as fs
 from bertgeom.figures.base import matrix_heatmap
-from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
-from bertgeom.inputs import TOKEN_SETS, InputError
-from bertgeom.sets.inputs import InputItem, labelled_fasta_set, shipped_set
+from bertgeom.inputs import INPUT_KINDS
+from bertgeom.inputs import InputError
+from bertgeom.tokens import TOKEN_SETS
+from bertgeom.sets.inputs import InputItem, shipped_set
 from bertgeom.sets.subspace import ACROSS_KEYS
 from bertgeom.analysis.subspace import DATA_FEATURE_DOCS, WEIGHT_FEATURE_DOCS
 from bertgeom.tables import per_head_frame
@@ -165,7 +166,7 @@ def _data_geometries(v: View):
 
 def data_tab(v: View) -> None:
     model_id, wh, text, eps, token_set, faithful = v.model_id, v.wh, v.text, v.eps, v.token_set, v.faithful
-    layer, head, HL, trace, is_spike = v.layer, v.head, v.HL, v.trace, v.is_spike
+    layer, head, HL, trace, kind = v.layer, v.head, v.HL, v.trace, v.kind
     dg, fdg, _ = _data_geometries(v)
     names = list(DATA_FEATURE_DOCS)
     left, right = st.columns([5, 4], gap="large")
@@ -227,9 +228,9 @@ def data_tab(v: View) -> None:
     st.markdown(f"#### {HL} · queries and keys in one plane")
     c1, c2, c3 = st.columns([2, 2, 3])
     colour = "position"
-    if is_spike and trace.encoded.extra.get("domains"):
+    if kind.has_domains and trace.encoded.extra.get("domains"):
         colour = c1.radio("Colour by", ["domain", "position"], horizontal=True, key="w_sub_pca_colour",
-                          format_func={"position": "token position", "domain": "spike domain"}.get)
+                          format_func={"position": "token position", "domain": kind.domain_noun}.get)
     else:
         c1.caption("Colour: token position (0 = [CLS]).")
     normalize = c2.checkbox("AttentionViz normalisation", key="w_sub_pca_norm",
@@ -251,39 +252,30 @@ def data_tab(v: View) -> None:
 
 
 # ---- across inputs ---------------------------------------------------------------------------
-def _user_set(is_spike: bool) -> tuple[InputItem, ...] | None:
-    if is_spike:
-        up = st.file_uploader("…or your own labelled FASTA (header suffix |class, e.g. >seq1|omicron)",
-                              type=["fasta", "fa", "fna", "txt", "gz", "xz"], key="w_sub_set_upload")
-        if up is None:
-            return None
-        try:
-            return labelled_fasta_set(up.getvalue())
-        except InputError as exc:
-            st.error(plain(exc))
-            return None
-    up = st.file_uploader("…or your own sentences (a .txt file, one per line)", type=["txt"],
-                          key="w_sub_set_upload")
+def _user_set(kind) -> tuple[InputItem, ...] | None:
+    """A set the user uploads, read by the input kind's own reader (None: no upload, or unreadable)."""
+    if kind.read_set is None:
+        return None
+    up = st.file_uploader(f"…or {kind.set_upload_label}", type=list(kind.set_upload_types), key="w_sub_set_upload")
     if up is None:
         return None
-    lines = [s.strip() for s in up.getvalue().decode("utf-8", "replace").splitlines() if s.strip()]
-    if not lines:
-        st.error("The uploaded file holds no sentence.")
+    try:
+        return kind.read_set(up.getvalue())
+    except InputError as exc:
+        st.error(plain(exc))
         return None
-    return tuple(InputItem(f"line {i + 1}", s) for i, s in enumerate(lines))
 
 
 def across_tab(v: View) -> None:
     model_id, wh, eps, token_set, faithful = v.model_id, v.wh, v.eps, v.token_set, v.faithful
-    layer, head, HL, is_spike, loaded, nbins = v.layer, v.head, v.HL, v.is_spike, v.loaded, v.nbins
+    layer, head, HL, kind, loaded, nbins = v.layer, v.head, v.HL, v.kind, v.loaded, v.nbins
     shipped = shipped_set(loaded.spec.input_kind)
-    desc = ("the shipped validation genomes (held out from training, labelled with their class)" if is_spike
-            else "the shipped example sentences")
+    desc = kind.shipped_set_description
     st.markdown(f"D1–D3 of **{HL}** over many inputs (the paper's figure showed one head of its "
                 f"12-layer genome BERT, its layer 11 head 1, over 30 Omicron test sequences; this model has "
                 f"{v.trace.num_layers} layers, so pick the head to study on the D1 grid). Default set: {desc}, {len(shipped)} inputs.")
     with st.expander("Use your own set instead"):
-        user = _user_set(is_spike)
+        user = _user_set(kind)
     items = user or shipped
     if len(items) > MAX_SET_INPUTS:
         st.caption(f"Only the first {MAX_SET_INPUTS} of {len(items)} inputs are used.")
@@ -306,6 +298,7 @@ def across_tab(v: View) -> None:
         return
     labels = res["labels"].astype(str)
     predicted = res["predicted"].astype(str)
+    CLASSES = tuple(kind.class_names) or tuple(loaded.labels)  # the kind's class order
     has_labels = bool((labels != "").any())
     has_pred = bool((predicted != "").any())
     keep = np.ones(n, bool)
@@ -317,7 +310,7 @@ def across_tab(v: View) -> None:
             kept = st.session_state["_sub_kept"].get("w_sub_classes")
             st.session_state["w_sub_classes"] = kept if kept and set(kept) <= set(present) else present
         chosen = f1.multiselect("Classes", present, key="w_sub_classes",
-                                format_func=lambda c: CLASS_DISPLAY.get(c, c))
+                                format_func=lambda c: INPUT_KINDS.class_name(c))
         keep &= np.isin(labels, chosen)
     correct = (predicted == labels) & (labels != "")
     if has_labels and has_pred:
@@ -341,7 +334,7 @@ def across_tab(v: View) -> None:
             groups = {"correct": v[:, 0], "faithful (official code)": v[:, 1]}
         elif colour_by_class:
             kl = labels[keep]
-            groups = {CLASS_DISPLAY.get(c, c): v[kl == c, 0] for c in dict.fromkeys(kl.tolist())}
+            groups = {INPUT_KINDS.class_name(c): v[kl == c, 0] for c in dict.fromkeys(kl.tolist())}
         else:
             groups = {"all inputs": v[:, 0]}
         with cols[i % 2]:
@@ -358,7 +351,7 @@ def across_tab(v: View) -> None:
             series["faithful (official code)"] = res[q][keep, 1]
         order = [c for c in CLASSES if c in set(labels[keep].tolist())]
         order += sorted(set(labels[keep].tolist()) - set(order))
-        chart(fs.class_box_figure(labels[keep], series, order=order, names=res["names"][keep], display=CLASS_DISPLAY,
+        chart(fs.class_box_figure(labels[keep], series, order=order, names=res["names"][keep], display=INPUT_KINDS.all_class_names(),
                                   title=f"{HL}: {quantities[q][0]} per class",
                                   y_title=DATA_SHORT.get(q, quantities[q][0]),  # the full name is the title above
                                   hover_name=q), "w_sub_box")

@@ -4,7 +4,8 @@ The shipped model (``bertgeom/data/variant_model/``) is a 6 x 12-head BERT initi
 the bundled MiniLM, whose English vocabulary was replaced by the spike 12-mers of its
 training set (stride 9), fine-tuned end to end on 8 classes (Bonino 2025 (arXiv:2502.12033), case study; the authors' released code). Files:
 ``config.json`` (a BertConfig), ``model.safetensors`` (fp16), ``kmer_vocab.json`` and
-``MODEL_CARD.md``. :func:`load_variant` reads them without the hub and without pickle.
+``MODEL_CARD.md``. :func:`load_variant` reads them without the hub and without pickle. The family's
+input kind (the genome) and its registration with the library are in :mod:`bertgeom.variant.spec`.
 """
 
 from __future__ import annotations
@@ -15,17 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
-from bertgeom.inputs import EncodedInput, InputError, register_encoder
-from bertgeom.models import (
-    LoadedModel,
-    ModelLoadError,
-    ModelSpec,
-    finish_loading,
-    hash_file,
-    keep_old_names,
-    register,
-    register_loader,
-)
+from bertgeom.inputs import EncodedInput, InputError
+from bertgeom.models import LoadedModel, ModelLoadError, ModelSpec, finish_loading, hash_file
 
 #: The one input limit for genomes on the page, pasted or uploaded (after decompression): 20 MB of
 #: sequence text, about 650 whole genomes (uploads larger than the box shows stay on the server).
@@ -230,16 +222,3 @@ def build_tiny_variant_model(path: Path, *, seed: int = 0, layers: int = 2, head
     model = build_variant_model(config)
     save_variant_model(model, vocab, Path(path))
     return Path(path)
-
-
-def _register() -> None:
-    """Teach the library this case study: its loader, its genome encoder and, when its weights
-    are present, the shipped model as the default of the picker."""
-    register_loader("variant", load_variant, recognise=_recognise)
-    register_encoder(INPUT_KIND, encode_genome_input)
-    keep_old_names(VARIANT_DIR=VARIANT_DIR, VARIANT_MODEL_ID=VARIANT_MODEL_ID, variant_spec=variant_spec)
-    if (VARIANT_DIR / "model.safetensors").is_file():
-        register(variant_spec(), first=True)
-
-
-_register()

@@ -1,4 +1,4 @@
-"""Top-head domain test: which heads send more of their strong attention to a spike domain than
+"""Top-head domain test: which heads send more of their strong attention to a token domain than
 the domain's share of the tokens would predict.
 
 For head h, over a set of inputs (the class's correct predictions), on the paper's zeroed maps

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertgeom.analysis.domain_test import domain_ztest
+from bertgeom.analysis.domain_ztest import domain_ztest
 
 
 def test_z_and_p_worked_by_hand():
@@ -48,14 +48,14 @@ def test_bonferroni_and_empty_heads():
 
 def test_domain_counts_on_a_genome(tiny_variant):
     from bertgeom.genome.dataset import load_demo_genomes
-    from bertgeom.sets.heads import _domain_names, domain_counts
+    from bertgeom.sets.heads import domain_counts, domain_names
     from bertgeom.trace import run_trace
 
     rec, _ = load_demo_genomes()[0]
     tr = run_trace(tiny_variant, f">{rec.name}\n{rec.sequence}")
     cnt, tok = domain_counts(tr.attentions, tr.encoded, theta=0.0)
     n_kept = int(np.flatnonzero(tr.encoded.is_sep)[0])  # tokens before the first [SEP]
-    assert tok.sum() == n_kept and tok[_domain_names().index("[CLS]")] == 1
+    assert tok.sum() == n_kept and tok[domain_names(tr.encoded).index("[CLS]")] == 1
     # theta = 0: every kept entry is strong (softmax > 0), so each head counts n_kept rows per kept key
     np.testing.assert_array_equal(cnt, n_kept * tok[None, None, :].repeat(cnt.shape[0], 0).repeat(cnt.shape[1], 1))
     strong, _ = domain_counts(tr.attentions, tr.encoded, theta=0.3)

@@ -1,5 +1,10 @@
-"""Which tokens of one input are [CLS], [SEP], punctuation, padding: the masks every per-head
-feature reads (:class:`TokenKinds`)."""
+"""Which tokens of one input are [CLS], [SEP], punctuation, padding: the one token-mask type
+(:class:`TokenKinds`) that the encoded input carries and every analysis reads, with the token sets
+(:data:`TOKEN_SETS`) that pick rows from it.
+
+Where it sits: below the inputs (:mod:`bertgeom.inputs` builds one per encoded input) and the
+analyses (per-head features, cone indices, subspace quantities read its masks).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,24 @@ from typing import Iterable, Sequence
 import numpy as np
 
 
-def _is_punct_token(tok: str) -> bool:
-    return len(tok) > 0 and all(unicodedata.category(c).startswith("P") for c in tok)
+#: The token sets every analysis offers, one vocabulary: which rows of a sequence count.
+TOKEN_SETS: dict[str, str] = {
+    "content": "content tokens only: [CLS], [SEP] and padding left out",
+    "content+cls": "content tokens plus [CLS]",
+    "all": "all positions, [CLS] and [SEP] included (and [PAD] where inputs are padded): the official code's choice",
+}
+#: Short names of the token sets for pickers.
+TOKEN_SET_LABELS: dict[str, str] = {
+    "content": "content tokens",
+    "content+cls": "content tokens + [CLS]",
+    "all": "all positions (official code)",
+}
+
+
+def is_punct_token(tok: str) -> bool:
+    """True for a token made only of Unicode punctuation (a WordPiece ``##`` prefix is ignored)."""
+    t = tok[2:] if tok.startswith("##") else tok
+    return len(t) > 0 and all(unicodedata.category(c).startswith("P") for c in t)
 
 
 @dataclass(frozen=True)
@@ -60,7 +81,7 @@ class TokenKinds:
         if isinstance(punct, str):
             if punct != "all":
                 raise ValueError("punct must be an iterable of token strings or 'all'")
-            is_p = [_is_punct_token(t) for t in toks]
+            is_p = [is_punct_token(t) for t in toks]
         else:
             pset = set(punct)
             is_p = [t in pset for t in toks]
@@ -101,6 +122,23 @@ class TokenKinds:
         is_p[list(punct_positions)] = True
         return cls(is_cls, is_sep, is_p)
 
+    @classmethod
+    def of(cls, tokens) -> "TokenKinds":
+        """The masks of ``tokens``: a :class:`TokenKinds` itself, anything holding one as ``.kinds``
+        (an :class:`~bertgeom.inputs.EncodedInput`, a :class:`~bertgeom.trace.Trace`), or any object
+        with ``is_cls``/``is_sep`` (and optionally ``is_punct``/``is_pad``) masks."""
+        if isinstance(tokens, cls):
+            return tokens
+        kinds = getattr(tokens, "kinds", None)
+        if isinstance(kinds, cls):
+            return kinds
+        if hasattr(tokens, "is_cls") and hasattr(tokens, "is_sep"):
+            is_cls = np.asarray(tokens.is_cls, dtype=bool)
+            punct = getattr(tokens, "is_punct", None)
+            return cls(is_cls, tokens.is_sep, np.zeros_like(is_cls) if punct is None else punct,
+                       getattr(tokens, "is_pad", None))
+        raise TypeError(f"expected token masks (TokenKinds, an encoded input or a trace), got {type(tokens).__name__}")
+
     # -- derived --------------------------------------------------------------------
     @property
     def n(self) -> int:
@@ -125,3 +163,22 @@ class TokenKinds:
         """Number of segments holding at least one content token (2 for a sentence pair)."""
         seg = self.segment_ids[self.content]
         return int(np.unique(seg).size)
+
+    def rows(self, token_set: str = "content", pad_to: int | None = None) -> np.ndarray:
+        """Boolean ``[n]`` (or ``[pad_to]``) selection of the rows in ``token_set`` (:data:`TOKEN_SETS`).
+
+        Rows beyond the tokens (``pad_to`` longer than the input) are padding: only ``"all"`` selects them.
+        """
+        if token_set not in TOKEN_SETS:
+            raise ValueError(f"token_set must be one of {list(TOKEN_SETS)}, got {token_set!r}")
+        n = self.n if pad_to is None else int(pad_to)
+        if n < self.n:
+            raise ValueError(f"cannot pad {self.n} tokens to {n}")
+        out = np.zeros(n, dtype=bool)
+        if token_set == "all":
+            out[:] = True
+        elif token_set == "content":
+            out[: self.n] = self.content
+        else:
+            out[: self.n] = self.content | self.is_cls
+        return out

@@ -1,4 +1,4 @@
-"""Issue #14's screen fixes, on real computations: plain-word chart titles (variable names in the
+"""Screen fidelity on real computations: plain-word chart titles (variable names in the
 hover only), one display name per class, the integrated-gradients track clear of the spike domain
 bar, and the same RNA note on every page that takes the same paste."""
 
@@ -13,11 +13,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bertgeom.analysis.heads import FEATURE_DOCS, head_features
-from bertgeom.analysis.tokens import TokenKinds
+from bertgeom.tokens import TokenKinds
 from bertgeom.figures import heads as fh
-from bertgeom.figures.variant import spike_track
+from bertgeom.variant.figures import spike_track
 from bertgeom.genome.classes import CLASS_DISPLAY
-from bertgeom.sets.inputs import genome_set
+from bertgeom.variant.spec import genome_set
 from bertgeom.trace import run_trace
 from bertgeom.ui.names import VARIABLE_NAME, class_name, input_notes, reading_notes
 

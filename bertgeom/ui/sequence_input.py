@@ -1,0 +1,97 @@
+"""Sidebar input for input kinds that read records (genomes, say): paste, upload or pick an example.
+
+Everything about the kind (its examples, its upload reader, its size limit, its box label) comes
+from its :class:`~bertgeom.inputs.InputKind`; the widget keys follow the kind's session key
+(``genome_value`` -> ``w_genome``, ``w_genome_example``, ``w_genome_upload``).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from bertgeom.inputs import InputKind
+from bertgeom.ui.state import widget_key
+
+#: Largest upload file (compressed or not; config.toml's server.maxUploadSize says the same 20 MB).
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+#: Uploads longer than this stay on the server and are not copied into the text box (a browser
+#: text area holding megabytes of sequence slows every rerun).
+BOX_SHOW_LIMIT = 200_000
+
+
+def _stem(kind: InputKind) -> str:
+    return kind.session_key.removesuffix("_value")
+
+
+def _set_value(kind: InputKind, text: str) -> None:
+    st.session_state[kind.session_key] = text
+    st.session_state[widget_key(kind)] = text
+
+
+def _on_change(kind: InputKind) -> None:
+    st.session_state[kind.session_key] = st.session_state[widget_key(kind)]
+    st.session_state.pop(f"{_stem(kind)}_upload_note", None)
+
+
+def _on_example(kind: InputKind) -> None:
+    idx = st.session_state.get(f"{widget_key(kind)}_example")
+    if idx is not None and idx >= 0:
+        _set_value(kind, kind.examples()[idx].text)
+
+
+def read_upload(kind: InputKind, name: str, data: bytes) -> tuple[str, str]:
+    """``(text, problem)`` of an uploaded file, read by the kind's upload reader. Never raises."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        return "", f"'{name}' is larger than {MAX_UPLOAD_BYTES // 2**20} MB."
+    return kind.upload_reader(name, data)
+
+
+def _on_upload(kind: InputKind) -> None:
+    stem = _stem(kind)
+    up = st.session_state.get(f"{widget_key(kind)}_upload")
+    if up is None:
+        return
+    st.session_state.pop(f"{stem}_upload_note", None)
+    text, problem = read_upload(kind, up.name, up.getvalue())
+    if problem:
+        st.session_state[f"{stem}_upload_error"] = problem
+    else:
+        st.session_state.pop(f"{stem}_upload_error", None)
+    if not text:
+        return
+    if len(text) <= BOX_SHOW_LIMIT:
+        _set_value(kind, text)
+        return
+    # large: processed on the server, never pushed into the browser's text box
+    st.session_state[kind.session_key] = text
+    st.session_state[widget_key(kind)] = ""
+    st.session_state[f"{stem}_upload_note"] = (f"Using the upload '{up.name}': {text.count('>'):,} records, "
+                                               f"{len(text) / 1e6:.1f} M characters, kept on the server (too large "
+                                               "for the box). Type or pick an example to replace it.")
+
+
+def sequence_input_box(kind: InputKind) -> str:
+    """Text area + upload + example picker for ``kind``; returns the current input text."""
+    stem, key = _stem(kind), widget_key(kind)
+    examples = kind.examples()
+    if not st.session_state.get(kind.session_key) and examples:
+        st.session_state[kind.session_key] = examples[-1].text  # the last example: a rich first view
+    if key not in st.session_state:
+        st.session_state[key] = st.session_state[kind.session_key]
+    st.selectbox(kind.examples_label or f"Example {kind.plural}", [-1] + list(range(len(examples))),
+                 key=f"{key}_example",
+                 format_func=lambda i: f"— pick an example {kind.noun} —" if i < 0 else examples[i].title,
+                 on_change=_on_example, args=(kind,),
+                 help=kind.examples_help or None)
+    st.text_area(kind.box_label, key=key, on_change=_on_change, args=(kind,), height=120,
+                 max_chars=kind.max_input_chars, help=kind.box_help or None)
+    if kind.upload_reader is not None:
+        st.file_uploader(kind.upload_label or "…or upload a file", type=list(kind.upload_types),
+                         key=f"{key}_upload", on_change=_on_upload, args=(kind,))
+    if st.session_state.get(f"{stem}_upload_note"):
+        st.caption(st.session_state[f"{stem}_upload_note"])
+    if st.session_state.get(f"{stem}_upload_error"):
+        from bertgeom.ui.plain import plain
+
+        st.error(plain(st.session_state[f"{stem}_upload_error"]))
+    return st.session_state[kind.session_key]

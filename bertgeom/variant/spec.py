@@ -1,0 +1,196 @@
+"""The SARS-CoV-2 genome as an input kind: everything the generic pages ask about it, said once.
+
+:data:`GENOME` is the :class:`~bertgeom.inputs.InputKind` of the case study's models: its encoder
+(parse, align, cut the spike, tokenise), its example genomes and shipped sets (open INSDC genomes
+redistributed by Nextstrain), its class names, its token domains (the spike's domains, in order)
+and the pages it enables (the Variant Classifier). :func:`register` hands the family to the
+library: the loader, the genome kind and, when its weights are present, the shipped model as the
+default of the picker. Nothing registers itself on import; ``bertgeom/__init__.py`` calls
+:func:`register` once for the shipped family.
+
+Where it sits: the variant plug-in, above the genome pipeline (:mod:`bertgeom.genome`) and the
+generic input layer (:mod:`bertgeom.inputs`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from functools import lru_cache
+
+from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
+from bertgeom.genome.reference import DOMAIN_ORDER
+from bertgeom.inputs import Example, InputError, InputItem, InputKind, register_input_kind
+from bertgeom.models import REGISTRY, register_loader
+from bertgeom.variant import (
+    INPUT_KIND,
+    MAX_GENOME_INPUT_BYTES,
+    VARIANT_DIR,
+    _recognise,
+    encode_genome_input,
+    load_variant,
+    variant_spec,
+)
+
+#: Upload file types of genome boxes (plain or compressed FASTA).
+FASTA_TYPES = ("fasta", "fa", "fna", "txt", "gz", "xz")
+
+
+@lru_cache(maxsize=1)
+def demo_genomes() -> tuple[dict, ...]:
+    """The shipped example genomes (one per class) with provenance."""
+    from bertgeom.genome.dataset import load_demo_genomes
+
+    return tuple(
+        {"name": rec.name, "text": f">{rec.name}\n{rec.sequence}", "class": meta.get("class", ""),
+         "accession": meta.get("insdc_accession", ""), "date": meta.get("date", ""),
+         "country": meta.get("country", ""), "clade": meta.get("clade", ""), "source": meta.get("source", "")}
+        for rec, meta in load_demo_genomes()
+    )
+
+
+def example_label(g: dict) -> str:
+    """The picker's line for a demo genome: class — accession (clade)."""
+    acc = g["accession"] or g["name"]
+    return f"{CLASS_DISPLAY.get(g['class'], g['class'])} — {acc} ({g['clade']})"
+
+
+def genome_examples() -> tuple[Example, ...]:
+    """The demo genomes as sidebar examples; the last (Omicron) is the richest first view."""
+    return tuple(Example(example_label(g), g["text"], g["class"] or None) for g in demo_genomes())
+
+
+def genome_set(which: str = "validation_small") -> tuple[InputItem, ...]:
+    """Shipped real genomes with their class: ``validation_small`` (~35) or ``demo`` (one per class)."""
+    from bertgeom.genome.dataset import load_demo_genomes, load_validation_small
+
+    pairs = load_validation_small() if which == "validation_small" else load_demo_genomes()
+    return tuple(InputItem(rec.name, f">{rec.name}\n{rec.sequence}", meta.get("class") or None) for rec, meta in pairs)
+
+
+def labelled_fasta_set(fasta: bytes | str, labels_tsv: bytes | str | None = None) -> tuple[InputItem, ...]:
+    """A user's set: FASTA records, labelled from a TSV (``name`` + ``label``/``class`` columns)
+    or, without a TSV, from a ``|label`` suffix in each header (``>seq1|omicron``)."""
+    from bertgeom.genome.classes import label_to_class
+    from bertgeom.genome.fasta import SequenceInputError, parse_sequences
+
+    try:
+        records = parse_sequences(fasta)
+    except SequenceInputError as exc:
+        raise InputError(str(exc)) from None
+    labels: dict[str, str] = {}
+    if labels_tsv:
+        text = labels_tsv.decode("utf-8", "replace") if isinstance(labels_tsv, bytes) else labels_tsv
+        reader = csv.DictReader(io.StringIO(text), delimiter="\t")
+        col = next((c for c in ("label", "class", "cls") if c in (reader.fieldnames or [])), None)
+        if "name" not in (reader.fieldnames or []) or col is None:
+            raise InputError("The labels file needs a 'name' column and a 'label' (or 'class') column, tab-separated.")
+        labels = {row["name"]: row[col] for row in reader}
+    items = []
+    for rec in records:
+        raw = labels.get(rec.name) or (rec.name.rsplit("|", 1)[1] if "|" in rec.name else None)
+        label = None
+        if raw:
+            try:
+                label = raw.strip().lower() if raw.strip().lower() in CLASSES else label_to_class(raw.strip())
+            except ValueError:
+                raise InputError(
+                    f"'{raw.strip()[:40]}' (record '{rec.name[:40]}') is not one of the classes "
+                    f"{', '.join(CLASSES)} nor a known dataset label."
+                ) from None
+        items.append(InputItem(rec.name, f">{rec.name}\n{rec.sequence}", label))
+    return tuple(items)
+
+
+def read_upload(name: str, data: bytes) -> tuple[str, str]:
+    """``(text, problem)`` of an uploaded file: the readable records as FASTA text (empty when none)
+    and one sentence about what could not be read (empty when all was read). Never raises."""
+    from bertgeom.genome.fasta import RecordError, SequenceInputError, TruncatedInputError, parse_sequences
+
+    if len(data) > MAX_GENOME_INPUT_BYTES:
+        return "", f"'{name}' is larger than {MAX_GENOME_INPUT_BYTES // 2**20} MB."
+    problem = ""
+    try:
+        records = parse_sequences(data, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
+    except TruncatedInputError as exc:
+        records, problem = exc.records, f"'{name}': {exc}"
+    except SequenceInputError as exc:
+        return "", f"'{name}': {exc}"
+    bad = [r for r in records if isinstance(r, RecordError)]
+    if bad:
+        problem = (problem + " " if problem else "") + (
+            f"'{name}': {len(bad)} record(s) could not be read and were left out: "
+            + "; ".join(r.message for r in bad[:3]) + (" …" if len(bad) > 3 else ""))
+    text = "\n".join(f">{r.name}\n{r.sequence}" for r in records if not isinstance(r, RecordError))
+    return text, problem
+
+
+def reading_notes(text: str) -> list[list[str]]:
+    """How each record of a pasted input was read (the parser's notes, one list per record, a bad
+    record's list empty): what a page that analyses a cleaned copy adds to the trace's notes."""
+    from bertgeom.genome.fasta import RecordError, parse_sequences
+
+    recs = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
+    return [[] if isinstance(r, RecordError) else list(r.notes) for r in recs]
+
+
+def domain_token_share(dom: str) -> float:
+    """Percentage of the spike's tokens ([CLS] counted, [SEP] not) that lie in the domain ``dom``."""
+    from bertgeom.genome.kmers import token_axis
+
+    axis = token_axis()
+    doms = ["[CLS]" if (not d and i == 0) else d for i, d in enumerate(axis.domain)]
+    return 100.0 * sum(d == dom for d in doms[:-1]) / (len(doms) - 1)
+
+
+#: The genome input kind of the case study's models.
+GENOME = InputKind(
+    name=INPUT_KIND,
+    encoder=encode_genome_input,
+    noun="genome",
+    plural="genomes",
+    box_label="Genome or spike sequence (FASTA or bare)",
+    box_help=(f"Whole genome, partial or spike-only; RNA (U) and lower case are fine. Input limit: "
+              f"{MAX_GENOME_INPUT_BYTES // 2**20} MB of sequence, pasted or uploaded (after decompression); "
+              "the page classifies the first 200 records."),
+    examples_label="Example genomes (open data)",
+    examples_help="Real INSDC genomes redistributed by Nextstrain (MIT); none was used to train the model.",
+    upload_label=f"…or upload FASTA (.fasta, .fa, .gz, .xz; up to {MAX_GENOME_INPUT_BYTES // 2**20} MB)",
+    examples=genome_examples,
+    shipped_set=genome_set,
+    shipped_set_description="the labelled real genomes shipped with bertgeom (validation_small, held out "
+                            "from training)",
+    demo_set=lambda: genome_set("demo"),
+    read_set=labelled_fasta_set,
+    set_upload_label="your own labelled FASTA (header suffix |class, e.g. >seq1|omicron)",
+    set_upload_types=FASTA_TYPES,
+    labelled_uploads=True,
+    upload_reader=read_upload,
+    upload_types=FASTA_TYPES,
+    max_input_chars=MAX_GENOME_INPUT_BYTES,
+    class_names=dict(CLASS_DISPLAY),
+    domains=tuple(DOMAIN_ORDER),
+    domain_noun="spike domain",
+    default_domain="RBD",
+    domain_share=domain_token_share,
+    token_note="Spike tokens are labelled by amino-acid range; hover shows the spike domain.",
+    changed_token_note="their k-mer carries a mutation in one genome only",
+    link_param="genome",
+    link_text=False,
+    link_missing_note="This genome is not one of the examples, so the link does not hold it: send the FASTA along.",
+    session_key="genome_value",
+    sweep_seconds=23.0,
+    pages=("classifier",),
+    capabilities=frozenset({"aligned_positions", "official_padding", "precomputed_results"}),
+)
+
+
+def register() -> InputKind:
+    """Register the case study's family with the library (idempotent): the ``variant`` loader with
+    its directory recogniser, the genome input kind and, when its weights are shipped, the
+    variant model as the picker's first and default model. Returns the genome kind."""
+    register_loader("variant", load_variant, recognise=_recognise)
+    register_input_kind(GENOME)
+    if (VARIANT_DIR / "model.safetensors").is_file():
+        REGISTRY.add(variant_spec(), first=True)
+    return GENOME
