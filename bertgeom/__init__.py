@@ -16,8 +16,7 @@ SARS-CoV-2 family is registered below, once, by :func:`bertgeom.variant.spec.reg
 family calls :func:`register_model`, :func:`register_loader` and :func:`register_input_kind`.
 """
 
-__version__ = "0.1.0"
-
+from bertgeom.version import __version__
 from bertgeom.inputs import (  # noqa: E402
     INPUT_KINDS,
     EncodedInput,

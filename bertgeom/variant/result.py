@@ -4,7 +4,7 @@ downloadable result with its manifest."""
 
 from __future__ import annotations
 
-from bertgeom import __version__
+from bertgeom.version import __version__
 from bertgeom.genome.classes import CLASS_DISPLAY
 
 
