@@ -8,7 +8,8 @@ Everything that recomputes attention outside the model's own forward pass reads 
 * :func:`project_qkv` and :func:`correct_attention` -- the model's attention, biases and padding
   mask included (reproduces Hugging Face's eager attention);
 * :func:`faithful_qkv` and :func:`faithful_attention` -- the official code's hand-made variant
-  (transposed head slices ``X @ W[:, s]``, no biases, no mask), official code's hand-made attention; docs/methods.md §8.3;
+  (transposed head slices ``X @ W[:, s]``, no biases, no mask): the official code's hand-made
+  attention (docs/methods.md §8.3);
 * :func:`attention_from_weights` -- every layer's correct attention at once, each layer reading
   its own input;
 * :func:`kept_tokens` -- which rows and columns a class-mean or entropy recipe keeps ([SEP] and

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+#: How a metric's source names the case study's paper (Bonino, Ghione & Cirrincione 2025).
+BONINO_2025 = "Bonino 2025 (arXiv:2502.12033)"
+
 
 class MetricDoc(NamedTuple):
     """A metric's short label, its formula (plain text) and its source (paper and section, or

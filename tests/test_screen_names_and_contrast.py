@@ -19,7 +19,8 @@ from bertgeom.variant.figures import spike_track
 from bertgeom.genome.classes import CLASS_DISPLAY
 from bertgeom.variant.spec import genome_set
 from bertgeom.trace import run_trace
-from bertgeom.ui.names import VARIABLE_NAME, class_name, input_notes, reading_notes
+from bertgeom.ui.names import VARIABLE_NAME, class_name, input_notes
+from bertgeom.variant.spec import reading_notes
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 RNA_NOTE = "RNA input: U read as T"

@@ -1,6 +1,6 @@
 """Cone index, token-set selection, information streams and attention entropies.
 
-Cone index (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9, code form): for the rows ``x_1..x_m`` of a matrix,
+Cone index (in the official code's form): for the rows ``x_1..x_m`` of a matrix,
 
     I_cone(X) = || sum_i x_i / ||x_i||_2 ||_2,        0 <= I_cone <= m,
 
@@ -8,14 +8,22 @@ and the normalised index ``I_hat = I_cone / m = sqrt(mean_ij cos(x_i, x_j))`` in
 values: ``I = m`` for vectors on one ray, ``I = sqrt(m)`` for orthogonal vectors (and about
 ``sqrt(m)`` for an i.i.d. isotropic cloud). ``I >> sqrt(m)`` signals a narrow cone.
 
-Streams (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9): for each layer, the cone index of the layer input, of each head's output
+Streams: for each layer, the cone index of the layer input, of each head's output
 ``Z_h = A_h V_h``, of the post-attention sublayer ``U = LN_1(X + Z W_O^T + b_O)``, of the layer
 output, and of the official code's "multihead output" (faithful, see :func:`layer_streams`).
 
-Entropies (docs/methods.md §9): the official code's "von Neumann" and 20-bin Shannon entropies,
-reproduced exactly, plus properly normalised variants.
+Entropies: the official code's "von Neumann" and 20-bin Shannon entropies, reproduced exactly,
+plus properly normalised variants.
 
-Everything here is numpy; torch tensors are accepted and converted.
+Everything here is numpy; torch tensors are accepted and converted. Where it sits: an analysis of
+one trace's hidden states and attention; the cone sets and the Cone Index page read it.
+
+References
+----------
+Bonino, Ghione & Cirrincione 2025, *The geometry of BERT* (arXiv:2502.12033): the cone index, its
+streams and the attention entropies; its released code (distance_cones_analysis,
+von_neumann_entropy_attentions, shannon_entropy_attentions).
+docs/methods.md §9 (cone index, streams, entropies).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bertgeom.metricdocs import MetricDoc, doc_table
+from bertgeom.metricdocs import BONINO_2025, MetricDoc, doc_table
 
 from bertgeom.attention import (
     attention_from_scores,
@@ -207,28 +215,28 @@ STREAM_DOCS: dict[str, MetricDoc] = doc_table({
     "layer_input": (
         "Layer input",
         "X = hidden_states[l]",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §9 (code: distance_cones_analysis)",
+        f"{BONINO_2025}; docs/methods.md §9 (code: distance_cones_analysis)",
     ),
     "head_output": (
         "Head output (true)",
         "Z_h = A_h V_h, V_h = X W_v[s,:]^T + b_v[s], A_h = the model's masked attention",
-        "Bonino 2025 (arXiv:2502.12033), corrected computation; docs/methods.md §9",
+        f"{BONINO_2025}, corrected computation; docs/methods.md §9",
     ),
     "post_attention": (
         "Post-attention sublayer (multihead output, corrected)",
         "U = LN_1(X + [Z_0|..|Z_H-1] W_o^T + b_o) (HF attention.output)",
-        "Bonino 2025 (arXiv:2502.12033), corrected computation; docs/methods.md §9",
+        f"{BONINO_2025}, corrected computation; docs/methods.md §9",
     ),
     "layer_output": (
         "Layer output",
         "Y = hidden_states[l+1] = LN_2(U + GELU(U W_1^T + b_1) W_2^T + b_2)",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §9 (code: distance_cones_analysis)",
+        f"{BONINO_2025}; docs/methods.md §9 (code: distance_cones_analysis)",
     ),
     "multihead_faithful": (
         "Multihead output (official code)",
         "LayerNorm_{gamma=1,beta=0,eps=config.layer_norm_eps}(X + [Z'_0|..|Z'_H-1]), Z'_h from the faithful head "
         "computation (transposed slices X W[:, s], no bias, no mask); no W_o",
-        "Bonino 2025 (arXiv:2502.12033), official code; docs/methods.md §9 (code: distance_cones_analysis)",
+        f"{BONINO_2025}, official code; docs/methods.md §9 (code: distance_cones_analysis)",
     ),
     "head_output_faithful": (
         "Head output (official code)",
@@ -411,13 +419,13 @@ def hidden_state_cone_curve(hidden_states, mask=None, *, normalized=False, raw=F
 
 
 # -------------------------------------------------------------------------------------------
-# Entropies (docs/methods.md §9)
+# Entropies (see the module's References)
 # -------------------------------------------------------------------------------------------
 ENTROPY_DOCS: dict[str, MetricDoc] = doc_table({
     "vn_code": (
         "'von Neumann' entropy (official code)",
         "lambda = eig(A); p_i = |lambda_i| / sqrt(sum_j |lambda_j|^2); S = -sum_{p>0} p ln p",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §9 (code: von_neumann_entropy_attentions); L2 normalisation, sum p != 1",
+        f"{BONINO_2025}; docs/methods.md §9 (code: von_neumann_entropy_attentions); L2 normalisation, sum p != 1",
     ),
     "vn_l1": (
         "Eigenvalue entropy (L1-normalised)",
@@ -433,7 +441,7 @@ ENTROPY_DOCS: dict[str, MetricDoc] = doc_table({
         "Shannon entropy of attention values (official code)",
         "20 equal-width bins of all n^2 entries over [min, max] (pandas.cut); p_b = count_b / n^2; "
         "H = -sum p_b ln p_b",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §9 (code: shannon_entropy_attentions)",
+        f"{BONINO_2025}; docs/methods.md §9 (code: shannon_entropy_attentions)",
     ),
     "row_entropy": (
         "Mean row entropy",

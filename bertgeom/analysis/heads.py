@@ -12,24 +12,29 @@ block-diagonal sparse graph).  The stack is cut into cache-sized chunks of heads
 (optionally run on threads); the remaining Python loops run over a handful of
 offsets, segments or histogram bins.  ``bench/reference_heads.py`` holds a plain
 loop-over-heads-and-rows version of the same formulas; the tests check that both
-agree and ``bench/bench_head_features.py`` times them.  Token masks: :mod:`.tokens`.
-
-Sources (see ``FEATURE_DOCS`` for the per-feature formula):
-
-* Clark et al. 2019, *What Does BERT Look At?* (self / prev / next, [CLS], [SEP],
-  punctuation, entropy with 1e-4 smoothing, [SEP]->[SEP]).
-* Kovaleva et al. 2019, *Revealing the Dark Secrets of BERT* (max [SEP] column,
-  verticality, block structure).
-* Guan et al. 2020, *How Far Does BERT Look At* -- **reconstruction** (distance
-  features G1-G7 of Guan 2020 reconstruction, docs/methods.md §3.3; the paper's formulas were not read).
-* Bonino et al. 2025, *The geometry of BERT* -- **reconstruction** gate features of
-  docs/methods.md §3.4 (backward/forward masses, top content column, row alignment,
-  k90, block mass); k90 is the metastable-state size of Ramsauer et al. 2021.
+agree and ``bench/bench_head_features.py`` times them.  Token masks: :mod:`bertgeom.tokens`.
 
 Row convention: unless a feature says otherwise, it is a mean over the *query rows*
-``Q``, by default the content tokens (``rows="content"``: not [CLS], [SEP], [PAD]),
-as docs/methods.md §2 states.  ``rows="all"`` gives Clark's convention (mean over
-all ``n`` rows).  Keys always span every real token.
+``Q``, by default the content tokens (``rows="content"``: not [CLS], [SEP], [PAD]).
+``rows="all"`` gives Clark's convention (mean over all ``n`` rows).  Keys always span every
+real token.  ``FEATURE_DOCS`` holds each feature's formula and source.
+
+Where it sits: an analysis of one trace's attention; the pattern labels, head similarity, the
+sets and the Attention Heads page read its table.
+
+References
+----------
+* Clark et al. 2019, *What Does BERT Look At?* (arXiv:1906.04341): self / prev / next, [CLS],
+  [SEP], punctuation, entropy with 1e-4 smoothing, [SEP]->[SEP].
+* Kovaleva et al. 2019, *Revealing the Dark Secrets of BERT* (arXiv:1908.08593): max [SEP]
+  column, verticality, block structure.
+* Guan et al. 2020, *How Far Does BERT Look At* (arXiv:2011.00943), **reconstructed** (the
+  paper's formulas were not read): distance features G1-G7.
+* Bonino, Ghione & Cirrincione 2025, *The geometry of BERT* (arXiv:2502.12033),
+  **reconstructed** gate features (backward/forward masses, top content column, row alignment,
+  k90, block mass); k90 is the metastable-state size of Ramsauer et al. 2021.
+* docs/methods.md §2 (row convention), §3.3 (Guan features), §3.4 (gate features),
+  docs/methods.md §5 (class-mean maps), §10 (block graph).
 """
 
 from __future__ import annotations
@@ -73,45 +78,131 @@ _K90_TOL = 1e-9  # relative slack so that e.g. 18 x 0.05 counts as reaching 0.9
 # (content tokens by default); n = T = number of real tokens, V = content positions,
 # n_v = |V|, C = [CLS], S = [SEP] positions, P = punctuation positions.
 FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
-    "self": ("attention to self", "mean_i A[i,i]", "Clark 2019 §3.1 ('self'); Guan-style r_0; Bonino m_self (reconstruction)"),
+    "self": (
+        "attention to self",
+        "mean_i A[i,i]",
+        "Clark 2019 §3.1 ('self'); Guan-style r_0; Bonino m_self (reconstruction)",
+    ),
     "prev": ("attention to previous token", "mean_i A[i,i-1]", "Clark 2019 §3.1 ('left'); Guan-style r_-1"),
     "next": ("attention to next token", "mean_i A[i,i+1]", "Clark 2019 §3.1 ('right'); Guan-style r_+1"),
-    "bwd": ("backward window mass", "mean_i sum_{1<=i-j<=w} A[i,j]  (w = local_window)", "Bonino m_bwd(w) (reconstruction; docs/methods.md §3.4)"),
-    "fwd": ("forward window mass", "mean_i sum_{1<=j-i<=w} A[i,j]  (w = local_window)", "Bonino m_fwd(w) (reconstruction; docs/methods.md §3.4)"),
+    "bwd": (
+        "backward window mass",
+        "mean_i sum_{1<=i-j<=w} A[i,j]  (w = local_window)",
+        "Bonino m_bwd(w) (reconstruction; docs/methods.md §3.4)",
+    ),
+    "fwd": (
+        "forward window mass",
+        "mean_i sum_{1<=j-i<=w} A[i,j]  (w = local_window)",
+        "Bonino m_fwd(w) (reconstruction; docs/methods.md §3.4)",
+    ),
     "bwd_all": ("mass on all earlier tokens", "mean_i sum_{j<i} A[i,j]", "Bonino M_bwd (reconstruction)"),
     "fwd_all": ("mass on all later tokens", "mean_i sum_{j>i} A[i,j]", "Bonino M_fwd (reconstruction)"),
     "cls": ("attention to [CLS]", "mean_i A[i,C]", "Clark 2019 §3.2; = Kovaleva [CLS] score"),
     "sep": ("attention to [SEP]", "mean_i sum_{j in S} A[i,j]", "Clark 2019 §3.2"),
     "sep_max": ("strongest [SEP] column", "max_{s in S} mean_i A[i,s]", "Kovaleva 2019 §4.4 (get_max_target_weight)"),
     "punct": ("attention to punctuation", "mean_i sum_{j in P} A[i,j]  (P = '.' ',' by default)", "Clark 2019 §3.2"),
-    "special": ("special-token mass", "cls + sep = mean_i (A[i,C] + sum_{j in S} A[i,j])", "Bonino m_spec (reconstruction)"),
+    "special": (
+        "special-token mass",
+        "cls + sep = mean_i (A[i,C] + sum_{j in S} A[i,j])",
+        "Bonino m_spec (reconstruction)",
+    ),
     "sink": ("sink mass", "cls + sep + punct", "Guan-style G9 (reconstruction)"),
     "content_mass": ("mass on content keys", "mean_i sum_{j in V} A[i,j]", "ours"),
-    "sep_from_sep": ("[SEP] -> [SEP]", "mean_{i in S} sum_{j in S} A[i,j]  (0 without [SEP])", "Clark 2019 §3.2 (real |S| as denominator)"),
-    "sep_from_other": ("other -> [SEP]", "mean_{i not in S} sum_{j in S} A[i,j]  ([CLS] row counts as other)", "Clark 2019 §3.2"),
+    "sep_from_sep": (
+        "[SEP] -> [SEP]",
+        "mean_{i in S} sum_{j in S} A[i,j]  (0 without [SEP])",
+        "Clark 2019 §3.2 (real |S| as denominator)",
+    ),
+    "sep_from_other": (
+        "other -> [SEP]",
+        "mean_{i not in S} sum_{j in S} A[i,j]  ([CLS] row counts as other)",
+        "Clark 2019 §3.2",
+    ),
     "entropy": ("row entropy (nats)", "mean_i -sum_j a ln a,  a = 0.9999 A[i,j] + 0.0001/n", "Clark 2019 §3.3"),
-    "entropy_norm": ("normalised entropy", "entropy / ln n", "Guan-style G8 (reconstruction); Bonino H-hat (reconstruction, ln n instead of ln n_v)"),
-    "entropy_cls": ("[CLS]-row entropy (nats)", "-sum_j a ln a on the [CLS] row (smoothed as above)", "Clark 2019 §3.3"),
+    "entropy_norm": (
+        "normalised entropy",
+        "entropy / ln n",
+        "Guan-style G8 (reconstruction); Bonino H-hat (reconstruction, ln n instead of ln n_v)",
+    ),
+    "entropy_cls": (
+        "[CLS]-row entropy (nats)",
+        "-sum_j a ln a on the [CLS] row (smoothed as above)",
+        "Clark 2019 §3.3",
+    ),
     "max_weight": ("focus (max weight)", "mean_i max_j A[i,j]", "from Clark 2019 §3.3's text"),
     "verticality": ("strongest column", "max_j mean_i A[i,j]  (any key)", "Kovaleva 2019 §4.1 'vertical'"),
     "col_content": ("strongest content column", "max_{j in V} mean_i A[i,j]", "Bonino m_col (reconstruction)"),
-    "col3_content": ("top-3 content columns", "sum of the 3 largest mean_i A[i,j], j in V", "Bonino m_col3 (reconstruction)"),
+    "col3_content": (
+        "top-3 content columns",
+        "sum of the 3 largest mean_i A[i,j], j in V",
+        "Bonino m_col3 (reconstruction)",
+    ),
     "mean_dist": ("mean attended distance", "mean_i sum_j A[i,j] |j-i|", "Guan-style G1 (reconstruction)"),
-    "mean_dist_norm": ("distance / uniform", "mean_dist / E_U,  E_U = mean_i mean_j |j-i|  (= (n^2-1)/(3n) over all rows)", "Guan-style G2 (reconstruction)"),
-    "signed_offset": ("mean signed offset", "mean_i sum_j A[i,j] (j-i)  (<0 looks back)", "Guan-style G3 (reconstruction)"),
+    "mean_dist_norm": (
+        "distance / uniform",
+        "mean_dist / E_U,  E_U = mean_i mean_j |j-i|  (= (n^2-1)/(3n) over all rows)",
+        "Guan-style G2 (reconstruction)",
+    ),
+    "signed_offset": (
+        "mean signed offset",
+        "mean_i sum_j A[i,j] (j-i)  (<0 looks back)",
+        "Guan-style G3 (reconstruction)",
+    ),
     "signed_offset_norm": ("signed offset / uniform", "signed_offset / E_U", "Guan-style G3 (reconstruction)"),
-    "mean_dist_content": ("content-only distance", "mean_i sum_{j in V} A[i,j]|j-i| / sum_{j in V} A[i,j]  (rows with content mass > 0)", "Guan-style G7 (reconstruction)"),
-    "mean_dist_content_norm": ("content distance / uniform", "mean_dist_content / mean_i mean_{j in V} |j-i|", "Guan-style G7 (reconstruction)"),
-    "signed_offset_content": ("content-only signed offset", "mean_i sum_{j in V} A[i,j](j-i) / sum_{j in V} A[i,j]", "Guan-style G7 (reconstruction)"),
-    "k90_median": ("k90 median", "median_i k90_i,  k90_i = min #largest entries of row i with sum >= 0.9 * row sum", "Bonino §2.5 metastable-state size (after Ramsauer et al.)"),
+    "mean_dist_content": (
+        "content-only distance",
+        "mean_i sum_{j in V} A[i,j]|j-i| / sum_{j in V} A[i,j]  (rows with content mass > 0)",
+        "Guan-style G7 (reconstruction)",
+    ),
+    "mean_dist_content_norm": (
+        "content distance / uniform",
+        "mean_dist_content / mean_i mean_{j in V} |j-i|",
+        "Guan-style G7 (reconstruction)",
+    ),
+    "signed_offset_content": (
+        "content-only signed offset",
+        "mean_i sum_{j in V} A[i,j](j-i) / sum_{j in V} A[i,j]",
+        "Guan-style G7 (reconstruction)",
+    ),
+    "k90_median": (
+        "k90 median",
+        "median_i k90_i,  k90_i = min #largest entries of row i with sum >= 0.9 * row sum",
+        "Bonino §2.5 metastable-state size (after Ramsauer et al.)",
+    ),
     "k90_mean": ("k90 mean", "mean_i k90_i", "Bonino §2.5 (compute_size_of_metastable_state_k averages)"),
     "k90_frac": ("k90 median / n_v", "median_i k90_i / n_v  (kappa)", "Bonino kappa (reconstruction)"),
-    "block_mass": ("block mass", "mean_{i in V} sum_{j in comp(i), j!=i, |i-j|>w} A[i,j]; comp = connected components (>=3 nodes) of {S=(A+A^T)/2 >= tau/n_v, |i-j|>w} on V, tau = 1.5", "Bonino m_block (reconstruction; docs/methods.md §3.4, §10)"),
-    "block_inner": ("within-block mass", "mean_{i in V} sum_{j in comp(i)} A[i,j]  (same components, self and neighbours included)", "ours; Kovaleva 'block' proxy"),
-    "n_blocks": ("number of blocks", "#components with >= 3 members (graph of block_mass)", "Bonino n_blocks (reconstruction)"),
-    "segment_mass": ("own-segment content mass", "mean_i sum_{j in V, seg(j)=seg(i)} A[i,j]; 0 for single-segment inputs", "Kovaleva 2019 §4.1 'block' (reconstruction)"),
-    "delta_row": ("row alignment over all keys δ_row", "|| sum_{i in Q} A[i,:]/||A[i,:]|| || / |Q|  (query rows Q, every key; not the Subspace page's delta_A, which drops the keys outside the token set)", "Bonino delta_row (reconstruction; docs/methods.md §3.4)"),
-    "template_residual": ("template residual", "max(0, 1 - (sink + self + prev + next))", "Kovaleva 2019 §4.1 heterogeneous proxy (reconstruction)"),
+    "block_mass": (
+        "block mass",
+        "mean_{i in V} sum_{j in comp(i), j!=i, |i-j|>w} A[i,j]; comp = connected components (>=3 nodes) of "
+        "{S=(A+A^T)/2 >= tau/n_v, |i-j|>w} on V, tau = 1.5",
+        "Bonino m_block (reconstruction; docs/methods.md §3.4, §10)",
+    ),
+    "block_inner": (
+        "within-block mass",
+        "mean_{i in V} sum_{j in comp(i)} A[i,j]  (same components, self and neighbours included)",
+        "ours; Kovaleva 'block' proxy",
+    ),
+    "n_blocks": (
+        "number of blocks",
+        "#components with >= 3 members (graph of block_mass)",
+        "Bonino n_blocks (reconstruction)",
+    ),
+    "segment_mass": (
+        "own-segment content mass",
+        "mean_i sum_{j in V, seg(j)=seg(i)} A[i,j]; 0 for single-segment inputs",
+        "Kovaleva 2019 §4.1 'block' (reconstruction)",
+    ),
+    "delta_row": (
+        "row alignment over all keys δ_row",
+        "|| sum_{i in Q} A[i,:]/||A[i,:]|| || / |Q|  (query rows Q, every key; not the Subspace page's delta_A, "
+        "which drops the keys outside the token set)",
+        "Bonino delta_row (reconstruction; docs/methods.md §3.4)",
+    ),
+    "template_residual": (
+        "template residual",
+        "max(0, 1 - (sink + self + prev + next))",
+        "Kovaleva 2019 §4.1 heterogeneous proxy (reconstruction)",
+    ),
 })
 
 
@@ -138,9 +229,11 @@ def feature_doc(name: str) -> MetricDoc:
         return MetricDoc(f"offset {sign}{k} mass", f"mean_i A[i,i{sign}{k}]", "Guan-style G4 r_k (reconstruction)")
     if name.startswith("local_"):
         w = int(name[6:])
-        return MetricDoc(f"local mass |j-i|<={w}", f"mean_i sum_{{|j-i|<={w}}} A[i,j]", "Guan-style G5 loc(w) (reconstruction)")
+        return MetricDoc(f"local mass |j-i|<={w}", f"mean_i sum_{{|j-i|<={w}}} A[i,j]",
+                         "Guan-style G5 loc(w) (reconstruction)")
     if name.startswith("d-") or name.startswith("d+") or name == "d0":
-        return MetricDoc(f"distance bin {name[1:]}", "mean_i sum_{j-i in bin} A[i,j]", "Guan-style G6 histogram (reconstruction)")
+        return MetricDoc(f"distance bin {name[1:]}", "mean_i sum_{j-i in bin} A[i,j]",
+                         "Guan-style G6 histogram (reconstruction)")
     raise KeyError(name)
 
 
@@ -336,7 +429,8 @@ def head_features(
     L, H, T, _ = a4.shape
     _check_params(kinds, T, local_window, max_offset, local_windows, dist_bins, k_mass)
     N = L * H
-    plan = _Plan.build(kinds, rows, local_window, max_offset, local_windows, k_mass, dist_bins, block_tau, entropy_smoothing)
+    plan = _Plan.build(kinds, rows, local_window, max_offset, local_windows, k_mass, dist_bins, block_tau,
+                       entropy_smoothing)
     flat = a4.reshape(N, T, T)
 
     if n_jobs is None:

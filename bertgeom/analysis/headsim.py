@@ -246,8 +246,8 @@ def cluster_heads(
     random_state: int = 0,
     n_init: int = 20,
 ) -> HeadClustering:
-    """k-means (k-means++, ``n_init``, seeded) on z-scored head feature vectors (Guan 2020 reconstruction, docs/methods.md §6),
-    plus 2-D PCA coordinates of the same standardised vectors."""
+    """k-means (k-means++, ``n_init``, seeded) on z-scored head feature vectors (Guan 2020,
+    reconstructed: docs/methods.md §6), plus 2-D PCA coordinates of the same standardised vectors."""
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score
 
@@ -283,7 +283,8 @@ def cluster_heads(
     )
 
 
-def choose_k(X: np.ndarray, ks: Iterable[int] = range(2, 11), *, random_state: int = 0, n_init: int = 10) -> tuple[int, dict[int, float]]:
+def choose_k(X: np.ndarray, ks: Iterable[int] = range(2, 11), *, random_state: int = 0,
+             n_init: int = 10) -> tuple[int, dict[int, float]]:
     """Best k by silhouette over ``ks`` on the standardised features; returns ``(k, {k: score})``."""
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score

@@ -20,6 +20,16 @@ class (heterogeneous / mixed) scores ``1 - max(other scores)``.  The label comes
 hard rules; its confidence is its class score, which is >= 0.5 whenever the hard rule holds
 away from a tie.  ``scores`` keeps every class score and ``inputs`` the feature values the
 rules read, so the UI can show why a head got its label.
+
+Where it sits: above the per-head features (:mod:`bertgeom.analysis.heads`); the sets and the
+Attention Heads page read the labels.
+
+References
+----------
+* Kovaleva et al. 2019, *Revealing the Dark Secrets of BERT* (arXiv:1908.08593), §4.1.
+* Bonino, Ghione & Cirrincione 2025, *The geometry of BERT* (arXiv:2502.12033): the gate names.
+* Clark et al. 2019, *What Does BERT Look At?* (arXiv:1906.04341), Figure 6 and its notebook.
+* docs/methods.md §4.1 (Kovaleva rules), §4.2 (gate rules), §4.3 (Clark's behaviours).
 """
 
 from __future__ import annotations
@@ -82,7 +92,8 @@ class PatternThresholds:
     """Every threshold of the three rule sets, with a description and a slider range."""
 
     # --- Kovaleva (reconstruction, docs/methods.md §4.1) ---
-    kov_v_high: float = _t(0.5, "Vertical: V = max(strongest column, [CLS]+[SEP]+punct mass) must reach this.", group="kovaleva")
+    kov_v_high: float = _t(0.5, "Vertical: V = max(strongest column, [CLS]+[SEP]+punct mass) must reach this.",
+                           group="kovaleva")
     kov_v_low: float = _t(0.3, "V below this counts as 'no vertical'; V+D needs V at least this.", group="kovaleva")
     kov_dg_high: float = _t(0.5, "Diagonal: Dg = self + prev + next mass must reach this.", group="kovaleva")
     kov_dg_low: float = _t(0.3, "Dg below this counts as 'no diagonal'; V+D needs Dg at least this.", group="kovaleva")
@@ -99,7 +110,8 @@ class PatternThresholds:
                          hi=0.5, group="gates")
     gate_directional_delta: float = _t(0.9, "Directional gate also needs row alignment delta_row at least this "
                                             "(rows nearly parallel, A ~ 1 pi^T).", group="gates")
-    gate_cluster_min_blocks: float = _t(2, "Cluster head also needs at least this many blocks (components >= 3 tokens).",
+    gate_cluster_min_blocks: float = _t(2, "Cluster head also needs at least this many blocks "
+                                           "(components >= 3 tokens).",
                                         lo=1, hi=10, step=1, group="gates")
     gate_open_entropy: float = _t(0.8, "Open gate: normalised entropy H/ln n at least this.", group="gates")
     gate_open_k90: float = _t(0.5, "Open gate: kappa = median k90 / n_v at least this.", hi=1.5, group="gates")
@@ -288,7 +300,8 @@ def gate_labels(table, thresholds: PatternThresholds | None = None) -> PatternLa
     fires = ~closed & (best >= th.gate_candidate)
     is_open = ~closed & ~fires & (Hn >= th.gate_open_entropy) & (kappa >= th.gate_open_k90)
     names = np.array(GATE_CANDIDATES, dtype=object)
-    primary = np.where(closed, "closed", np.where(fires, names[best_i], np.where(is_open, "open", "mixed"))).astype(object)
+    primary = np.where(closed, "closed",
+                       np.where(fires, names[best_i], np.where(is_open, "open", "mixed"))).astype(object)
 
     # combined labels: every candidate within gate_tie of the winner, best first
     labels = primary.copy()

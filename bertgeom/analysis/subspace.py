@@ -1,4 +1,4 @@
-"""Weight-space and data-space geometry of attention heads (Bonino 2025 (arXiv:2502.12033); docs/methods.md §8).
+"""Weight-space and data-space geometry of attention heads (the directionality of subspace selection).
 
 Weight space (data-independent, computed once per model, vectorised over all heads):
 
@@ -19,12 +19,21 @@ Weight space (data-independent, computed once per model, vectorised over all hea
   softmax; the 3rd is a per-key prior along ``u_h = W_k[s,:]^T b_q[s]`` (reported as
   ``key_prior_norm``). ``M_h`` itself ignores biases, as in the authors' code.
 
-Data space (one input): D1-D3 (Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.2) from the attention ``[L,H,T,T]`` and the head
-outputs ``[L,H,T,d_head]`` with one batched SVD.
+Data space (one input): D1-D3 from the attention ``[L,H,T,T]`` and the head outputs
+``[L,H,T,d_head]`` with one batched SVD.
 
 Per-layer queries/keys/values and attention, both **correct** (biases, padding mask; reproduces
 the model's eager attention) and **faithful** to the official code (transposed head slices
 ``X @ W[:, s]``, no bias, no mask), plus their difference.
+
+Where it sits: an analysis of one model (weights) or one trace; the sets, figures and the Subspace
+Directions page read it.
+
+References
+----------
+Bonino, Ghione & Cirrincione 2025, *The geometry of BERT* (arXiv:2502.12033): directionality of
+subspace selection; its released code (eigenvalues_analysis, cone_index_sing_vals_histograms).
+docs/methods.md §8.1 (weight space, D4), §8.2 (data space, D1-D3), §8.3 (faithful mode).
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bertgeom.metricdocs import MetricDoc, doc_table
+from bertgeom.metricdocs import BONINO_2025, MetricDoc, doc_table
 
 from bertgeom.attention import correct_attention, faithful_attention, project_qkv, to_numpy
 from bertgeom.analysis.cone import cone_index
@@ -66,17 +75,17 @@ WEIGHT_FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
     "qk_norm": (
         "||M_h||_F",
         "M_h = W_q[s,:]^T W_k[s,:] (bias-free bilinear score form, d x d)",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
+        f"{BONINO_2025}; docs/methods.md §8.1",
     ),
     "qk_skew_share": (
         "Skew share alpha_h (directionality index)",
         "alpha = ||N||_F / ||M||_F, N = (M - M^T)/2; 0 = symmetric search, 1 = purely skew",
-        "Bonino 2025 (arXiv:2502.12033), reconstruction; docs/methods.md §8.1",
+        f"{BONINO_2025}, reconstruction; docs/methods.md §8.1",
     ),
     "qk_sym_share": (
         "Symmetric share",
         "||S||_F / ||M||_F, S = (M + M^T)/2; sym_share^2 + alpha^2 = 1",
-        "Bonino 2025 (arXiv:2502.12033), reconstruction; docs/methods.md §8.1",
+        f"{BONINO_2025}, reconstruction; docs/methods.md §8.1",
     ),
     "qk_sym_pos": (
         "# positive eigenvalues of S",
@@ -84,17 +93,17 @@ WEIGHT_FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
         "J = [[0, I/2], [I/2, 0]], so by Sylvester's law of inertia the signature is (d_head, d_head) "
         "whenever the query and key subspaces are in general position; it only departs from that "
         "when they intersect (e.g. W_q = W_k gives (d_head, 0)). See qk_sym_balance for magnitudes.",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1; code: eigenvalues_analysis (positive/negative/zero counts)",
+        f"{BONINO_2025}; docs/methods.md §8.1; code: eigenvalues_analysis (positive/negative/zero counts)",
     ),
     "qk_sym_neg": (
         "# negative eigenvalues of S",
         "#{lambda_i(S) < -rtol * max|lambda|}",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1; code: eigenvalues_analysis",
+        f"{BONINO_2025}; docs/methods.md §8.1; code: eigenvalues_analysis",
     ),
     "qk_sym_zero": (
         "# ~zero eigenvalues of S",
         "d - #pos - #neg (rank(S) <= 2 d_head)",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1; code: eigenvalues_analysis",
+        f"{BONINO_2025}; docs/methods.md §8.1; code: eigenvalues_analysis",
     ),
     "qk_sym_balance": (
         "Signature balance of S",
@@ -109,22 +118,22 @@ WEIGHT_FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
     "qk_overlap": (
         "Query-key subspace overlap",
         "mean_i cos^2 theta_i over the principal angles between row(W_q[s,:]) and row(W_k[s,:])",
-        "reconstruction after Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
+        f"reconstruction after {BONINO_2025}; docs/methods.md §8.1",
     ),
     "qk_angle_min_deg": (
         "Smallest principal angle (deg)",
         "min theta_i between the query and key subspaces of R^d",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
+        f"{BONINO_2025}; docs/methods.md §8.1",
     ),
     "qk_angle_mean_deg": (
         "Mean principal angle (deg)",
         "mean theta_i between the query and key subspaces of R^d",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
+        f"{BONINO_2025}; docs/methods.md §8.1",
     ),
     "qk_angle_max_deg": (
         "Largest principal angle (deg)",
         "max theta_i between the query and key subspaces of R^d",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
+        f"{BONINO_2025}; docs/methods.md §8.1",
     ),
     "key_prior_norm": (
         "Query-bias key prior ||u_h||",
@@ -164,16 +173,16 @@ WEIGHT_SPECTRA_DOCS: dict[str, MetricDoc] = doc_table({
     "k_sv": ("Singular values of W_k[s,:]", "[L,H,d_head], descending", "code: eigenvalues_analysis"),
     "v_sv": ("Singular values of W_v[s,:]", "[L,H,d_head], descending", "code: eigenvalues_analysis"),
     "o_sv": ("Singular values of W_o[:,s]", "[L,H,d_head], descending", "our addition"),
-    "qk_sv": ("Singular values of M_h", "[L,H,d_head], descending", "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1"),
+    "qk_sv": ("Singular values of M_h", "[L,H,d_head], descending", f"{BONINO_2025}; docs/methods.md §8.1"),
     "qk_sym_eig": (
         "Non-trivial eigenvalues of S_h",
         "[L,H,2 d_head], descending (the other d - 2 d_head are exactly 0)",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1; code: eigenvalues_analysis",
+        f"{BONINO_2025}; docs/methods.md §8.1; code: eigenvalues_analysis",
     ),
     "qk_angles_rad": (
         "Principal angles query vs key subspace",
         "[L,H,d_head] radians, ascending",
-        "Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.1",
+        f"{BONINO_2025}; docs/methods.md §8.1",
     ),
     "ov_sv": ("Singular values of W_o[:,s] W_v[s,:]", "[L,H,d_head], descending", "our addition"),
 })
@@ -182,25 +191,25 @@ DATA_FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
     "attn_rank": (
         "Numerical rank of A (D2)",
         "r_eps(A) = #{sigma_i(A) >= eps}, eps = 1e-3, A restricted to the token set",
-        "Bonino 2025 (arXiv:2502.12033) (D2); docs/methods.md §8.2; code: cone_index_sing_vals_histograms",
+        f"{BONINO_2025} (D2); docs/methods.md §8.2; code: cone_index_sing_vals_histograms",
     ),
-    "attn_rank_norm": ("Normalised rank of A (D2)", "r_eps(A) / n_v", "Bonino 2025 (arXiv:2502.12033) (D2); docs/methods.md §8.2"),
+    "attn_rank_norm": ("Normalised rank of A (D2)", "r_eps(A) / n_v", f"{BONINO_2025} (D2); docs/methods.md §8.2"),
     "delta_A": (
         "Row alignment on the token set δ_A (D1)",
         "delta_A = I_cone(rows of A[V][:, V]) / n_v in (0, 1], A restricted to the token set V on rows AND keys; "
         "1 = every query uses the same distribution. Not delta_row of the Attention Heads page, which keeps "
         "every key (a head parked on [SEP] has delta_row ~ 1 but a small delta_A)",
-        "Bonino 2025 (arXiv:2502.12033), reconstruction (D1); docs/methods.md §8.2",
+        f"{BONINO_2025}, reconstruction (D1); docs/methods.md §8.2",
     ),
     "out_energy_top1": (
         "Head-output energy in the first direction (D3)",
         "sigma_1(Z_h)^2 / sum_i sigma_i(Z_h)^2",
-        "Bonino 2025 (arXiv:2502.12033), reconstruction (D3); docs/methods.md §8.2",
+        f"{BONINO_2025}, reconstruction (D3); docs/methods.md §8.2",
     ),
     "delta_out": (
         "Output directionality (D3)",
         "delta_out = I_cone(rows of Z_h) / n_v",
-        "Bonino 2025 (arXiv:2502.12033), reconstruction (D3); docs/methods.md §8.2",
+        f"{BONINO_2025}, reconstruction (D3); docs/methods.md §8.2",
     ),
 })
 
@@ -543,7 +552,7 @@ def head_data_geometry(
     eps: float = 1e-3,
     dtype=np.float32,
 ) -> DataGeometry:
-    """D1-D3 (Bonino 2025 (arXiv:2502.12033); docs/methods.md §8.2) for every head of one input.
+    """D1-D3 (see the module's References) for every head of one input.
 
     ``attentions``: ``[L, H, T, T]`` (or ``[H, T, T]``); ``head_outputs``: optional
     ``[L, H, T, d_head]`` (from :func:`compute_head_outputs`); ``rows``: ``[T]`` bool token set

@@ -61,7 +61,8 @@ def head_grid(
                 go.Scatter(
                     x=hf[sel] + 1, y=lf[sel] + 1, mode="markers", name=str(cat),
                     marker=dict(symbol="square", size=size, color=colour, line=dict(width=1, color="white")),
-                    customdata=[custom[i] for i in np.flatnonzero(sel)], hovertext=[text[i] for i in np.flatnonzero(sel)], hoverinfo="text",
+                    customdata=[custom[i] for i in np.flatnonzero(sel)],
+                    hovertext=[text[i] for i in np.flatnonzero(sel)], hoverinfo="text",
                 )
             )
     else:
@@ -90,8 +91,10 @@ def head_grid(
         )
     fig.update_layout(
         title=title,
-        xaxis=dict(title="head", tickmode="linear", dtick=1, range=[0.4, n_heads + 0.6], showgrid=False, zeroline=False),
-        yaxis=dict(title="layer", tickmode="linear", dtick=1, range=[n_layers + 0.6, 0.4], showgrid=False, zeroline=False),
+        xaxis=dict(title="head", tickmode="linear", dtick=1, range=[0.4, n_heads + 0.6], showgrid=False,
+                   zeroline=False),
+        yaxis=dict(title="layer", tickmode="linear", dtick=1, range=[n_layers + 0.6, 0.4], showgrid=False,
+                   zeroline=False),
         height=max(220, 60 + n_layers * (size + 8)),
         margin=dict(l=50, r=20, t=40 if title else 10, b=40),
         plot_bgcolor="white",
@@ -191,7 +194,8 @@ def layout(fig: go.Figure, *, title: str = "", height: int = 320, legend_below: 
         height=height,
         margin=dict(l=55, r=20, t=50 if title else 20, b=60 if legend_below else 45),
         plot_bgcolor="white",
-        **({"legend": dict(orientation="h", yanchor="top", y=-0.24, x=0), "hovermode": "closest"} if legend_below else {}),
+        **({"legend": dict(orientation="h", yanchor="top", y=-0.24, x=0), "hovermode": "closest"}
+           if legend_below else {}),
         **kw,
     )
     fig.update_xaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False)

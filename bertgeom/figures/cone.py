@@ -78,11 +78,13 @@ def cone_curve(curves: Mapping[str, np.ndarray] | np.ndarray, m: int, *, title: 
         yn = np.asarray(normalized_curves[name], float)
         fig.add_trace(go.Scatter(x=x, y=yn, mode="lines+markers", name=name, legendgroup=name, showlegend=False,
                                  line=dict(color=colours[name], width=2.5),
-                                 hovertemplate="layer %{x}<br>" + normalized_label + " = %{y:.3f}<extra>" + name + "</extra>"),
+                                 hovertemplate=("layer %{x}<br>" + normalized_label + " = %{y:.3f}<extra>" + name
+                                                + "</extra>")),
                       row=1, col=2)
     ref = float(np.sqrt(max(m, 0)))
     if raw_reference:
-        fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[ref, ref], mode="lines", name=f"isotropic cloud ≈ √m = {ref:.2f}",
+        fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[ref, ref], mode="lines",
+                                 name=f"isotropic cloud ≈ √m = {ref:.2f}",
                                  line=dict(color=REFERENCE_COLOUR, dash="dash"), hoverinfo="name"), row=1, col=1)
     refn = 1.0 / ref if ref > 0 else np.nan
     fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[refn, refn], mode="lines", showlegend=not raw_reference,
@@ -265,8 +267,8 @@ def projection_scatter(coords: np.ndarray, groups: Sequence[str], *, hover: Sequ
         common = dict(mode="markers", name=display.get(c, c), text=hover[sel].tolist(),
                       hovertemplate="%{text}<extra>" + display.get(c, c) + "</extra>")
         if k == 2:
-            fig.add_trace(go.Scatter(x=X[sel, 0], y=X[sel, 1], marker=dict(size=9, color=colours[c], opacity=0.85,
-                                                                         line=dict(width=0.5, color="white")), **common))
+            marker = dict(size=9, color=colours[c], opacity=0.85, line=dict(width=0.5, color="white"))
+            fig.add_trace(go.Scatter(x=X[sel, 0], y=X[sel, 1], marker=marker, **common))
         else:
             fig.add_trace(go.Scatter3d(x=X[sel, 0], y=X[sel, 1], z=X[sel, 2],
                                        marker=dict(size=4, color=colours[c], opacity=0.85), **common))

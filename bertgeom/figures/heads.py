@@ -149,7 +149,8 @@ def feature_bars(
                 my.append(ylab[names.index(n)])
         if mx:
             fig.add_trace(go.Scatter(x=mx, y=my, mode="markers", name="threshold", hoverinfo="x+name",
-                                     marker=dict(symbol="line-ns-open", size=18, color=SELECTED_COLOUR, line=dict(width=2))))
+                                     marker=dict(symbol="line-ns-open", size=18, color=SELECTED_COLOUR,
+                                                 line=dict(width=2))))
     hi = max(1.0, float(np.nanmax(vals)) * 1.15) if vals.size else 1.0
     fig.update_layout(
         title=title, showlegend=False, height=max(220, 40 + 22 * len(names)),
@@ -249,7 +250,8 @@ def head_scatter(
         if 0 <= i < N:
             fig.add_trace(go.Scatter(x=[xy[i, 0]], y=[xy[i, 1]], mode="markers+text", showlegend=False,
                                      hoverinfo="skip", text=[head_label(*selected)], textposition="top center",
-                                     marker=dict(symbol="circle-open", size=20, color=SELECTED_COLOUR, line=dict(width=3)),
+                                     marker=dict(symbol="circle-open", size=20, color=SELECTED_COLOUR,
+                                                 line=dict(width=3)),
                                      customdata=[list(selected)]))
     fig.update_layout(
         title=title, height=460, margin=dict(l=10, r=10, t=40 if title else 10, b=10),

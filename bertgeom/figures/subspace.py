@@ -269,7 +269,8 @@ def joint_qk_figure(
                     marker=dict(symbol=symbols[kind], size=8 if kind == 0 else 7, color=pos,
                                 colorscale="Viridis", cmin=0, cmax=max(n - 1, 1),
                                 line=dict(width=0.5, color="white") if kind == 0 else None,
-                                colorbar=dict(title=dict(text="position", side="right"), thickness=10) if kind == 0 else None,
+                                colorbar=(dict(title=dict(text="position", side="right"), thickness=10)
+                                          if kind == 0 else None),
                                 showscale=kind == 0),
                     customdata=[[int(i), kind] for i in pos],
                     hovertext=[f"{kinds[kind]} {i}: {toks[i]}" for i in pos], hoverinfo="text",
@@ -400,7 +401,8 @@ def attention_comparison_figure(
     labels = [str(x) for x in labels]
     fig = make_subplots(
         rows=1, cols=3, horizontal_spacing=0.08,
-        subplot_titles=("correct (the model's attention)", "faithful (official code)", "difference faithful − correct"),
+        subplot_titles=("correct (the model's attention)", "faithful (official code)",
+                        "difference faithful − correct"),
     )
     from bertgeom.figures.heads import contrast_max
 
@@ -411,7 +413,8 @@ def attention_comparison_figure(
     # where each scale stops, once under the figure title (a title beside a thin colour bar would sit
     # on the next panel)
     saturated = [f"{name} ≥ {top:.2g}" for name, top, largest in
-                 (("correct", zc, float(Ac.max())), ("faithful", zf, float(Af.max())), ("|difference|", dmax, float(np.abs(D).max())))
+                 (("correct", zc, float(Ac.max())), ("faithful", zf, float(Af.max())),
+                  ("|difference|", dmax, float(np.abs(D).max())))
                  if top < 0.999 * largest]
     note = ("<br><sup>darkest colour: " + ", ".join(saturated) + " (99.5% quantile; hover for every value)</sup>"
             if saturated else "")

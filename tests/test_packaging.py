@@ -1,0 +1,47 @@
+"""bertgeom installs as a package: pyproject.toml and the README's requirements files ask for the
+same things, the package data the code reads is declared, and the console script exists."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def requirement_lines(name: str) -> list[str]:
+    lines = [ln.split("#", 1)[0].strip() for ln in (ROOT / name).read_text(encoding="utf-8").splitlines()]
+    return [ln for ln in lines if ln]
+
+
+def test_runtime_requirements_are_the_same_in_both_places():
+    req = requirement_lines("requirements.txt")
+    assert req[-1] == "-e .", "requirements.txt installs bertgeom itself, last"
+    assert sorted(req[:-1]) == sorted(PYPROJECT["project"]["dependencies"])
+    assert "torch==2.13.0" in req  # pinned: a range may pull a multi-GB CUDA build
+    assert not any(r.startswith("statsmodels") for r in req)  # only the tests use it
+
+
+def test_the_extras_match_the_cluster_and_dev_requirements():
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    cluster = [r for r in requirement_lines("requirements-cluster.txt") if not r.startswith("-r")]
+    assert sorted(extras["cluster"]) == sorted(cluster)
+    dev = [r for r in requirement_lines("requirements-dev.txt") if not r.startswith("-r")]
+    assert sorted(r for r in extras["dev"] if not r.startswith("bertgeom[")) == sorted(dev)
+
+
+def test_the_package_data_covers_every_data_file():
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["bertgeom"]
+    pkg = ROOT / "bertgeom"
+    data = [p for p in (pkg / "data").rglob("*") if p.is_file()] + list((pkg / "ui" / "texts").glob("*"))
+    assert data
+    declared = {p for pattern in patterns for p in pkg.glob(pattern) if p.is_file()}  # setuptools' glob rules
+    assert set(data) <= declared, sorted(str(p.relative_to(pkg)) for p in set(data) - declared)
+
+
+def test_the_console_script_is_the_cli():
+    assert PYPROJECT["project"]["scripts"]["bertgeom"] == "bertgeom.__main__:main"
+    from bertgeom.__main__ import main
+
+    assert main(["models"]) == 0
