@@ -160,16 +160,23 @@ class InputKind:
     (``"classifier"``); ``capabilities`` are keys of :data:`CAPABILITIES`.
     """
 
+    # what it is and how it is read
     name: str
     encoder: Callable[[LoadedModel, str], EncodedInput]
     noun: str = "input"
     plural: str = "inputs"
+    max_input_chars: int = 20_000
+    # the sidebar's input box: its session key (default "<name>_value"), labels, examples, uploads
+    session_key: str = ""
     box_label: str = "Input"
     box_help: str = ""
-    examples_help: str = ""
-    examples_label: str = ""
-    upload_label: str = ""
     examples: Callable[[], Sequence[Example]] = lambda: ()
+    examples_label: str = ""
+    examples_help: str = ""
+    upload_reader: Callable[[str, bytes], tuple[str, str]] | None = None
+    upload_label: str = ""
+    upload_types: tuple[str, ...] = ()
+    # sets of inputs: the shipped one, a small demo one, and a user's upload
     shipped_set: Callable[[], tuple[InputItem, ...]] = lambda: ()
     shipped_set_description: str = "the shipped inputs"
     demo_set: Callable[[], tuple[InputItem, ...]] | None = None
@@ -177,20 +184,18 @@ class InputKind:
     set_upload_label: str = "your own set (a .txt file, one input per line)"
     set_upload_types: tuple[str, ...] = ("txt",)
     labelled_uploads: bool = False
-    upload_reader: Callable[[str, bytes], tuple[str, str]] | None = None
-    upload_types: tuple[str, ...] = ()
-    max_input_chars: int = 20_000
+    # classes and token domains
     class_names: Mapping[str, str] = field(default_factory=dict)
     domains: tuple[str, ...] = ()
     domain_noun: str = "domain"
     default_domain: str = ""
     domain_share: Callable[[str], float] | None = None
+    # notes the pages add, share links, timing, extra pages and capabilities
     token_note: str = ""
     changed_token_note: str = ""
     link_param: str = "example"
     link_text: bool = True
     link_missing_note: str = ""
-    session_key: str = ""
     sweep_seconds: float = 1.0
     pages: tuple[str, ...] = ()
     capabilities: frozenset[str] = frozenset()

@@ -3,6 +3,19 @@ on feature vectors, and Kovaleva's per-head cosine similarity between two checkp
 
 All inputs follow the project convention ``[L, H, T, T]`` (``[N, T, T]`` is accepted where
 noted); heads are flattened in row-major ``(layer, head)`` order, i.e. index ``l * H + h``.
+
+Where it sits: above the per-head features (:mod:`bertgeom.analysis.heads`) and the projections;
+the sets and the Attention Heads page's similarity and checkpoint tabs read it.
+
+References
+----------
+* Clark et al. 2019, *What Does BERT Look At?* (arXiv:1906.04341), §6: Jensen-Shannon distances
+  between heads, embedded with MDS.
+* Guan et al. 2020, *How Far Does BERT Look At* (arXiv:2011.00943): clustering heads by their
+  features (**reconstructed**).
+* Kovaleva et al. 2019, *Revealing the Dark Secrets of BERT* (arXiv:1908.08593): per-head cosine
+  similarity between the pretrained and the fine-tuned model.
+* docs/methods.md §6 (head similarity, clustering and cluster names), §7 (checkpoint comparison).
 """
 
 from __future__ import annotations
@@ -42,7 +55,7 @@ def _as_nTT(attn) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------
-# Clark's Jensen-Shannon distance between heads (Clark 2019 §6, arXiv:1906.04341; docs/methods.md §6)
+# Clark's Jensen-Shannon distance between heads (see the module's References)
 # ----------------------------------------------------------------------------------------
 
 
@@ -381,7 +394,7 @@ def _numbered(names: list[str], keys: Sequence[float]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------
-# Kovaleva's cosine similarity between checkpoints (docs/methods.md §7)
+# Kovaleva's cosine similarity between checkpoints
 # ----------------------------------------------------------------------------------------
 
 

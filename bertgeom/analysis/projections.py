@@ -1,4 +1,4 @@
-"""Low-dimensional projections and per-layer separability (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9).
+"""Low-dimensional projections and per-layer separability: the one PCA of the library, UMAP and t-SNE.
 
 * :func:`pca` (numpy SVD, deterministic signs) with explained-variance ratios for a Pareto chart
   (:func:`pca_pareto`);
@@ -8,6 +8,14 @@
 * :func:`silhouette_per_layer` (nan where undefined) and :func:`variance_ratio_per_layer`.
 
 All projections are deterministic: the same input and seed give identical outputs.
+
+Where it sits: an analysis of plain matrices; head similarity, the cone sets, the precompute PCA
+pilot and the subspace joint-Q/K view all project with it.
+
+References
+----------
+Bonino, Ghione & Cirrincione 2025, *The geometry of BERT* (arXiv:2502.12033): PCA of [CLS] per
+layer with a Pareto chart of explained variance; docs/methods.md §9.
 """
 
 from __future__ import annotations
