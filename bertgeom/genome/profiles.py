@@ -56,13 +56,24 @@ def change_sites(report, change: str) -> list[int]:
         if ev is not None:
             a, b = ev.start, ev.end
         else:
-            a = b = _residue_of(name)
-        if a is None:
-            return []
+            span = _residues_of(name)
+            if span is None:
+                return []
+            a, b = span
         first, _ = gene.codon_span(a)
         _, last = gene.codon_span(b)
         return list(range(first, last + 1))
     return _nuc_sites(change)
+
+
+def _residues_of(name: str) -> tuple[int, int] | None:
+    import re
+
+    m = re.match(r"^del(\d+)(?:-(\d+))?$", name)
+    if m:
+        return int(m.group(1)), int(m.group(2) or m.group(1))
+    r = _residue_of(name)
+    return (r, r) if r is not None else None
 
 
 def _residue_of(name: str) -> int | None:
@@ -94,8 +105,14 @@ def genome_changes(report) -> dict[str, str]:
     nucleotide changes that change no amino acid."""
     out = {e.qualified: " ".join(e.nuc) for e in report.events}
     for m in report.other_nucleotide:
-        out[m.name] = m.name
+        if MASK_START < m.pos < MASK_END:
+            out[m.name] = m.name
     return out
+
+
+#: Nucleotide changes in the first 100 and last 200 bases are left out (Nextstrain's ncov builds mask
+#: them: sequencing ends are unreliable); none of them lies in a gene.
+MASK_START, MASK_END = 100, 29903 - 200 + 1
 
 
 def readable(aligned: str, sites: Iterable[int], offset: int = 1) -> bool:
@@ -175,6 +192,55 @@ class CladeProfiles:
 
     def __hash__(self) -> int:
         return id(self)
+
+
+@dataclass(frozen=True)
+class PrivateCall:
+    """A genome's changes judged against one clade's profile (Nextclade's private mutations).
+
+    ``private``: the genome's changes not in the profile, in table order; ``labeled``: those of them
+    found in another clade's profile (Nextclade's "labelled" private mutations); ``reversions``:
+    substitutions of the profile the genome does not carry although its bases there are read."""
+
+    clade: str
+    private: tuple[str, ...]
+    labeled: tuple[str, ...]
+    reversions: tuple[str, ...]
+
+    @property
+    def unlabeled(self) -> tuple[str, ...]:
+        return tuple(c for c in self.private if c not in set(self.labeled))
+
+    def in_gene(self, gene: str) -> tuple[str, ...]:
+        """Private changes of one gene (``"nuc"``: the nucleotide changes that change no amino acid)."""
+        if gene == "nuc":
+            return tuple(c for c in self.private if ":" not in c)
+        return tuple(c for c in self.private if c.startswith(gene + ":"))
+
+
+def private_changes(report, aligned: str, offset: int, clade: str,
+                    profiles: CladeProfiles | None = None) -> PrivateCall:
+    """:class:`PrivateCall` of one report against ``clade`` (``aligned`` starts at genome ``offset``:
+    1 for a whole genome, the spike start for a spike cut; only examined genes are judged)."""
+    profiles = profiles or load_clade_profiles()
+    prof = profiles.profile(clade)
+    changes = genome_changes(report)
+    private = tuple(c for c in changes if c not in prof)
+    labeled = tuple(c for c in private if any(cl != clade for cl in profiles.clades_carrying(c)))
+    examined = set(report.genes)
+    rev = []
+    for ch in prof:
+        if ch in changes:
+            continue
+        gene = ch.split(":", 1)[0] if ":" in ch else None
+        name = ch.split(":", 1)[1] if gene else ch
+        is_sub = (name[:1].isalpha() and not name.startswith(("del", "ins")) and not name.endswith("fs"))
+        if not is_sub or (gene is not None and gene not in examined):
+            continue
+        sites = change_sites(None, ch)
+        if sites and readable(aligned, sites, offset):
+            rev.append(ch)
+    return PrivateCall(clade, private, labeled, tuple(rev))
 
 
 def build_clade_profiles(train_reports: Iterable[tuple[str, object, str]], defs=None,
@@ -275,5 +341,5 @@ def load_clade_profiles() -> CladeProfiles:
 
 
 __all__ = ["CLADE_MIN_SHARE", "CladeProfiles", "ProfileRow", "build_clade_profiles", "change_sites",
-           "definition_report", "genome_changes", "load_clade_profiles", "parse_clade_profiles", "readable",
+           "definition_report", "genome_changes", "PrivateCall", "private_changes", "load_clade_profiles", "parse_clade_profiles", "readable",
            "write_clade_profiles"]
