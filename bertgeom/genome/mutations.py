@@ -38,7 +38,6 @@ from .reference import (
     domain_of_aa,
     reference_sequence,
     reference_spike,
-    reference_spike_protein,
     translate,
     translate_codon,
 )
@@ -376,7 +375,7 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
         gene = genes[g]
         gtext = text[gene.start - offset : gene.end - offset + 1]
         gene_aa[g] = gene_aa_mutations(gene, gtext, dels, inss)
-    aa_list, codon_aa = gene_aa["S"]
+    codon_aa = gene_aa["S"][1]
     nuc: list[NucMutation] = []
     for i in idx.tolist():
         pos = i + offset
