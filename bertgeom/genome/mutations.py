@@ -9,10 +9,11 @@ Naming conventions (as Nextstrain / Nextclade write them):
   (one residue: ``del144``); insertion ``ins214EPE`` (after residue 214); frameshift ``F157fs``;
   a new stop codon ``Q1071*``.
 
-Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are named as Nextclade
-and Nextstrain name them: the bases left in the affected codons fill the first of them and the last
-codons count as deleted, so Delta gives ``E156G del157-158``, BA.1 ``G142D del143-145``, Alpha
-21765-21770 ``del69-70`` and 21991-21993 ``del144``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
+Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are named as Nextclade's
+peptide alignment names them: the residue(s) the remaining bases make take the place among the
+affected codons that scores best by BLOSUM62, ties putting the gaps last; so Delta gives
+``E156G del157-158``, BA.1 ``G142D del143-145``, BA.2 ``del24-26 A27S``, Lambda ``del246-252 D253N``,
+Alpha 21765-21770 ``del69-70`` and 21991-21993 ``del144``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
 
 The clade definitions (``definitions/nextstrain_clades.tsv``) list nucleotide sites only, each clade
 inheriting its parent's sites (a child's own row wins at the same site). Some rows give the
@@ -455,6 +456,36 @@ def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions | None = None) -> 
     return gene_aa_mutations(load_genes()["S"], cut.aligned, cut.deletions, cut.insertions)
 
 
+@functools.lru_cache(maxsize=1)
+def blosum62() -> dict[tuple[str, str], int]:
+    """The BLOSUM62 amino-acid substitution scores (NCBI's matrix, shipped as ``definitions/blosum62.txt``)."""
+    lines = [line for line in data_path("definitions", "blosum62.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    cols = lines[0].split()
+    out = {}
+    for line in lines[1:]:
+        parts = line.split()
+        for c, v in zip(cols, parts[1:]):
+            out[(parts[0], c)] = int(float(v))
+    return out
+
+
+def _deletion_placement(ref_aas: str, q_aas: str, k: int) -> int:
+    """Where ``k`` deleted residues sit among the ``len(ref_aas)`` codons an in-frame but out-of-phase
+    deletion touches: the placement whose remaining residues best match ``q_aas`` by BLOSUM62, as a
+    peptide alignment (Nextclade's) places them; ties put the gaps last (Delta: E156G del157-158;
+    BA.2: del24-26 A27S; Lambda: del246-252 D253N). Returns the index of the first deleted codon."""
+    m = len(ref_aas)
+    b = blosum62()
+    best, best_score = m - k, None
+    for j in range(m - k, -1, -1):
+        rest = ref_aas[:j] + ref_aas[j + k :]
+        score = sum(b.get((r, q), -4) if q != "X" else 0 for r, q in zip(rest, q_aas))
+        if best_score is None or score > best_score:
+            best, best_score = j, score
+    return best
+
+
 def gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], insertions: Iterable[tuple[int, str]]
                       ) -> tuple[list[AaMutation], dict[int, str]]:
     """Amino-acid changes of one gene from its aligned text (``gene.length`` characters in reference
@@ -494,7 +525,7 @@ def gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], ins
         if len(qbases) != 3 * (m - k):  # another indel in the same codons: name per codon
             continue
         q_aas = translate(qbases)
-        best_j = m - k  # Nextclade's placement: the remaining bases fill the first affected codons
+        best_j = _deletion_placement(prot[cs:ce], q_aas, k)
         rest_idx = [cs + i for i in range(m) if not best_j <= i < best_j + k]
         for i in range(cs + best_j, cs + best_j + k):
             add("del", i + 1, prot[i], "-", f"{prot[i]}{i + 1}-")
@@ -532,6 +563,23 @@ def gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], ins
                 add("stop" if aas[0] == "*" else "sub", c + 1, r, aas[0], f"{r}{c + 1}{aas[0]}")
             add("ins", c + 1, "", aas[1:], f"ins{c + 1}{aas[1:]}")
         handled.add(c)
+
+    # codons read out of frame (after a frameshifting indel, up to one that restores the frame):
+    # their residues are not called, as Nextclade masks a frameshift's range
+    shifts = sorted([(p, -min(p + n - 1, g1) + max(p, g0) - 1) for p, n in deletions
+                     if max(p, g0) <= min(p + n - 1, g1) and (min(p + n - 1, g1) - max(p, g0) + 1) % 3]
+                    + [(p + 1, len(b)) for p, b in insertions if g0 <= p < g1 and len(b) % 3])
+    frame, since = 0, None
+    for p, delta in shifts:
+        before = frame
+        frame = (frame + delta) % 3
+        if before == 0 and frame != 0:
+            since = (p - g0) // 3
+        elif before != 0 and frame == 0 and since is not None:
+            handled.update(range(since, min((p - g0) // 3 + 1, n_aa)))
+            since = None
+    if since is not None:
+        handled.update(range(since, n_aa))
 
     # plain codon substitutions (vectorised pre-filter on differing codons)
     q = np.frombuffer(s[: 3 * n_aa].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
