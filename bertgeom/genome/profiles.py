@@ -16,8 +16,9 @@ The profile of a clade (``definitions/clade_profiles.tsv``, built with the chara
 A clade without training genomes borrows the training part of its nearest ancestor that has some.
 Private mutations are then what Nextclade calls them: changes of the genome absent from the
 profile of its nearest clade (:func:`~.mutations.nearest_clade`), the stand-in here for the nearest
-node of Nextclade's reference tree; *reversions* are profile changes the genome does not carry
-where its bases are read.
+node of Nextclade's reference tree; *reversions* are firm profile substitutions (from the definition,
+or backed by at least :data:`FIRM_MIN_GENOMES` genomes) the genome does not carry where its bases
+are read. Clades with one or two training genomes have thin profiles (their ``n_genomes`` says so).
 
 References
 ----------
@@ -36,7 +37,9 @@ from dataclasses import dataclass
 from .classes import CLASSES, clade_to_class
 from .reference import data_path, reference_sequence
 
-CLADE_MIN_SHARE = 0.6  #: share of a clade's training genomes that makes a change part of its profile
+CLADE_MIN_SHARE = 0.5  #: share of a clade's training genomes that makes a change part of its profile
+#: a training-only profile row counts for reversions only when this many genomes back it
+FIRM_MIN_GENOMES = 3
 PROFILE_FILE = ("definitions", "clade_profiles.tsv")
 PROFILE_VERSION = 1
 PROFILE_COLUMNS = ("clade", "class", "change", "gene", "nucleotides", "source", "share", "n_genomes")
@@ -150,6 +153,12 @@ class ProfileRow:
     share: float | None
     n_genomes: int
 
+    @property
+    def firm(self) -> bool:
+        """From the definition, or carried by at least half of :data:`FIRM_MIN_GENOMES` or more genomes:
+        solid enough that a genome lacking it counts a reversion."""
+        return "definition" in self.source or (self.share is not None and self.n_genomes >= FIRM_MIN_GENOMES)
+
 
 @dataclass(frozen=True)
 class CladeProfiles:
@@ -229,8 +238,8 @@ def private_changes(report, aligned: str, offset: int, clade: str,
     labeled = tuple(c for c in private if any(cl != clade for cl in profiles.clades_carrying(c)))
     examined = set(report.genes)
     rev = []
-    for ch in prof:
-        if ch in changes:
+    for ch, row in prof.items():
+        if ch in changes or not row.firm:
             continue
         gene = ch.split(":", 1)[0] if ":" in ch else None
         name = ch.split(":", 1)[1] if gene else ch
