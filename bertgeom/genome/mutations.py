@@ -351,12 +351,14 @@ def aa_effect_of_sub(pos: int, alt: str) -> str | None:
 _ACGT = np.frombuffer(b"ACGT", dtype=np.uint8)
 
 
-def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | None = None) -> MutationReport:
-    """Nucleotide and spike amino-acid mutations of an alignment (whole genome or spike cut)."""
+def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | None = None,
+                   cut: SpikeCut | None = None) -> MutationReport:
+    """Nucleotide mutations and every gene's amino-acid changes of an alignment (whole genome, or a
+    spike cut: gene S only); ``cut``: the genome's spike cut when the caller already has it."""
     defs = defs or load_clade_definitions()
     ref = reference_sequence()
     if isinstance(aln, GenomeAlignment):
-        cut = cut_spike(aln)
+        cut = cut or cut_spike(aln)
         text, offset, spike_only = aln.aligned, 1, False
         dels, inss = aln.deletions, aln.insertions
     else:

@@ -126,7 +126,7 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
             res.error = "The sequence aligns to SARS-CoV-2 but does not cover the spike (S gene)."
             return res
         res.spike = cut
-        res.mutations = call_mutations(aln)
+        res.mutations = call_mutations(aln, cut=cut)
         res.clade = nearest_clade(aln)
         res.private = private_changes(res.mutations, aln.aligned, 1, res.clade.clade)
         res.qc = spike_qc(cut, res.mutations, cls or res.clade.cls, private=res.private)
