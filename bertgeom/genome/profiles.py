@@ -182,11 +182,13 @@ class CladeProfiles:
     def _classes_of(self) -> dict[str, tuple[str, ...]]:
         out: dict[str, set[str]] = defaultdict(set)
         for r in self.rows:
-            out[r.change].add(r.cls)
+            if r.firm:
+                out[r.change].add(r.cls)
         return {k: tuple(c for c in CLASSES if c in v) for k, v in out.items()}
 
     def classes_carrying(self, change: str) -> tuple[str, ...]:
-        """Classes with at least one clade whose profile holds exactly this change."""
+        """Classes with at least one clade whose profile holds exactly this change on firm ground
+        (:attr:`ProfileRow.firm`: one or two genomes, e.g. a recombinant, do not tag a whole class)."""
         return self._classes_of.get(change, ())
 
     @functools.cached_property
