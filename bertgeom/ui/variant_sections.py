@@ -55,6 +55,10 @@ def render_qc_score(analysis) -> None:
                      "each (Alpha's ORF8 Q27* and K68* ignored).")
     for r in q.rules.values():
         st.caption(f"• **{r.name}** — {_STATUS.get(r.status, r.status)} ({r.score:.0f}): {r.message}")
+    genome_cov = 1 - q.rules["missing data"].count / 29903
+    if genome_cov < 0.5:
+        st.caption(f"ℹ️ The sequence covers {genome_cov:.0%} of the genome, so missing data rates it bad, as in "
+                   "Nextclade; the spike card above is what the model's input depends on.")
 
 
 def _gene_label(analysis, gene: str) -> str:
@@ -87,8 +91,8 @@ def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) ->
                    + (f" ({', '.join(gr.frameshifts)})" if gr.frameshifts else "")
                    + f" · {len(gr.stops)} premature stop(s)" + (f" ({', '.join(gr.stops)})" if gr.stops else "")
                    + f" · {n_private} private")
-    if analysis.mutations.spike_only and gene != "S":
-        st.info("Only the spike was given, so this gene was not examined.")
+    if gene != "nuc" and rep.genes[gene].coverage == 0:
+        st.info(f"The sequence does not cover {gene}, so its mutations cannot be read.")
     elif rows:
         frame = pd.DataFrame(rows)
         flag = defining_flag(pred)

@@ -156,10 +156,29 @@ def result_record(loaded, analysis, pred: str, labels, probs) -> dict:
         "qc": {"verdict": qc.verdict, "reasons": qc.reasons, "coverage": qc.coverage, "n_share": qc.n_share,
                "frameshifts": qc.frameshifts, "private": qc.private},
         "mutations": report.aa_names(), "nucleotide_mutations": report.nuc_names(spike_only=True),
+        **_genome_fields(analysis),
     }
+
+
+def _genome_fields(analysis) -> dict:
+    """Nearest clade, QC score by rule and every gene's changes, from the one analysis (JSON download)."""
+    if getattr(analysis, "qc_score", None) is None:
+        return {}
+    q = analysis.qc_score
+    return {"nearest_clade": analysis.clade.clade,
+            "qc_score": {"score": q.score, "status": q.status,
+                         "rules": {k: {"score": r.score, "status": r.status, "count": r.count, "message": r.message}
+                                   for k, r in q.rules.items()}},
+            "private": list(analysis.private.private), "reversions": list(analysis.private.reversions),
+            "genes": {g: {"coverage": gr.coverage, "mutations": [e.name for e in gr.events],
+                          "frameshifts": gr.frameshifts, "stops": gr.stops}
+                      for g, gr in analysis.mutations.genes.items()}}
 
 
 def result_row(loaded, analysis, pred: str, labels, probs) -> dict:
     """One flat row of the result (the CSV download)."""
+    extra = analysis.summary_row() if hasattr(analysis, "summary_row") else {}
     return {"name": analysis.name, "predicted": pred, **{f"p_{c}": float(p) for c, p in zip(labels, probs)},
-            "qc": analysis.qc.verdict, "mutations": " ".join(analysis.mutations.aa_names()), **manifest(loaded)}
+            "qc": analysis.qc.verdict, "clade": extra.get("clade", ""), "qc_score": extra.get("qc_score", ""),
+            "qc_status": extra.get("qc_status", ""), "mutations": " ".join(analysis.mutations.aa_names()),
+            **manifest(loaded)}
