@@ -66,12 +66,12 @@ class Marker:
     gene: str = "S"
     nucleotides: str = ""  #: the nucleotide changes behind the row, e.g. "G22577C G22578A"
 
-    @property
+    @functools.cached_property
     def aa_names(self) -> tuple[str, ...]:
         """The amino-acid events of the row as the mutation tables name them (``("E156G", "del157-158")``)."""
         return tuple(self.aa.split())
 
-    @property
+    @functools.cached_property
     def codon_level(self) -> bool:
         """True for an amino-acid substitution read codon by codon (present = that amino acid there)."""
         return self.kind == "sub" and len(self.aa_names) == 1 and not self.aa.startswith(("del", "ins"))
