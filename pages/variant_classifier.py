@@ -139,8 +139,8 @@ with left:
                     "fail": ":red[:material/cancel: fail]"}.get(qc.verdict, qc.verdict)
     st.markdown(f"**Verdict: {verdict_icon}**")
     c1, c2 = st.columns(2)
-    c1.metric("Spike coverage", f"{qc.coverage:.1%}")
-    c2.metric("N in spike", f"{qc.n_share:.1%}")
+    c1.metric("Spike coverage", f"{qc.coverage:.1%}", help="Called bases: a base or a deletion was read there.")
+    c2.metric("N in spike", f"{qc.n_share:.1%}", help="N or not covered: 100% minus the coverage.")
     c1.metric("Ambiguous bases", qc.ambiguous)
     c2.metric("Frameshifts", len(qc.frameshifts))
     c1.metric("Private mutations", len(qc.private), help="Spike changes not in the profile of the nearest clade "

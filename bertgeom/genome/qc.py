@@ -177,7 +177,8 @@ def genome_qc(aln) -> GenomeQC:
         if len(b) % 3 and gene:
             shifts.append(f"ins{p}:{b} ({gene})")
     if float(aln.covered.mean()) < GENOME_PARTIAL:
-        return GenomeQC("partial", [f"the sequence covers {float(aln.covered.mean()):.0%} of the genome: whole-genome checks do not apply"],
+        return GenomeQC("partial", [f"the sequence spans {float(aln.covered.mean()):.0%} of the genome ({coverage:.0%} "
+                                    "called): whole-genome checks do not apply"],
                         coverage, missing, ambiguous, shifts, {})
     checks = {
         "missing data": _grade(missing, GENOME_N_WARN, GENOME_N_FAIL),
