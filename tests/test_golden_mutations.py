@@ -160,3 +160,16 @@ def test_the_result_object_gives_the_batch_and_csv_fields_in_one_pass():
         assert set(frame["gene"]) <= set(GENE_ORDER) | {"nuc"}
         assert len(a.to_frame("S")) == len(a.mutations.genes["S"].events)
         assert (frame["private"] == "yes").sum() == row["private"]
+
+
+def test_shipped_clade_profiles_are_what_the_builder_makes():
+    from bertgeom.genome.markers import training_reports
+    from bertgeom.genome.profiles import build_clade_profiles, load_clade_profiles
+
+    shipped = load_clade_profiles()
+    assert shipped.version == 1
+    rebuilt = build_clade_profiles([(clade, rep, text) for _c, clade, rep, text in training_reports() if clade])
+    assert tuple(rebuilt) == shipped.rows
+    omicron_clades = {r.clade for r in shipped.rows if r.cls == "omicron"}
+    assert {"21K", "21L", "22B", "23A"} <= omicron_clades  # each Nextstrain clade under its class
+    assert "S:G339H" in shipped.profile("22D") and "S:G339D" in shipped.profile("21L")
