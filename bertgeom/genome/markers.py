@@ -71,6 +71,11 @@ class Marker:
         """The amino-acid events of the row as the mutation tables name them (``("E156G", "del157-158")``)."""
         return tuple(self.aa.split())
 
+    @property
+    def qualified(self) -> tuple[str, ...]:
+        """Nextclade's gene-qualified names of the row's amino-acid events (``("S:E156G", "S:del157-158")``)."""
+        return tuple(f"{self.gene}:{a}" for a in self.aa_names)
+
     @functools.cached_property
     def codon_level(self) -> bool:
         """True for an amino-acid substitution read codon by codon (present = that amino acid there)."""
