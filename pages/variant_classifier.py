@@ -23,6 +23,7 @@ from bertgeom.ui.variant_cache import (
     split_records,
 )
 from bertgeom.ui.names import input_notes, note_line
+from bertgeom.ui.variant_sections import render_mutation_tables, render_nearest_clade, render_qc_score
 from bertgeom.ui.widgets import chart
 from bertgeom.variant.explain import (
     apply_changes,
@@ -34,8 +35,6 @@ from bertgeom.variant.explain import (
 from bertgeom.variant.result import (
     batch_table,
     csv_bytes,
-    defining_flag,
-    mutation_rows,
     mutation_tokens,
     result_record,
     result_row,
@@ -140,12 +139,12 @@ with left:
                     "fail": ":red[:material/cancel: fail]"}.get(qc.verdict, qc.verdict)
     st.markdown(f"**Verdict: {verdict_icon}**")
     c1, c2 = st.columns(2)
-    c1.metric("Spike coverage", f"{qc.coverage:.1%}")
-    c2.metric("N in spike", f"{qc.n_share:.1%}")
+    c1.metric("Spike coverage", f"{qc.coverage:.1%}", help="Called bases: a base or a deletion was read there.")
+    c2.metric("N in spike", f"{qc.n_share:.1%}", help="N or not covered: 100% minus the coverage.")
     c1.metric("Ambiguous bases", qc.ambiguous)
     c2.metric("Frameshifts", len(qc.frameshifts))
-    c1.metric("Private mutations", len(qc.private), help="Spike substitutions not expected for the class "
-              f"({CLASS_DISPLAY.get(qc.qc_class or '', qc.qc_class)}).")
+    c1.metric("Private mutations", len(qc.private), help="Spike changes not in the profile of the nearest clade "
+              "(the S rows marked private below).")
     c2.metric("Unknown k-mers", f"{(analysis.unk_rate or 0):.1%}")
     for reason in qc.reasons:
         st.caption(f"• {reason}")
@@ -161,9 +160,8 @@ with left:
                         f"{gqc.ambiguous} ambiguous · {len(gqc.frameshifts)} frameshifting indel(s)")
             for reason in gqc.reasons:
                 st.caption(f"• {reason}")
-    if analysis.clade is not None:
-        st.caption(f"Nearest Nextstrain clade by its defining sites: **{analysis.clade.display}** "
-                   f"({analysis.clade.matches} of {analysis.clade.matches + analysis.clade.mismatches} sites match).")
+    render_nearest_clade(analysis)
+    render_qc_score(analysis)
 with right:
     st.markdown("#### Prediction")
     min_conf = st.slider("Warn below this confidence", 0.5, 0.99, 0.9, 0.01, key="w_min_conf")
@@ -183,19 +181,9 @@ with right:
     chart(probability_bars(labels, {"probability": probs}, display=CLASS_DISPLAY, highlight=pred), "w_probs")
 
 # ---- mutations -------------------------------------------------------------------------------
-st.markdown("#### Spike mutations")
 report = analysis.mutations
 aligned = analysis.spike.aligned
-aa_rows, missing = mutation_rows(analysis, pred, opinion["call"])
-mut_df = pd.DataFrame(aa_rows)
-if len(mut_df):
-    flag = defining_flag(pred)
-    st.dataframe(mut_df.style.apply(lambda r: ["background-color: #fde2d9" if r[flag] else "" for _ in r], axis=1),
-                 hide_index=True, width="stretch")
-else:
-    st.write("No spike amino-acid change against Wuhan-Hu-1.")
-if missing:
-    st.caption("Characteristic mutations expected but missing: " + "; ".join(missing))
+render_mutation_tables(analysis, pred, opinion["call"])
 
 # ---- explanation track ----------------------------------------------------------------------
 st.markdown("#### Which parts of the spike drove the prediction?")

@@ -35,6 +35,9 @@ def test_a_truncated_file_keeps_the_intact_rows_names_the_stop_and_exits_2(tiny_
     assert [row["name"] for row in rows] == [n for n, _ in demo_blocks]
     assert all(row["predicted"] for row in rows[:3]) and "truncated" in rows[3]["error"]
     assert all(row["rule_call"] for row in rows[:3]) and {"rule_call", "rule_evidence", "agrees"} <= set(rows[0])
+    # nearest clade and the Nextclade-like QC score come from the same one-pass analysis
+    assert [row["clade"] for row in rows[:3]] == ["20C", "21G (Lambda)", "21H (Mu)"]
+    assert all(row["qc_status"] in ("good", "mediocre", "bad") and float(row["qc_score"]) >= 0 for row in rows[:3])
 
 
 def test_a_failed_run_leaves_the_previous_output_as_it_was(tmp_path, demo_blocks):

@@ -27,13 +27,16 @@ def demo_cuts():
 
 def test_shipped_table_is_what_the_builder_makes_and_names_the_classic_markers():
     table = load_marker_table()
-    assert table.version == 1
+    assert table.version == 2
     rebuilt = build_characteristic_table()
     assert tuple(rebuilt) == table.markers  # the file is reproducible from the shipped definitions
     labels = {c: {m.label for m in table.of(c)} for c in CLASSES}
     assert {"L452R", "T478K", "P681R", "T19R"} <= labels["delta"]
     assert {"K417T", "E484K", "N501Y", "L18F"} <= labels["gamma"]
-    assert {"G339D", "K417N", "N501Y", "G142D"} <= labels["omicron"]
+    assert {"G339H", "K417N", "N501Y", "G142D"} <= labels["omicron"]
+    assert not {"G339R", "G339D"} & labels["omicron"]  # G22577C + G22578A is one codon change: G339H
+    g339h = next(m for m in table.of("omicron") if m.aa == "G339H")
+    assert g339h.nucleotides == "G22577C G22578A" and (g339h.ref, g339h.alt) == ("GG", "CA")
     assert {"del69-70", "del144", "N501Y", "P681H"} <= labels["alpha"]
     assert {"T76I", "L452Q", "F490S"} <= labels["lambda"]
     assert table.of("gh") == []  # pre-VOC has no marker of its own in the spike
@@ -100,7 +103,8 @@ def test_augmentation_keeps_labels_and_puts_mutations_at_reference_coordinates(d
                 assert m.key not in table.keys_of[cls]  # foreign to the class
                 assert marker_state(m, out.aligned, out.insertions) == "present"  # placed at its coordinates
                 if m.kind == "sub":
-                    assert out.aligned[m.pos - SPIKE_START] == m.alt
+                    a, b = m.span
+                    assert out.aligned[a:b] == (m.codon if m.codon_level else m.alt)
                 seen_foreign += 1
     assert seen_foreign > 100
 
@@ -131,7 +135,7 @@ def test_training_batches_are_augmented_and_labelled(demo_cuts):
 
 def test_characteristic_table_file_is_shipped_with_provenance():
     text = data_path("definitions", "characteristic_mutations.tsv").read_text()
-    assert text.startswith("# bertgeom characteristic spike mutations per class, table version 1")
+    assert text.startswith("# bertgeom characteristic spike mutations per class, table version 2")
     assert all(c in text for c in VOC_CLASSES)
 
 

@@ -67,7 +67,8 @@ def test_the_rule_based_second_opinion_stands_beside_the_prediction(variant_app)
     if "disagrees" in opinion[0]:
         assert any("disagree" in e.value for e in at.error)
     table = at.dataframe[0].value
-    assert {"mutation", "nucleotide", "domain", "characteristic of", "marker of no class"} <= set(table.columns)
+    assert {"mutation", "nucleotide", "domain", "carried by"} <= set(table.columns)
+    assert any(c.startswith("private (not in ") for c in table.columns)
     assert "del69-70" in set(table["mutation"]) and "H69-" not in set(table["mutation"])  # one row per deletion
 
 

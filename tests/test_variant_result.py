@@ -60,9 +60,16 @@ def test_the_second_opinion_warns_when_the_calls_disagree(demo):
     assert unsure["agrees"] and "unsure" in unsure["warning"]
 
 
-def test_marker_of_no_class_flags_events_no_class_is_characterised_by(demo):
-    rows, _ = mutation_rows(demo["alpha"], "alpha")
-    for r in rows:
-        assert (r["marker of no class"] == "yes") == (r["characteristic of"] == "")
-        assert "private" not in r  # QC's word, with QC's count (the metric above the table)
-    assert np.mean([r["marker of no class"] == "yes" for r in rows]) < 0.5
+def test_private_rows_are_exactly_what_the_qc_counts(demo):
+    """One word, one count: the rows marked private (against the nearest clade's profile) are the
+    spike card's private list and the QC score's private count, gene by gene."""
+    from bertgeom.variant.result import private_column
+
+    for cls, a in demo.items():
+        rows, _ = mutation_rows(a, cls)
+        col = private_column(a)
+        marked = [r["mutation"] for r in rows if r[col] == "yes"]
+        assert marked == a.qc.private, cls
+        every = sum(r[private_column(a)] == "yes" for g in a.genes + ["nuc"] for r in mutation_rows(a, cls, gene=g)[0])
+        assert every == a.qc_score.rules["private mutations"].count == len(a.private.private), cls
+        assert np.mean([r[col] == "yes" for r in rows]) < 0.5

@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .classes import CLASSES, VOC_CLASSES
-from .reference import SPIKE_END, SPIKE_START, data_path, reference_sequence
+from .reference import SPIKE_START, data_path, reference_sequence, translate_codon
 
-TABLE_VERSION = 1
+TABLE_VERSION = 2
 TABLE_FILE = ("definitions", "characteristic_mutations.tsv")
 PROFILE_MIN_SHARE = 0.75  #: share of a class's training genomes that must carry a mutation
-TABLE_COLUMNS = ("class", "mutation", "kind", "pos", "ref", "alt", "aa", "role", "source", "train_share",
-                 "train_genomes")
+TABLE_COLUMNS = ("class", "gene", "aa", "nucleotides", "mutation", "kind", "pos", "ref", "alt", "role", "source",
+                 "train_share", "train_genomes")
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,23 @@ class Marker:
     source: str = ""
     train_share: float | None = None
     train_genomes: int = 0
+    gene: str = "S"
+    nucleotides: str = ""  #: the nucleotide changes behind the row, e.g. "G22577C G22578A"
+
+    @functools.cached_property
+    def aa_names(self) -> tuple[str, ...]:
+        """The amino-acid events of the row as the mutation tables name them (``("E156G", "del157-158")``)."""
+        return tuple(self.aa.split())
+
+    @property
+    def qualified(self) -> tuple[str, ...]:
+        """Nextclade's gene-qualified names of the row's amino-acid events (``("S:E156G", "S:del157-158")``)."""
+        return tuple(f"{self.gene}:{a}" for a in self.aa_names)
+
+    @functools.cached_property
+    def codon_level(self) -> bool:
+        """True for an amino-acid substitution read codon by codon (present = that amino acid there)."""
+        return self.kind == "sub" and len(self.aa_names) == 1 and not self.aa.startswith(("del", "ins"))
 
     @property
     def key(self) -> tuple[str, int, str, str]:
@@ -82,7 +99,21 @@ class Marker:
             return a, a + len(self.ref)
         if self.kind == "ins":
             return a, a + 2
-        return a, a + 1
+        if self.codon_level:  # the whole codon: the amino acid is what is read and written
+            return (a // 3) * 3, (a // 3) * 3 + 3
+        return a, a + len(self.ref)
+
+    @property
+    def codon(self) -> str:
+        """For a codon-level row: the reference codon with the row's bases (``GGT`` -> ``CAT`` for G339H)."""
+        from .reference import reference_spike
+
+        c = ((self.pos - SPIKE_START) // 3) * 3
+        codon = list(reference_spike()[c : c + 3])
+        for i, (r, x) in enumerate(zip(self.ref, self.alt)):
+            if r != x:
+                codon[self.pos - SPIKE_START - c + i] = x
+        return "".join(codon)
 
 
 @dataclass(frozen=True)
@@ -129,7 +160,7 @@ def _aa_name(kind: str, pos: int, ref: str, alt: str) -> str:
     from .align import SpikeCut
     from .mutations import call_mutations
 
-    spike = list(reference_sequence()[SPIKE_START - 1 : SPIKE_END])
+    spike = list(reference_sequence()[SPIKE_START - 1 : SPIKE_START - 1 + 3822])
     ins: list[tuple[int, str]] = []
     dels: list[tuple[int, int]] = []
     o = pos - SPIKE_START
@@ -145,57 +176,127 @@ def _aa_name(kind: str, pos: int, ref: str, alt: str) -> str:
     return " ".join(call_mutations(cut).aa_names(grouped=True))
 
 
-def build_characteristic_table(min_share: float = PROFILE_MIN_SHARE) -> list[Marker]:
-    """The table's rows from the shipped clade definitions and training-genome spike profiles."""
+def _is_sub_name(name: str) -> bool:
+    return name[:1] in "ACGT" and name[-1:] in "ACGT" and name[1:-1].isdigit()
+
+
+def training_reports(data_dir=None) -> list[tuple[str, str, object, str]]:
+    """``(class, clade, mutation report, aligned genome)`` of every training-split developer genome
+    (:func:`~.dataset.split_real_genomes`, seed 0): the one pass both tables are built from."""
+    from pathlib import Path
+
+    from .align import AlignmentError, align_genome
+    from .dataset import load_dev_genomes, split_real_genomes
+    from .mutations import call_mutations
+
+    folder = Path(data_dir) if data_dir else data_path()
+    genomes = load_dev_genomes(folder / "genomes" / "open_genomes_dev.fasta.xz",
+                               folder / "genomes" / "open_genomes_dev_labels.tsv")
+    train = set(split_real_genomes(genomes, seed=0).train)
+    out = []
+    for g in genomes:
+        if g.name not in train or g.cls is None:
+            continue
+        try:
+            aln = align_genome(g.sequence)
+        except AlignmentError:
+            continue
+        out.append((g.cls, g.clade, call_mutations(aln), aln.aligned))
+    return out
+
+
+def _spike_keys(rep) -> dict[tuple, dict]:
+    """The spike rows one report gives the table: amino-acid substitutions read per codon (key
+    ``("aa", name)``), indels as nucleotide events (``("nuc", kind, pos, ref, alt)``) and
+    synonymous substitutions (``("nuc", "sub", pos, ref, alt)``), each with its Marker fields."""
+    ref = reference_sequence()
+    out: dict[tuple, dict] = {}
+    s = rep.genes.get("S")
+    if s is None:
+        return out
+    for e in s.events:
+        if e.kind in ("sub", "stop") and e.nuc and all(_is_sub_name(n) for n in e.nuc):
+            subs = sorted((int(n[1:-1]), n[-1]) for n in e.nuc)
+            a, b = subs[0][0], subs[-1][0]
+            block = list(ref[a - 1 : b])
+            for p, alt in subs:
+                block[p - a] = alt
+            name = "+".join(f"{ref[p - 1]}{p}{alt}" for p, alt in subs)
+            out[("aa", e.name)] = dict(kind="sub", pos=a, ref=ref[a - 1 : b], alt="".join(block), aa=e.name,
+                                       name=name, nucleotides=" ".join(e.nuc), sites=list(range(*s_codon(e.start))))
+    for m in rep.spike_nucleotide:
+        events = [x.split(":", 1)[1] for x in m.aa_changes if x.startswith("S:")]
+        if m.kind in ("del", "ins"):
+            out[("nuc", m.kind, m.pos, m.ref, m.alt)] = dict(kind=m.kind, pos=m.pos, ref=m.ref, alt=m.alt,
+                                                             aa=" ".join(events), name=m.name, nucleotides=m.name,
+                                                             sites=None)
+        elif not events:
+            out[("nuc", "sub", m.pos, m.ref, m.alt)] = dict(kind="sub", pos=m.pos, ref=m.ref, alt=m.alt, aa="",
+                                                            name=m.name, nucleotides=m.name, sites=[m.pos])
+    return out
+
+
+def s_codon(residue: int) -> tuple[int, int]:
+    """Genome ``[first, last + 1)`` of spike residue ``residue``."""
+    first = SPIKE_START + 3 * (residue - 1)
+    return first, first + 3
+
+
+def build_characteristic_table(min_share: float = PROFILE_MIN_SHARE, reports=None) -> list[Marker]:
+    """The table's rows (module docstring) from the clade definitions and the training genomes,
+    read codon by codon: an amino-acid change is one row whatever bases make it."""
     from .classes import clade_to_class
-    from .mutations import GH_SPIKE_MARKERS, load_clade_definitions, load_spike_profiles
+    from .mutations import GH_SPIKE_MARKERS, load_clade_definitions
+    from .profiles import definition_report, readable
 
     defs = load_clade_definitions()
-    prof = load_spike_profiles()
-    ref = reference_sequence()
-    rows: dict[tuple[str, tuple], dict] = {}
+    reports = reports if reports is not None else training_reports()
+    by_class: dict[str, list[tuple[object, str]]] = {}
+    for cls, _clade, rep, text in reports:
+        by_class.setdefault(cls, []).append((rep, text))
+    out: list[Marker] = []
 
-    def add(cls: str, kind: str, pos: int, r: str, a: str, source: str, share=None, n=0, role="marker"):
-        key = (cls, (kind, pos, r, a))
-        row = rows.setdefault(key, dict(cls=cls, kind=kind, pos=pos, ref=r, alt=a, sources=[], share=share,
-                                         n=n, role=role))
-        row["sources"].append(source)
-        if share is not None:
-            row["share"], row["n"] = share, n
-
-    for cls in VOC_CLASSES:
-        clades = [c for c in defs.clades if clade_to_class(c) == cls]
-        sets = [set(defs.mutations(c, spike_only=True).items()) for c in clades]
-        for p, b in sorted(set.intersection(*sets)) if sets else []:
-            add(cls, "sub", p, ref[p - 1], b, "nextstrain:" + "/".join(sorted(clades)))
-        entries = prof.get(("class", cls), [])
-        n_cls = entries[0].n_genomes if entries else 0
-        for e in entries:
-            if e.freq >= min_share:
-                add(cls, e.kind, e.pos, e.ref, e.alt, f"training genomes >= {min_share:.0%}", e.freq, n_cls)
-    # shares for definition-only rows, where the profile knows them
-    for (cls, key), row in rows.items():
-        if row["share"] is None:
-            for e in prof.get(("class", cls), []):
-                if (e.kind, e.pos, e.ref, e.alt) == key:
-                    row["share"], row["n"] = e.freq, e.n_genomes
-    for p, b in GH_SPIKE_MARKERS:
-        gh = prof.get(("class", "gh"), [])
-        share = next((e.freq for e in gh if e.kind == "sub" and e.pos == p and e.alt == b), None)
-        add("gh", "sub", p, ref[p - 1], b, "GISAID clade GH marker (not carried by 19A/19B)", share,
-            gh[0].n_genomes if gh else 0, role="context")
-    out = []
-    for (cls, _), r in sorted(rows.items(), key=lambda kv: (CLASSES.index(kv[0][0]), kv[1]["pos"], kv[1]["kind"])):
-        if r["kind"] == "sub":
-            name = f"{r['ref']}{r['pos']}{r['alt']}"
-        elif r["kind"] == "del":
-            n = len(r["ref"])
-            name = f"del{r['pos']}" if n == 1 else f"del{r['pos']}-{r['pos'] + n - 1}"
+    def share_of(key, info, items) -> float:
+        carried = sum(1 for rep, _ in items if key in _spike_keys(rep))
+        if info["sites"] is None:
+            den = len(items)
         else:
-            name = f"ins{r['pos']}:{r['alt']}"
-        out.append(Marker(cls, name, r["kind"], r["pos"], r["ref"], r["alt"], _aa_name(r["kind"], r["pos"], r["ref"], r["alt"]),
-                          r["role"], "; ".join(dict.fromkeys(r["sources"])),
-                          None if r["share"] is None else round(float(r["share"]), 3), int(r["n"])))
+            den = sum(1 for rep, text in items if key in _spike_keys(rep) or readable(text, info["sites"]))
+        return carried / max(den, 1)
+
+    for cls in CLASSES:
+        items = by_class.get(cls, [])
+        n = len(items)
+        rows: dict[tuple, dict] = {}
+        if cls in VOC_CLASSES:
+            clades = [c for c in defs.clades if clade_to_class(c) == cls]
+            core = None
+            for c in clades:
+                keys = _spike_keys(definition_report(c, defs))
+                core = dict(keys) if core is None else {k: v for k, v in core.items() if k in keys}
+            for k, info in (core or {}).items():
+                rows[k] = dict(info, sources=["nextstrain:" + "/".join(sorted(clades))])
+            seen: dict[tuple, dict] = {}
+            for rep, _ in items:
+                for k, info in _spike_keys(rep).items():
+                    seen.setdefault(k, info)
+            for k, info in seen.items():
+                sh = share_of(k, info, items)
+                if sh >= min_share:
+                    rows.setdefault(k, dict(info, sources=[]))["sources"].append(f"training genomes >= {min_share:.0%}")
+            role = "marker"
+        else:  # gh: D614G for reference only (19A/19B lack it)
+            for p, b in GH_SPIKE_MARKERS:
+                ref = reference_sequence()[p - 1]
+                rows[("aa", "D614G")] = dict(kind="sub", pos=p, ref=ref, alt=b, aa="D614G", name=f"{ref}{p}{b}",
+                                             nucleotides=f"{ref}{p}{b}", sites=list(range(*s_codon(614))),
+                                             sources=["GISAID clade GH marker (not carried by 19A/19B)"])
+            role = "context"
+        for k, info in sorted(rows.items(), key=lambda kv: (kv[1]["pos"], kv[1]["kind"])):
+            sh = share_of(k, info, items) if items else None
+            out.append(Marker(cls, info["name"], info["kind"], info["pos"], info["ref"], info["alt"], info["aa"], role,
+                              "; ".join(dict.fromkeys(info["sources"])), None if sh is None else round(sh, 3), n,
+                              "S", info["nucleotides"]))
     return out
 
 
@@ -203,14 +304,17 @@ def write_characteristic_table(markers: Iterable[Marker], path=None) -> None:
     path = path or data_path(*TABLE_FILE)
     lines = [
         f"# bertgeom characteristic spike mutations per class, table version {TABLE_VERSION}",
-        "# Built by `python -m bertgeom.genome.markers build` from definitions/nextstrain_clades.tsv (mutations",
-        "# shared by every clade of a class) and definitions/spike_profiles_train.tsv (spike mutations of >= 75%",
-        "# of the class's training-split genomes). Genome coordinates of MN908947.3, 1-based; see PROVENANCE.md.",
+        "# Built by `python -m bertgeom.genome.markers build` from definitions/nextstrain_clades.tsv (changes",
+        "# shared by every clade of a class) and the training-split developer genomes (spike changes of >= 75%",
+        "# of a class's genomes), read codon by codon: one row per amino-acid change (aa, named as Nextclade",
+        "# names it in gene S) with the nucleotides that make it; indels and synonymous changes as nucleotide",
+        "# events. mutation/kind/pos/ref/alt: the nucleotide block (MN908947.3, 1-based); see PROVENANCE.md.",
         "\t".join(TABLE_COLUMNS),
     ]
     for m in markers:
-        lines.append("\t".join([m.cls, m.name, m.kind, str(m.pos), m.ref, m.alt, m.aa, m.role, m.source,
-                                "" if m.train_share is None else f"{m.train_share:.3f}", str(m.train_genomes)]))
+        lines.append("\t".join([m.cls, m.gene, m.aa, m.nucleotides, m.name, m.kind, str(m.pos), m.ref, m.alt, m.role,
+                                m.source, "" if m.train_share is None else f"{m.train_share:.3f}",
+                                str(m.train_genomes)]))
     with open(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -233,7 +337,8 @@ def parse_characteristic_table(text: str) -> MarkerTable:
         r = dict(zip(header, parts))
         rows.append(Marker(r["class"], r["mutation"], r["kind"], int(r["pos"]), r["ref"], r["alt"], r.get("aa", ""),
                            r.get("role", "marker"), r.get("source", ""),
-                           float(r["train_share"]) if r.get("train_share") else None, int(r.get("train_genomes") or 0)))
+                           float(r["train_share"]) if r.get("train_share") else None, int(r.get("train_genomes") or 0),
+                           r.get("gene", "S") or "S", r.get("nucleotides", "") or r["mutation"]))
     return MarkerTable(tuple(rows), version)
 
 
@@ -248,17 +353,29 @@ def load_marker_table() -> MarkerTable:
 # ------------------------------------------------------------------------------------------
 
 PRESENT, ABSENT, MISSING = "present", "absent", "missing"
+_ACGT_U8 = np.frombuffer(b"ACGT", dtype=np.uint8)
 
 
 def marker_state(m: Marker, aligned: str, insertions: Iterable[tuple[int, str]] = ()) -> str:
     """``present``, ``absent`` or ``missing`` for marker ``m`` in an aligned spike (3,822 characters,
     reference coordinates, ``-`` deletions, ``N`` missing) with its insertions."""
     a, b = m.span
+    if m.kind == "sub" and m.codon_level:
+        codon = aligned[a:b] if 0 <= a < len(aligned) else ""
+        if len(codon) < 3:
+            return MISSING
+        if "-" in codon:
+            return ABSENT
+        q = translate_codon(codon)
+        if q == "X":
+            return MISSING
+        return PRESENT if q == m.aa[-1] else ABSENT
     if m.kind == "sub":
-        base = aligned[a] if 0 <= a < len(aligned) else "N"
-        if base == m.alt:
+        seg = aligned[a:b] if 0 <= a and b <= len(aligned) else ""
+        changed = [i for i, (r, x) in enumerate(zip(m.ref, m.alt)) if r != x]
+        if seg and all(seg[i] == m.alt[i] for i in changed):
             return PRESENT
-        return ABSENT if base in "ACGT-" else MISSING
+        return ABSENT if seg and all(seg[i] in "ACGT-" for i in changed) else MISSING
     if m.kind == "del":
         seg = aligned[a:b]
         if len(seg) == b - a and set(seg) == {"-"}:
@@ -354,10 +471,19 @@ def apply_marker(arr: np.ndarray, insertions: dict[int, str], m: Marker, revert:
     nothing) where that is not possible cleanly: the site is N/ambiguous, or touches another indel."""
     a, b = m.span
     seg = arr[a:b]
-    if m.kind == "sub":
-        if chr(arr[a]) not in "ACGT":
+    if m.kind == "sub" and m.codon_level:
+        if b > len(arr) or not np.isin(seg, _ACGT_U8).all():
             return False
-        arr[a] = ord(m.ref if revert else m.alt)
+        from .reference import reference_spike
+
+        arr[a:b] = np.frombuffer((reference_spike()[a:b] if revert else m.codon).encode("ascii"), dtype=np.uint8)
+        return True
+    if m.kind == "sub":
+        changed = [i for i, (r, x) in enumerate(zip(m.ref, m.alt)) if r != x]
+        if b > len(arr) or any(chr(arr[a + i]) not in "ACGT" for i in changed):
+            return False
+        for i in changed:
+            arr[a + i] = ord(m.ref[i] if revert else m.alt[i])
         return True
     if m.kind == "del":
         if revert:
@@ -395,6 +521,12 @@ if __name__ == "__main__":  # pragma: no cover
 
     if sys.argv[1:] != ["build"]:
         sys.exit("usage: python -m bertgeom.genome.markers build")
-    rows = build_characteristic_table()
+    from .profiles import PROFILE_FILE, build_clade_profiles, write_clade_profiles
+
+    reports = training_reports()
+    rows = build_characteristic_table(reports=reports)
     write_characteristic_table(rows)
     print(f"wrote {len(rows)} rows to {data_path(*TABLE_FILE)}")
+    prof = build_clade_profiles([(clade, rep, text) for _cls, clade, rep, text in reports if clade])
+    write_clade_profiles(prof)
+    print(f"wrote {len(prof)} rows to {data_path(*PROFILE_FILE)}")

@@ -9,10 +9,11 @@ Naming conventions (as Nextstrain / Nextclade write them):
   (one residue: ``del144``); insertion ``ins214EPE`` (after residue 214); frameshift ``F157fs``;
   a new stop codon ``Q1071*``.
 
-Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are named as Nextclade
-and Nextstrain name them: the bases left in the affected codons fill the first of them and the last
-codons count as deleted, so Delta gives ``E156G del157-158``, BA.1 ``G142D del143-145``, Alpha
-21765-21770 ``del69-70`` and 21991-21993 ``del144``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
+Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are named as Nextclade's
+peptide alignment names them: the residue(s) the remaining bases make take the place among the
+affected codons that scores best by BLOSUM62, ties putting the gaps last; so Delta gives
+``E156G del157-158``, BA.1 ``G142D del143-145``, BA.2 ``del24-26 A27S``, Lambda ``del246-252 D253N``,
+Alpha 21765-21770 ``del69-70`` and 21991-21993 ``del144``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
 
 The clade definitions (``definitions/nextstrain_clades.tsv``) list nucleotide sites only, each clade
 inheriting its parent's sites (a child's own row wins at the same site). Some rows give the
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -38,7 +39,6 @@ from .reference import (
     domain_of_aa,
     reference_sequence,
     reference_spike,
-    reference_spike_protein,
     translate,
     translate_codon,
 )
@@ -167,10 +167,16 @@ class NucMutation:
     coarse_domain: str | None = None  # SP / S1 / S2
     aa: str | None = None  # the spike amino-acid change it causes, e.g. "N501Y" (None if none)
     defining_clades: tuple[str, ...] = ()
+    aa_changes: tuple[str, ...] = ()  # every gene's amino-acid events it takes part in, "ORF1b:P314L"
 
     @property
     def in_spike(self) -> bool:
         return self.aa_pos is not None
+
+    @property
+    def coding_change(self) -> bool:
+        """True when it changes an amino acid in some gene (it then belongs to that gene's table row)."""
+        return bool(self.aa_changes)
 
 
 @dataclass(frozen=True)
@@ -186,17 +192,94 @@ class AaMutation:
     coarse_domain: str | None = None
     nuc: tuple[str, ...] = ()  # underlying nucleotide mutation names
     defining_clades: tuple[str, ...] = ()
+    gene: str = "S"  # Nextclade gene name (bertgeom.genome.genes)
+
+    @property
+    def qualified(self) -> str:
+        """``S:N501Y`` (Nextclade's gene:change)."""
+        return f"{self.gene}:{self.name}"
+
+
+@dataclass(frozen=True)
+class AaEvent:
+    """One row of a gene's mutation table: a substitution, a premature stop, a frameshift, an
+    insertion, or a run of consecutive deleted residues grouped as Nextclade names it
+    (``S:del69-70``, ``ORF1a:del3675-3677``), with the nucleotide changes that make it."""
+
+    gene: str
+    kind: str  # "sub", "del", "ins", "fs", "stop"
+    start: int  # first residue (insertions: the residue after which)
+    end: int
+    name: str  # "N501Y", "del69-70", "ins214EPE", "F157fs", "Q1071*"
+    nuc: tuple[str, ...] = ()
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.gene}:{self.name}"
+
+
+def group_events(gene: str, aa: Iterable[AaMutation]) -> list[AaEvent]:
+    """Consecutive deleted residues become one ``del69-70`` event (union of their nucleotides)."""
+    out: list[AaEvent] = []
+    for m in aa:
+        last = out[-1] if out else None
+        if m.kind == "del" and last is not None and last.kind == "del" and m.pos == last.end + 1:
+            nuc = tuple(dict.fromkeys(last.nuc + m.nuc))
+            out[-1] = AaEvent(gene, "del", last.start, m.pos, f"del{last.start}-{m.pos}", nuc)
+            continue
+        name = f"del{m.pos}" if m.kind == "del" else m.name
+        out.append(AaEvent(gene, m.kind, m.pos, m.pos, name, m.nuc))
+    return out
+
+
+@dataclass
+class GeneReport:
+    """One gene of one sequence: its amino-acid changes, table rows, called bases, frameshifts and
+    premature stop codons."""
+
+    gene: str
+    aa: list[AaMutation]
+    events: list[AaEvent]
+    called: int  #: bases of the CDS read as a base or a deletion (not N, not uncovered)
+    length: int
+    frameshifts: list[str]  #: nucleotide names of the indels that shift this gene's frame
+    stops: list[str]  #: premature stop codons ("Q1071*")
+
+    @property
+    def coverage(self) -> float:
+        """Called share of the CDS (see :func:`called_share`)."""
+        return self.called / self.length if self.length else 0.0
+
+
+def called_share(text: str) -> tuple[int, float]:
+    """``(called, share)``: the one definition of coverage used on every card. A position is
+    *called* when the sequence gives a base there (A C G T, an ambiguity code) or a deletion;
+    N and uncovered positions (written N) are not. So coverage + N share = 100 %."""
+    called = len(text) - text.count("N")
+    return called, (called / len(text) if text else 0.0)
 
 
 @dataclass
 class MutationReport:
     """All mutations of one sequence: genome-wide nucleotide changes (spike-only when only a spike
-    cut was available), spike amino-acid changes, and ambiguous spike positions."""
+    cut was available), amino-acid changes per gene (``genes``; ``amino_acid`` is the spike's), and
+    ambiguous spike positions."""
 
     nucleotide: list[NucMutation]
     amino_acid: list[AaMutation]
     spike_only: bool  # True when only the spike was examined
     ambiguous_spike_positions: list[int] = field(default_factory=list)  # genome 1-based
+    genes: dict[str, GeneReport] = field(default_factory=dict)  #: every gene examined, genome order
+
+    @property
+    def events(self) -> list[AaEvent]:
+        """Every gene's table rows, genome order."""
+        return [e for g in self.genes.values() for e in g.events]
+
+    @property
+    def other_nucleotide(self) -> list[NucMutation]:
+        """Nucleotide changes that change no amino acid (synonymous, non-coding, indels between genes)."""
+        return [m for m in self.nucleotide if not m.aa_changes]
 
     @property
     def spike_nucleotide(self) -> list[NucMutation]:
@@ -268,12 +351,14 @@ def aa_effect_of_sub(pos: int, alt: str) -> str | None:
 _ACGT = np.frombuffer(b"ACGT", dtype=np.uint8)
 
 
-def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | None = None) -> MutationReport:
-    """Nucleotide and spike amino-acid mutations of an alignment (whole genome or spike cut)."""
+def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | None = None,
+                   cut: SpikeCut | None = None) -> MutationReport:
+    """Nucleotide mutations and every gene's amino-acid changes of an alignment (whole genome, or a
+    spike cut: gene S only); ``cut``: the genome's spike cut when the caller already has it."""
     defs = defs or load_clade_definitions()
     ref = reference_sequence()
     if isinstance(aln, GenomeAlignment):
-        cut = cut_spike(aln)
+        cut = cut or cut_spike(aln)
         text, offset, spike_only = aln.aligned, 1, False
         dels, inss = aln.deletions, aln.insertions
     else:
@@ -284,7 +369,16 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
     r = np.frombuffer(ref[offset - 1 : offset - 1 + len(text)].encode("ascii"), dtype=np.uint8)
     idx = np.flatnonzero((q != r) & np.isin(q, _ACGT))
 
-    aa_list, codon_aa = _spike_aa_mutations(cut, defs)
+    from .genes import load_genes
+
+    genes = load_genes()
+    examined = ["S"] if spike_only else list(genes)
+    gene_aa: dict[str, tuple[list[AaMutation], dict[int, str]]] = {}
+    for g in examined:
+        gene = genes[g]
+        gtext = text[gene.start - offset : gene.end - offset + 1]
+        gene_aa[g] = gene_aa_mutations(gene, gtext, dels, inss)
+    codon_aa = gene_aa["S"][1]
     nuc: list[NucMutation] = []
     for i in idx.tolist():
         pos = i + offset
@@ -306,22 +400,45 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
         nuc.append(NucMutation("ins", p, "", b, f"ins{p}:{b}", aa, fine, coarse, codon_aa.get(aa)))
     nuc.sort(key=lambda m: (m.pos, m.kind))
 
-    # attach nucleotide names to amino-acid changes
-    by_codon: dict[int, list[str]] = {}
-    for m in nuc:
-        if m.aa_pos is not None:
-            last = m.pos + max(len(m.ref), 1) - 1 if m.kind == "del" else m.pos
-            for a in range(m.aa_pos, (aa_of_genome_pos(min(last, SPIKE_END)) or m.aa_pos) + 1):
-                by_codon.setdefault(a, []).append(m.name)
-    aa_full = []
-    for m in aa_list:
-        names = tuple(by_codon.get(m.pos, ()))
-        clades = tuple(sorted({c for n in names for c in _clades_of_name(n, defs)}))
-        aa_full.append(AaMutation(m.kind, m.pos, m.ref, m.alt, m.name, m.domain, m.coarse_domain, names, clades))
+    # attach nucleotide names to amino-acid changes, gene by gene
+    reports: dict[str, GeneReport] = {}
+    events_of_nuc: dict[str, list[str]] = {}
+    for g in examined:
+        gene = genes[g]
+        by_codon: dict[int, list[str]] = {}
+        for m in nuc:
+            first = m.pos + 1 if m.kind == "ins" else m.pos
+            last = m.pos + max(len(m.ref), 1) - 1 if m.kind == "del" else first
+            if m.kind == "ins":
+                first = last = m.pos  # the codon holding the base before the insertion
+            if last < gene.start or first > gene.end:
+                continue
+            c0 = gene.codon_of(max(first, gene.start))
+            c1 = gene.codon_of(min(last, gene.end)) or gene.n_codons
+            if c0 is None:
+                continue
+            for c in range(c0, c1 + 1):
+                by_codon.setdefault(c, []).append(m.name)
+        full = []
+        for m in gene_aa[g][0]:
+            names = tuple(by_codon.get(m.pos, ()))
+            clades = tuple(sorted({c for n in names for c in _clades_of_name(n, defs)}))
+            full.append(AaMutation(m.kind, m.pos, m.ref, m.alt, m.name, m.domain, m.coarse_domain, names, clades, g))
+        events = group_events(g, full)
+        for e in events:
+            for n in e.nuc:
+                events_of_nuc.setdefault(n, []).append(e.qualified)
+        gtext = text[gene.start - offset : gene.end - offset + 1]
+        called, _ = called_share(gtext)
+        fs = [m.name for m in nuc if m.kind in ("del", "ins") and (len(m.ref) + len(m.alt)) % 3
+              and gene.start <= m.pos <= gene.end - (1 if m.kind == "ins" else 0)]
+        reports[g] = GeneReport(g, full, events, called, gene.length, fs, [m.name for m in full if m.kind == "stop"])
+    nuc = [replace(m, aa_changes=tuple(events_of_nuc.get(m.name, ()))) for m in nuc]
+    aa_full = reports["S"].aa
 
     s_text = cut.aligned
     amb = [SPIKE_START + i for i, c in enumerate(s_text) if c not in "ACGTN-"] if not _plain(s_text) else []
-    return MutationReport(nuc, aa_full, spike_only, amb)
+    return MutationReport(nuc, aa_full, spike_only, amb, reports)
 
 
 def _plain(s: str) -> bool:
@@ -334,23 +451,70 @@ def _clades_of_name(name: str, defs: CladeDefinitions) -> tuple[str, ...]:
     return ()
 
 
-def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions) -> tuple[list[AaMutation], dict[int, str]]:
+def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions | None = None) -> tuple[list[AaMutation], dict[int, str]]:
     """Spike amino-acid changes of a cut, and ``{residue: name}`` of the change at each residue."""
-    s = cut.aligned
-    ref_s = reference_spike()
-    prot = reference_spike_protein()
+    from .genes import load_genes
+
+    return gene_aa_mutations(load_genes()["S"], cut.aligned, cut.deletions, cut.insertions)
+
+
+@functools.lru_cache(maxsize=1)
+def blosum62() -> dict[tuple[str, str], int]:
+    """The BLOSUM62 amino-acid substitution scores (NCBI's matrix, shipped as ``definitions/blosum62.txt``)."""
+    lines = [line for line in data_path("definitions", "blosum62.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    cols = lines[0].split()
+    out = {}
+    for line in lines[1:]:
+        parts = line.split()
+        for c, v in zip(cols, parts[1:]):
+            out[(parts[0], c)] = int(float(v))
+    return out
+
+
+def _deletion_placement(ref_aas: str, q_aas: str, k: int) -> int:
+    """Where ``k`` deleted residues sit among the ``len(ref_aas)`` codons an in-frame but out-of-phase
+    deletion touches: the placement whose remaining residues best match ``q_aas`` by BLOSUM62, as a
+    peptide alignment (Nextclade's) places them; ties put the gaps last (Delta: E156G del157-158;
+    BA.2: del24-26 A27S; Lambda: del246-252 D253N). Returns the index of the first deleted codon."""
+    m = len(ref_aas)
+    b = blosum62()
+    best, best_score = m - k, None
+    for j in range(m - k, -1, -1):
+        rest = ref_aas[:j] + ref_aas[j + k :]
+        score = sum(b.get((r, q), -4) if q != "X" else 0 for r, q in zip(rest, q_aas))
+        if best_score is None or score > best_score:
+            best, best_score = j, score
+    return best
+
+
+def gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], insertions: Iterable[tuple[int, str]]
+                      ) -> tuple[list[AaMutation], dict[int, str]]:
+    """Amino-acid changes of one gene from its aligned text (``gene.length`` characters in reference
+    coordinates, ``-`` deleted, ``N`` missing) and the genome indels touching it; with
+    ``{residue: name}`` of the change at each residue. Names follow Nextclade (module docstring)."""
+    s = text
+    g0, g1 = gene.start, gene.end
+    ref_s = reference_sequence()[g0 - 1 : g1]
+    prot = gene.protein
+    n_aa = len(prot)
+    spike = gene.name == "S"
     handled: set[int] = set()  # 0-based codon indices dealt with by indel logic
     out: list[AaMutation] = []
 
     def add(kind: str, pos: int, ref_aa: str, alt: str, name: str) -> None:
-        fine, coarse = _dom(pos)
-        out.append(AaMutation(kind, pos, ref_aa, alt, name, fine, coarse))
+        fine, coarse = _dom(pos) if spike else (None, None)
+        out.append(AaMutation(kind, pos, ref_aa, alt, name, fine, coarse, gene=gene.name))
 
-    for p, n in cut.deletions:
-        s0 = p - SPIKE_START
+    for p, n in deletions:
+        a, b = max(p, g0), min(p + n - 1, g1)
+        if a > b:
+            continue
+        p, n = a, b - a + 1
+        s0 = p - g0
         e0 = s0 + n
-        cs, ce = s0 // 3, min(-(-e0 // 3), SPIKE_AA_LEN)
-        if cs >= SPIKE_AA_LEN:
+        cs, ce = s0 // 3, min(-(-e0 // 3), n_aa)
+        if cs >= n_aa:
             continue
         if n % 3:
             add("fs", cs + 1, prot[cs], "fs", f"{prot[cs]}{cs + 1}fs")
@@ -363,7 +527,7 @@ def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions) -> tuple[list[AaM
         if len(qbases) != 3 * (m - k):  # another indel in the same codons: name per codon
             continue
         q_aas = translate(qbases)
-        best_j = m - k  # Nextclade's placement: the remaining bases fill the first affected codons
+        best_j = _deletion_placement(prot[cs:ce], q_aas, k)
         rest_idx = [cs + i for i in range(m) if not best_j <= i < best_j + k]
         for i in range(cs + best_j, cs + best_j + k):
             add("del", i + 1, prot[i], "-", f"{prot[i]}{i + 1}-")
@@ -373,11 +537,13 @@ def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions) -> tuple[list[AaM
                 add(kind, ci + 1, prot[ci], qa, f"{prot[ci]}{ci + 1}{qa}")
         handled.update(range(cs, ce))
 
-    for p, b in cut.insertions:
-        o = p - SPIKE_START  # 0-based spike offset of the base before the insertion
+    for p, b in insertions:
+        if not g0 <= p < g1:
+            continue
+        o = p - g0  # 0-based gene offset of the base before the insertion
         L = len(b)
         c = o // 3
-        if c >= SPIKE_AA_LEN:
+        if c >= n_aa:
             continue
         if L % 3:
             add("fs", c + 1, prot[c], "fs", f"{prot[c]}{c + 1}fs")
@@ -400,9 +566,26 @@ def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions) -> tuple[list[AaM
             add("ins", c + 1, "", aas[1:], f"ins{c + 1}{aas[1:]}")
         handled.add(c)
 
+    # codons read out of frame (after a frameshifting indel, up to one that restores the frame):
+    # their residues are not called, as Nextclade masks a frameshift's range
+    shifts = sorted([(p, -min(p + n - 1, g1) + max(p, g0) - 1) for p, n in deletions
+                     if max(p, g0) <= min(p + n - 1, g1) and (min(p + n - 1, g1) - max(p, g0) + 1) % 3]
+                    + [(p + 1, len(b)) for p, b in insertions if g0 <= p < g1 and len(b) % 3])
+    frame, since = 0, None
+    for p, delta in shifts:
+        before = frame
+        frame = (frame + delta) % 3
+        if before == 0 and frame != 0:
+            since = (p - g0) // 3
+        elif before != 0 and frame == 0 and since is not None:
+            handled.update(range(since, min((p - g0) // 3 + 1, n_aa)))
+            since = None
+    if since is not None:
+        handled.update(range(since, n_aa))
+
     # plain codon substitutions (vectorised pre-filter on differing codons)
-    q = np.frombuffer(s[: 3 * SPIKE_AA_LEN].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
-    rr = np.frombuffer(ref_s[: 3 * SPIKE_AA_LEN].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
+    q = np.frombuffer(s[: 3 * n_aa].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
+    rr = np.frombuffer(ref_s[: 3 * n_aa].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
     diff = np.flatnonzero((q != rr).any(axis=1) & ~(q == ord("N")).any(axis=1))
     for c in diff.tolist():
         if c in handled:

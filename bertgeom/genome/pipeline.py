@@ -1,7 +1,15 @@
-"""One call from a user's sequence to everything the Variant Classifier page and ``classify`` need.
+"""One pass from a user's sequence to everything the Variant Classifier page, the batch table and
+``classify`` read: parse -> align -> genes -> mutations per codon -> nearest clade -> private
+changes and QC (spike card, Nextclade-like score) -> rule-based call -> the model's 12-mer tokens.
 
-``analyse_sequence`` never raises for bad input: problems land in ``GenomeAnalysis.error`` (one
+``analyse_sequence`` aligns once and calls mutations once; every reader takes the fields of the
+:class:`GenomeAnalysis` it returns (``to_frame()``, ``summary_row()``, ``arrays()``) instead of
+recomputing. It never raises for bad input: problems land in ``GenomeAnalysis.error`` (one
 sentence) and the fields that could not be computed stay ``None``.
+
+References
+----------
+* Nextclade documentation: "Algorithm" (alignment, translation, mutation calling, placement, QC).
 """
 
 from __future__ import annotations
@@ -16,7 +24,9 @@ from .align import AlignmentError, GenomeAlignment, SpikeCut, align_genome, cut_
 from .fasta import RecordError, SequenceInputError, SequenceRecord, parse_single
 from .kmers import MAX_LENGTH, KmerVocab, seq2kmer
 from .mutations import CladeCall, MutationReport, call_mutations, nearest_clade
-from .qc import GenomeQC, QCResult, genome_qc, spike_qc
+from .markers import RuleCall, call_cut, load_marker_table
+from .profiles import PrivateCall, load_clade_profiles, private_changes
+from .qc import GenomeQC, QCResult, QCScore, genome_qc, qc_score, spike_qc
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +45,9 @@ class GenomeAnalysis:
     clade: CladeCall | None = None  # nearest Nextstrain clade by the definitions
     qc: QCResult | None = None  # spike QC: what the model depends on
     genome_qc: GenomeQC | None = None  # whole-genome QC, separate
+    private: PrivateCall | None = None  # the genome's changes against its nearest clade's profile
+    qc_score: QCScore | None = None  # Nextclade-like QC score, rule by rule
+    rule: RuleCall | None = None  # the rule-based marker call of the spike (second opinion)
     kmers: list[str] = field(default_factory=list)
     token_ids: np.ndarray | None = None  # only when a vocabulary was given
     unk_rate: float | None = None
@@ -44,6 +57,43 @@ class GenomeAnalysis:
     def ok(self) -> bool:
         """True when the spike could be cut (it may still fail QC)."""
         return self.error is None and self.spike is not None
+
+    @property
+    def genes(self) -> list[str]:
+        """The genes examined (all 12 for a genome, ``["S"]`` for a spike-only input)."""
+        return list(self.mutations.genes) if self.mutations else []
+
+    def to_frame(self, gene: str | None = None):
+        """The mutation tables as one pandas DataFrame (or one gene's; ``"nuc"``: the nucleotide changes
+        that change no amino acid): see :func:`mutation_table`."""
+        import pandas as pd
+
+        rows = mutation_table(self)
+        if gene is not None:
+            rows = [r for r in rows if r["gene"] == gene]
+        return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+    def summary_row(self) -> dict:
+        """The flat per-record fields the batch table and the ``classify`` CSV add: nearest clade,
+        QC score and status, private changes, frameshifts, premature stops."""
+        if self.clade is None or self.qc_score is None:
+            return {"clade": "", "qc_score": "", "qc_status": "", "private": "", "frameshifts": "", "stops": ""}
+        rules = self.qc_score.rules
+        return {"clade": self.clade.display, "qc_score": self.qc_score.score, "qc_status": self.qc_score.status,
+                "private": rules["private mutations"].count, "frameshifts": rules["frameshifts"].count,
+                "stops": rules["stop codons"].count}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays behind the result: ``token_ids`` (when tokenised), ``spike_called`` (bool per
+        spike base: a base or a deletion was read) and ``genome_called`` (same, per genome base)."""
+        out: dict[str, np.ndarray] = {}
+        if self.token_ids is not None:
+            out["token_ids"] = np.asarray(self.token_ids)
+        if self.spike is not None:
+            out["spike_called"] = np.frombuffer(self.spike.aligned.encode("ascii"), np.uint8) != ord("N")
+        if self.alignment is not None:
+            out["genome_called"] = np.frombuffer(self.alignment.aligned.encode("ascii"), np.uint8) != ord("N")
+        return out
 
 
 def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVocab | None = None,
@@ -76,9 +126,12 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
             res.error = "The sequence aligns to SARS-CoV-2 but does not cover the spike (S gene)."
             return res
         res.spike = cut
-        res.mutations = call_mutations(aln)
+        res.mutations = call_mutations(aln, cut=cut)
         res.clade = nearest_clade(aln)
-        res.qc = spike_qc(cut, res.mutations, cls or res.clade.cls)
+        res.private = private_changes(res.mutations, aln.aligned, 1, res.clade.clade)
+        res.qc = spike_qc(cut, res.mutations, cls or res.clade.cls, private=res.private)
+        res.qc_score = qc_score(res.mutations, aln.aligned, res.private)
+        res.rule = call_cut(cut)
         text = cut.aligned if representation == "aligned" else cut.paper_sequence()
         res.model_input = text
         res.kmers = seq2kmer(text)
@@ -92,6 +145,47 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
         log.exception("analyse_sequence failed for %s", record.name)
         res.error = f"The sequence could not be analysed ({type(exc).__name__}: {exc})."
     return res
+
+
+#: Columns of :func:`mutation_table` (one row per table row of every gene, then the other nucleotides).
+TABLE_COLUMNS = ("gene", "mutation", "nucleotides", "kind", "position", "carried by", "private")
+
+
+def carried_by(change: str) -> tuple[str, ...]:
+    """Classes carrying exactly this change (``S:E484K``, ``C241T``): those whose characteristic table
+    lists that amino-acid change (or nucleotide event), and those with a clade whose profile holds it.
+    A class with another change at the same site (E484A for E484K) is not among them."""
+    from .classes import CLASSES
+
+    gene, _, name = change.rpartition(":")
+    classes = set(load_clade_profiles().classes_carrying(change))
+    for m in load_marker_table().markers:
+        if gene == m.gene and name in m.aa_names:
+            classes.add(m.cls)
+        elif not gene and name in (m.name, *m.nucleotides.split()) and not m.codon_level:
+            classes.add(m.cls)
+    return tuple(c for c in CLASSES if c in classes)
+
+
+def mutation_table(analysis: GenomeAnalysis) -> list[dict]:
+    """Every row of the analysis's mutation tables: each gene's amino-acid events (Nextclade names,
+    grouped deletions) with their nucleotides, then the nucleotide changes that change no amino acid
+    (gene ``"nuc"``); ``carried by``: :func:`carried_by`; ``private``: "yes" when the change is not in
+    the nearest clade's profile (the rows the QC's private count counts, exactly)."""
+    rep = analysis.mutations
+    if rep is None:
+        return []
+    private = set(analysis.private.private) if analysis.private else set()
+    rows = []
+    for g, gr in rep.genes.items():
+        for e in gr.events:
+            rows.append({"gene": g, "mutation": e.name, "nucleotides": " ".join(e.nuc), "kind": e.kind,
+                         "position": e.start, "carried by": carried_by(e.qualified),
+                         "private": "yes" if e.qualified in private else ""})
+    for m in rep.other_nucleotide:
+        rows.append({"gene": "nuc", "mutation": m.name, "nucleotides": m.name, "kind": m.kind, "position": m.pos,
+                     "carried by": carried_by(m.name), "private": "yes" if m.name in private else ""})
+    return rows
 
 
 def analyse_many(records: Iterable[SequenceRecord | RecordError], vocab: KmerVocab | None = None,

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .align import SpikeCut
+from .classes import clade_to_class
 from .mutations import MutationReport, class_expected_sites, nearest_clade
 
 MIN_COVERAGE_WARN = 0.98  #: coverage below this warns
@@ -47,8 +48,8 @@ class QCResult:
 
     verdict: str
     reasons: list[str]
-    coverage: float
-    n_share: float
+    coverage: float  #: called share of the spike (= 1 - n_share)
+    n_share: float  #: N or uncovered share of the spike
     n_count: int
     ambiguous: int
     frameshifts: list[str]  # nucleotide names of frameshifting indels
@@ -73,22 +74,35 @@ def _judge(checks: dict[str, str], messages: dict[str, str]) -> tuple[str, list[
     return max(checks.values(), key=_RANK.__getitem__), [messages[k] for k, v in checks.items() if v != "pass"]
 
 
-def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None) -> QCResult:
-    """QC of one spike cut with its mutation report; ``cls`` = class to judge private mutations
-    against (the predicted class); by default the class of the nearest clade."""
+def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None, private=None) -> QCResult:
+    """QC of one spike cut with its mutation report. ``private``: the genome's
+    :class:`~.profiles.PrivateCall` against its nearest clade (what the pipeline passes: the check then
+    counts exactly the S rows marked private); without it, spike substitutions are judged against
+    class ``cls`` (default: the nearest clade's) as before.
+
+    Coverage is the called share of the spike (:func:`~.mutations.called_share`): coverage and the
+    N share always add up to 100 %."""
     n = len(cut.aligned)
     n_count = cut.aligned.count("N")
     n_share = n_count / n
+    coverage = 1 - n_share
     amb = len(mutations.ambiguous_spike_positions)
     fs = [m.name for m in mutations.spike_nucleotide if m.kind in ("del", "ins") and (len(m.ref) + len(m.alt)) % 3]
     stops = [m.name for m in mutations.amino_acid if m.kind == "stop"]
-    if cls is None:
-        cls = nearest_clade(cut).cls
-    expected = class_expected_sites(cls)
-    private = [m.name for m in mutations.spike_nucleotide if m.kind == "sub" and (m.pos, m.alt) not in expected]
+    if private is not None:
+        judged = f"clade {private.clade}'s profile"
+        cls = cls or clade_to_class(private.clade)
+        private = [c.split(":", 1)[1] for c in private.in_gene("S")]
+        private_msg = f"{len(private)} spike change(s) not in {judged} (the S rows marked private)"
+    else:
+        if cls is None:
+            cls = nearest_clade(cut).cls
+        expected = class_expected_sites(cls)
+        private = [m.name for m in mutations.spike_nucleotide if m.kind == "sub" and (m.pos, m.alt) not in expected]
+        private_msg = f"{len(private)} spike substitutions not expected in class {cls}"
 
     checks = {
-        "coverage": _grade(cut.coverage, MIN_COVERAGE_WARN, MIN_COVERAGE_FAIL, higher_is_worse=False),
+        "coverage": _grade(coverage, MIN_COVERAGE_WARN, MIN_COVERAGE_FAIL, higher_is_worse=False),
         "missing data": "fail" if n_share > N_SHARE_FAIL else ("warn" if n_share > N_SHARE_WARN else "pass"),
         "ambiguous bases": "fail" if amb > AMBIGUOUS_FAIL else ("warn" if amb > AMBIGUOUS_WARN else "pass"),
         "frameshifts": _grade(len(fs), FRAMESHIFT_WARN, FRAMESHIFT_FAIL),
@@ -96,14 +110,14 @@ def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None) -
         "private mutations": "fail" if len(private) > PRIVATE_FAIL else ("warn" if len(private) > PRIVATE_WARN else "pass"),
     }
     verdict, reasons = _judge(checks, {
-        "coverage": f"the sequence covers only {cut.coverage:.1%} of the spike",
-        "missing data": f"{n_count} of {n} spike bases are N ({n_share:.1%})",
+        "coverage": f"only {coverage:.1%} of the spike is called (the rest is N or not covered)",
+        "missing data": f"{n_count} of {n} spike bases are N or not covered ({n_share:.1%})",
         "ambiguous bases": f"{amb} ambiguous bases (IUPAC codes) in the spike",
         "frameshifts": f"{len(fs)} frameshift(s) in the spike: {', '.join(fs)}",
         "stop codons": f"premature stop codon(s): {', '.join(stops)}",
-        "private mutations": f"{len(private)} spike substitutions not expected in class {cls}",
+        "private mutations": private_msg,
     })
-    return QCResult(verdict, reasons, cut.coverage, n_share, n_count, amb, fs, stops, private, cls, checks)
+    return QCResult(verdict, reasons, coverage, n_share, n_count, amb, fs, stops, private, cls, checks)
 
 
 # ------------------------------------------------------------------------------------------
@@ -135,7 +149,7 @@ class GenomeQC:
 
     verdict: str  #: pass / warn / fail, or "partial" for a spike-only or partial sequence
     reasons: list[str]
-    coverage: float
+    coverage: float  #: called share of the genome (1 - missing / 29,903)
     missing: int  #: N plus uncovered reference bases
     ambiguous: int
     frameshifts: list[str]
@@ -150,8 +164,8 @@ def genome_qc(aln) -> GenomeQC:
     shift no frame.
     """
     text = aln.aligned
-    coverage = float(aln.covered.mean())
     missing = text.count("N")
+    coverage = 1 - missing / len(text)  # called share, as on every card
     ambiguous = sum(1 for c in text if c not in "ACGTN-") if text.strip("ACGTN-") else 0
     shifts = []
     for p, n in aln.deletions:
@@ -162,8 +176,9 @@ def genome_qc(aln) -> GenomeQC:
         gene = gene_at(p) if gene_at(p + 1) else None
         if len(b) % 3 and gene:
             shifts.append(f"ins{p}:{b} ({gene})")
-    if coverage < GENOME_PARTIAL:
-        return GenomeQC("partial", [f"the sequence covers {coverage:.0%} of the genome: whole-genome checks do not apply"],
+    if float(aln.covered.mean()) < GENOME_PARTIAL:
+        return GenomeQC("partial", [f"the sequence spans {float(aln.covered.mean()):.0%} of the genome ({coverage:.0%} "
+                                    "called): whole-genome checks do not apply"],
                         coverage, missing, ambiguous, shifts, {})
     checks = {
         "missing data": _grade(missing, GENOME_N_WARN, GENOME_N_FAIL),
@@ -176,3 +191,85 @@ def genome_qc(aln) -> GenomeQC:
         "frameshifts": "frameshifting indels in coding sequences: " + ", ".join(shifts[:5]),
     })
     return GenomeQC(verdict, reasons, coverage, missing, ambiguous, shifts, checks)
+
+
+# ------------------------------------------------------------------------------------------
+# Nextclade-like QC score, rule by rule
+# ------------------------------------------------------------------------------------------
+
+#: Rule parameters, reconstructed from the Nextclade documentation ("Quality Control", and the
+#: SARS-CoV-2 dataset's pathogen.json defaults as documented there); not Nextclade's code. Each rule
+#: gives a score (0 = perfect, 100 = the "bad" threshold); overall = sum of score^2 / 100.
+NEXTCLADE_QC = {
+    "missing data": {"score_bias": 300, "threshold": 2700},  # (N - bias) * 100 / threshold
+    "mixed sites": {"threshold": 10},  # 100 * mixed / threshold
+    "private mutations": {"typical": 8, "cutoff": 24, "labeled": 4, "unlabeled": 1, "reversion": 6},
+    "frameshifts": {"per": 75},
+    "stop codons": {"per": 75, "ignored": ("ORF8:Q27*", "ORF8:K68*")},  # Alpha's known ORF8 stops
+}
+QC_GOOD, QC_BAD = 30.0, 100.0  #: status: good below 30, mediocre below 100, bad from 100 on
+
+
+def qc_status(score: float) -> str:
+    return "good" if score < QC_GOOD else ("mediocre" if score < QC_BAD else "bad")
+
+
+@dataclass(frozen=True)
+class QCRule:
+    """One rule of the QC score: ``score``, ``status`` and one sentence on what it counted."""
+
+    name: str
+    score: float
+    status: str
+    count: int
+    message: str
+
+
+@dataclass(frozen=True)
+class QCScore:
+    """Nextclade-like QC of one sequence: the rules and the overall score and status."""
+
+    rules: dict[str, QCRule]
+    score: float
+    status: str
+
+    def summary(self) -> str:
+        return f"{self.status} ({self.score:.0f})"
+
+
+def qc_score(report, aligned: str, private, gene_names=None) -> QCScore:
+    """Score a mutation report (:class:`~.mutations.MutationReport`) with its aligned text (the whole
+    genome, or the spike for a spike-only input) and its :class:`~.profiles.PrivateCall`.
+
+    Missing data counts N (uncovered positions are N) over the whole genome, so a spike-only or
+    partial sequence scores "bad" on it, as in Nextclade."""
+    from .reference import REFERENCE_LEN
+
+    p = NEXTCLADE_QC
+    called = len(aligned) - aligned.count("N")
+    missing = REFERENCE_LEN - called
+    mixed = sum(1 for c in aligned if c not in "ACGTN-") if aligned.strip("ACGTN-") else 0
+    fs = sorted({n for g in report.genes.values() for n in g.frameshifts})
+    stops = [f"{g}:{s}" for g, gr in report.genes.items() for s in gr.stops]
+    stops = [s for s in stops if s not in p["stop codons"]["ignored"]]
+    pm = p["private mutations"]
+    weighted = pm["labeled"] * len(private.labeled) + pm["unlabeled"] * len(private.unlabeled) + \
+        pm["reversion"] * len(private.reversions)
+    md = p["missing data"]
+    scores = {
+        "missing data": (max(0.0, (missing - md["score_bias"]) * 100 / md["threshold"]), missing,
+                         f"{missing:,} of {REFERENCE_LEN:,} bases missing (N or not covered; coverage "
+                         f"{called / REFERENCE_LEN:.1%})"),
+        "mixed sites": (100 * mixed / p["mixed sites"]["threshold"], mixed, f"{mixed} mixed (ambiguous) sites"),
+        "private mutations": (max(0.0, weighted - pm["typical"]) * 100 / pm["cutoff"], len(private.private),
+                              f"{len(private.private)} private changes against clade {private.clade}'s profile "
+                              f"({len(private.labeled)} found in other clades, {len(private.unlabeled)} in none; "
+                              f"the rows marked 'private' in the tables) and {len(private.reversions)} reversion(s)"),
+        "frameshifts": (p["frameshifts"]["per"] * len(fs), len(fs),
+                        f"{len(fs)} frameshift(s)" + (": " + ", ".join(fs[:5]) if fs else "")),
+        "stop codons": (p["stop codons"]["per"] * len(stops), len(stops),
+                        f"{len(stops)} premature stop codon(s)" + (": " + ", ".join(stops[:5]) if stops else "")),
+    }
+    rules = {k: QCRule(k, round(v, 1), qc_status(v), n, msg) for k, (v, n, msg) in scores.items()}
+    total = round(sum(r.score ** 2 for r in rules.values()) / 100, 1)
+    return QCScore(rules, total, qc_status(total))

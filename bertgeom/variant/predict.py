@@ -30,6 +30,9 @@ class Prediction:
     unk_rate: float | None = None
     rule_call: str = ""  #: the rule-based marker call (bertgeom.genome.markers), a second opinion
     rule_evidence: str = ""  #: its evidence, e.g. "delta: 7/7 markers"
+    clade: str = ""  #: nearest Nextstrain clade (display name, e.g. "21J (Delta)")
+    qc_score: float | None = None  #: Nextclade-like QC score (bertgeom.genome.qc.qc_score)
+    qc_status: str = ""  #: good / mediocre / bad
     spike: str = field(default="", repr=False)  #: the aligned spike read (not a CSV column)
     error: str = ""
 
@@ -42,7 +45,8 @@ class Prediction:
         out.update(qc=self.qc, qc_reasons=self.qc_reasons, genome_qc=self.genome_qc,
                    n_mutations="" if self.n_mutations is None else self.n_mutations,
                    unk_rate="" if self.unk_rate is None else round(self.unk_rate, 4),
-                   rule_call=self.rule_call, rule_evidence=self.rule_evidence,
+                   rule_call=self.rule_call, rule_evidence=self.rule_evidence, clade=self.clade,
+                   qc_score="" if self.qc_score is None else self.qc_score, qc_status=self.qc_status,
                    agrees="" if not (self.predicted and self.rule_call) else ("yes" if self.predicted == self.rule_call else "no"),
                    error=self.error, model_version=model_version)
         return out
@@ -88,8 +92,8 @@ class FastClassifier:
 
 
 def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray | None]:
-    """Parse, align, cut, QC, call markers and tokenise one record (the CPU part of classification)."""
-    from bertgeom.genome.markers import call_cut
+    """Parse, align, cut, QC, call markers and tokenise one record (the CPU part of classification):
+    one :func:`~bertgeom.genome.pipeline.analyse_sequence` pass, read field by field."""
     from bertgeom.genome.pipeline import analyse_sequence
 
     a = analyse_sequence(rec, vocab=vocab, max_length=max_tokens)
@@ -105,8 +109,10 @@ def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray 
         pred.genome_qc = a.genome_qc.verdict + (f" ({'; '.join(a.genome_qc.reasons)})" if a.genome_qc.reasons else "")
     pred.n_mutations = len(a.mutations.nucleotide) if a.mutations else None
     pred.unk_rate = a.unk_rate
-    rule = call_cut(a.spike)
-    pred.rule_call, pred.rule_evidence = rule.call, rule.summary()
+    pred.rule_call, pred.rule_evidence = a.rule.call, a.rule.summary()
+    summary = a.summary_row()
+    pred.clade, pred.qc_status = summary["clade"], summary["qc_status"]
+    pred.qc_score = summary["qc_score"] if summary["qc_score"] != "" else None
     pred.spike = a.spike.aligned
     return pred, ids
 

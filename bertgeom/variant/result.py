@@ -33,47 +33,63 @@ def _events(report) -> list[dict]:
     return events
 
 
-def mutation_rows(analysis, pred: str, rule_call: str | None = None) -> tuple[list[dict], list[str]]:
-    """One row per spike mutation event (substitution, grouped deletion, insertion) with its
-    nucleotide changes, domain, the classes it characterises (``characteristic_mutations.tsv``),
-    whether it characterises ``pred``, and whether it is a marker of no class (not in the table at all;
-    not to be read as QC's *private* mutations, which are judged against the class's whole training
-    profile, so one screen never gives one word two counts); and
-    the characteristic mutations of ``pred`` (and of ``rule_call`` when it differs) that are
-    missing, with why: the reference base is read there, or the site is not covered (N)."""
+def mutation_rows(analysis, pred: str, rule_call: str | None = None, gene: str = "S") -> tuple[list[dict], list[str]]:
+    """One row per mutation event of ``gene`` (substitution, grouped deletion, insertion, frameshift,
+    stop; ``"nuc"``: the nucleotide changes that change no amino acid), read from the analysis's one
+    table (:func:`bertgeom.genome.pipeline.mutation_table`): its nucleotide changes, the spike domain,
+    the classes carrying exactly that change, whether it characterises ``pred``, and whether it is
+    *private* (not in the nearest clade's profile: the rows QC's private count counts); and the
+    characteristic mutations of ``pred`` (and of ``rule_call`` when it differs) that are missing,
+    with why: the reference or another amino acid is read there, or the site is not covered (N)."""
     from bertgeom.genome.markers import ABSENT, MISSING, load_marker_table, marker_state
+    from bertgeom.genome.pipeline import mutation_table
+    from bertgeom.genome.reference import readable_region
 
     table = load_marker_table()
-    classes_of: dict[str, list[str]] = {}
-    for m in table.markers:
-        classes_of.setdefault(m.name, []).append(m.cls)
     flag = defining_flag(pred)
+    clade = analysis.clade.display if analysis.clade is not None else "the nearest clade"
     rows = []
-    for e in _events(analysis.mutations):
-        owners = sorted({c for n in e["nuc"] for c in classes_of.get(n, [])}, key=list(CLASS_DISPLAY).index)
-        rows.append({"mutation": e["name"], "nucleotide": ", ".join(e["nuc"]), "domain": e["domain"],
-                     flag: "yes" if pred in owners else "",
-                     "characteristic of": ", ".join(CLASS_DISPLAY.get(c, c) for c in owners),
-                     "marker of no class": "" if owners else "yes"})
+    for r in mutation_table(analysis):
+        if r["gene"] != gene:
+            continue
+        owners = list(r["carried by"])
+        row = {"mutation": r["mutation"], "nucleotide": r["nucleotides"].replace(" ", ", ")}
+        if gene == "S":
+            row["domain"] = readable_region(r["position"])
+        row.update({flag: "yes" if pred in owners else "",
+                    "carried by": ", ".join(CLASS_DISPLAY.get(c, c) for c in owners),
+                    f"private (not in {clade})": r["private"]})
+        rows.append(row)
     missing = []
-    aligned, insertions = analysis.spike.aligned, analysis.spike.insertions
-    for cls in dict.fromkeys([pred] + ([rule_call] if rule_call and rule_call != pred else [])):
-        for m in table.of(cls):
-            state = marker_state(m, aligned, insertions)
-            if state in (ABSENT, MISSING):
-                why = "not covered (N)" if state == MISSING else "reference or another base"
-                missing.append(f"{m.label} ({m.name}; {CLASS_DISPLAY.get(cls, cls)}: {why})")
+    if gene == "S":
+        aligned, insertions = analysis.spike.aligned, analysis.spike.insertions
+        for cls in dict.fromkeys([pred] + ([rule_call] if rule_call and rule_call != pred else [])):
+            for m in table.of(cls):
+                state = marker_state(m, aligned, insertions)
+                if state in (ABSENT, MISSING):
+                    why = "not covered (N)" if state == MISSING else "reference or another change"
+                    missing.append(f"{m.label} ({m.nucleotides or m.name}; {CLASS_DISPLAY.get(cls, cls)}: {why})")
     return rows, missing
 
 
+def private_column(analysis) -> str:
+    """The name of the table column that marks private rows (it names the clade judged against)."""
+    clade = analysis.clade.display if analysis.clade is not None else "the nearest clade"
+    return f"private (not in {clade})"
+
+
 def batch_table(rows: list[dict]):
-    """The batch view of ``classify`` rows: name, BERT call, confidence, rule call, agreement, spike and
-    whole-genome QC, mutations, error (a pandas DataFrame, sortable on the page)."""
+    """The batch view of ``classify`` rows: name, BERT call, confidence, rule call, agreement, nearest
+    clade, Nextclade-like QC score and status, spike and whole-genome QC, mutations, error (a pandas
+    DataFrame, sortable on the page)."""
     import pandas as pd
 
     out = [{"name": r["name"], "BERT call": CLASS_DISPLAY.get(r["predicted"], r["predicted"]),
             "confidence": r["confidence"] if r["confidence"] != "" else None,
             "rule call": CLASS_DISPLAY.get(r["rule_call"], r["rule_call"]), "agree": r["agrees"],
+            "nearest clade": r.get("clade", ""),
+            "QC score": r.get("qc_score") if r.get("qc_score") not in ("", None) else None,
+            "QC status": r.get("qc_status", ""),
             "spike QC": r["qc"], "genome QC": r["genome_qc"], "mutations": r["n_mutations"] if r["n_mutations"] != "" else None,
             "error": r["error"]} for r in rows]
     return pd.DataFrame(out)
@@ -93,7 +109,7 @@ def second_opinion(analysis, pred: str, confidence: float, min_confidence: float
     its evidence and the warning a user should see: disagreement, or a low BERT confidence."""
     from bertgeom.genome.markers import call_cut
 
-    rule = call_cut(analysis.spike)
+    rule = analysis.rule if getattr(analysis, "rule", None) is not None else call_cut(analysis.spike)
     ev = rule.evidence.get(rule.call)
     out = {"call": rule.call, "display": CLASS_DISPLAY.get(rule.call, rule.call), "summary": rule.summary(),
            "agrees": rule.call == pred, "matched": len(ev.present) if ev else 0,
@@ -140,10 +156,29 @@ def result_record(loaded, analysis, pred: str, labels, probs) -> dict:
         "qc": {"verdict": qc.verdict, "reasons": qc.reasons, "coverage": qc.coverage, "n_share": qc.n_share,
                "frameshifts": qc.frameshifts, "private": qc.private},
         "mutations": report.aa_names(), "nucleotide_mutations": report.nuc_names(spike_only=True),
+        **_genome_fields(analysis),
     }
+
+
+def _genome_fields(analysis) -> dict:
+    """Nearest clade, QC score by rule and every gene's changes, from the one analysis (JSON download)."""
+    if getattr(analysis, "qc_score", None) is None:
+        return {}
+    q = analysis.qc_score
+    return {"nearest_clade": analysis.clade.clade,
+            "qc_score": {"score": q.score, "status": q.status,
+                         "rules": {k: {"score": r.score, "status": r.status, "count": r.count, "message": r.message}
+                                   for k, r in q.rules.items()}},
+            "private": list(analysis.private.private), "reversions": list(analysis.private.reversions),
+            "genes": {g: {"coverage": gr.coverage, "mutations": [e.name for e in gr.events],
+                          "frameshifts": gr.frameshifts, "stops": gr.stops}
+                      for g, gr in analysis.mutations.genes.items()}}
 
 
 def result_row(loaded, analysis, pred: str, labels, probs) -> dict:
     """One flat row of the result (the CSV download)."""
+    extra = analysis.summary_row() if hasattr(analysis, "summary_row") else {}
     return {"name": analysis.name, "predicted": pred, **{f"p_{c}": float(p) for c, p in zip(labels, probs)},
-            "qc": analysis.qc.verdict, "mutations": " ".join(analysis.mutations.aa_names()), **manifest(loaded)}
+            "qc": analysis.qc.verdict, "clade": extra.get("clade", ""), "qc_score": extra.get("qc_score", ""),
+            "qc_status": extra.get("qc_status", ""), "mutations": " ".join(analysis.mutations.aa_names()),
+            **manifest(loaded)}

@@ -1,0 +1,39 @@
+"""AppTest of the genome-pipeline sections of the Variant Classifier page (bertgeom/ui/variant_sections.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from bertgeom.sets.inputs import genome_set
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def test_gene_tables_nearest_clade_and_qc_score_read_the_one_analysis(tiny_variant_dir, monkeypatch):
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["model_id"] = str(tiny_variant_dir)
+    at.session_state["genome_value"] = genome_set("demo")[3].text  # the Alpha example
+    at.run()
+    at = at.switch_page("pages/variant_classifier.py").run()
+    assert not at.exception
+    assert any("Nearest Nextstrain clade: **20I (Alpha)**" in m.value for m in at.markdown)
+    assert any("QC score (Nextclade-like)" in m.value for m in at.markdown)
+    rules = [c.value for c in at.caption if c.value.startswith("• **")]
+    assert [r.split("**")[1] for r in rules] == ["missing data", "mixed sites", "private mutations", "frameshifts",
+                                                 "stop codons"]
+    table = at.dataframe[0].value
+    assert "del69-70" in set(table["mutation"])  # S first
+    private_col = next(c for c in table.columns if c.startswith("private (not in 20I"))
+    spike_card = next(m for m in at.metric if m.label == "Private mutations")
+    assert int(spike_card.value) == (table[private_col] == "yes").sum()  # one word, one count
+    coverage = next(m for m in at.metric if m.label == "Spike coverage").value
+    n_share = next(m for m in at.metric if m.label == "N in spike").value
+    assert abs(float(coverage.rstrip("%")) + float(n_share.rstrip("%")) - 100) < 0.11
+    at.segmented_control(key="w_gene").set_value("ORF8").run()
+    assert not at.exception
+    orf8 = at.dataframe[0].value
+    assert {"Q27*", "K68*"} <= set(orf8["mutation"]) and "domain" not in orf8.columns
+    assert any("ORF8:" in c.value and "premature stop" in c.value for c in at.caption)
