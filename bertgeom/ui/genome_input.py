@@ -97,8 +97,10 @@ def _on_upload() -> None:
 
 def genome_input_box() -> str:
     """Text area + upload + example picker; returns the current genome text."""
-    if not st.session_state.get("genome_value"):
-        st.session_state["genome_value"] = demo_genomes()[-1]["text"]  # Omicron: a rich first view
+    if not st.session_state.get("_genome_started"):  # once per session: a box emptied later stays empty
+        st.session_state["_genome_started"] = True
+        if not st.session_state.get("genome_value") and not st.session_state.get("_link_input_missing"):
+            st.session_state["genome_value"] = demo_genomes()[-1]["text"]  # Omicron: a rich first view
     if "w_genome" not in st.session_state:
         st.session_state["w_genome"] = st.session_state["genome_value"]
     examples = demo_genomes()

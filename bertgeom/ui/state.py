@@ -98,7 +98,22 @@ def _read_link_settings(qp) -> None:
         else:
             _note("The shared link names an example genome this server does not have.")
     elif qp.get("input") == "missing":
-        _note(missing)
+        if _link_model_reads_genomes():
+            # nothing computed from another genome: the box stays empty (no example is filled in)
+            st.session_state["_link_input_missing"] = True
+            _note("The shared link was made on a pasted genome, which a link cannot carry: paste or upload "
+                  "that FASTA to see the view it shows.")
+        else:
+            _note(missing)
+
+
+def _link_model_reads_genomes() -> bool:
+    from bertgeom.models import ModelLoadError, resolve_spec
+
+    try:
+        return resolve_spec(st.session_state.get("model_id") or DEFAULT_MODEL_ID).input_kind == "spike"
+    except ModelLoadError:
+        return False
 
 
 def _note(text: str) -> None:
@@ -126,7 +141,9 @@ def share_query(view: str, model_id: str, layer: int, head: int, *, input_kind: 
         from bertgeom.ui.genome_input import demo_genomes
 
         texts = [g["text"].strip() for g in demo_genomes()]
-        if clean in texts:
+        if not clean:
+            pass  # an empty box: nothing to carry, nothing to warn about
+        elif clean in texts:
             q["genome"] = str(texts.index(clean) + 1)
         else:
             q["input"] = "missing"
