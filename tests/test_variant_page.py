@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from bertgeom.sets.inputs import genome_set
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
-PAGE = "pages/variant_classifier.py"
+PAGE = "app_pages/variant_classifier.py"
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_the_shared_sidebar_shows_a_markdown_header_as_text_on_every_page(tiny_v
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = ">![p](http://127.0.0.1:8999/p.png) :red[x]\n"
     at.run()
-    at.switch_page("pages/attention_heads.py").run()
+    at.switch_page("app_pages/attention_heads.py").run()
     assert not at.exception
     assert at.error and "\\!\\[p\\]\\(http\\:" in at.error[0].value and "\\:red\\[x\\]" in at.error[0].value
 

@@ -127,7 +127,7 @@ def test_in_the_app_a_cache_miss_waits_for_a_slot_and_a_hit_does_not():
     done = threading.Event()
 
     def run():
-        at.switch_page("pages/attention_heads.py").run()
+        at.switch_page("app_pages/attention_heads.py").run()
         done.set()
 
     runner = threading.Thread(target=run)
@@ -244,7 +244,7 @@ def test_in_the_app_a_batch_waits_outside_the_cache_and_reruns_never_queue(tiny_
     done = threading.Event()
 
     def run():
-        at.switch_page("pages/variant_classifier.py").run()
+        at.switch_page("app_pages/variant_classifier.py").run()
         done.set()
 
     runner = threading.Thread(target=run)
