@@ -223,12 +223,18 @@ with c2:
     layer = st.number_input("[CLS] attention of layer", 1, trace.num_layers, trace.num_layers, key="w_cls_layer")
     use_ig = st.checkbox("Integrated gradients", value=False, key="w_ig",
                          help="Attribution of each k-mer to the predicted class (Gauss-Legendre quadrature, "
-                              "refined until the attributions add up to f(input) - f(baseline) within 5%; "
-                              "a few seconds).")
+                              "refined until the attributions add up to f(input) - f(baseline) within 5%). "
+                              "Tens of seconds on a small server: the node cap below trades exactness for time.")
+    ig_nodes = st.select_slider("Integrated gradients: nodes at most", [8, 16, 32, 64, 128], value=128,
+                                key="w_ig_nodes",
+                                help="Integrated gradients starts at 16 quadrature nodes (fewer if capped) and "
+                                     "doubles them until the completeness gap is within 5% or this cap is "
+                                     "reached; the line under the track says how complete the result is.")
 tracks = {f"[CLS] attention, layer {layer}": cls_att[layer - 1], "attention rollout": rollout[-1]}
 if use_ig:
     ig, ig_summary, ig_complete = call_heavy(integrated_gradients_for, model_id, trace.encoded.input_ids,
-                                             labels.index(pred), 16, what="integrated gradients")
+                                             labels.index(pred), min(16, ig_nodes), ig_nodes,
+                                             what="integrated gradients")
     tracks["integrated gradients"] = ig
 mut_tokens = mutation_tokens(report, loaded.tokenizer, len(axis))
 with c1:

@@ -101,9 +101,15 @@ def test_a_twenty_record_batch_stays_open_through_a_session_and_in_a_second_brow
         expect(page.get_by_role("heading", name=records[row][0])).to_be_visible(timeout=120_000)
     page.screenshot(path=str(SHOTS / "classifier_batch_row.png"), full_page=True)
 
+    nodes = page.get_by_test_id("stSlider").filter(has_text="nodes at most")
+    nodes.get_by_role("slider").focus()
+    page.keyboard.press("Home")  # the smallest node cap: the fastest integrated gradients
+    wait_idle(page)
+    expect(nodes.get_by_test_id("stSliderThumbValue")).to_have_text("8")
     page.get_by_text("Integrated gradients", exact=True).click()  # the checkbox's label
     wait_idle(page, timeout_ms=300_000)
     expect(page.get_by_text("Integrated gradients: attributions sum to")).to_be_visible(timeout=300_000)
+    expect(page.get_by_text("with 8 quadrature nodes")).to_be_visible()
     _no_error_box(page)
 
     revert = page.get_by_test_id("stMultiSelect").filter(has_text="Revert")

@@ -137,9 +137,11 @@ def test_after_a_batch_every_rerun_opens_without_a_replay_error(variant_app):
     assert not at.exception and any("4 records" in s.value for s in at.subheader)
     at.run()  # a plain rerun (a download click or another widget)
     assert not at.exception, [e.value for e in at.exception]
+    at.select_slider(key="w_ig_nodes").set_value(8).run()
     at.checkbox(key="w_ig").check().run()
     assert not at.exception, [e.value for e in at.exception]
-    assert any("Integrated gradients:" in c.value for c in [*at.caption, *at.warning])
+    assert any("Integrated gradients:" in c.value and "with 8 quadrature nodes" in c.value
+               for c in [*at.caption, *at.warning])  # the node cap holds
     at.slider(key="w_min_conf").set_value(0.95).run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.dataframe[0].value) == 4

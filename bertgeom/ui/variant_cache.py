@@ -65,15 +65,16 @@ def classify_chunk(model_id: str, chunk: tuple[BatchRecord, ...]) -> list[dict]:
 
 
 @st.cache_data(max_entries=16, show_spinner="Integrated gradients (a few forward and backward passes)…")
-def integrated_gradients_for(model_id: str, input_ids: np.ndarray, target: int, steps: int) -> tuple[np.ndarray, str, bool]:
+def integrated_gradients_for(model_id: str, input_ids: np.ndarray, target: int, steps: int,
+                             max_steps: int = 128) -> tuple[np.ndarray, str, bool]:
     """``(attributions, completeness summary, complete)`` of the record's token ids: see
-    ``integrated_gradients_checked``. Keyed by the ids, not the text, so it calls no other queued
+    ``integrated_gradients_checked`` (``steps`` nodes first, doubled up to ``max_steps``). Keyed by the ids, not the text, so it calls no other queued
     cached function while it holds a slot (see bertgeom.ui.workqueue). Call it through ``call_heavy``."""
     from bertgeom.variant.explain import integrated_gradients_checked
 
     loaded = cached_model(model_id)
     with free_slot_or_raise():
-        res = integrated_gradients_checked(loaded, input_ids, target, steps=steps)
+        res = integrated_gradients_checked(loaded, input_ids, target, steps=steps, max_steps=max(steps, max_steps))
     return res.attributions, res.summary(), res.complete
 
 
