@@ -34,6 +34,7 @@ def test_one_slot_runs_one_at_a_time_in_arrival_order_and_reports_who_is_ahead()
     q = WorkQueue(1, poll=0.01)
     order, seen, running, peak = [], {}, [0], [0]
     lock = threading.Lock()
+    first_inside, release_first = threading.Event(), threading.Event()
 
     def job(i: int) -> None:
         def on_wait(ahead: int) -> None:
@@ -44,16 +45,19 @@ def test_one_slot_runs_one_at_a_time_in_arrival_order_and_reports_who_is_ahead()
                 running[0] += 1
                 peak[0] = max(peak[0], running[0])
             order.append(i)
-            time.sleep(0.05)
+            if i == 0:
+                first_inside.set()
+                assert release_first.wait(10)
             with lock:
                 running[0] -= 1
 
-    threads = []
-    for i in range(4):
-        t = threading.Thread(target=job, args=(i,))
-        t.start()
-        threads.append(t)
-        time.sleep(0.01)  # arrive in order 0, 1, 2, 3
+    threads = [threading.Thread(target=job, args=(i,)) for i in range(4)]
+    threads[0].start()
+    assert first_inside.wait(10)
+    for i in (1, 2, 3):  # arrive in order 1, 2, 3: each starts once the one before it has queued
+        threads[i].start()
+        assert q.wait_for_waiters(i, timeout=10)
+    release_first.set()
     for t in threads:
         t.join(10)
     assert order == [0, 1, 2, 3] and peak[0] == 1
@@ -269,3 +273,36 @@ def test_in_the_app_a_batch_waits_outside_the_cache_and_reruns_never_queue(tiny_
         t.join(120)
         assert not t.is_alive() and q.waits == waits
     assert not at.exception, [e.value for e in at.exception]
+
+
+def _script_with_a_bar_inside_and_outside_a_cache():
+    import streamlit as st
+
+    from bertgeom.ui.widgets import progress
+
+    @st.cache_data
+    def slow_sum(n: int, _update=None) -> int:
+        with progress("inside the cache") as update:
+            for i in range(n):
+                update(i + 1, n)
+                if _update is not None:
+                    _update(i + 1, n)  # a bar made outside, driven from inside
+        return n * (n - 1) // 2
+
+    with progress("outside the cache") as outer:
+        st.session_state["total"] = slow_sum(5, _update=outer)
+    st.write(f"total {st.session_state['total']}")
+
+
+def test_progress_bars_in_a_cached_function_are_never_replayed():
+    """widgets.progress writes with the cache's recording paused: neither a bar made inside a cached
+    function nor one made outside and driven from inside is replayed on a later hit (the second case
+    raised CacheReplayClosureError on every rerun of the batch table, #21)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_script_with_a_bar_inside_and_outside_a_cache, default_timeout=60)
+    at.run()
+    assert not at.exception and at.markdown[0].value == "total 10"
+    at.run()  # a cache hit
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.markdown[0].value == "total 10" and not at.get("progress")

@@ -194,9 +194,10 @@ def work_queue() -> WorkQueue:
 
 
 @contextmanager
-def _not_replayed():
+def not_replayed():
     """Elements written inside a cached function are recorded and replayed on every later cache hit;
-    the queue's notice must not be, so recording is paused while it is written."""
+    a transient element (the queue's notice, a progress bar) must not be, so recording is paused while
+    it is written. Outside a cached function this changes nothing."""
     try:
         from streamlit.runtime.caching.cached_message_replay import in_cached_function
     except ImportError:  # pragma: no cover - another Streamlit layout: the notice may replay (harmless)
@@ -228,14 +229,14 @@ def heavy(what: str = "this computation", priority: int = INTERACTIVE):
         if ahead == shown[0]:  # redraw only when the position changes (no traffic while it stands)
             return
         shown[0] = ahead
-        with _not_replayed():
+        with not_replayed():
             if not box:
                 box.append(st.empty())
             box[0].info(f":material/hourglass_top: {queue_notice(ahead, q.slots)} ({what})")
 
     def clear() -> None:
         if box:
-            with _not_replayed(), suppress(Exception):  # a session that went away has nothing to clear
+            with not_replayed(), suppress(Exception):  # a session that went away has nothing to clear
                 box[0].empty()
 
     try:
