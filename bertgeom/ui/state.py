@@ -201,9 +201,10 @@ def select_head(layer: int, head: int) -> None:
 def follow_view_link(pages: dict, current) -> None:
     """Open the page named by ``?view=`` once, on the first run of a session.
 
-    Shared links point at the root URL with ``?view=<page>`` because Streamlit shows a
-    spurious "Page not found" dialog when a browser's first request is a page path
-    (streamlit/streamlit#8860); the page path itself still works.
+    Shared links point at the root URL with ``?view=<page>``, which reopens the page behind any
+    proxy path. Each page's own path (``/classifier``) opens too: its "Page not found" dialog for a
+    server's first visitor came from a ``pages/`` folder beside app.py (streamlit/streamlit#8860;
+    the pages now live in ``app_pages/``, see app.py).
     """
     if st.session_state.get("_view_followed"):
         return
