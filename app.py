@@ -1,7 +1,13 @@
 """bertgeom: the Streamlit entry point (frame, shared sidebar and navigation only).
 
-Run with ``streamlit run app.py``. Pages live in ``pages/``; all computation lives in the
+Run with ``streamlit run app.py``. Pages live in ``app_pages/``; all computation lives in the
 ``bertgeom`` package.
+
+The folder must not be called ``pages/``: with a ``pages/`` folder beside the entry script,
+Streamlit runs the *first* session after a server start in its older multipage mode, whose pages are
+the folder's file names (``/variant_classifier``), so a first visitor who opens ``/classifier`` (a
+bookmark, a shared link) gets a "Page not found" dialog before ``st.navigation`` takes over for the
+rest of the process (``PagesManager.uses_pages_directory``; streamlit/streamlit#8860, #9992).
 """
 
 import streamlit as st
@@ -16,16 +22,16 @@ init_state()
 configure_server_threads()  # torch threads per request, set deliberately (see bertgeom.runtime)
 
 PAGES = {
-    "Start": [st.Page("pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True)],
+    "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True)],
     "Explore": [
-        st.Page("pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:", url_path="heads"),
-        st.Page("pages/subspace_directions.py", title="Subspace Directions", icon=":material/explore:", url_path="subspace"),
-        st.Page("pages/cone_index.py", title="Cone Index per Layer", icon=":material/change_history:", url_path="cone"),
+        st.Page("app_pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:", url_path="heads"),
+        st.Page("app_pages/subspace_directions.py", title="Subspace Directions", icon=":material/explore:", url_path="subspace"),
+        st.Page("app_pages/cone_index.py", title="Cone Index per Layer", icon=":material/change_history:", url_path="cone"),
     ],
 }
 if page_available("classifier"):  # only pages that can work are listed
     PAGES["Classify"] = [
-        st.Page("pages/variant_classifier.py", title="Variant Classifier", icon=":material/coronavirus:",
+        st.Page("app_pages/variant_classifier.py", title="Variant Classifier", icon=":material/coronavirus:",
                 url_path="classifier"),
     ]
 

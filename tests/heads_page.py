@@ -8,7 +8,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
-PAGE = "pages/attention_heads.py"
+PAGE = "app_pages/attention_heads.py"
 
 
 def open_heads_page(tab: str = "Head detail", timeout: int = 300, **state) -> AppTest:

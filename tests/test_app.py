@@ -45,7 +45,7 @@ def test_home_page_explains_and_offers_examples():
 
 def test_attention_heads_page_shows_grid_and_heatmap_for_the_example():
     at = _app(text_value=SENTENCE, layer=2, head=4)
-    _open(at, "pages/attention_heads.py")
+    _open(at, "app_pages/attention_heads.py")
     assert not at.exception
     charts = _charts(at)
     grid = charts[0]["data"][0]
@@ -58,7 +58,7 @@ def test_attention_heads_page_shows_grid_and_heatmap_for_the_example():
 
 def test_changing_the_head_widget_selects_that_head_without_rerunning_the_model():
     at = _app(text_value=SENTENCE)
-    _open(at, "pages/attention_heads.py")
+    _open(at, "app_pages/attention_heads.py")
     at.number_input(key="w_head").set_value(7).run()
     assert not at.exception
     assert at.session_state["head"] == 6
@@ -70,7 +70,7 @@ def test_shared_link_restores_model_layer_and_head():
     at.query_params["model"] = "tiny-random"
     at.query_params["layer"] = "2"
     at.query_params["head"] = "3"
-    _open(at, "pages/attention_heads.py")
+    _open(at, "app_pages/attention_heads.py")
     assert not at.exception
     assert at.session_state["model_id"] == "tiny-random"
     assert (at.session_state["layer"], at.session_state["head"]) == (1, 2)
@@ -85,7 +85,7 @@ def test_odd_numbers_in_a_shared_link_are_ignored_not_fatal():
     at = _app(text_value=SENTENCE)
     at.query_params["layer"] = "²"
     at.query_params["head"] = "٣"
-    _open(at, "pages/attention_heads.py")
+    _open(at, "app_pages/attention_heads.py")
     assert not at.exception
     assert (at.session_state["layer"], at.session_state["head"]) == (0, 0)
 
@@ -93,17 +93,17 @@ def test_odd_numbers_in_a_shared_link_are_ignored_not_fatal():
 def test_unknown_model_in_the_url_is_ignored_and_unknown_model_state_gets_a_clear_message():
     at = _app(text_value=SENTENCE)
     at.query_params["model"] = "../../etc/passwd"
-    _open(at, "pages/attention_heads.py")
+    _open(at, "app_pages/attention_heads.py")
     assert not at.exception and at.session_state["model_id"] == "minilm-l6"
     at2 = _app(text_value=SENTENCE, model_id="no-such-model")
-    _open(at2, "pages/attention_heads.py")
+    _open(at2, "app_pages/attention_heads.py")
     assert not at2.exception
     assert "not one of the bundled models" in at2.error[0].value
 
 
 def test_empty_input_gets_a_hint_not_an_error():
     at = _app(text_value="   ")
-    _open(at, "pages/attention_heads.py")
+    _open(at, "app_pages/attention_heads.py")
     assert not at.exception
     assert at.info and "input" in at.info[0].value.lower()
 
@@ -120,3 +120,13 @@ def test_home_genome_example_opens_the_classifier_with_that_genome():
     assert at.title[0].value == "Variant Classifier"
     assert at.session_state["model_id"] == VARIANT_MODEL_ID
     assert any(s.value.startswith("OP339227") for s in at.subheader)  # the shipped Omicron example
+
+
+def test_no_pages_folder_beside_the_entry_script():
+    """A ``pages/`` folder next to app.py makes Streamlit run the first session after a start in its
+    older multipage mode (pages named by file), so a first visitor's ``/classifier`` gets "Page not
+    found" (#21 item 6; the browser test in test_e2e_deeplinks.py opens each address on a fresh server)."""
+    root = Path(APP).parent
+    assert not (root / "pages").exists()
+    for page in ("home", "attention_heads", "subspace_directions", "cone_index", "variant_classifier"):
+        assert (root / "app_pages" / f"{page}.py").is_file()

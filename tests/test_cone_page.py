@@ -171,7 +171,7 @@ def test_cone_page_minilm_sentence_all_sections(cache_dir):
     at.session_state["model_id"] = "minilm-l6"  # the variant model may be the default
     at.session_state["text_value"] = SENTENCE
     at.run()
-    at.switch_page("pages/cone_index.py").run()
+    at.switch_page("app_pages/cone_index.py").run()
     _ok(at)
     assert at.title[0].value == "Cone Index per Layer"
     curve = _charts(at)[0]
@@ -209,7 +209,7 @@ def test_cone_page_tiny_variant_model_per_class_and_projections(tiny_variant_dir
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = genome_set("demo")[-1].text
     at.run()
-    at.switch_page("pages/cone_index.py").run()
+    at.switch_page("app_pages/cone_index.py").run()
     _ok(at)
     assert len(plotly_values(_charts(at)[0]["data"][0]["x"])) == 3  # 2 layers
     _section(at, "classes")
@@ -243,7 +243,7 @@ def test_cone_page_uploaded_labelled_fasta(tiny_variant_dir, cache_dir, monkeypa
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = demo[-1].text
     at.run()
-    at.switch_page("pages/cone_index.py").run()
+    at.switch_page("app_pages/cone_index.py").run()
     _section(at, "classes")
     at.radio(key="w_cone_set").set_value("upload").run()
     _ok(at)

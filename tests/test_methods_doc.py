@@ -30,7 +30,7 @@ def unsourced_citations(text: str, own_sections: bool = False) -> list[str]:
 def _project_texts():
     """Every text file a user or a developer reads: code, page texts, docs, README."""
     paths = [ROOT / "app.py", ROOT / "README.md"]
-    for folder in ("bertgeom", "pages", "docs", "tools"):
+    for folder in ("bertgeom", "app_pages", "docs", "tools"):
         base = ROOT / folder
         if base.is_dir():
             paths += [p for p in base.rglob("*") if p.suffix in {".py", ".md", ".txt", ".toml", ".yml", ".yaml"}]
@@ -39,7 +39,7 @@ def _project_texts():
 
 def test_scanner_sees_the_pages_and_the_library():
     names = {p.relative_to(ROOT).as_posix() for p in _project_texts()}
-    assert "pages/attention_heads.py" in names
+    assert "app_pages/attention_heads.py" in names
     assert "bertgeom/analysis/patterns.py" in names
     assert "bertgeom/ui/texts/cone_index.md" in names
     assert "docs/methods.md" in names
@@ -87,5 +87,5 @@ def test_every_methods_section_cited_in_the_code_exists():
 
 
 def test_pages_link_to_the_methods_document():
-    for page in ("pages/attention_heads.py", "pages/subspace_directions.py", "pages/cone_index.py"):
+    for page in ("app_pages/attention_heads.py", "app_pages/subspace_directions.py", "app_pages/cone_index.py"):
         assert "docs/methods.md" in (ROOT / page).read_text(encoding="utf-8"), page

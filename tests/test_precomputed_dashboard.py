@@ -31,7 +31,7 @@ def test_cone_page_reads_per_class_curves_from_a_results_directory(tiny_variant,
     at.session_state["w_cone_section"] = "classes"  # straight to the per-class view of the results directory
     at.session_state["w_cone_set"] = "precomputed"
     at.run()
-    at.switch_page("pages/cone_index.py").run()
+    at.switch_page("app_pages/cone_index.py").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("6 genomes precomputed" in c.value for c in at.caption)
     titles = [json.loads(el.proto.spec)["layout"].get("title", {}).get("text", "") for el in at.get("plotly_chart")]

@@ -42,7 +42,7 @@ def test_cone_page_shows_the_probe_for_the_variant_set(tiny_variant_dir, tmp_pat
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = genome_set("demo")[-1].text
     at.run()
-    at.switch_page("pages/cone_index.py").run()
+    at.switch_page("app_pages/cone_index.py").run()
     at.segmented_control(key="w_cone_section").set_value("distribution").run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("What this shows" in c.value and "decoded" in c.value for c in at.caption)

@@ -179,11 +179,11 @@ def page_with_paste(tiny_variant_dir, monkeypatch):
 def test_every_page_that_takes_the_paste_shows_the_same_rna_note(page_with_paste):
     rna = _rna(genome_set("demo")[7].text)
     shown = {}
-    for page in ("pages/variant_classifier.py", "pages/attention_heads.py"):
+    for page in ("app_pages/variant_classifier.py", "app_pages/attention_heads.py"):
         at = page_with_paste(page, rna)
         shown[page] = [c.value for c in at.caption if "RNA" in c.value]
-    assert shown["pages/variant_classifier.py"] == shown["pages/attention_heads.py"] != []
-    assert "U read as T" in shown["pages/variant_classifier.py"][0]
+    assert shown["app_pages/variant_classifier.py"] == shown["app_pages/attention_heads.py"] != []
+    assert "U read as T" in shown["app_pages/variant_classifier.py"][0]
 
 
 # --- attention maps that never look blank ---------------------------------------------------
@@ -274,7 +274,7 @@ def test_the_significance_legend_sits_under_the_head_axis_title():
 
 
 def test_the_classifier_names_its_example_buttons_as_every_chart_names_the_classes(page_with_paste):
-    at = page_with_paste("pages/variant_classifier.py", genome_set("demo")[7].text)
+    at = page_with_paste("app_pages/variant_classifier.py", genome_set("demo")[7].text)
     labels = [b.label for b in at.button if str(b.key).startswith("w_example_")]
     assert sorted(labels) == sorted(CLASS_DISPLAY.values())  # "GH / pre-VOC", not "GH" here and the full name there
     probs = next(json.loads(el.proto.spec) for el in at.get("plotly_chart")

@@ -58,7 +58,7 @@ def test_the_family_is_read_by_the_library():
 
 
 def test_the_sidebar_offers_its_input_box_and_examples():
-    at = _open("pages/attention_heads.py")
+    at = _open("app_pages/attention_heads.py")
     box = at.sidebar.text_area(key="w_letters")
     assert box.label == "Letters (w, x, y, z)" and box.value == WORD
     assert at.sidebar.selectbox(key="w_letters_example").options[0] == "— pick an example word —"
@@ -67,19 +67,19 @@ def test_the_sidebar_offers_its_input_box_and_examples():
 @pytest.mark.parametrize("tab", ["Head detail", "Over a set of inputs", "Head similarity", "Attention flow",
                                  "Compare two inputs", "Disable heads", "Gradient importance"])
 def test_every_attention_heads_tab_opens(tab):
-    at = _open("pages/attention_heads.py", heads_tab=tab)
+    at = _open("app_pages/attention_heads.py", heads_tab=tab)
     assert not at.error, [e.value for e in at.error]
     # above every tab: the head grid and the selected head's feature vector; the tab draws its own below
     assert len(_specs(at)) > 2, f"the tab {tab!r} drew no chart of its own"
 
 
 def test_the_all_heads_tab_labels_every_head():
-    at = _open("pages/attention_heads.py", heads_tab="All heads")
+    at = _open("app_pages/attention_heads.py", heads_tab="All heads")
     assert not at.error and len(at.dataframe[0].value) == 2 * 2  # 2 layers x 2 heads
 
 
 def test_the_domain_views_show_its_two_domains():
-    at = _open("pages/attention_heads.py", heads_tab="Over a set of inputs", w_set_view="Domain proportions")
+    at = _open("app_pages/attention_heads.py", heads_tab="Over a set of inputs", w_set_view="Domain proportions")
     dom = at.selectbox(key="w_dom")
     assert dom.label == "Half of the word"
     assert dom.options == ["head", "tail", "[CLS]"]
@@ -90,13 +90,13 @@ def test_the_domain_views_show_its_two_domains():
 
 @pytest.mark.parametrize("tab", ["Weights (D4)", "This input (D1–D3)", "Faithful vs correct"])
 def test_the_subspace_page_opens(tab):
-    at = _open("pages/subspace_directions.py", w_sub_tab=tab)
+    at = _open("app_pages/subspace_directions.py", w_sub_tab=tab)
     assert not at.error, [e.value for e in at.error]
     assert _specs(at)
 
 
 def test_the_subspace_projection_colours_by_its_domains():
-    at = _open("pages/subspace_directions.py", w_sub_tab="This input (D1–D3)", w_sub_pca_colour="domain")
+    at = _open("app_pages/subspace_directions.py", w_sub_tab="This input (D1–D3)", w_sub_pca_colour="domain")
     radio = at.radio(key="w_sub_pca_colour")
     assert radio.options == ["half of the word", "token position"]
     names = {t.get("name") for spec in _specs(at) for t in spec["data"]}
@@ -105,7 +105,7 @@ def test_the_subspace_projection_colours_by_its_domains():
 
 @pytest.mark.parametrize("section", ["streams", "classes", "distribution", "entropy"])
 def test_every_cone_section_opens(section):
-    at = _open("pages/cone_index.py", w_cone_section=section)
+    at = _open("app_pages/cone_index.py", w_cone_section=section)
     assert not at.error, [e.value for e in at.error]
     assert _specs(at)
 

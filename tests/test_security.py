@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-SOURCES = [p for p in list((ROOT / "bertgeom").rglob("*.py")) + list((ROOT / "pages").glob("*.py")) + [ROOT / "app.py"]]
+SOURCES = [p for p in list((ROOT / "bertgeom").rglob("*.py")) + list((ROOT / "app_pages").glob("*.py")) + [ROOT / "app.py"]]
 
 
 def test_streamlit_config_limits_uploads_and_keeps_xsrf_on():
@@ -43,7 +43,7 @@ def _run_with_model(model_id: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
     at.session_state["model_id"] = model_id
     at.run()
-    return at.switch_page("pages/attention_heads.py").run()
+    return at.switch_page("app_pages/attention_heads.py").run()
 
 
 def test_a_local_path_typed_in_the_ui_is_refused_unless_enabled(tiny_bert_dir, monkeypatch):
@@ -70,7 +70,7 @@ def test_user_text_is_shown_as_text_not_html():
     at.session_state["text_value"] = "<img src=x onerror=alert(1)> <b>bold</b>"
     at.session_state["model_id"] = "minilm-l6"
     at.run()
-    at = at.switch_page("pages/attention_heads.py").run()
+    at = at.switch_page("app_pages/attention_heads.py").run()
     assert not at.exception
     for el in list(at.markdown) + list(at.caption):
         assert "<img" not in el.value and "<b>" not in el.value

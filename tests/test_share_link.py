@@ -16,7 +16,7 @@ from bertgeom.ui.state import LINK_TEXT_MAX, share_query, share_url
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
-def _open_link(url: str, page: str = "pages/attention_heads.py") -> AppTest:
+def _open_link(url: str, page: str = "app_pages/attention_heads.py") -> AppTest:
     """A fresh session opened on ``url``'s query, then on ``page`` (what ?view= does in a browser)."""
     at = AppTest.from_file(APP, default_timeout=180)
     for k, v in parse_qsl(urlsplit(url).query):

@@ -53,7 +53,7 @@ def test_cone_page_shows_all_8_classes_with_the_shipped_model(tmp_path, monkeypa
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=600)
     at.session_state["w_cone_section"] = "classes"
     at.run()
-    at.switch_page("pages/cone_index.py").run()
+    at.switch_page("app_pages/cone_index.py").run()
     assert not at.exception and not at.error
     specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
     curves = [s for s in specs if "per class" in (s["layout"].get("title") or {}).get("text", "")]

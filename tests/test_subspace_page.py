@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from plotly_json import plotly_values  # noqa: E402
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
-PAGE = "pages/subspace_directions.py"
+PAGE = "app_pages/subspace_directions.py"
 SENTENCE = "The cat sat on the mat because it was tired."
 TABS = ("Weights (D4)", "This input (D1–D3)", "Across inputs", "Faithful vs correct")
 
@@ -121,7 +121,7 @@ def test_tiny_random_bert_with_another_head_dimension():
     # choices survive closed tabs and other pages (Streamlit drops the state of undrawn widgets)
     _tab(at, TABS[0], w_sub_wfeature="qk_angle_mean_deg", w_sub_faithful=True)
     _tab(at, TABS[1])
-    at.switch_page("pages/attention_heads.py").run()
+    at.switch_page("app_pages/attention_heads.py").run()
     at.switch_page(PAGE).run()
     _tab(at, TABS[0])
     assert at.selectbox(key="w_sub_wfeature").value == "qk_angle_mean_deg"

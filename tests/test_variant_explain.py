@@ -148,3 +148,24 @@ def test_checked_integrated_gradients_report_their_completeness_gap(tiny_variant
     assert "gap" in res.summary()
     loose = integrated_gradients_checked(tiny_variant, ids, target, steps=2, tolerance=1e-9, max_steps=4)
     assert loose.steps == 4 and not loose.complete and "read the track with care" in loose.summary()
+
+
+def test_revertible_events_are_the_mutation_tables_events_one_entry_each():
+    """#21: the what-if listed del21765-21770 while the table says del69-70, and counted bases."""
+    from bertgeom.genome.pipeline import analyse_sequence
+    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.explain import revertible_events
+    from bertgeom.variant.result import mutation_events
+
+    report = analyse_sequence(genome_set("demo")[7].text).mutations  # OP339227, an Omicron (BA.2-like)
+    events = revertible_events(report, mutation_events(report))
+    by_name = {e.name: e for e in events}
+    assert [m.name for m in by_name["G339H"].mutations] == ["G22577C", "G22578A"]  # one codon, one entry
+    assert "L24S + del25-27" in by_name and len(by_name["L24S + del25-27"].mutations) == 1  # one deletion, two rows
+    silent = [e for e in events if e.silent]
+    assert silent and all(e.mutations[0].aa is None and "no amino-acid change" in e.label for e in silent)
+    reverted = sorted(m.name for e in events for m in e.mutations)  # every sub/del exactly once
+    assert reverted == sorted(m.name for m in report.spike_nucleotide if m.kind in ("sub", "del"))
+    alpha = analyse_sequence(genome_set("demo")[3].text).mutations
+    names = [e.name for e in revertible_events(alpha, mutation_events(alpha))]
+    assert "del69-70" in names and not any(n.startswith("del2176") for n in names)

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from bertgeom.variant.spec import genome_set
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
-PAGE = "pages/variant_classifier.py"
+PAGE = "app_pages/variant_classifier.py"
 
 
 @pytest.fixture
@@ -125,6 +125,69 @@ def test_the_shared_sidebar_shows_a_markdown_header_as_text_on_every_page(tiny_v
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = ">![p](http://127.0.0.1:8999/p.png) :red[x]\n"
     at.run()
-    at.switch_page("pages/attention_heads.py").run()
+    at.switch_page("app_pages/attention_heads.py").run()
     assert not at.exception
     assert at.error and "\\!\\[p\\]\\(http\\:" in at.error[0].value and "\\:red\\[x\\]" in at.error[0].value
+
+
+def test_after_a_batch_every_rerun_opens_without_a_replay_error(variant_app):
+    """#21: the batch table crashed every later run (clicking a row, integrated gradients, the slider,
+    a download) with CacheReplayClosureError, because a cached function drove a progress bar."""
+    demo = [g.text for g in genome_set("demo")]
+    at = variant_app("\n".join(demo[:4]))
+    assert not at.exception and any("4 records" in s.value for s in at.subheader)
+    at.run()  # a plain rerun (a download click or another widget)
+    assert not at.exception, [e.value for e in at.exception]
+    at.select_slider(key="w_ig_nodes").set_value(8).run()
+    at.checkbox(key="w_ig").check().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Integrated gradients:" in c.value and "with 8 quadrature nodes" in c.value
+               for c in [*at.caption, *at.warning])  # the node cap holds
+    at.slider(key="w_min_conf").set_value(0.95).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.dataframe[0].value) == 4
+
+
+def _texts(at) -> list[str]:
+    return [el.value for kind in ("markdown", "info", "warning", "error", "subheader", "caption")
+            for el in getattr(at, kind)]
+
+
+def test_an_emptied_box_shows_how_to_start_and_nothing_computed(variant_app):
+    at = variant_app("")  # a fresh session: the first view shows the Omicron example
+    assert not at.exception and at.session_state["genome_value"] and any(m.label == "Spike coverage" for m in at.metric)
+    at.text_area(key="w_genome").input("").run()  # the user empties the box
+    assert not at.exception
+    assert at.session_state["genome_value"] == ""
+    assert any("To start" in i.value for i in at.info)
+    assert not at.metric and not at.dataframe and not at.get("plotly_chart")
+    assert not any("Verdict" in t or "Prediction" in t for t in _texts(at))
+
+
+def test_a_link_made_on_a_pasted_genome_says_so_and_shows_no_other_genome(tiny_variant_dir, monkeypatch):
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params.update({"view": "classifier", "model": str(tiny_variant_dir), "input": "missing"})
+    at.run()
+    at = at.switch_page(PAGE).run()
+    assert not at.exception
+    assert at.session_state["genome_value"] == ""  # no example was filled in
+    assert any("pasted genome" in w.value for w in at.warning)
+    assert any("To start" in i.value for i in at.info)
+    assert not at.metric and not at.dataframe and not at.get("plotly_chart")
+
+
+def test_the_what_if_names_events_as_the_mutation_table_and_counts_them(variant_app):
+    at = variant_app(genome_set("demo")[3].text)  # Alpha: del69-70 (6 bases), del144, N501Y ...
+    assert not at.exception
+    table_names = set(at.dataframe[0].value["mutation"])
+    revert = at.multiselect(key="w_revert")
+    labels = list(revert.options)  # as the user reads (and searches) them
+    names = {lab.split(" (")[0] for lab in labels}
+    assert "del69-70" in names and "N501Y" in names and not any(lab.startswith("del21765") for lab in labels)
+    assert names - table_names <= {lab.split(" (")[0] for lab in labels if "no amino-acid change" in lab}
+    chosen = [i for i, lab in enumerate(labels) if lab.startswith(("del69-70 ", "N501Y "))]
+    assert len(chosen) == 2
+    at.multiselect(key="w_revert").set_value(chosen).run()
+    assert not at.exception
+    assert any("Prediction after 2 change(s)" in m.value for m in at.markdown)  # events, not the 7 bases

@@ -17,7 +17,7 @@ def test_gene_tables_nearest_clade_and_qc_score_read_the_one_analysis(tiny_varia
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = genome_set("demo")[3].text  # the Alpha example
     at.run()
-    at = at.switch_page("pages/variant_classifier.py").run()
+    at = at.switch_page("app_pages/variant_classifier.py").run()
     assert not at.exception
     assert any("Nearest Nextstrain clade: **20I (Alpha)**" in m.value for m in at.markdown)
     assert any("QC score (Nextclade-like)" in m.value for m in at.markdown)

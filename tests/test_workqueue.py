@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from bertgeom.ui.workqueue import WorkQueue, heavy_slots, queue_notice, work_queue
+from bertgeom.ui.workqueue import (
+    BATCH,
+    INTERACTIVE,
+    WorkQueue,
+    heavy_slots,
+    queue_notice,
+    work_queue,
+)
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -27,6 +34,7 @@ def test_one_slot_runs_one_at_a_time_in_arrival_order_and_reports_who_is_ahead()
     q = WorkQueue(1, poll=0.01)
     order, seen, running, peak = [], {}, [0], [0]
     lock = threading.Lock()
+    first_inside, release_first = threading.Event(), threading.Event()
 
     def job(i: int) -> None:
         def on_wait(ahead: int) -> None:
@@ -37,16 +45,19 @@ def test_one_slot_runs_one_at_a_time_in_arrival_order_and_reports_who_is_ahead()
                 running[0] += 1
                 peak[0] = max(peak[0], running[0])
             order.append(i)
-            time.sleep(0.05)
+            if i == 0:
+                first_inside.set()
+                assert release_first.wait(10)
             with lock:
                 running[0] -= 1
 
-    threads = []
-    for i in range(4):
-        t = threading.Thread(target=job, args=(i,))
-        t.start()
-        threads.append(t)
-        time.sleep(0.01)  # arrive in order 0, 1, 2, 3
+    threads = [threading.Thread(target=job, args=(i,)) for i in range(4)]
+    threads[0].start()
+    assert first_inside.wait(10)
+    for i in (1, 2, 3):  # arrive in order 1, 2, 3: each starts once the one before it has queued
+        threads[i].start()
+        assert q.wait_for_waiters(i, timeout=10)
+    release_first.set()
     for t in threads:
         t.join(10)
     assert order == [0, 1, 2, 3] and peak[0] == 1
@@ -120,7 +131,7 @@ def test_in_the_app_a_cache_miss_waits_for_a_slot_and_a_hit_does_not():
     done = threading.Event()
 
     def run():
-        at.switch_page("pages/attention_heads.py").run()
+        at.switch_page("app_pages/attention_heads.py").run()
         done.set()
 
     runner = threading.Thread(target=run)
@@ -149,3 +160,149 @@ def test_in_the_app_a_cache_miss_waits_for_a_slot_and_a_hit_does_not():
         t.join(60)
         assert not t.is_alive() and q.waits == waits
     assert not [i for i in at.info if "Queued" in i.value]
+
+
+def test_a_single_genome_that_waits_goes_ahead_of_a_batchs_next_chunk():
+    """#25 item 9: one user's 200-genome batch made another's single genome wait for the whole table.
+    A batch takes one slot per chunk at BATCH priority; a single genome queued meanwhile goes first."""
+    q = WorkQueue(1, poll=0.01)
+    order: list[str] = []
+    chunk_1_running, release_chunk_1, single_waits = threading.Event(), threading.Event(), threading.Event()
+
+    def batch() -> None:
+        with q.slot(priority=BATCH):
+            chunk_1_running.set()
+            assert release_chunk_1.wait(10)
+            order.append("chunk 1")
+        with q.slot(priority=BATCH):  # the next chunk asks at once
+            order.append("chunk 2")
+
+    def single() -> None:
+        with q.slot(lambda ahead: single_waits.set()):
+            order.append("single")
+
+    tb = threading.Thread(target=batch)
+    tb.start()
+    assert chunk_1_running.wait(10)
+    ts = threading.Thread(target=single)
+    ts.start()
+    assert single_waits.wait(10) and q.waiting == 1
+    release_chunk_1.set()
+    tb.join(10)
+    ts.join(10)
+    assert order == ["chunk 1", "single", "chunk 2"]
+    assert q.busy == 0 and q.waiting == 0
+
+
+def test_batch_chunks_keep_arrival_order_among_themselves_and_a_free_slot_is_taken_only_when_nobody_waits():
+    q = WorkQueue(1, poll=0.01)
+    with q.slot_if_free(BATCH) as got:
+        assert got and q.busy == 1
+        with q.slot_if_free(BATCH) as nested:  # the same thread: passes through
+            assert nested and q.busy == 1
+        other: list[bool] = []
+
+        def try_now() -> None:
+            with q.slot_if_free(INTERACTIVE) as got_it:
+                other.append(got_it)
+
+        t = threading.Thread(target=try_now)
+        t.start()
+        t.join(10)
+        assert other == [False] and q.busy == 1 and q.waiting == 0  # it holds nothing and left no ticket
+        order: list[int] = []
+        first_waits = threading.Event()
+
+        def chunk(i: int, on_wait=None) -> None:
+            with q.slot(on_wait, priority=BATCH):
+                order.append(i)
+
+        t1 = threading.Thread(target=chunk, args=(1, lambda a: first_waits.set()))
+        t1.start()
+        assert first_waits.wait(10)
+        t2 = threading.Thread(target=chunk, args=(2,))
+        t2.start()
+        assert q.wait_for_waiters(2, timeout=10)
+    t1.join(10)
+    t2.join(10)
+    assert order == [1, 2] and q.busy == 0
+
+
+def test_in_the_app_a_batch_waits_outside_the_cache_and_reruns_never_queue(tiny_variant_dir, monkeypatch):
+    """The batch table's chunks are pure cached calls: a miss that finds the queue busy waits in the
+    page (its notice is the page's, cleared after), and every later run reads the cache without a slot
+    even while another session holds every slot; reruns replay nothing (#21: CacheReplayClosureError)."""
+    from streamlit.testing.v1 import AppTest
+
+    from bertgeom.sets.inputs import genome_set
+
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    q = work_queue()
+    demo = [g.text for g in genome_set("demo")]
+    nonce = f">batch_{time.time_ns()}"  # records nobody has classified in this process
+    text = "\n".join(g.replace(">", nonce + "_", 1) for g in demo[:3])
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.session_state["model_id"] = str(tiny_variant_dir)
+    at.session_state["genome_value"] = text
+    at.run()
+    done = threading.Event()
+
+    def run():
+        at.switch_page("app_pages/variant_classifier.py").run()
+        done.set()
+
+    runner = threading.Thread(target=run)
+    held = [q.slot() for _ in range(q.slots)]  # another session's heavy work holds every slot
+    for h in held:
+        h.__enter__()
+    try:
+        runner.start()
+        assert q.wait_for_waiters(1, timeout=120)  # the batch's first chunk queued behind us
+        assert not done.is_set()
+    finally:
+        for h in held:
+            h.__exit__(None, None, None)
+    runner.join(240)
+    assert done.is_set() and not at.exception, [e.value for e in at.exception]
+    assert any("3 records" in s.value for s in at.subheader) and len(at.dataframe[0].value) == 3
+    assert not [i for i in at.info if "Queued" in i.value]  # the page's notice was cleared
+    with q.slot():  # cache hits: no slot needed while one is held elsewhere, and no replay error
+        waits = q.waits
+        t = threading.Thread(target=at.run)
+        t.start()
+        t.join(120)
+        assert not t.is_alive() and q.waits == waits
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def _script_with_a_bar_inside_and_outside_a_cache():
+    import streamlit as st
+
+    from bertgeom.ui.widgets import progress
+
+    @st.cache_data
+    def slow_sum(n: int, _update=None) -> int:
+        with progress("inside the cache") as update:
+            for i in range(n):
+                update(i + 1, n)
+                if _update is not None:
+                    _update(i + 1, n)  # a bar made outside, driven from inside
+        return n * (n - 1) // 2
+
+    with progress("outside the cache") as outer:
+        st.session_state["total"] = slow_sum(5, _update=outer)
+    st.write(f"total {st.session_state['total']}")
+
+
+def test_progress_bars_in_a_cached_function_are_never_replayed():
+    """widgets.progress writes with the cache's recording paused: neither a bar made inside a cached
+    function nor one made outside and driven from inside is replayed on a later hit (the second case
+    raised CacheReplayClosureError on every rerun of the batch table, #21)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_script_with_a_bar_inside_and_outside_a_cache, default_timeout=60)
+    at.run()
+    assert not at.exception and at.markdown[0].value == "total 10"
+    at.run()  # a cache hit
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.markdown[0].value == "total 10" and not at.get("progress")

@@ -15,7 +15,7 @@ import streamlit as st
 from bertgeom.models import LoadedModel, load_model
 from bertgeom.inputs import normalise_text
 from bertgeom.trace import Trace, run_trace
-from bertgeom.ui.workqueue import heavy, queued
+from bertgeom.ui.workqueue import call_heavy, free_slot_or_raise, heavy
 
 
 @st.cache_resource(show_spinner="Loading the model (once per server)…", max_entries=4)
@@ -34,15 +34,18 @@ def cached_model(model_id: str) -> LoadedModel:
 
 
 @st.cache_resource(max_entries=24, show_spinner="Running the model…")
-@queued("running the model on this input")
 def cached_trace(model_id: str, text: str) -> Trace:
-    """One forward pass for (model, input), shared read-only; later reruns read it from the cache."""
-    return run_trace(cached_model(model_id), text).read_only()
+    """One forward pass for (model, input), shared read-only; later reruns read it from the cache.
+    Pure: it takes a free slot or raises ``SlotBusy``; call it through :func:`get_trace`."""
+    loaded = cached_model(model_id)  # loading is not queued
+    with free_slot_or_raise():
+        return run_trace(loaded, text).read_only()
 
 
 def get_trace(model_id: str, text: str) -> Trace:
-    """Trace for the current input, keyed by its normalised form."""
-    return cached_trace(model_id, normalise_text(text))
+    """Trace for the current input, keyed by its normalised form. A miss that finds the queue busy
+    waits here, outside the cache, with the 'Queued' notice (see bertgeom.ui.workqueue)."""
+    return call_heavy(cached_trace, model_id, normalise_text(text), what="running the model on this input")
 
 
 @st.cache_data(max_entries=24, show_spinner="Computing per-head features…")

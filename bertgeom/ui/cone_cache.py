@@ -19,7 +19,7 @@ from bertgeom.sets.inputs import InputItem, disk_cached_arrays
 from bertgeom.inputs import normalise_text
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.ui.widgets import progress
-from bertgeom.ui.workqueue import heavy
+from bertgeom.ui.workqueue import heavy, not_replayed
 
 #: Bump when the arrays stored on disk change meaning.
 DISK_VERSION = "cone-v1"
@@ -87,10 +87,12 @@ def _class_entropies(model_id: str, fingerprint: str, label: str, pad_to: int | 
                                                  progress=update)
         out = {"n_used": mean["n_used"], "n_errors": mean["n_errors"]}
         if int(mean["n_used"]) > 0:
-            bar2 = st.empty()
-            bar2.caption("Computing the entropies of the class-mean attention…")
+            with not_replayed():  # a transient line: never replayed on a later cache hit
+                bar2 = st.empty()
+                bar2.caption("Computing the entropies of the class-mean attention…")
             out.update(conesets.entropy_curves(mean["mean"], mean["keep"]))
-            bar2.empty()
+            with not_replayed():
+                bar2.empty()
         return out
 
     key = [DISK_VERSION, "class-entropy", model_id, loaded.weights_hash, fingerprint, label, pad_to or 0,

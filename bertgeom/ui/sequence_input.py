@@ -74,8 +74,12 @@ def sequence_input_box(kind: InputKind) -> str:
     """Text area + upload + example picker for ``kind``; returns the current input text."""
     stem, key = _stem(kind), widget_key(kind)
     examples = kind.examples()
-    if not st.session_state.get(kind.session_key) and examples:
-        st.session_state[kind.session_key] = examples[-1].text  # the last example: a rich first view
+    started = f"_{stem}_started"
+    if not st.session_state.get(started):  # once per session: a box emptied later stays empty
+        st.session_state[started] = True
+        if not st.session_state.get(kind.session_key) and examples and not st.session_state.get("_link_input_missing"):
+            st.session_state[kind.session_key] = examples[-1].text  # the last example: a rich first view
+    st.session_state.setdefault(kind.session_key, "")
     if key not in st.session_state:
         st.session_state[key] = st.session_state[kind.session_key]
     st.selectbox(kind.examples_label or f"Example {kind.plural}", [-1] + list(range(len(examples))),

@@ -14,7 +14,7 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from bertgeom.inputs import INPUT_KINDS
+from bertgeom.inputs import INPUT_KINDS, InputError
 from bertgeom.models import REGISTRY, custom_models_allowed
 from bertgeom.tables import head_label
 
@@ -89,7 +89,24 @@ def _read_link_settings(qp) -> None:
         if text.strip():
             st.session_state["text_value"] = st.session_state["w_text"] = text
     elif qp.get("input") == "missing":
-        _note(missing)
+        kind = _link_kind()
+        if kind is not None and not kind.link_text:
+            # nothing computed from another input: the box stays empty (no example is filled in)
+            st.session_state["_link_input_missing"] = True
+            _note(f"The shared link was made on a pasted {kind.noun}, which a link cannot carry: paste or upload "
+                  "it to see the view it shows.")
+        else:
+            _note(missing)
+
+
+def _link_kind():
+    """The input kind of the link's model (``None`` when the model cannot be resolved)."""
+    from bertgeom.models import ModelLoadError, resolve_spec
+
+    try:
+        return INPUT_KINDS.of(resolve_spec(st.session_state.get("model_id") or REGISTRY.default_id))
+    except (ModelLoadError, InputError):
+        return None
 
 
 def _note(text: str) -> None:
@@ -130,7 +147,9 @@ def share_query(view: str, model_id: str, layer: int, head: int, *, input_kind: 
     clean = (text or "").strip()
     kind = INPUT_KINDS.of(input_kind)
     texts = [e.text.strip() for e in kind.examples()]
-    if clean in texts:
+    if not clean:
+        pass  # an empty box: nothing to carry, nothing to warn about
+    elif clean in texts:
         q[kind.link_param] = str(texts.index(clean) + 1)
     elif kind.link_text and len(clean) <= LINK_TEXT_MAX:
         q["text"] = clean
@@ -188,9 +207,10 @@ def select_head(layer: int, head: int) -> None:
 def follow_view_link(pages: dict, current) -> None:
     """Open the page named by ``?view=`` once, on the first run of a session.
 
-    Shared links point at the root URL with ``?view=<page>`` because Streamlit shows a
-    spurious "Page not found" dialog when a browser's first request is a page path
-    (streamlit/streamlit#8860); the page path itself still works.
+    Shared links point at the root URL with ``?view=<page>``, which reopens the page behind any
+    proxy path. Each page's own path (``/classifier``) opens too: its "Page not found" dialog for a
+    server's first visitor came from a ``pages/`` folder beside app.py (streamlit/streamlit#8860;
+    the pages now live in ``app_pages/``, see app.py).
     """
     if st.session_state.get("_view_followed"):
         return

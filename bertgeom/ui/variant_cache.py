@@ -1,64 +1,86 @@
-"""Cached computations of the Variant Classifier page."""
+"""Cached computations of the Variant Classifier page.
+
+Every function here is a pure cached call: none creates or updates a Streamlit element (a cached
+function's elements are replayed on each cache hit, and one that wrote into an element made outside
+it raised ``CacheReplayClosureError`` on every rerun after a batch table, and at once in a second
+browser). Progress bars and the queue's notice belong to the page; heavy work takes its slot with
+:func:`~bertgeom.ui.workqueue.free_slot_or_raise` and the page calls it through
+:func:`~bertgeom.ui.workqueue.call_heavy`.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
-from bertgeom.ui.cache import cached_model, get_trace
-from bertgeom.ui.workqueue import heavy, queued
+from bertgeom.ui.cache import cached_model
+from bertgeom.ui.workqueue import BATCH, free_slot_or_raise
+
+#: One record of a batch as the page hands it to the cache: ``(name, sequence, error)``, where a
+#: record that could not be read has an empty sequence and its one-sentence error.
+BatchRecord = tuple[str, str, str]
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the records…")
-def split_records(text: str) -> list[tuple[str, str]]:
-    """``(name, single-record FASTA)`` for every record of the input; a bad record among several
-    keeps its place with an empty text (its error shows in the batch table); input-level errors,
-    and a single bad record, raise."""
+def split_records(text: str) -> list[BatchRecord]:
+    """``(name, single-record FASTA, error)`` for every record of the input. A bad record among
+    several keeps its place with an empty text and its error (shown in the batch table); input-level
+    errors, and a single bad record, raise."""
     from bertgeom.genome.fasta import RecordError, SequenceInputError, parse_sequences
     from bertgeom.variant import MAX_GENOME_INPUT_BYTES
 
     recs = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
     if len(recs) == 1 and isinstance(recs[0], RecordError):
         raise SequenceInputError(recs[0].message)
-    return [(r.name, "" if isinstance(r, RecordError) else f">{r.name}\n{r.sequence}") for r in recs]
+    return [(r.name, "", r.message) if isinstance(r, RecordError) else (r.name, f">{r.name}\n{r.sequence}", "")
+            for r in recs]
 
 
 #: Records one request classifies on the page (the CLI has no limit): ~2 s each on a 2-core server.
 MAX_BATCH_RECORDS = 200
+#: Records per cached chunk: one padded forward pass, and one heavy-work slot, each.
+BATCH_CHUNK = 8
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
-@queued("classifying the records")
-def classify_records(model_id: str, text: str, limit: int = MAX_BATCH_RECORDS, _progress=None) -> list[dict]:
-    """One CSV-ready row per record, the first ``limit`` records (bad records carry their error);
-    ``_progress(i, n)`` is called after each record (not part of the cache key)."""
-    from bertgeom.genome.fasta import parse_sequences
-    from bertgeom.variant import MAX_GENOME_INPUT_BYTES
+def batch_chunks(records: list[BatchRecord], limit: int = MAX_BATCH_RECORDS,
+                 size: int = BATCH_CHUNK) -> list[tuple[BatchRecord, ...]]:
+    """The first ``limit`` records in chunks of ``size`` (the cache keys of :func:`classify_chunk`)."""
+    head = list(records[:limit])
+    return [tuple(head[i:i + size]) for i in range(0, len(head), size)]
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def classify_chunk(model_id: str, chunk: tuple[BatchRecord, ...]) -> list[dict]:
+    """One CSV-ready row per record of ``chunk`` (bad records carry their error), computed in a
+    heavy-work slot of :data:`~bertgeom.ui.workqueue.BATCH` priority, so a single genome that
+    waits goes first between two chunks. Call it through ``call_heavy``."""
+    from bertgeom.genome.fasta import RecordError, SequenceRecord
     from bertgeom.variant.predict import classify_stream
 
-    loaded = cached_model(model_id)
-    records = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)[:limit]
-    rows = []
-    for i, p in enumerate(classify_stream(loaded, records, batch_size=8), 1):
-        rows.append(p.row(loaded.labels, loaded.weights_hash))
-        if _progress is not None:
-            _progress(i, len(records))
-    return rows
+    recs = [RecordError(name, i, error) if error else SequenceRecord(name, fasta.split("\n", 1)[1])
+            for i, (name, fasta, error) in enumerate(chunk)]
+    loaded = cached_model(model_id)  # before the slot: loading is not queued
+    with free_slot_or_raise(BATCH):
+        return [p.row(loaded.labels, loaded.weights_hash) for p in classify_stream(loaded, recs, batch_size=len(recs))]
 
 
 @st.cache_data(max_entries=16, show_spinner="Integrated gradients (a few forward and backward passes)…")
-def integrated_gradients_for(model_id: str, text: str, target: int, steps: int) -> tuple[np.ndarray, str, bool]:
-    """``(attributions, completeness summary, complete)``: see ``integrated_gradients_checked``."""
+def integrated_gradients_for(model_id: str, input_ids: np.ndarray, target: int, steps: int,
+                             max_steps: int = 128) -> tuple[np.ndarray, str, bool]:
+    """``(attributions, completeness summary, complete)`` of the record's token ids: see
+    ``integrated_gradients_checked`` (``steps`` nodes first, doubled up to ``max_steps``). Keyed by the ids, not the text, so it calls no other queued
+    cached function while it holds a slot (see bertgeom.ui.workqueue). Call it through ``call_heavy``."""
     from bertgeom.variant.explain import integrated_gradients_checked
 
-    trace = get_trace(model_id, text)  # before taking a slot (see bertgeom.ui.workqueue)
-    with heavy("integrated gradients"):
-        res = integrated_gradients_checked(cached_model(model_id), trace.encoded.input_ids, target, steps=steps)
+    loaded = cached_model(model_id)
+    with free_slot_or_raise():
+        res = integrated_gradients_checked(loaded, input_ids, target, steps=steps, max_steps=max(steps, max_steps))
     return res.attributions, res.summary(), res.complete
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def probabilities_for(model_id: str, aligned_spike: str) -> np.ndarray:
+    """Class probabilities of an edited aligned spike (the what-if; one light forward pass)."""
     from bertgeom.variant.explain import probabilities_for_spike
 
     return probabilities_for_spike(cached_model(model_id), aligned_spike)

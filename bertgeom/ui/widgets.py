@@ -72,18 +72,27 @@ def head_picker(num_layers: int, num_heads: int, columns=None) -> tuple[int, int
 @contextmanager
 def progress(text: str, *, show: bool = True) -> Iterator[Callable[[int, int], None]]:
     """A progress bar for the duration of the block, updated by the yielded ``(done, total)``
-    callback (``show=False``: a silent callback, e.g. when the answer is already cached)."""
-    bar = st.progress(0.0, text=text) if show else None
+    callback (``show=False``: a silent callback, e.g. when the answer is already cached).
+
+    Written with the cache's recording paused: a bar drawn while a cached function computes is
+    never replayed on its later hits (a replayed update of a bar made outside the cached function
+    raises ``CacheReplayClosureError``)."""
+    from bertgeom.ui.workqueue import not_replayed
+
+    with not_replayed():
+        bar = st.progress(0.0, text=text) if show else None
 
     def update(done: int, total: int) -> None:
         if bar is not None:
-            bar.progress(min(1.0, done / max(total, 1)), text=f"{text} {done}/{total}")
+            with not_replayed():
+                bar.progress(min(1.0, done / max(total, 1)), text=f"{text} {done}/{total}")
 
     try:
         yield update
     finally:
         if bar is not None:
-            bar.empty()
+            with not_replayed():
+                bar.empty()
 
 
 def open_tabs(names: list[str], key: str) -> Iterator[tuple[str, object]]:

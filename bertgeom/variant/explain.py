@@ -11,7 +11,9 @@
   (``sum(attr) = f(x) - f(baseline)``): Gauss-Legendre quadrature, refined (16 -> 32 -> ... nodes)
   until the gap is within a tolerance, and the gap it reached is reported, never hidden.
 * :func:`apply_changes` / :func:`probabilities_for_spike` — in-silico mutagenesis on the
-  aligned spike (reference coordinates, so a change never shifts other tokens).
+  aligned spike (reference coordinates, so a change never shifts other tokens);
+  :func:`revertible_events` names what can be reverted as the mutation table does (``N501Y``,
+  ``del69-70``), one entry per event however many bases it spans.
 """
 
 from __future__ import annotations
@@ -193,6 +195,52 @@ def reversion_changes(aligned_spike: str, mutation) -> list[SpikeChange]:
     if mutation.kind == "del":
         return [SpikeChange(p, ref[p - 1]) for p in range(mutation.pos, mutation.pos + len(mutation.ref))]
     return []  # insertions are not part of the tokenised spike
+
+
+@dataclass(frozen=True)
+class RevertibleEvent:
+    """One thing the what-if can put back to the reference: a mutation event of the spike's table
+    (a substitution, a grouped deletion; events sharing a base are one entry, e.g. ``L24S + del25-27``
+    from one deletion) or a base change with no amino-acid effect."""
+
+    name: str  #: as the mutation table writes it (``N501Y``, ``del69-70``); a silent change by its base
+    mutations: tuple  #: the NucMutations it reverts
+    silent: bool = False  #: a base change with no amino-acid effect (in no table row)
+
+    @property
+    def nucleotides(self) -> str:
+        return ", ".join(m.name for m in self.mutations)
+
+    @property
+    def label(self) -> str:
+        if self.silent:
+            return f"{self.name} (no amino-acid change)"
+        return f"{self.name} ({self.nucleotides})"
+
+
+def revertible_events(report, events: list[dict]) -> list[RevertibleEvent]:
+    """The spike's substitutions and deletions grouped as the mutation table's ``events`` (rows with
+    ``name`` and ``nuc``, see ``bertgeom.variant.result.mutation_events``), in genome order. Events
+    that share a nucleotide change become one entry (reverting that base undoes both); a base change
+    that is in no event (synonymous) is an entry of its own, named by the base."""
+    nuc = [m for m in report.spike_nucleotide if m.kind in ("sub", "del")]
+    by_name = {m.name: m for m in nuc}
+    groups: list[tuple[list[str], list]] = []  # (event names, mutations), merged on shared bases
+    for e in events:
+        muts = [by_name[n] for n in e["nuc"] if n in by_name]
+        if not muts:
+            continue  # an insertion: not part of the tokenised spike
+        hit = [g for g in groups if any(m in g[1] for m in muts)]
+        names, members = [e["name"]], list(muts)
+        for g in hit:
+            groups.remove(g)
+            names = g[0] + names
+            members = g[1] + [m for m in members if m not in g[1]]
+        groups.append((list(dict.fromkeys(names)), list(dict.fromkeys(members))))
+    grouped = {id(m) for _, ms in groups for m in ms}
+    out = [RevertibleEvent(" + ".join(names), tuple(sorted(ms, key=lambda m: m.pos))) for names, ms in groups]
+    out += [RevertibleEvent(m.name, (m,), silent=True) for m in nuc if id(m) not in grouped]
+    return sorted(out, key=lambda e: e.mutations[0].pos)
 
 
 def probabilities_for_spike(loaded: LoadedModel, aligned_spike: str) -> np.ndarray:

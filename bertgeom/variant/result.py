@@ -33,6 +33,13 @@ def _events(report) -> list[dict]:
     return events
 
 
+def mutation_events(report) -> list[dict]:
+    """The spike's amino-acid events as the mutation table names them (``N501Y``, ``del69-70``),
+    each with ``name`` and its nucleotide changes ``nuc``: what the what-if lists too, so the two
+    use one name for one change."""
+    return _events(report)
+
+
 def mutation_rows(analysis, pred: str, rule_call: str | None = None, gene: str = "S") -> tuple[list[dict], list[str]]:
     """One row per mutation event of ``gene`` (substitution, grouped deletion, insertion, frameshift,
     stop; ``"nuc"``: the nucleotide changes that change no amino acid), read from the analysis's one

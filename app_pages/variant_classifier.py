@@ -17,11 +17,13 @@ from bertgeom.variant.spec import demo_genomes, reading_notes
 from bertgeom.ui.plain import plain
 from bertgeom.ui.variant_cache import (
     MAX_BATCH_RECORDS,
-    classify_records,
+    batch_chunks,
+    classify_chunk,
     integrated_gradients_for,
     probabilities_for,
     split_records,
 )
+from bertgeom.ui.workqueue import BATCH, call_heavy
 from bertgeom.ui.names import input_notes, note_line
 from bertgeom.ui.variant_sections import render_mutation_tables, render_nearest_clade, render_qc_score
 from bertgeom.ui.widgets import chart
@@ -31,10 +33,12 @@ from bertgeom.variant.explain import (
     cls_attention_by_layer,
     parse_change,
     reversion_changes,
+    revertible_events,
 )
 from bertgeom.variant.result import (
     batch_table,
     csv_bytes,
+    mutation_events,
     mutation_tokens,
     result_record,
     result_row,
@@ -81,8 +85,13 @@ if spec is None or spec.input_kind != "spike":
 
 loaded = cached_model(model_id)
 text = (st.session_state.get("genome_value") or "").strip()
-if not text:
-    st.info("Paste a genome in the sidebar, or click an example above.")
+if not text:  # only the genome in the box is ever shown: an empty box shows how to start, nothing else
+    link_note = st.session_state.get("_link_note")
+    if link_note and link_note[1] == (st.session_state.get("text_value"), st.session_state.get("genome_value")):
+        st.warning(link_note[0], icon=":material/link_off:")
+    st.info("**To start**, paste a SARS-CoV-2 genome (FASTA or the bare sequence; whole genome, partial or "
+            "spike only) into the sidebar's box and press Ctrl+Enter, upload a FASTA file there (one or many "
+            "records, .gz and .xz too), or click one of the example genomes above.", icon=":material/start:")
     st.stop()
 try:
     records = split_records(text)
@@ -95,9 +104,15 @@ if len(records) > 1:
     if len(records) > MAX_BATCH_RECORDS:
         st.warning(f"The table covers the first {MAX_BATCH_RECORDS} records, to keep the app responsive for "
                    "everyone; classify larger files with `python -m bertgeom classify FILE --out table.csv`.")
-    bar = st.progress(0.0, text="Classifying…")
-    rows = classify_records(model_id, text, MAX_BATCH_RECORDS,
-                            _progress=lambda i, n: bar.progress(i / n, text=f"Classifying record {i} of {n}…"))
+    # chunk by chunk, each a pure cached call taking its own heavy-work slot (a single genome waiting
+    # elsewhere goes between two chunks); the progress bar and any queue notice are the page's own
+    chunks = batch_chunks(records, MAX_BATCH_RECORDS)
+    n_rows = sum(len(c) for c in chunks)
+    bar = st.progress(0.0, text=f"Classifying {n_rows} records…")
+    rows: list[dict] = []
+    for chunk in chunks:
+        rows += call_heavy(classify_chunk, model_id, chunk, what="classifying the records", priority=BATCH)
+        bar.progress(len(rows) / n_rows, text=f"Classified {len(rows)} of {n_rows} records…")
     bar.empty()
     table = batch_table(rows)
     st.caption("One row per record (sortable). Click a row to open that genome's full view below.")
@@ -105,7 +120,7 @@ if len(records) > 1:
                          key="w_batch_table")
     st.download_button("Download all predictions (CSV)", csv_bytes(rows), "predictions.csv", "text/csv")
     picked = list(getattr(getattr(event, "selection", None), "rows", []) or [])
-    chosen = int(picked[0]) if picked else 0
+    chosen = int(picked[0]) if picked and int(picked[0]) < len(rows) else 0  # a row of an earlier, longer table: the first
     if rows[chosen].get("error"):
         st.error(plain(f"Record '{rows[chosen]['name']}' cannot be shown: {rows[chosen]['error']}"))
         st.stop()
@@ -196,11 +211,18 @@ with c2:
     layer = st.number_input("[CLS] attention of layer", 1, trace.num_layers, trace.num_layers, key="w_cls_layer")
     use_ig = st.checkbox("Integrated gradients", value=False, key="w_ig",
                          help="Attribution of each k-mer to the predicted class (Gauss-Legendre quadrature, "
-                              "refined until the attributions add up to f(input) - f(baseline) within 5%; "
-                              "a few seconds).")
+                              "refined until the attributions add up to f(input) - f(baseline) within 5%). "
+                              "Tens of seconds on a small server: the node cap below trades exactness for time.")
+    ig_nodes = st.select_slider("Integrated gradients: nodes at most", [8, 16, 32, 64, 128], value=128,
+                                key="w_ig_nodes",
+                                help="Integrated gradients starts at 16 quadrature nodes (fewer if capped) and "
+                                     "doubles them until the completeness gap is within 5% or this cap is "
+                                     "reached; the line under the track says how complete the result is.")
 tracks = {f"[CLS] attention, layer {layer}": cls_att[layer - 1], "attention rollout": rollout[-1]}
 if use_ig:
-    ig, ig_summary, ig_complete = integrated_gradients_for(model_id, record_text, labels.index(pred), 16)
+    ig, ig_summary, ig_complete = call_heavy(integrated_gradients_for, model_id, trace.encoded.input_ids,
+                                             labels.index(pred), min(16, ig_nodes), ig_nodes,
+                                             what="integrated gradients")
     tracks["integrated gradients"] = ig
 mut_tokens = mutation_tokens(report, loaded.tokenizer, len(axis))
 with c1:
@@ -214,17 +236,22 @@ with st.expander("[CLS] attention of every layer"):
 st.markdown("#### What if? In-silico mutagenesis")
 st.caption("Revert mutations to the reference or add substitutions, and see the probabilities change. "
            "Changes are written at reference coordinates, so no other token moves.")
-revertible = [m for m in report.spike_nucleotide if m.kind in ("sub", "del")]
+# one entry per event of the mutation table, named as there (del69-70, N501Y), however many bases it spans
+revertible = revertible_events(report, mutation_events(report))
 c1, c2 = st.columns(2)
 revert = c1.multiselect("Revert", range(len(revertible)), key="w_revert",
-                        format_func=lambda i: f"{revertible[i].aa or ''} {revertible[i].name}".strip())
+                        format_func=lambda i: revertible[i].label if i < len(revertible) else "?",
+                        help="Type a name from the mutation table (e.g. del69-70 or N501Y) to find it.")
 add_text = c2.text_input("Add substitutions (e.g. A23063T, G22813T)", key="w_add")
-changes, problems = [], []
-for i in revert:
-    changes += reversion_changes(aligned, revertible[i])
+changes, problems, n_events = [], [], 0
+for i in (i for i in revert if i < len(revertible)):
+    n_events += 1
+    for m in revertible[i].mutations:
+        changes += reversion_changes(aligned, m)
 for tok in [t for t in add_text.replace(",", " ").split() if t]:
     try:
         changes.append(parse_change(tok))
+        n_events += 1
     except ValueError as exc:
         problems.append(str(exc))
 for p in problems:
@@ -236,7 +263,7 @@ if changes:
     st.dataframe(df.style.format({"before": "{:.4f}", "after": "{:.4f}", "change": "{:+.4f}"}),
                  hide_index=True, width="stretch")
     new_pred = labels[int(np.argmax(new_probs))]
-    st.markdown(f"Prediction after {len(changes)} change(s): **{CLASS_DISPLAY.get(new_pred, new_pred)}** "
+    st.markdown(f"Prediction after {n_events} change(s): **{CLASS_DISPLAY.get(new_pred, new_pred)}** "
                 f"({new_probs.max():.1%})")
 
 # ---- downloads -------------------------------------------------------------------------------

@@ -73,16 +73,16 @@ with c1:
     st.markdown("**English text** (MiniLM, a pretrained BERT)")
     sentences = example_sentences()
     if st.button(f"“{sentences[0]}”", on_click=_use_sentence, args=(sentences[0], *_prev_head(sentences[0])), key="w_home_s0"):
-        st.switch_page("pages/attention_heads.py")
+        st.switch_page("app_pages/attention_heads.py")
     if st.button(f"“{sentences[2]}”", on_click=_use_sentence, args=(sentences[2], *_prev_head(sentences[2])), key="w_home_s1"):
-        st.switch_page("pages/attention_heads.py")
+        st.switch_page("app_pages/attention_heads.py")
 with c2:
     if VARIANT_MODEL_ID in REGISTRY:
         st.markdown("**A SARS-CoV-2 genome** (the variant BERT of the case study)")
         if st.button("An Omicron genome → Variant Classifier", on_click=_use_example, args=(VARIANT_MODEL_ID, 7), key="w_home_g0"):
-            st.switch_page("pages/variant_classifier.py")
+            st.switch_page("app_pages/variant_classifier.py")
         if st.button("An Alpha genome → Attention Heads", on_click=_use_example, args=(VARIANT_MODEL_ID, 3), key="w_home_g1"):
-            st.switch_page("pages/attention_heads.py")
+            st.switch_page("app_pages/attention_heads.py")
     st.markdown("Or pick a model and an input in the sidebar. The *Share this view* box there gives a "
                 "link that reopens the same page, model, layer, head, colour and θ, with the input when it fits "
                 "in a link (an example, or a short text); otherwise it says so.")

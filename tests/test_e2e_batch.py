@@ -1,0 +1,162 @@
+"""A live session on the Variant Classifier's batch table, in a real browser (#21 item 1).
+
+Before: after a multi-record table every rerun (a row click, integrated gradients, the slider, a
+download) showed "This app has encountered an error" (CacheReplayClosureError), and a second browser
+pasting the same records got it at once. Upload 20 real records, click three rows (each opens its
+own genome), open integrated gradients and the what-if for one, move the slider, download both CSVs,
+then paste the same records in a second browser context: no error box anywhere."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from screenshots import CHROMIUM_ARGS, free_port, start_server, wait_idle  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
+SHOTS = ROOT / "artifacts" / "screenshots"
+ROW_PX = 35  # st.dataframe's row (and header) height
+
+
+def _records() -> list[tuple[str, str]]:
+    """20 open genomes (the 8 demo examples and 12 of the validation set), renamed so that each
+    name is unique and tells its row: ``r03_USA/...``."""
+    from bertgeom.sets.inputs import genome_set
+
+    items = list(genome_set("demo")) + list(genome_set("validation_small"))[:12]
+    out = []
+    for i, it in enumerate(items):
+        name = f"r{i:02d}_{it.text.splitlines()[0][1:].split()[0]}"
+        out.append((name, f">{name}\n" + "\n".join(it.text.splitlines()[1:])))
+    return out
+
+
+@pytest.fixture(scope="module")
+def server():
+    from bertgeom.models import REGISTRY
+    from bertgeom.variant import VARIANT_MODEL_ID
+
+    if VARIANT_MODEL_ID not in REGISTRY:
+        pytest.skip("the shipped variant model is not installed")
+    port = free_port()
+    proc = start_server(port)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def _no_error_box(page) -> None:
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_text("This app has encountered an error")).to_have_count(0)
+
+
+def _click_row(page, row: int) -> None:
+    """Select a row of the batch table by its row-marker cell (the grid is a canvas: by coordinates)."""
+    grid = page.get_by_test_id("stDataFrame").first
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 12, box["y"] + ROW_PX * (row + 1) + ROW_PX / 2)
+    wait_idle(page)
+
+
+def _shown_genome(page) -> str:
+    return page.get_by_test_id("stHeading").filter(has_text="r").locator("h3").first.inner_text()
+
+
+def test_a_twenty_record_batch_stays_open_through_a_session_and_in_a_second_browser(server, browser, tmp_path):
+    records = _records()
+    fasta = tmp_path / "twenty.fasta"
+    fasta.write_text("\n".join(text for _, text in records) + "\n")
+
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    page = ctx.new_page()
+    page.goto(f"{server}/classifier")
+    wait_idle(page)
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(fasta))
+    wait_idle(page, timeout_ms=240_000)
+    expect(page.get_by_role("heading", name="20 records")).to_be_visible(timeout=240_000)
+    _no_error_box(page)
+    expect(page.get_by_role("heading", name=records[0][0])).to_be_visible()  # the first record's view
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "classifier_batch.png"), full_page=True)
+
+    for row in (3, 7, 5):  # three rows: each opens its own genome
+        _click_row(page, row)
+        _no_error_box(page)
+        expect(page.get_by_role("heading", name=records[row][0])).to_be_visible(timeout=120_000)
+    page.screenshot(path=str(SHOTS / "classifier_batch_row.png"), full_page=True)
+
+    nodes = page.get_by_test_id("stSlider").filter(has_text="nodes at most")
+    nodes.get_by_role("slider").focus()
+    page.keyboard.press("Home")  # the smallest node cap: the fastest integrated gradients
+    wait_idle(page)
+    expect(nodes.get_by_test_id("stSliderThumbValue")).to_have_text("8")
+    page.get_by_text("Integrated gradients", exact=True).click()  # the checkbox's label
+    wait_idle(page, timeout_ms=300_000)
+    expect(page.get_by_text("Integrated gradients: attributions sum to")).to_be_visible(timeout=300_000)
+    expect(page.get_by_text("with 8 quadrature nodes")).to_be_visible()
+    _no_error_box(page)
+
+    revert = page.get_by_test_id("stMultiSelect").filter(has_text="Revert")
+    revert.locator("input").click()
+    page.keyboard.type("D614G")  # the mutation table's name finds it
+    option = page.get_by_role("option", name="D614G (A23403G)")
+    expect(option).to_have_count(1)
+    option.click()
+    page.keyboard.press("Escape")
+    wait_idle(page)
+    expect(page.get_by_text("Prediction after 1 change(s)")).to_be_visible(timeout=60_000)
+    _no_error_box(page)
+
+    slider = page.get_by_test_id("stSlider").filter(has_text="Warn below this confidence")
+    expect(slider.get_by_test_id("stSliderThumbValue")).to_have_text("0.90")
+    slider.get_by_role("slider").focus()
+    page.keyboard.press("ArrowRight")
+    wait_idle(page)
+    expect(slider.get_by_test_id("stSliderThumbValue")).to_have_text("0.91")
+    _no_error_box(page)
+    expect(page.get_by_role("heading", name=records[5][0])).to_be_visible()  # still the row picked
+
+    for label, first_line in (("Download all predictions (CSV)", "name,predicted"), ("Download result (CSV)", "name,predicted")):
+        with page.expect_download() as info:
+            page.get_by_role("button", name=label).click()
+        text = Path(info.value.path()).read_text()
+        assert text.startswith(first_line)
+        if label.startswith("Download all"):
+            assert sum(r[0] in text for r in records) == 20
+        else:
+            assert records[5][0] in text and records[3][0] not in text
+        wait_idle(page)
+        _no_error_box(page)
+    ctx.close()
+
+    # a second browser pastes the same records: the cached chunks are read, nothing is replayed
+    ctx2 = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page2 = ctx2.new_page()
+    page2.goto(f"{server}/classifier")
+    wait_idle(page2)
+    box = page2.get_by_role("textbox", name="Genome or spike sequence")
+    box.fill(fasta.read_text())
+    box.press("Control+Enter")
+    wait_idle(page2)
+    expect(page2.get_by_role("heading", name="20 records")).to_be_visible(timeout=120_000)
+    _no_error_box(page2)
+    _click_row(page2, 2)
+    expect(page2.get_by_role("heading", name=records[2][0])).to_be_visible(timeout=120_000)
+    _no_error_box(page2)
+    ctx2.close()
