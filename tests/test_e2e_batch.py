@@ -27,7 +27,7 @@ ROW_PX = 35  # st.dataframe's row (and header) height
 def _records() -> list[tuple[str, str]]:
     """20 open genomes (the 8 demo examples and 12 of the validation set), renamed so that each
     name is unique and tells its row: ``r03_USA/...``."""
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     items = list(genome_set("demo")) + list(genome_set("validation_small"))[:12]
     out = []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from bertgeom.sets.inputs import genome_set
+from bertgeom.variant.spec import genome_set
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
