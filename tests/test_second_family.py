@@ -110,6 +110,14 @@ def test_every_cone_section_opens(section):
     assert _specs(at)
 
 
+def test_a_fresh_session_starts_with_the_default_sentence_and_an_empty_box_per_other_kind():
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    from bertgeom.ui.state import STORE
+
+    assert at.session_state["text_value"] == STORE["text_value"] != ""
+    assert at.session_state["letters_value"] == ""
+
+
 def test_the_home_page_lists_the_family():
     at = AppTest.from_file(APP, default_timeout=120)
     at.session_state["model_id"] = toy.MODEL_ID

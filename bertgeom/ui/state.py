@@ -38,7 +38,7 @@ def url_index(value: str | None) -> int | None:
 
 def init_state() -> None:
     """Fill defaults once per session and read a shared link's query parameters."""
-    for key, default in {**STORE, **{k: "" for k in input_value_keys()}}.items():
+    for key, default in {**{k: "" for k in input_value_keys()}, **STORE}.items():  # STORE's defaults win
         if key not in st.session_state:
             st.session_state[key] = default if key != "model_id" else REGISTRY.default_id
     if not st.session_state.get("_query_read"):
