@@ -30,6 +30,7 @@ from bertgeom.analysis.patterns import (
 from bertgeom.tables import arcs_frame, head_label, per_head_frame
 from bertgeom.ui.cache import cached_head_features
 from bertgeom.ui.heads_more_tabs import TABS as MORE_TABS, word_view
+from bertgeom.ui.heads_views_tabs import TABS as VIEW_TABS
 from bertgeom.ui.heads_tabs import TABS, View, hover_labels, show_clark_findings, threshold_sliders, thresholds
 from bertgeom.ui.names import column_config, column_title
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
@@ -199,7 +200,9 @@ def all_heads_tab() -> None:
 
 
 view = View(loaded, trace, model_id, text, layer, head, table=table, labels=labels, th=th)
-RENDER = {"Head detail": head_detail_tab, "All heads": all_heads_tab, **{k: partial(f, view) for k, f in {**TABS, **MORE_TABS}.items()}}
+_tab = {k: partial(f, view) for k, f in {**VIEW_TABS, **TABS, **MORE_TABS}.items()}
+RENDER = {"Head detail": head_detail_tab, "Head view": _tab.pop("Head view"), "Model view": _tab.pop("Model view"),
+          "All heads": all_heads_tab, **_tab}
 for name, tab in open_tabs(list(RENDER), key="heads_tab"):
     with tab:
         RENDER[name]()

@@ -282,3 +282,41 @@ def model_view(
     fig.update_yaxes(range=[L, 0], tickvals=[l + 0.5 for l in range(L)], ticktext=[f"L{l + 1}" for l in range(L)],
                      showgrid=False, zeroline=False, fixedrange=True, scaleanchor="x", scaleratio=1)
     return fig
+
+
+def qk_set_scatter(frame, colour_by: str = "kind", *, title: str = "", highlight=None):
+    """The joint query/key map of :func:`bertgeom.analysis.qk_embedding.embed_qk`: circles are
+    queries, crosses keys, coloured by ``colour_by`` (a column: kind, group, label or role).
+    Each point's ``customdata`` is ``[item, position, role]`` so a click opens its input; an SVG
+    scatter (not WebGL) so clicks work at any size. ``highlight`` (a boolean mask over the frame's
+    rows) rings the search hits."""
+    import plotly.graph_objects as go
+
+    from bertgeom.figures.base import category_colours, layout
+
+    cats = frame[colour_by].astype(str).replace("", "(none)")
+    palette = category_colours(sorted(set(cats)))
+    fig = go.Figure()
+    for cat, colour in palette.items():
+        for role, symbol in (("query", "circle"), ("key", "x")):
+            sel = ((cats == cat) & (frame["role"] == role)).to_numpy()
+            if not sel.any():
+                continue
+            sub = frame[sel]
+            fig.add_trace(go.Scatter(
+                x=sub["x"], y=sub["y"], mode="markers", name=f"{cat} ({role})", legendgroup=cat,
+                marker=dict(color=colour, symbol=symbol, size=7, opacity=0.75, line=dict(width=0)),
+                customdata=np.column_stack([sub["item"], sub["position"], sub["role"]]).tolist(),
+                hovertext=[f"{role} · {t} (input {i + 1}, position {p})" for t, i, p in
+                           zip(sub["token"], sub["item"], sub["position"])],
+                hoverinfo="text",
+            ))
+    if highlight is not None and np.any(highlight):
+        sub = frame[np.asarray(highlight)]
+        fig.add_trace(go.Scatter(x=sub["x"], y=sub["y"], mode="markers", name="search hits", hoverinfo="skip",
+                                 marker=dict(size=15, symbol="circle-open", color="#e4572e", line=dict(width=2))))
+    layout(fig, title=title, height=560)
+    fig.update_layout(clickmode="event+select", legend=dict(itemsizing="constant"))
+    fig.update_xaxes(showticklabels=False, title="")
+    fig.update_yaxes(showticklabels=False, title="", scaleanchor="x", scaleratio=1)
+    return fig

@@ -86,8 +86,15 @@ def progress(text: str, *, show: bool = True) -> Iterator[Callable[[int, int], N
             bar.empty()
 
 
+#: Wrap a long tab strip onto a second line instead of clipping it behind scroll arrows.
+TAB_STRIP_CSS = """<style>
+.stTabs [role="tablist"] { flex-wrap: wrap; row-gap: 2px; overflow: visible; }
+</style>"""
+
+
 def open_tabs(names: list[str], key: str) -> Iterator[tuple[str, object]]:
     """``(name, container)`` of the open tab(s) only: the others do not run."""
+    st.html(TAB_STRIP_CSS)  # every tab name stays visible (a wrapped strip, not a clipped one)
     tabs = st.tabs(names, key=key, on_change="rerun")
     for name, tab in zip(names, tabs):
         if tab.open is not False:  # None (no state tracking) counts as open
