@@ -56,7 +56,7 @@ def head_view_html(
     min_weight: float = 0.02,
     title: str = "",
     note: str = "",
-    row_height: int = 18,
+    row_height: int = 22,
 ) -> str:
     """The head view of one layer as a complete HTML document.
 

@@ -465,9 +465,16 @@ def entropy_section(v: View) -> None:
             csv_button(ent_df, "attention_entropies.csv", "w_cone_ent_csv", "Download per-head CSV")
 
 
+def isotropy_section(v: View) -> None:
+    from bertgeom.ui.isotropy_section import isotropy_section as section  # it reads choose_set from here
+
+    section(v)
+
+
 SECTIONS = {
     "streams": ("Streams inside each layer", streams_section),
     "classes": ("Per class over a set", classes_section),
     "distribution": ("Data distribution ([CLS])", distribution_section),
     "entropy": ("Attention entropies", entropy_section),
+    "isotropy": ("IsoScore beside the cone", isotropy_section),
 }

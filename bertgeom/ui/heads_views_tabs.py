@@ -79,7 +79,7 @@ def head_view_tab(v: PageView) -> None:
     page = hv.head_view_html(A, tokens, head_names=[f"H{h + 1}" for h in range(v.H)], active=active,
                              min_weight=min_w, note=note, title=f"Head view, layer {layer + 1}")
     rows = A.shape[-1]
-    components.html(page, height=min(720, 18 * rows + 120), scrolling=True)
+    components.html(page, height=min(760, 22 * rows + 110), scrolling=True)
     st.download_button("Download this view (HTML, works offline)", page.encode("utf-8"),
                        file_name=f"head_view_L{layer + 1}.html", mime="text/html", key="w_hv_dl",
                        icon=":material/download:", on_click="ignore")
