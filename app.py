@@ -16,7 +16,8 @@ init_state()
 configure_server_threads()  # torch threads per request, set deliberately (see bertgeom.runtime)
 
 PAGES = {
-    "Start": [st.Page("pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True)],
+    "Start": [st.Page("pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
+              st.Page("pages/methods.py", title="Methods", icon=":material/menu_book:", url_path="methods")],
     "Explore": [
         st.Page("pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:", url_path="heads"),
         st.Page("pages/subspace_directions.py", title="Subspace Directions", icon=":material/explore:", url_path="subspace"),

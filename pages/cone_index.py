@@ -90,4 +90,4 @@ with st.expander("Definitions and where they come from"):
                                       "multihead_faithful", "head_output_faithful"))
     st.markdown("Token sets: " + "; ".join(f"**{TOKEN_SET_LABELS[k]}** — {v}" for k, v in TOKEN_SETS.items()) + ".")
     st.caption("The cone index and the streams are concepts of Bonino et al. 2025 (arXiv:2502.12033); their recipes "
-               "follow the authors' released code, and our additions say so. Full definitions: docs/methods.md §9.")
+               "follow the authors' released code, and our additions say so. Full definitions: [docs/methods.md §9](/?view=methods&section=9).")

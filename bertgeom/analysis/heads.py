@@ -105,7 +105,7 @@ FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
     "signed_offset_content": ("content-only signed offset", "mean_i sum_{j in V} A[i,j](j-i) / sum_{j in V} A[i,j]", "Guan-style G7 (reconstruction)"),
     "k90_median": ("k90 median", "median_i k90_i,  k90_i = min #largest entries of row i with sum >= 0.9 * row sum", "Bonino §2.5 metastable-state size (after Ramsauer et al.)"),
     "k90_mean": ("k90 mean", "mean_i k90_i", "Bonino §2.5 (compute_size_of_metastable_state_k averages)"),
-    "k90_frac": ("k90 median / n_v", "median_i k90_i / n_v  (kappa)", "Bonino kappa (reconstruction)"),
+    "k90_frac": ("k90 median / real tokens", "median_i k90_i / n_v  (kappa)", "Bonino kappa (reconstruction)"),
     "block_mass": ("block mass", "mean_{i in V} sum_{j in comp(i), j!=i, |i-j|>w} A[i,j]; comp = connected components (>=3 nodes) of {S=(A+A^T)/2 >= tau/n_v, |i-j|>w} on V, tau = 1.5", "Bonino m_block (reconstruction; docs/methods.md §3.4, §10)"),
     "block_inner": ("within-block mass", "mean_{i in V} sum_{j in comp(i)} A[i,j]  (same components, self and neighbours included)", "ours; Kovaleva 'block' proxy"),
     "n_blocks": ("number of blocks", "#components with >= 3 members (graph of block_mass)", "Bonino n_blocks (reconstruction)"),

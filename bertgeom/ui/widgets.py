@@ -24,6 +24,7 @@ import streamlit as st
 
 from bertgeom.figures.base import PLOTLY_CONFIG, picked_head
 from bertgeom.inputs import InputError
+from bertgeom.ui.methods_link import linked
 from bertgeom.ui.state import select_head
 from bertgeom.ui.plain import plain
 
@@ -123,18 +124,35 @@ def errors_expander(errors: Iterable[tuple[str, str]]) -> None:
 
 def doc_caption(doc, *, formula: str | None = None) -> None:
     """``label = formula — source`` of a metric's documentation record."""
-    st.caption(f"**{doc.label}** = `{formula or doc.formula}` — {doc.source}")
+    st.caption(f"**{doc.label}** = `{formula or doc.formula}` — {linked(doc.source)}" + symbol_legend(formula or doc.formula))
+
+
+#: Symbols the feature formulas use, explained where a formula on screen contains them.
+SYMBOLS = {
+    "n_v": "n_v = number of real tokens (not [CLS], [SEP] or padding)",
+    "ln n": "n = number of tokens",
+    "offset": "offset = key position − query position",
+    "tau": "tau = threshold in units of the uniform weight 1/n_v",
+    "in V": "V = the real tokens",
+    "E_U": "E_U = the same quantity under uniform attention",
+}
+
+
+def symbol_legend(formula: str) -> str:
+    """" (n_v = …; …)" for the symbols of :data:`SYMBOLS` that ``formula`` uses, else ""."""
+    used = [text for sym, text in SYMBOLS.items() if sym in formula]
+    return f" ({'; '.join(used)})" if used else ""
 
 
 def doc_list(docs: Iterable) -> None:
     """A bulleted list of documentation records."""
-    st.markdown("\n".join(f"* **{d.label}** = `{d.formula}` — {d.source}" for d in docs))
+    st.markdown("\n".join(f"* **{d.label}** = `{d.formula}` — {linked(d.source)}" for d in docs))
 
 
 def teaching(name: str, title: str, **kw) -> None:
     """An expander holding the long text ``bertgeom/ui/texts/<name>.md``."""
     with st.expander(title, **kw):
-        st.markdown(text(name))
+        st.markdown(linked(text(name)))
 
 
 def text(name: str) -> str:
