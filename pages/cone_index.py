@@ -77,7 +77,7 @@ if pad_to:
 
 st.divider()
 section = st.segmented_control("Show", list(SECTIONS), format_func=lambda k: SECTIONS[k][0], default="streams",
-                               required=True, key="w_cone_section")
+                               required=True, key="w_cone_section", bind="query-params")
 view = View(loaded, trace, model_id, text, st.session_state["layer"], st.session_state["head"],
             token_set=token_set, pad_to=pad_to, unit=unit, max_pos=max_pos, cur=cur, section=section)
 SECTIONS[section][1](view)

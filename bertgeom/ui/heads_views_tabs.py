@@ -58,7 +58,7 @@ def head_view_tab(v: PageView) -> None:
     if T > FULL_TOKENS:
         modes = ["A window of tokens"] + (["Token groups (whole input)"] if groups else [])
         mode = st.radio(f"This input has {T} tokens, too many lines to read at once: show", modes, horizontal=True,
-                        key="w_hv_mode")
+                        key="w_hv_mode", bind="query-params")
         if mode.startswith("Token groups"):
             grp = contiguous_groups(groups)
             A = group_attention(A, grp)
@@ -73,7 +73,7 @@ def head_view_tab(v: PageView) -> None:
             tokens = [f"{i}: {t}" for i, t in zip(range(a, b), tokens[a:b])]
             note = (f"Layer {layer + 1}: tokens {a}–{b - 1} of {T} (queries and keys inside the window only; "
                     "weight on keys outside the window is not drawn).")
-    min_w = st.slider("Hide links below", 0.0, 0.5, 0.02, step=0.01, key="w_hv_min",
+    min_w = st.slider("Hide links below", 0.0, 0.5, 0.02, step=0.01, key="w_hv_min", bind="query-params",
                       help="Links weaker than this are not drawn (bertviz draws all, faintly).")
     active = [h == v.head for h in range(v.H)] if st.toggle("Only the selected head at first", key="w_hv_one") else None
     page = hv.head_view_html(A, tokens, head_names=[f"H{h + 1}" for h in range(v.H)], active=active,
@@ -116,7 +116,7 @@ def model_view_tab(v: PageView) -> None:
                "**Click a thumbnail to select that head.** As in Dodrio, thumbnails can be sized and outlined by "
                "how much the head matters.")
     kinds = ["none", "disable"] + (["gradient"] if v.loaded.labels else [])
-    kind = st.radio("Size by", kinds, format_func=IMPORTANCE.get, horizontal=True, key="w_mv_importance",
+    kind = st.radio("Size by", kinds, format_func=IMPORTANCE.get, horizontal=True, key="w_mv_importance", bind="query-params",
                     help="Disabling: Kovaleva et al.'s uniform-attention ablation of one head at a time, measured as "
                          "how far the final [CLS] vector turns. Gradient: Michel et al. 2019's head importance, "
                          "approximated as α·|∂L/∂α| summed over keys (needs a classifier).")
@@ -170,7 +170,7 @@ def _on_qk_click(items_key: str, kind: str) -> None:
 
 def _choose_set(v: PageView) -> tuple[InputItem, ...] | None:
     kind = v.loaded.spec.input_kind
-    src = st.radio("Set", ["shipped", "own"], horizontal=True, key="w_qk_set",
+    src = st.radio("Set", ["shipped", "own"], horizontal=True, key="w_qk_set", bind="query-params",
                    format_func={"shipped": "the shipped set", "own": "my own inputs"}.get)
     if src == "shipped":
         return shipped_set(kind)[:MAX_SET_INPUTS]
@@ -209,13 +209,13 @@ def qk_set_tab(v: PageView) -> None:
     if not items:
         return
     c1, c2, c3 = st.columns(3)
-    method = c1.radio("Projection", ["pca", "umap", "tsne"], horizontal=True, key="w_qk_method",
+    method = c1.radio("Projection", ["pca", "umap", "tsne"], horizontal=True, key="w_qk_method", bind="query-params",
                       format_func={"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}.get)
     normalise = c2.toggle("Query-key normalisation (AttentionViz)", value=True, key="w_qk_norm")
     groups = _groups(v) is not None
     labelled = any(it.label for it in items)
     colour_opts = ["kind", "role"] + (["group"] if groups else []) + (["label"] if labelled else [])
-    colour_by = c3.selectbox("Colour by", colour_opts, key="w_qk_colour",
+    colour_by = c3.selectbox("Colour by", colour_opts, key="w_qk_colour", bind="query-params",
                              format_func={"kind": "token kind ([CLS], [SEP], punctuation, other)",
                                           "role": "query or key", "group": "domain of the token",
                                           "label": "class of the input"}.get)
@@ -233,7 +233,7 @@ def qk_set_tab(v: PageView) -> None:
                              labels=[it.label for it in ok_items], names=[it.name for it in ok_items],
                              texts=[it.text for it in ok_items])
         frame, c = embed_qk(qk, method, normalise=normalise)
-        search = st.text_input("Search a token or k-mer (exact, case-insensitive)", key="w_qk_search",
+        search = st.text_input("Search a token or k-mer (exact, case-insensitive)", key="w_qk_search", bind="query-params",
                                placeholder="e.g. cat, or a 12-mer")
         hits = token_search(qk, search) if search.strip() else None
         mark = None

@@ -96,7 +96,7 @@ TAB_STRIP_CSS = """<style>
 def open_tabs(names: list[str], key: str) -> Iterator[tuple[str, object]]:
     """``(name, container)`` of the open tab(s) only: the others do not run."""
     st.html(TAB_STRIP_CSS)  # every tab name stays visible (a wrapped strip, not a clipped one)
-    tabs = st.tabs(names, key=key, on_change="rerun")
+    tabs = st.tabs(names, key=key, on_change="rerun", bind="query-params")  # the tab is in the URL and share links
     for name, tab in zip(names, tabs):
         if tab.open is not False:  # None (no state tracking) counts as open
             yield name, tab
