@@ -9,6 +9,7 @@ import streamlit as st
 from bertgeom.runtime import configure_server_threads
 
 from bertgeom.ui.sidebar import render_sidebar
+from bertgeom.ui.tour import tour_bar
 from bertgeom.ui.state import follow_view_link, init_state, spike_model_available, write_query_params
 
 st.set_page_config(page_title="bertgeom · geometry of BERT attention", page_icon="🧭", layout="wide")
@@ -32,6 +33,7 @@ if spike_model_available():  # only pages that can work are listed
 
 navigation = st.navigation(PAGES)
 follow_view_link(PAGES, navigation)
+tour_bar(PAGES, navigation)  # the guided tour's page switch and its bar (bertgeom/ui/tour.py)
 render_sidebar(navigation.url_path)
 navigation.run()
 write_query_params(navigation)
