@@ -269,13 +269,13 @@ def model_view(
             custom.append([layer, head])
             hover.append(head_label(layer, head) + ("" if imp is None else f"<br>{importance_label}: {imp[layer, head]:.3g}"))
     fig.add_trace(go.Scatter(x=cx, y=cy, mode="markers", customdata=custom, hovertext=hover, hoverinfo="text",
-                             marker=dict(size=max(14, int(700 / max(H, 1) * 0.8)), symbol="square", opacity=0.0),
+                             marker=dict(size=max(14, int(700 / max(H, 1) * 0.8)), symbol="square",
+                                         color="rgba(0,0,0,0.01)"),  # invisible, still clickable
                              showlegend=False))
     cell = max(34, min(70, int(1000 / max(H, 1))))
     fig.update_layout(
         shapes=shapes, coloraxis=dict(colorscale="Blues", cmin=0, cmax=1, showscale=False),
         height=cell * L + 70, margin=dict(l=50, r=10, t=30, b=10), plot_bgcolor="white", clickmode="event+select",
-        dragmode=False,
     )
     fig.update_xaxes(range=[0, H], tickvals=[h + 0.5 for h in range(H)], ticktext=[f"H{h + 1}" for h in range(H)],
                      side="top", showgrid=False, zeroline=False, fixedrange=True)
