@@ -13,6 +13,7 @@ from bertgeom.inputs import TOKEN_SET_LABELS, TOKEN_SETS
 from bertgeom.ui import cone_cache
 from bertgeom.ui.cone_sections import SECTIONS, View
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
+from bertgeom.ui.url_settings import value_from_url, value_to_url
 from bertgeom.ui.widgets import chart, csv_button, doc_list, guarded, teaching
 
 st.title("Cone Index per Layer")
@@ -76,8 +77,10 @@ if pad_to:
                "(the official code's choice; they are near-duplicates and inflate I).")
 
 st.divider()
+value_from_url("w_cone_section", SECTIONS)
 section = st.segmented_control("Show", list(SECTIONS), format_func=lambda k: SECTIONS[k][0], default="streams",
-                               required=True, key="w_cone_section", bind="query-params")
+                               required=True, key="w_cone_section")
+value_to_url("w_cone_section")
 view = View(loaded, trace, model_id, text, st.session_state["layer"], st.session_state["head"],
             token_set=token_set, pad_to=pad_to, unit=unit, max_pos=max_pos, cur=cur, section=section)
 SECTIONS[section][1](view)

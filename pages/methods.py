@@ -1,6 +1,8 @@
 """Methods: docs/methods.md rendered in the app (the target of every "docs/methods.md §x" link on
 the other pages), opened on the section a link names."""
 
+import re
+
 import streamlit as st
 
 from bertgeom.ui.methods_link import METHODS_PATH, find_section, methods_sections
@@ -15,7 +17,7 @@ if found:
     st.session_state["_methods_section"] = section
     with st.container(border=True):
         st.caption(f"You followed a link to docs/methods.md §{section}:")
-        st.markdown(found[1])
+        st.markdown(re.sub(r"^#{2,3} ", "#### ", found[1], flags=re.M))  # smaller headings in the excerpt
     st.divider()
     st.markdown("#### The whole document")
 titles = [t for _, t, _ in methods_sections(text)]

@@ -137,7 +137,8 @@ def set_tab(v: View) -> None:
                            else f"{class_name(c)} ({int(summary.mask(c).sum())} correct)")
     else:
         cls = None
-    view = (c2 if summary.classifier else c1).radio("View", views, horizontal=True, key="w_set_view")  # no gap before it
+    view = (c2 if summary.classifier else c1).radio("View", views, horizontal=True, key="w_set_view",
+                                                               bind="query-params")  # no gap before it
     mask = summary.mask(cls)
     who = ("all classes" if summary.classifier else "all inputs") if cls is None else cls  # file names
     who_name = who if cls is None else class_name(cls)  # on screen

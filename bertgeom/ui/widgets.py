@@ -25,6 +25,7 @@ import streamlit as st
 from bertgeom.figures.base import PLOTLY_CONFIG, picked_head
 from bertgeom.inputs import InputError
 from bertgeom.ui.methods_link import linked
+from bertgeom.ui.url_settings import value_from_url, value_to_url
 from bertgeom.ui.state import select_head
 from bertgeom.ui.plain import plain
 
@@ -96,7 +97,9 @@ TAB_STRIP_CSS = """<style>
 def open_tabs(names: list[str], key: str) -> Iterator[tuple[str, object]]:
     """``(name, container)`` of the open tab(s) only: the others do not run."""
     st.html(TAB_STRIP_CSS)  # every tab name stays visible (a wrapped strip, not a clipped one)
-    tabs = st.tabs(names, key=key, on_change="rerun", bind="query-params")  # the tab is in the URL and share links
+    value_from_url(key, names)  # a link's tab opens; the open tab goes into the URL and share links
+    tabs = st.tabs(names, key=key, on_change="rerun")
+    value_to_url(key)
     for name, tab in zip(names, tabs):
         if tab.open is not False:  # None (no state tracking) counts as open
             yield name, tab
