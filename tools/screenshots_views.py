@@ -76,8 +76,11 @@ def tour_genome(page, base):
     while page.get_by_role("button", name="Next ▶").count():
         page.get_by_role("button", name="Next ▶").click()
         wait_idle(page, 600_000)
+
+
+def tour_genome_whatif(page, base):
+    tour_genome(page, base)
     _top(page, page.get_by_text("What if? In-silico mutagenesis"))
-    page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollBy(0, -420)")
 
 
 def domain_proportions(page, base):
@@ -87,7 +90,7 @@ def domain_proportions(page, base):
     _top(page, page.get_by_role("tablist"))
 
 
-SHOTS = {f.__name__: f for f in (head_view, model_view, qk_set, isoscore, methods, tour_home, tour_genome,
+SHOTS = {f.__name__: f for f in (head_view, model_view, qk_set, isoscore, methods, tour_home, tour_genome, tour_genome_whatif,
                                  domain_proportions)}
 
 

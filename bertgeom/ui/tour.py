@@ -245,7 +245,7 @@ def tour_bar(pages: dict, current) -> None:
     if current.url_path != step.page:
         return  # the user left the step's page: the bar waits on it (Home lists the steps)
     with st.container(border=True, key="tour_bar"):
-        c1, c2 = st.columns([6, 2], vertical_alignment="center")
+        c1, c2 = st.columns([5, 3], vertical_alignment="center")
         with c1:
             st.markdown(f"**Tour · step {index + 1} of {len(all_steps)} — {step.title}**")
             try:
@@ -255,7 +255,7 @@ def tour_bar(pages: dict, current) -> None:
             except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
                 st.warning(f"This step's numbers could not be computed: {str(exc).splitlines()[0][:160]}")
         with c2:
-            b1, b2, b3 = st.columns(3)
+            b1, b2, b3 = st.columns([4, 4, 3])
             b1.button("◀ Back", key="w_tour_prev", on_click=_apply, args=(index - 1,), disabled=index == 0,
                       help="Previous step")
             if index + 1 < len(all_steps):
