@@ -194,7 +194,7 @@ def all_heads_tab() -> None:
     with st.expander("Class scores behind each label"):
         tax = st.radio("Taxonomy", list(TAXONOMY_NAMES), format_func=TAXONOMY_NAMES.get, horizontal=True,
                        key="w_scores_tax")
-        sdf = pd.DataFrame(labels[tax].to_rows())
+        sdf = pd.DataFrame(labels[tax].to_rows()).round(4)  # no 0.0000000003 on screen
         st.dataframe(sdf, hide_index=True, width="stretch", height=300, column_config=column_config(sdf.columns))
         csv_button(sdf, f"labels_{tax}.csv", "w_scores_csv")
 

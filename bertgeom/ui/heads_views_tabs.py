@@ -215,7 +215,7 @@ def qk_set_tab(v: PageView) -> None:
     groups = _groups(v) is not None
     labelled = any(it.label for it in items)
     colour_opts = ["kind", "role"] + (["group"] if groups else []) + (["label"] if labelled else [])
-    colour_by = c3.selectbox("Colour by", colour_opts, key="w_qk_colour", bind="query-params",
+    colour_by = c3.selectbox("Colour by", colour_opts, key="w_qk_colour", index=colour_opts.index("group" if groups else "kind"), bind="query-params",
                              format_func={"kind": "token kind ([CLS], [SEP], punctuation, other)",
                                           "role": "query or key", "group": "domain of the token",
                                           "label": "class of the input"}.get)
