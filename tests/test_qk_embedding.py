@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from bertgeom.analysis.qk_embedding import (
+    SetQK,
     attentionviz_normalise,
     collect_head_qk,
+    dot_distance_correlation,
     embed_qk,
     layer_record,
     token_search,
@@ -68,3 +70,27 @@ def test_embedding_and_search(setup):
     t = traces[int(first["item"])]
     np.testing.assert_allclose(first["received_mean"], t.attentions[1, 2][:, int(first["position"])].mean(), atol=1e-6)
     assert token_search(qk, "  ").empty
+
+
+def test_dot_distance_correlation_is_pearson_over_pairs_of_one_input(setup):
+    _traces, _lw, qk = setup
+    r = dot_distance_correlation(qk, normalise=False)
+    xs, ys = [], []
+    for i in range(3):
+        sel = (qk.rows["item"] == i).to_numpy()
+        for q in qk.Q[sel]:
+            for k in qk.K[sel]:
+                xs.append(q @ k)
+                ys.append(np.linalg.norm(q - k))
+    assert r == pytest.approx(np.corrcoef(xs, ys)[0, 1], abs=1e-9)
+
+
+def test_scaling_makes_distance_read_as_attention_when_norms_differ():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    Q = rng.normal(size=(60, 8)) * 3.0
+    K = rng.normal(size=(60, 8))  # queries three times longer than keys
+    rows = pd.DataFrame({"item": np.repeat([0, 1], 30)})
+    qk = SetQK(0, 0, Q, K, rows, ["a", "b"], ["", ""])
+    assert dot_distance_correlation(qk, normalise=True) < dot_distance_correlation(qk, normalise=False) - 0.2

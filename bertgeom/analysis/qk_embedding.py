@@ -29,7 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["LayerRecord", "SetQK", "attentionviz_normalise", "collect_head_qk", "embed_qk", "layer_record", "token_search"]
+__all__ = [
+    "LayerRecord", "SetQK", "attentionviz_normalise", "collect_head_qk", "dot_distance_correlation", "embed_qk",
+    "layer_record", "token_search",
+]
 
 
 @dataclass
@@ -140,6 +143,26 @@ def attentionviz_normalise(Q, K) -> tuple[np.ndarray, np.ndarray, float]:
     c = float(np.sqrt(kn / qn)) if qn > 0 and kn > 0 else 1.0
     Qs, Ks = Q * c, K / c
     return Qs, Ks - Ks.mean(axis=0) + Qs.mean(axis=0), c
+
+
+def dot_distance_correlation(qk: SetQK, *, normalise: bool = True) -> float:
+    """Pearson correlation of ``q·k`` with ``‖q − k‖`` over every (query, key) pair of the same input,
+    in the head's full space: AttentionViz's criterion (the closer to −1, the better distance reads as
+    attention). One matrix product per input."""
+    Q, K = (attentionviz_normalise(qk.Q, qk.K)[:2]) if normalise else (qk.Q, qk.K)
+    items = qk.rows["item"].to_numpy()
+    dots, dists = [], []
+    for i in np.unique(items):
+        sel = items == i
+        q, k = Q[sel], K[sel]
+        d = q @ k.T
+        sq = (q * q).sum(1)[:, None] + (k * k).sum(1)[None, :] - 2 * d
+        dots.append(d.ravel())
+        dists.append(np.sqrt(np.maximum(sq, 0.0)).ravel())
+    x, y = np.concatenate(dots), np.concatenate(dists)
+    if x.std() == 0 or y.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
 
 
 def embed_qk(qk: SetQK, method: str = "pca", *, normalise: bool = True, max_points: int = 2000,

@@ -197,7 +197,7 @@ def _choose_set(v: PageView) -> tuple[InputItem, ...] | None:
 
 
 def qk_set_tab(v: PageView) -> None:
-    from bertgeom.analysis.qk_embedding import collect_head_qk, embed_qk, token_search
+    from bertgeom.analysis.qk_embedding import collect_head_qk, dot_distance_correlation, embed_qk, token_search
 
     layer, head = v.layer, v.head
     st.caption(f"**What this shows:** AttentionViz's joint view of {v.HL} — the query (○) and key (×) of every token "
@@ -261,6 +261,10 @@ def qk_set_tab(v: PageView) -> None:
                                                   "received_max": "largest weight", "strongest_query":
                                                   "from query at"}).drop(columns=["item"])
                 table(shown_hits.round(4), f"search_{v.HL.replace(' ', '')}.csv", "w_qk_hits_csv")
+        r_norm, r_raw = dot_distance_correlation(qk, normalise=True), dot_distance_correlation(qk, normalise=False)
+        st.caption(f"How well distance reads as attention here (AttentionViz's check): the correlation of q·k with "
+                   f"‖q − k‖ over every query-key pair of the same input is {r_norm:.2f} normalised and {r_raw:.2f} "
+                   "unnormalised (−1 = distance mirrors attention exactly; the 2-D map keeps only part of it).")
         by = pd.DataFrame({"kind": qk.rows["kind"], "received": qk.rows["received_mean"]}).groupby("kind")["received"]
         st.caption("Mean attention a key receives, by token kind: "
                    + ", ".join(f"{k} {m:.3f}" for k, m in by.mean().items()) + ".")
