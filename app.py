@@ -16,13 +16,15 @@ from bertgeom.runtime import configure_server_threads
 
 from bertgeom.ui.sidebar import render_sidebar
 from bertgeom.ui.state import follow_view_link, init_state, page_available, write_query_params
+from bertgeom.ui.tour import tour_bar
 
 st.set_page_config(page_title="bertgeom · geometry of BERT attention", page_icon="🧭", layout="wide")
 init_state()
 configure_server_threads()  # torch threads per request, set deliberately (see bertgeom.runtime)
 
 PAGES = {
-    "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True)],
+    "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
+              st.Page("app_pages/methods.py", title="Methods", icon=":material/menu_book:", url_path="methods")],
     "Explore": [
         st.Page("app_pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:", url_path="heads"),
         st.Page("app_pages/subspace_directions.py", title="Subspace Directions", icon=":material/explore:", url_path="subspace"),
@@ -37,6 +39,7 @@ if page_available("classifier"):  # only pages that can work are listed
 
 navigation = st.navigation(PAGES)
 follow_view_link(PAGES, navigation)
+tour_bar(PAGES, navigation)  # the guided tour's page switch and its bar (bertgeom/ui/tour.py)
 render_sidebar(navigation.url_path)
 navigation.run()
 write_query_params(navigation)

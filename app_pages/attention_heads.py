@@ -31,8 +31,9 @@ from bertgeom.inputs import input_kind_of
 from bertgeom.tables import arcs_frame, head_label, per_head_frame
 from bertgeom.ui.cache import cached_head_features
 from bertgeom.ui.heads_more_tabs import TABS as MORE_TABS, word_view
+from bertgeom.ui.heads_views_tabs import TABS as VIEW_TABS
 from bertgeom.ui.heads_tabs import TABS, View, hover_labels, show_clark_findings, threshold_sliders, thresholds
-from bertgeom.ui.names import column_config, column_title
+from bertgeom.ui.names import arc_table, column_config, column_title
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.widgets import chart, csv_button, doc_caption, head_picker, open_tabs
 
@@ -43,7 +44,7 @@ CAVEAT = (
     "**How to read the labels.** They come from deterministic rules on the features, not from the papers' "
     "own classifiers: Kovaleva et al. 2019 (arXiv:1908.08593) labelled maps with a CNN that was never "
     "released, and Bonino et al. 2025 (arXiv:2502.12033) name their gates without a rule a program can apply, "
-    "so both rule sets here are *reconstructions* (docs/methods.md §4) whose thresholds you can move. "
+    "so both rule sets here are *reconstructions* ([docs/methods.md §4](/?view=methods&section=4)) whose thresholds you can move. "
     "Clark et al. 2019 (arXiv:1906.04341) behaviour thresholds are those of their notebook, with the "
     "'broad' entropy cut as a share of ln n. Confidence is a soft margin to the thresholds (0.5 = on the edge)."
 )
@@ -144,7 +145,7 @@ def head_detail_tab() -> None:
         st.session_state["w_theta"] = st.session_state.get("_theta_kept", 0.3)
     theta = st.slider("Threshold θ (hide weights below)", 0.0, 1.0, step=0.01, key="w_theta",
                       help="Entries below θ are hidden; for each new input θ starts at 0.3, or lower when fewer "
-                           "than 1% of its weights reach 0.3 (long inputs spread attention thin). The 2025 paper's heatmaps hid entries below 0.01; θ = 0.3 is the threshold of its thresholded class sum (docs/methods.md §5).")
+                           "than 1% of its weights reach 0.3 (long inputs spread attention thin). The 2025 paper's heatmaps hid entries below 0.01; θ = 0.3 is the threshold of its thresholded class sum ([docs/methods.md §5](/?view=methods&section=5)).")
     st.session_state["_theta_kept"] = theta
     if float(attention.max()) < theta:
         st.info(f"No weight of this head reaches θ = {theta:.2f} (its largest is {attention.max():.3f}): "
@@ -153,7 +154,7 @@ def head_detail_tab() -> None:
     arcs = arcs_frame(attention, axis, theta=theta, domains=domains)
     with st.expander(f"Strongest links (weight ≥ {theta:.2f}): {len(arcs)}", expanded=False):
         if len(arcs):
-            st.dataframe(arcs, hide_index=True, width="stretch")
+            st.dataframe(arc_table(arcs), hide_index=True, width="stretch")
             csv_button(arcs, f"arcs_L{layer + 1}H{head + 1}.csv", "w_arcs_csv")
         else:
             st.write("No link reaches the threshold; lower θ to see weaker ones.")
@@ -161,7 +162,7 @@ def head_detail_tab() -> None:
         with st.expander("Line view (each line: a query token on the left reading a key on the right)"):
             chart(token_lines(attention, tokens, theta=max(theta, 0.05)), "w_lines")
     with st.expander("Every feature of this head"):
-        rows = [{"feature": n, "value": float(table[n][layer, head]), **feature_doc(n)._asdict()}
+        rows = [{"feature": n, "value": round(float(table[n][layer, head]), 4), **feature_doc(n)._asdict()}
                 for n in table.names + table.hist_labels]
         fdf = pd.DataFrame(rows)
         st.dataframe(fdf, hide_index=True, width="stretch")
@@ -194,13 +195,15 @@ def all_heads_tab() -> None:
     with st.expander("Class scores behind each label"):
         tax = st.radio("Taxonomy", list(TAXONOMY_NAMES), format_func=TAXONOMY_NAMES.get, horizontal=True,
                        key="w_scores_tax")
-        sdf = pd.DataFrame(labels[tax].to_rows())
+        sdf = pd.DataFrame(labels[tax].to_rows()).round(4)  # no 0.0000000003 on screen
         st.dataframe(sdf, hide_index=True, width="stretch", height=300, column_config=column_config(sdf.columns))
         csv_button(sdf, f"labels_{tax}.csv", "w_scores_csv")
 
 
 view = View(loaded, trace, model_id, text, layer, head, table=table, labels=labels, th=th)
-RENDER = {"Head detail": head_detail_tab, "All heads": all_heads_tab, **{k: partial(f, view) for k, f in {**TABS, **MORE_TABS}.items()}}
+_tab = {k: partial(f, view) for k, f in {**VIEW_TABS, **TABS, **MORE_TABS}.items()}
+RENDER = {"Head detail": head_detail_tab, "Head view": _tab.pop("Head view"), "Model view": _tab.pop("Model view"),
+          "All heads": all_heads_tab, **_tab}
 for name, tab in open_tabs(list(RENDER), key="heads_tab"):
     with tab:
         RENDER[name]()

@@ -14,6 +14,7 @@ from bertgeom.tokens import TOKEN_SET_LABELS, TOKEN_SETS
 from bertgeom.ui import cone_cache
 from bertgeom.ui.cone_sections import SECTIONS, View
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
+from bertgeom.ui.url_settings import value_from_url, value_to_url
 from bertgeom.ui.widgets import chart, csv_button, doc_list, guarded, teaching
 
 st.title("Cone Index per Layer")
@@ -77,8 +78,10 @@ if pad_to:
                "(the official code's choice; they are near-duplicates and inflate I).")
 
 st.divider()
+value_from_url("w_cone_section", SECTIONS)
 section = st.segmented_control("Show", list(SECTIONS), format_func=lambda k: SECTIONS[k][0], default="streams",
                                required=True, key="w_cone_section")
+value_to_url("w_cone_section")
 view = View(loaded, trace, model_id, text, st.session_state["layer"], st.session_state["head"],
             token_set=token_set, pad_to=pad_to, unit=unit, max_pos=max_pos, cur=cur, section=section)
 SECTIONS[section][1](view)
@@ -91,4 +94,4 @@ with st.expander("Definitions and where they come from"):
                                       "multihead_faithful", "head_output_faithful"))
     st.markdown("Token sets: " + "; ".join(f"**{TOKEN_SET_LABELS[k]}** — {v}" for k, v in TOKEN_SETS.items()) + ".")
     st.caption("The cone index and the streams are concepts of Bonino et al. 2025 (arXiv:2502.12033); their recipes "
-               "follow the authors' released code, and our additions say so. Full definitions: docs/methods.md §9.")
+               "follow the authors' released code, and our additions say so. Full definitions: [docs/methods.md §9](/?view=methods&section=9).")

@@ -7,6 +7,7 @@ from bertgeom.variant import VARIANT_MODEL_ID
 from bertgeom.inputs import INPUT_KINDS
 from bertgeom.models import REGISTRY
 from bertgeom.ui.state import select_head, widget_key
+from bertgeom.ui.tour import tour_overview
 
 
 def _use_sentence(sentence: str, layer: int = 0, head: int = 0) -> None:
@@ -43,6 +44,7 @@ def _use_example(model_id: str, index: int) -> None:
 
 
 st.title("bertgeom — the geometry of BERT's attention")
+tour_overview()
 st.markdown(
     """
 BERT reads a text — or a genome cut into 12-letter *k-mers* — as a row of **tokens**. In every
@@ -63,7 +65,7 @@ The methods follow Bonino, Ghione & Cirrincione 2025 (*The geometry of BERT*, ar
 Clark et al. 2019 (arXiv:1906.04341), Kovaleva et al. 2019 (arXiv:1908.08593) and Guan et al. 2020
 (arXiv:2011.00943). Where a paper's exact definition could not be
 recovered, the page says so and lets you move the thresholds; every definition, with its paper
-and section, is in docs/methods.md.
+and section, is in [docs/methods.md](/?view=methods) (the *Methods* page).
 """
 )
 
@@ -90,27 +92,3 @@ with c2:
 st.subheader("Models")
 for spec in REGISTRY.values():
     st.markdown(f"* **{spec.display_name}** — {spec.description} *Licence: {spec.licence}.*")
-
-with st.expander("For teachers: a 10-minute tour"):
-    facts = _tour_facts(sentences[0]) if "minilm-l6" in REGISTRY else None
-    if facts is None:
-        st.markdown("The tour uses the bundled MiniLM model, which this server does not offer.")
-    else:
-        st.markdown(
-            f"""
-Every claim below was computed just now from MiniLM on the first example, *“{sentences[0]}”*
-(definitions: docs/methods.md §3–§4).
-
-1. Load that example (button above) and open **Attention Heads**. Colour the grid by
-   *attention to previous token*: the bright squares are heads that copy information from the
-   word before; {facts["prev"]}.
-2. Click it. In its heatmap each row is a word asking *where should I look?*; the bright cells
-   just left of the diagonal are the answer.
-3. Colour by *attention to [CLS]*, then by *attention to [SEP]*: {facts["sink"]} Clark et al.
-   (2019, arXiv:1906.04341) read such resting attention as a "no-op".
-4. Raise the threshold θ to keep only strong links (the 2025 paper sums class-mean maps
-   thresholded at θ = 0.3).
-5. Switch to the Omicron genome and open **Variant Classifier**: which spike domains does the
-   model read to decide? Revert N501Y in *What if?* and watch the probabilities.
-"""
-        )

@@ -17,7 +17,7 @@ CAVEAT = (
     "Cirrincione 2025 (arXiv:2502.12033). The numbers D1–D4 are operational versions of it proposed by this tool: "
     "D1–D3 measure what the authors' released code measured, D4 follows that code's interest in the "
     "eigen-structure of W_Q W_Kᵀ. They are not the authors' own definitions; move the thresholds to see "
-    "how much a conclusion depends on them. Definitions: docs/methods.md §8."
+    "how much a conclusion depends on them. Definitions: [docs/methods.md §8](/?view=methods&section=8)."
 )
 
 FAITHFUL_HELP = (
@@ -25,7 +25,7 @@ FAITHFUL_HELP = (
     "as columns of the weights (the transposed map), no biases, no padding mask, each layer fed the "
     "next layer's output (hidden_states[l+1]), on the input padded to 512 positions (D1–D3 then count "
     "every padded position with the 'all positions' token set). Needed to compare with the paper's "
-    "figures; the model itself never computes this. docs/methods.md §8.3."
+    "figures; the model itself never computes this. [docs/methods.md §8.3](/?view=methods&section=8.3)."
 )
 
 #: The page's widgets and their defaults (kept across pages and tabs).

@@ -4,6 +4,7 @@ saved under ``artifacts/screenshots`` (a CI artefact)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -132,3 +133,90 @@ def test_the_geometry_pages_open_without_errors(server, page, view, title):
     expect(page.get_by_test_id("stException")).to_have_count(0)
     expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible(timeout=120_000)
     _shot(page, view)
+
+
+# ---- issue 24: the head view, the model view, the set embedding and the tour ---------------------
+
+
+def _click_point(page, point) -> None:
+    point.scroll_into_view_if_needed()
+    box = point.bounding_box()  # plotly's drag layer sits on top: click by coordinates
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_timeout(500)
+    wait_idle(page)
+
+
+def test_head_view_hover_keeps_only_that_tokens_links(server, page):
+    page.goto(f"{server}/?view=heads&model=minilm-l6&layer=2&head=3&heads_tab=Head+view")
+    wait_idle(page)
+    frame = page.frame_locator("iframe[title='st.iframe']").first
+    svg = frame.locator("svg#hv")
+    expect(svg).to_have_attribute("data-shown", re.compile(r"^\d+$"), timeout=60_000)
+    every = int(svg.get_attribute("data-shown"))
+    frame.locator("g.token[data-side=q][data-i='2']").hover()
+    expect(svg).to_have_attribute("data-focus", "q2")
+    shown = frame.locator("line.link:not(.off)")
+    n = shown.count()
+    assert 0 < n < every and int(svg.get_attribute("data-shown")) == n
+    assert {shown.nth(i).get_attribute("data-q") for i in range(n)} == {"2"}
+    frame.locator("input[type=checkbox]").first.uncheck()  # a head ticked off loses its lines
+    assert frame.locator("line.link:not(.off)[data-h='0']").count() == 0
+    _shot(page, "head_view")
+
+
+def test_model_view_click_selects_the_head(server, page):
+    page.goto(f"{server}/?view=heads&model=minilm-l6&layer=1&head=1&heads_tab=Model+view")
+    wait_idle(page)
+    chart = page.get_by_test_id("stPlotlyChart").filter(has=page.locator(".heatmaplayer"))  # the model view
+    expect(chart.locator(".heatmaplayer image")).to_have_count(6 * 12, timeout=60_000)  # one thumbnail per head
+    points = chart.locator(".scatterlayer .trace").last.locator(".point")
+    _click_point(page, points.nth(1 * 12 + 4))  # layer-major: layer 2, head 5
+    expect(page.get_by_role("heading", name="L2 H5")).to_be_visible(timeout=60_000)
+    assert "layer=2" in page.url and "head=5" in page.url
+    _shot(page, "model_view")
+
+
+def test_set_embedding_click_opens_that_input(server, page):
+    from bertgeom.sets.inputs import sentence_set
+
+    texts = {it.name: it.text for it in sentence_set()}
+    page.goto(f"{server}/?view=heads&model=minilm-l6&layer=2&head=3&heads_tab=Queries+%26+keys+over+a+set")
+    wait_idle(page)
+    chart = page.get_by_test_id("stPlotlyChart").filter(has_text="(query)")  # the joint map's legend
+    expect(chart.locator(".scatterlayer .point").first).to_be_visible(timeout=120_000)
+    _click_point(page, chart.locator(".scatterlayer .trace").nth(2).locator(".point").nth(3))
+    opened = page.get_by_text(re.compile(r"^Opened .+ \(token \d+\) in the sidebar"))
+    expect(opened).to_be_visible(timeout=60_000)
+    name = re.match(r"Opened (.+) \(token", opened.inner_text()).group(1)
+    expect(page.get_by_role("textbox", name="Input sentence")).to_have_value(texts[name])
+    _shot(page, "qk_set")
+
+
+def test_the_tour_opens_each_steps_page_head_and_tab(server, page):
+    from bertgeom.analysis.facts import strongest_head
+    from bertgeom.analysis.heads import head_features
+    from bertgeom.analysis.tokens import TokenKinds
+    from bertgeom.examples import example_sentences
+    from bertgeom.models import load_model
+    from bertgeom.trace import run_trace
+
+    trace = run_trace(load_model("minilm-l6"), example_sentences()[0])
+    enc = trace.encoded
+    table = head_features(trace.attentions, TokenKinds(is_cls=enc.is_cls, is_sep=enc.is_sep, is_punct=enc.is_punct))
+    prev, cls = strongest_head(table, "prev"), strongest_head(table, "cls")
+    page.goto(server)
+    wait_idle(page)
+    page.get_by_role("button", name="Start the tour").click()
+    wait_idle(page)
+    expect(page.get_by_text("Tour · step 1 of")).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(f"{prev.label} — who attends to whom")).to_be_visible(timeout=60_000)
+    page.get_by_role("button", name="Next ▶").click()
+    wait_idle(page)
+    expect(page.get_by_text("Tour · step 2 of")).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("tab", name="Head view", selected=True)).to_be_visible()
+    assert "heads_tab=Head+view" in page.url
+    page.get_by_role("button", name="Next ▶").click()
+    wait_idle(page)
+    expect(page.get_by_text("Tour · step 3 of")).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(f"{cls.label} — who attends to whom")).to_be_visible(timeout=60_000)
+    _shot(page, "tour_step3")

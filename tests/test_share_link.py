@@ -4,7 +4,7 @@ read back by a fresh session; a link without its input says so instead of showin
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlsplit
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
@@ -56,9 +56,9 @@ def test_link_round_trip_restores_every_field():
     assert ss["text_value"] == typed
     assert ss["w_feature"] == "cls" and at.selectbox(key="w_feature").value == "cls"
     assert at.slider(key="w_theta").value == 0.17
-    # the link the receiver's sidebar offers is the same view again
+    # the link the receiver's sidebar offers is the same view again, with the tab it opened on
     code = [c.value for c in at.sidebar.code]
-    assert code and parse_qsl(urlsplit(code[0]).query) == list(q.items())
+    assert code and parse_qsl(urlsplit(code[0]).query) == list(q.items()) + [("heads_tab", "Head detail")]
 
 
 def test_example_and_missing_inputs_in_a_link():
@@ -80,3 +80,12 @@ def test_default_theta_never_blanks_a_long_input():
     theta = default_theta(long)
     assert 0.01 <= theta < 0.3
     assert (long >= theta).mean() >= 0.01 - 1e-9  # at least 1% of the weights stay visible
+
+
+def test_a_link_made_on_the_flow_tab_reopens_it_with_its_settings():
+    at = _open_link("http://h/?view=heads&model=minilm-l6&layer=2&head=1&example=1&heads_tab=Attention+flow&w_flow_r=0.8")
+    assert not at.exception
+    assert at.session_state["heads_tab"] == "Attention flow"
+    assert at.slider(key="w_flow_r").value == 0.8  # the tab ran (lazy tabs: only the open one draws)
+    link = parse_qs(urlsplit(at.sidebar.code[0].value).query)
+    assert link["heads_tab"] == ["Attention flow"] and link["w_flow_r"] == ["0.8"] and link["example"] == ["1"]

@@ -170,7 +170,7 @@ FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
         "Bonino §2.5 metastable-state size (after Ramsauer et al.)",
     ),
     "k90_mean": ("k90 mean", "mean_i k90_i", "Bonino §2.5 (compute_size_of_metastable_state_k averages)"),
-    "k90_frac": ("k90 median / n_v", "median_i k90_i / n_v  (kappa)", "Bonino kappa (reconstruction)"),
+    "k90_frac": ("k90 median / real tokens", "median_i k90_i / n_v  (kappa)", "Bonino kappa (reconstruction)"),
     "block_mass": (
         "block mass",
         "mean_{i in V} sum_{j in comp(i), j!=i, |i-j|>w} A[i,j]; comp = connected components (>=3 nodes) of "

@@ -487,6 +487,8 @@ def clark_findings(labels: Mapping[str, PatternLabels], feats, *, shown: int = 1
     for cls_name, (feat, unit) in CLARK_EVIDENCE.items():
         heads = clark.heads_with(cls_name)
         vals = np.asarray(feats[feat])
+        if not heads and not np.any(vals):  # the input has no such token (a genome has no '.' or ','): no line
+            continue
         if heads:
             listed = ", ".join(f"{head_label(l, h)} ({vals[l, h]:.2f})" for l, h in heads[:shown])
             more = f" and {len(heads) - shown} more" if len(heads) > shown else ""

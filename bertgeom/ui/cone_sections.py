@@ -292,7 +292,7 @@ def distribution_section(v: View) -> None:
     L, DISPLAY = v.L, v.display
     st.markdown("#### Where the classes separate: the [CLS] vectors of the set, layer by layer")
     st.caption("Each point is one input's [CLS] vector (or the mean of its content tokens) after the chosen layer, "
-               "projected to 2 or 3 dimensions; colour = true class. PCA is exact and fast; UMAP and t-SNE "
+               "projected to 2 or 3 dimensions; colour = the input's labelled class (one colour when the set has no labels). PCA is exact and fast; UMAP and t-SNE "
                "(seed 42) are slower and only run when you pick them.")
     with guarded("The data-distribution analysis"):
         loaded_set = load_set(v)
@@ -348,7 +348,7 @@ def distribution_section(v: View) -> None:
                                            y_title="silhouette",
                                            title="Separability of the classes per layer (silhouette, full dimension)"),
                       "w_cone_silhouette")
-                st.caption("Silhouette (our additions, docs/methods.md §9): for each input, how much closer it is to its own class than "
+                st.caption("Silhouette (our additions, [docs/methods.md §9](/?view=methods&section=9)): for each input, how much closer it is to its own class than "
                            "to the nearest other class, averaged; near 0 = classes overlap, near 1 = well separated.")
                 sep_df = pd.DataFrame({"layer": np.arange(L + 1), "silhouette": sep["silhouette"],
                                        "between_within_variance_ratio": sep["variance_ratio"]})
@@ -397,7 +397,7 @@ def entropy_section(v: View) -> None:
     st.caption("Left: exactly as the official code computes them — its “von Neumann” entropy scales the "
                "|eigenvalues| to unit L2 norm (so they do not sum to 1), and its Shannon entropy puts the values of "
                "all entries into 20 bins (it describes how attention values are spread, not where a token looks). "
-               "Right: properly normalised versions (our additions, docs/methods.md §9): eigenvalues and squared singular "
+               "Right: properly normalised versions (our additions, [docs/methods.md §9](/?view=methods&section=9)): eigenvalues and squared singular "
                "values scaled to sum 1, and the mean entropy of each token's attention row.")
     with guarded("The entropy computation"):
         sources = {"input": "this input"}
@@ -465,9 +465,16 @@ def entropy_section(v: View) -> None:
             csv_button(ent_df, "attention_entropies.csv", "w_cone_ent_csv", "Download per-head CSV")
 
 
+def isotropy_section(v: View) -> None:
+    from bertgeom.ui.isotropy_section import isotropy_section as section  # it reads choose_set from here
+
+    section(v)
+
+
 SECTIONS = {
     "streams": ("Streams inside each layer", streams_section),
     "classes": ("Per class over a set", classes_section),
     "distribution": ("Data distribution ([CLS])", distribution_section),
     "entropy": ("Attention entropies", entropy_section),
+    "isotropy": ("IsoScore beside the cone", isotropy_section),
 }

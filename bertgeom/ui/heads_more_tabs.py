@@ -70,17 +70,18 @@ def flow_tab(v: PageView) -> None:
                "add the residual connection (Abnar & Zuidema 2020).")
     T = trace.encoded.n_tokens
     c1, c2, c3 = st.columns(3)
-    residual = c1.slider("Attention's weight against the residual (r)", 0.0, 1.0, 0.5, 0.05, key="w_flow_r",
+    residual = c1.slider("Attention's weight against the residual (r)", 0.0, 1.0, 0.5, 0.05, key="w_flow_r", bind="query-params",
                          help="Each layer's graph is r · mean-head attention + (1 − r) · identity; 0.5 as in the paper.")
     if T > FLOW_MAX_TOKENS:
-        n = c2.slider("Tokens in the window", 8, FLOW_MAX_TOKENS, 24, 4, key="w_flow_n",
+        n = c2.slider("Tokens in the window", 8, FLOW_MAX_TOKENS, 24, 4, key="w_flow_n", bind="query-params",
                       help="Max-flow runs once per token and layer, so long inputs use their first tokens.")
         st.info(f"This input has {T} tokens: flow and rollout are computed on its first {n} tokens (rows "
                 "renormalised), as the 2025 paper's notebook does for its genomes (their first 12 tokens).")
     else:
         n = T
     tokens = [str(t) for t in (trace.encoded.axis_labels or trace.tokens)[:n]]
-    target = c3.selectbox("Output token", list(range(n)), format_func=lambda i: f"{i}: {tokens[i]}", key="w_flow_t")
+    target = c3.selectbox("Output token", list(range(n)), format_func=lambda i: f"{i}: {tokens[i]}", key="w_flow_t",
+                          bind="query-params")
     res = cached_flow(v.model_id, v.text, n, float(residual), int(target))
     st.markdown(f"**After layer {layer + 1}** (pick the layer with the head boxes above): flow and rollout into "
                 f"token {target} ({tokens[target]}).")

@@ -31,7 +31,7 @@ from bertgeom.analysis.patterns import (
 from bertgeom.tables import arcs_frame, head_label, head_labels, per_head_frame
 from bertgeom.ui import heads_cache as hc
 from bertgeom.ui.state import PageView
-from bertgeom.ui.names import class_name, feature_label
+from bertgeom.ui.names import arc_table, class_name, feature_label
 from bertgeom.ui.widgets import chart, csv_button, doc_caption, errors_expander, progress
 from bertgeom.ui.plain import plain
 
@@ -149,7 +149,8 @@ def set_tab(v: View) -> None:
                            else f"{class_name(c)} ({int(summary.mask(c).sum())} correct)")
     else:
         cls = None
-    view = (c2 if summary.classifier else c1).radio("View", views, horizontal=True, key="w_set_view")  # no gap before it
+    view = (c2 if summary.classifier else c1).radio("View", views, horizontal=True, key="w_set_view",
+                                                               bind="query-params")  # no gap before it
     mask = summary.mask(cls)
     who = ("all classes" if summary.classifier else "all inputs") if cls is None else cls  # file names
     who_name = who if cls is None else class_name(cls)  # on screen
@@ -158,7 +159,9 @@ def set_tab(v: View) -> None:
         names = tuple(str(x) for x in np.asarray(summary.names)[mask])
         cm = hc.class_mean(model_id, loaded.weights_hash, names)
         st.markdown(f"#### {head_label(layer, head)} — mean map of {who_name} ({cm['n']} inputs)")
-        st.caption("Paper recipe (docs/methods.md §5): correct predictions only; each map zeroed from the first [SEP] on "
+        st.caption("Paper recipe ([docs/methods.md §5](/?view=methods&section=5)): "
+                   + ("correct predictions only; " if summary.classifier else "every input (this model predicts no class); ")
+                   + "each map zeroed from the first [SEP] on "
                    "([SEP] and [PAD] removed, [CLS] kept), then averaged. "
                    + ("" if kind.can("aligned_positions") else
                       f"{kind.plural.capitalize()} differ in length and content, so positions, not tokens, are averaged."))
@@ -173,7 +176,7 @@ def set_tab(v: View) -> None:
         arcs = arcs_frame(M, cm["labels"], theta=max(theta_plot, 1e-9), domains=doms)
         st.markdown(f"{len(arcs)} entries ≥ {theta_plot:.3f} (at most 200 listed)")
         if len(arcs):
-            st.dataframe(arcs, hide_index=True, width="stretch", height=240)
+            st.dataframe(arc_table(arcs), hide_index=True, width="stretch", height=240)
             csv_button(arcs, f"class_mean_{who}_L{layer + 1}H{head + 1}.csv", "w_cm_csv")
 
     elif view == "Feature distributions":
@@ -224,17 +227,18 @@ def set_tab(v: View) -> None:
         prop = summary.domain_proportions(mask, high=high) * 100  # [L, H, D] in %
         p = prop[..., dnames.index(dom)]
         st.caption("Share of the class-mean attention (zeroed from [SEP] on) that falls on keys in the domain, per "
-                   "head (docs/methods.md §5, after Vig et al. 2021). For reference, the domain holds "
+                   "head ([docs/methods.md §5](/?view=methods&section=5), after Vig et al. 2021). For reference, the domain holds "
                    f"{_domain_share(kind, dom, summary):.1f}% of the tokens.")
         c1, c2 = st.columns([5, 4])
         with c1:
-            chart(head_grid(p, colour_label=f"% on {dom}", selected=(layer, head), colorscale="Magma"), "w_dom_grid", selects_head=True)
+            # one light-to-dark scale, as the attention maps: the lowest head is the palest, the highest the darkest
+            chart(head_grid(p, colour_label=f"% on {dom}", selected=(layer, head), colorscale="Blues"), "w_dom_grid", selects_head=True)
         with c2:
             chart(fh.layer_bars(np.nanmax(p, axis=1), title=f"Per-layer maximum, % on {dom}", ylabel="%"), "w_dom_bars")
         ddf = per_head_frame({f"{d} %": prop[..., i] for i, d in enumerate(dnames)})
         with st.expander("Every head x every domain"):
             chart(matrix_heatmap(prop.reshape(L * H, -1), head_labels(L, H), dnames, colour_label="%",
-                                     colorscale="Magma", fmt=".1f"), "w_dom_matrix")
+                                     colorscale="Blues", fmt=".1f"), "w_dom_matrix")
         csv_button(ddf, f"domain_proportions_{who}.csv", "w_dom_csv")
         if "dom_cnt" in summary.arrays:
             from bertgeom.ui.heads_more_tabs import domain_test_section
@@ -333,7 +337,7 @@ def similarity_tab(v: View) -> None:
     cdf.insert(0, "cluster", list(cnames))
     cdf.insert(1, "heads", np.bincount(clus.labels, minlength=clus.k))
     cdf = cdf.iloc[order].reset_index(drop=True)
-    st.markdown("Cluster centres (feature units; names from the rules of docs/methods.md §6)")
+    st.markdown("Cluster centres (feature units; names from the rules of [docs/methods.md §6](/?view=methods&section=6))")
     st.dataframe(cdf.round(3).rename(columns={n: feature_label(n) for n in clus.feature_names}), hide_index=True,
                  width="stretch")  # plain words on screen; the CSV keeps the variable names
     csv_button(cdf, "kmeans_centroids.csv", "w_centroid_csv")
@@ -354,7 +358,7 @@ def similarity_tab(v: View) -> None:
 def disable_tab(v: View) -> None:
     model_id, text, loaded, layer, head, L, H = v.model_id, v.text, v.loaded, v.layer, v.head, v.L, v.H
     st.caption(
-        "Kovaleva et al. §4.6: a disabled head attends uniformly (1/L) to every real token; nothing is retrained. "
+        "Kovaleva et al. §4.6: a disabled head attends uniformly (weight 1/n on each of the input's n real tokens) to every real token; nothing is retrained. "
         "bertgeom recomputes the forward pass from the shared model's own layers with those heads swapped for the "
         "uniform map — no hooks, no copies, nothing in the shared model changes."
     )

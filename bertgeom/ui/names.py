@@ -34,7 +34,7 @@ def class_names(classes) -> list[str]:
 
 
 def feature_label(name: str) -> str:
-    """Plain-word title of a per-head feature (``k90_frac`` -> ``k90 median / n_v``)."""
+    """Plain-word title of a per-head feature (``k90_frac`` -> ``k90 median / real tokens``)."""
     try:
         return feature_doc(name).label
     except (KeyError, ValueError):
@@ -48,6 +48,16 @@ def feature_hover(name: str) -> str:
     except (KeyError, ValueError):
         return name
     return f"{name} = {doc.formula}<br>{doc.source}"
+
+
+#: Plain titles of a links table's columns (:func:`bertgeom.tables.arcs_frame`; the CSV keeps the names).
+ARC_COLUMNS = {"query_pos": "query position", "key_pos": "key position", "query_domain": "query's domain",
+               "key_domain": "key's domain"}
+
+
+def arc_table(df):
+    """A links table with plain column titles, for the screen."""
+    return df.rename(columns=ARC_COLUMNS)
 
 
 #: Plain titles of the per-head table's label columns (the labels' own column names stay in the CSV).

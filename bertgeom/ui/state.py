@@ -219,8 +219,8 @@ def follow_view_link(pages: dict, current) -> None:
     if not view or view == current.url_path:
         return
     for page in (p for group in pages.values() for p in group):
-        if page.url_path == view:
-            st.switch_page(page)
+        if page.url_path == view:  # keep the link's other parameters: the tab and settings bound to the URL
+            st.switch_page(page, query_params={k: v for k, v in st.query_params.to_dict().items() if k != "view"})
 
 
 def share_link(url_path: str, input_kind: str = "text") -> tuple[str, str | None]:
@@ -230,6 +230,7 @@ def share_link(url_path: str, input_kind: str = "text") -> tuple[str, str | None
     query, note = share_query(url_path, st.session_state["model_id"], st.session_state["layer"],
                               st.session_state["head"], input_kind=input_kind, text=text,
                               colour=st.session_state.get("w_feature"), theta=st.session_state.get("w_theta"))
+    query.update(bound_settings(query))
     try:
         page_url = st.context.url
     except Exception:  # noqa: BLE001 - no browser context (bare runs): a relative link
@@ -237,8 +238,19 @@ def share_link(url_path: str, input_kind: str = "text") -> tuple[str, str | None
     return share_url(query, page_url), note
 
 
+def bound_settings(query: dict[str, str]) -> dict[str, str]:
+    """The address bar's parameters that Streamlit's URL-bound widgets wrote (``bind="query-params"``:
+    the open tab and that tab's settings), other than those ``query`` already has."""
+    return {k: v for k, v in st.query_params.to_dict().items() if k not in query and k not in _INPUT_KEYS}
+
+
+#: Query keys that say which input a link holds (one at a time).
+_INPUT_KEYS = ("example", "text", "genome", "input")
+
+
 def write_query_params(current=None) -> None:
-    """Mirror page, model, layer and head into the URL so the view can be shared as a link."""
+    """Mirror page, model, layer, head, colour-by, θ and the input (or ``input=missing``) into the
+    address bar, so the URL a teacher copies reopens the same view (as the share link does)."""
     wanted = {
         "model": str(st.session_state["model_id"]),
         "layer": str(int(st.session_state["layer"]) + 1),
@@ -246,6 +258,20 @@ def write_query_params(current=None) -> None:
     }
     if current is not None:
         wanted["view"] = current.url_path
+        try:
+            from bertgeom.models import resolve_spec
+
+            kind = resolve_spec(st.session_state["model_id"]).input_kind
+        except Exception:  # noqa: BLE001 - an unknown model: the URL keeps what it has
+            kind = None
+        if kind is not None:
+            text = st.session_state.get("genome_value" if kind == "spike" else "text_value") or ""
+            query, _ = share_query(current.url_path, st.session_state["model_id"], 0, 0, input_kind=kind, text=text,
+                                   colour=st.session_state.get("w_feature"), theta=st.session_state.get("w_theta"))
+            for k in _INPUT_KEYS:
+                if k not in query and k in st.query_params:
+                    del st.query_params[k]
+            wanted.update({k: v for k, v in query.items() if k in _INPUT_KEYS + ("colour", "theta")})
     if any(st.query_params.get(k) != v for k, v in wanted.items()):
         st.query_params.update(wanted)
 

@@ -342,7 +342,7 @@ def across_tab(v: View) -> None:
     if faithful:
         st.caption("Faithful mode: both attentions are shown; the paper's figures used the faithful one. As on "
                    "the single-input tabs, it reads the next layer's output on each input padded to 512 positions "
-                   "(docs/methods.md §8.3), so these values are that tab's faithful values, input by input.")
+                   "([docs/methods.md §8.3](/?view=methods&section=8.3)), so these values are that tab's faithful values, input by input.")
     if has_labels:
         q = st.selectbox("Per-class comparison of", list(quantities), key="w_sub_box_q",
                          format_func=lambda k: quantities[k][0])
@@ -380,7 +380,7 @@ def faithful_tab(v: View) -> None:
     layer, head, HL, trace = v.layer, v.head, v.HL, v.trace
     st.caption("The official code recomputed attention by hand with the *transposed* head slices X·W[:, s], "
                "without biases or padding mask, feeding each layer the **next** layer's output, on inputs "
-               "**padded to 512** positions (docs/methods.md §8.3). Faithful mode does all four. "
+               "**padded to 512** positions ([docs/methods.md §8.3](/?view=methods&section=8.3)). Faithful mode does all four. "
                "Switch on *Faithful mode* above to see the faithful values in the other tabs too.")
     try:
         _, dev = sc.cached_data_geometry(model_id, wh, text, eps, token_set, True)

@@ -24,6 +24,8 @@ import streamlit as st
 
 from bertgeom.figures.base import PLOTLY_CONFIG, picked_head
 from bertgeom.inputs import InputError
+from bertgeom.ui.methods_link import linked
+from bertgeom.ui.url_settings import value_from_url, value_to_url
 from bertgeom.ui.state import select_head
 from bertgeom.ui.plain import plain
 
@@ -95,9 +97,18 @@ def progress(text: str, *, show: bool = True) -> Iterator[Callable[[int, int], N
                 bar.empty()
 
 
+#: Wrap a long tab strip onto a second line instead of clipping it behind scroll arrows.
+TAB_STRIP_CSS = """<style>
+.stTabs [role="tablist"] { flex-wrap: wrap; row-gap: 2px; overflow: visible; }
+</style>"""
+
+
 def open_tabs(names: list[str], key: str) -> Iterator[tuple[str, object]]:
     """``(name, container)`` of the open tab(s) only: the others do not run."""
+    st.html(TAB_STRIP_CSS)  # every tab name stays visible (a wrapped strip, not a clipped one)
+    value_from_url(key, names)  # a link's tab opens; the open tab goes into the URL and share links
     tabs = st.tabs(names, key=key, on_change="rerun")
+    value_to_url(key)
     for name, tab in zip(names, tabs):
         if tab.open is not False:  # None (no state tracking) counts as open
             yield name, tab
@@ -125,18 +136,35 @@ def errors_expander(errors: Iterable[tuple[str, str]]) -> None:
 
 def doc_caption(doc, *, formula: str | None = None) -> None:
     """``label = formula — source`` of a metric's documentation record."""
-    st.caption(f"**{doc.label}** = `{formula or doc.formula}` — {doc.source}")
+    st.caption(f"**{doc.label}** = `{formula or doc.formula}` — {linked(doc.source)}" + symbol_legend(formula or doc.formula))
+
+
+#: Symbols the feature formulas use, explained where a formula on screen contains them.
+SYMBOLS = {
+    "n_v": "n_v = number of real tokens (not [CLS], [SEP] or padding)",
+    "ln n": "n = number of tokens",
+    "offset": "offset = key position − query position",
+    "tau": "tau = threshold in units of the uniform weight 1/n_v",
+    "in V": "V = the real tokens",
+    "E_U": "E_U = the same quantity under uniform attention",
+}
+
+
+def symbol_legend(formula: str) -> str:
+    """" (n_v = …; …)" for the symbols of :data:`SYMBOLS` that ``formula`` uses, else ""."""
+    used = [text for sym, text in SYMBOLS.items() if sym in formula]
+    return f" ({'; '.join(used)})" if used else ""
 
 
 def doc_list(docs: Iterable) -> None:
     """A bulleted list of documentation records."""
-    st.markdown("\n".join(f"* **{d.label}** = `{d.formula}` — {d.source}" for d in docs))
+    st.markdown("\n".join(f"* **{d.label}** = `{d.formula}` — {linked(d.source)}" for d in docs))
 
 
 def teaching(name: str, title: str, **kw) -> None:
     """An expander holding the long text ``bertgeom/ui/texts/<name>.md``."""
     with st.expander(title, **kw):
-        st.markdown(text(name))
+        st.markdown(linked(text(name)))
 
 
 def text(name: str) -> str:

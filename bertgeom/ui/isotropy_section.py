@@ -1,0 +1,137 @@
+"""Cone Index page, section "IsoScore beside the cone index": the two measures of the same token
+clouds per layer, for the current input and per class over a set, with their isotropic
+references (widgets in, figures out; the measures are in :mod:`bertgeom.analysis.isotropy`).
+
+References: Rudman et al. 2022, IsoScore (arXiv:2108.07344); Rudman & Eickhoff 2024, I-STAR
+(arXiv:2305.19358); Bonino et al. 2025 (arXiv:2502.12033) for the cone index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from bertgeom.analysis.isotropy import hidden_state_isoscore_curve, isoscore
+from bertgeom.figures.base import category_colours, layout
+from bertgeom.ui.widgets import chart, csv_button, guarded
+
+#: Rows each input adds to its class's cloud (evenly spaced content tokens): the set's clouds stay small.
+ROWS_PER_INPUT = 48
+
+DIFFERENCE = (
+    "**How they differ.** The cone index asks whether the vectors *point the same way* (the length of the mean "
+    "unit vector, an average-cosine measure: a shared offset from the origin makes it large); IsoScore asks whether "
+    "the cloud's *variance is spread evenly over the dimensions* after centring (1 = the same variance in every "
+    "direction, 0 = all on one line). So a round cloud far from the origin sits in a narrow cone (high I/m) yet has "
+    "an IsoScore near 1, and a centred cloud flattened onto a line has I/m near 0 yet an IsoScore near 0: "
+    "Rudman et al. 2022 argue that only IsoScore measures isotropy."
+)
+
+
+def unit_cone(points) -> np.ndarray:
+    """``I / m`` of ``[..., m, d]`` points: the length of the mean unit vector (the cone index, normalised)."""
+    x = np.asarray(points, dtype=np.float64)
+    u = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    return np.linalg.norm(u.mean(axis=-2), axis=-1)
+
+
+def isotropy_figure(x, series: dict[str, tuple[np.ndarray, np.ndarray]], m: float, *, title: str = "") -> go.Figure:
+    """Per layer, IsoScore (solid) and the normalised cone index I/m (dashed) of each cloud in
+    ``series`` (``name -> (isoscore, cone)``), with both isotropic references: IsoScore = 1 and
+    I/m = 1/√m for ``m`` unrelated directions."""
+    colours = category_colours(list(series))
+    fig = go.Figure()
+    for name, (iso, cone) in series.items():
+        c = colours[name]
+        fig.add_trace(go.Scatter(x=x, y=iso, mode="lines+markers", name=f"IsoScore · {name}", line=dict(color=c, width=2.5),
+                                 legendgroup=name, hovertemplate="layer %{x}<br>IsoScore %{y:.3f}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=x, y=cone, mode="lines", name=f"cone I/m · {name}", legendgroup=name,
+                                 line=dict(color=c, width=2, dash="dash"),
+                                 hovertemplate="layer %{x}<br>I/m %{y:.3f}<extra></extra>"))
+    fig.add_hline(y=1.0, line=dict(color="#888", dash="dot"), annotation_text="isotropic: IsoScore = 1",
+                  annotation_position="bottom right")
+    fig.add_hline(y=1 / np.sqrt(max(m, 1.0)), line=dict(color="#888", dash="dashdot"),
+                  annotation_text=f"isotropic: I/m = 1/√m ({1 / np.sqrt(max(m, 1.0)):.2f})",
+                  annotation_position="top right")
+    layout(fig, title=title, height=420, legend_below=True)
+    fig.update_xaxes(title="layer (0 = embeddings)", dtick=1)
+    fig.update_yaxes(title="IsoScore · I/m", range=[0, 1.05])
+    return fig
+
+
+@st.cache_data(max_entries=8, show_spinner="Collecting every class's token cloud…")
+def _class_clouds(model_id: str, fingerprint: str, token_set: str, _items) -> dict:
+    """Per input: ``ROWS_PER_INPUT`` evenly spaced rows of the token set at every layer ``[L+1, r, d]``."""
+    from bertgeom.sets import cone as conesets
+    from bertgeom.sets.inputs import map_over_set
+    from bertgeom.ui.cache import cached_model
+    from bertgeom.ui.workqueue import heavy
+
+    def reduce(trace, item):
+        rows = np.flatnonzero(conesets.rows_for(trace.encoded, token_set))
+        pick = rows[np.unique(np.linspace(0, rows.size - 1, min(ROWS_PER_INPUT, rows.size)).round().astype(int))] \
+            if rows.size else rows
+        return np.asarray(trace.hidden_states[:, pick], dtype=np.float32)
+
+    with heavy("collecting the token clouds of the set"):
+        res = map_over_set(cached_model(model_id), _items, reduce)
+    return {"clouds": res.results, "labels": [it.label or "" for it in res.items], "errors": res.errors}
+
+
+def isotropy_section(v) -> None:
+    """The section (``v`` is the Cone Index page's view)."""
+    st.markdown("#### IsoScore beside the cone index")
+    st.caption(DIFFERENCE)
+    trace = v.trace
+    from bertgeom.sets import cone as conesets
+
+    rows = conesets.rows_for(trace.encoded, v.token_set)
+    hs = np.asarray(trace.hidden_states, dtype=np.float64)[:, rows]
+    m = int(rows.sum())
+    if m < 2:
+        st.info("IsoScore needs at least two token vectors: pick a token set with more rows.")
+        return
+    x = np.arange(hs.shape[0])
+    iso = hidden_state_isoscore_curve(hs)
+    cone = unit_cone(hs)
+    d = hs.shape[-1]
+    st.caption(f"This input: {m} token vectors in {d} dimensions. With fewer vectors than dimensions the sample "
+               f"covariance has rank ≤ {m - 1}, so IsoScore cannot exceed about {(m - 1) / d:.2f} here even for "
+               "random directions (IsoScore*, I-STAR's shrinkage toward a reference covariance, lifts that limit).")
+    chart(isotropy_figure(x, {"this input": (iso, cone)}, m, title="The current input's tokens, per layer"),
+          "w_iso_input")
+    frame = pd.DataFrame({"layer": x, "isoscore": iso, "cone_I_over_m": cone, "m": m, "d": d})
+    csv_button(frame, "isoscore_per_layer.csv", "w_iso_input_csv")
+
+    st.markdown("##### Per class over a set (each class's tokens pooled into one cloud)")
+    from bertgeom.ui.cone_sections import choose_set
+
+    chosen = choose_set(v)
+    if chosen is None:
+        return
+    items, fp, _ = chosen
+    if fp.startswith("precomputed:"):
+        st.info("A precomputed results directory holds cone indices only; pick the shipped set or an upload.")
+        return
+    with guarded("IsoScore over the set"):
+        data = _class_clouds(v.model_id, fp, v.token_set, items)
+        if not data["clouds"]:
+            st.warning("No input of the set could be analysed.")
+            return
+        labels = np.array(data["labels"])
+        order = [c for c in (v.loaded.labels or ()) if c in set(labels)] + sorted(set(labels) - set(v.loaded.labels or ()))
+        series, rows_out = {}, []
+        for g in order:
+            cloud = np.concatenate([c for c, lab in zip(data["clouds"], labels) if lab == g], axis=1)
+            name = g or "all inputs (no labels)"
+            iso_g, cone_g = np.atleast_1d(isoscore(cloud)), unit_cone(cloud)
+            series[name] = (iso_g, cone_g)
+            rows_out += [{"class": name, "layer": int(i), "isoscore": iso_g[i], "cone_I_over_m": cone_g[i],
+                          "m": cloud.shape[1]} for i in range(cloud.shape[0])]
+        mm = float(np.median([r["m"] for r in rows_out]))
+        chart(isotropy_figure(np.arange(len(next(iter(series.values()))[0])), series, mm,
+                              title=f"IsoScore (solid) and cone I/m (dashed) per class, up to {ROWS_PER_INPUT} "
+                                    "tokens per input"), "w_iso_classes")
+        csv_button(pd.DataFrame(rows_out), "isoscore_per_class.csv", "w_iso_class_csv")

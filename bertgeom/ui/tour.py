@@ -1,0 +1,283 @@
+"""The guided tour: a few steps, each opening the page, model, input, head and tab it talks about,
+with one sentence computed from what that view shows (never written by hand).
+
+Home shows the steps and starts the tour; while it runs, a bar at the top of every page shows the
+current step with *Previous* / *Next* / *End tour*. A step is applied in a button callback (so
+widget values may be set) and the page switch happens at the start of the next run
+(:func:`tour_bar`, called by ``app.py`` before the sidebar).
+
+The genome step searches the demo genome's marker reversions and additions for the change that
+changes the call (:mod:`bertgeom.variant.whatif`, scored by the model, cached on disk) and opens the
+Variant Classifier with that change in its *What if?* box.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from bertgeom.inputs import INPUT_KINDS
+from bertgeom.models import REGISTRY
+from bertgeom.tables import head_label
+
+TEXT_MODEL = "minilm-l6"
+SENTENCE = 0  # example sentence index
+GENOME = 7  # demo genome index (Omicron)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One tour step: where it goes and how its sentence is computed."""
+
+    title: str
+    page: str  # url_path of the page
+    model: str
+    tab: tuple[str, str] | None  # (widget key, value) of the tab or section to open
+    colour: str | None  # the head grid's colour-by
+    facts: Callable[[], dict]  # -> {"head": (layer, head) | None, "sentence": str, ...}
+
+
+# ---- facts (cached; no Streamlit element inside) ---------------------------------------------
+def _sentence_text() -> str:
+    from bertgeom.examples import example_sentences
+
+    return example_sentences()[SENTENCE]
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _text_facts(model_id: str, text: str) -> dict:
+    from bertgeom.analysis.facts import strongest_head, tour_facts
+    from bertgeom.ui.cache import cached_head_features, get_trace
+
+    table = cached_head_features(model_id, text)
+    facts = tour_facts(table)
+    prev = strongest_head(table, "prev")
+    trace = get_trace(model_id, text)
+    A = np.asarray(trace.attentions[prev.layer, prev.head])
+    rows = np.arange(1, A.shape[0])
+    one_back = float(np.mean(A[rows].argmax(axis=1) == rows - 1))
+    layer_prev = np.asarray(table["prev"])[prev.layer]
+    special = np.asarray(table["cls"]) + np.asarray(table["sep"])
+    return {**facts, "prev_fact": prev, "one_back": one_back, "layer_prev": layer_prev,
+            "n_special": int((special >= 0.5).sum()), "n_heads": int(special.size),
+            "special_max": tuple(int(x) for x in np.unravel_index(int(np.argmax(special)), special.shape))}
+
+
+def _prev_step() -> dict:
+    f = _text_facts(TEXT_MODEL, _sentence_text())
+    p = f["prev_fact"]
+    return {"head": (p.layer, p.head), "sentence": (
+        f"The grid is coloured by *attention to previous token*: {f['prev']}. Its map below draws strong weights "
+        f"**dark**; for {f['one_back']:.0%} of the words of “{_sentence_text()}” the darkest cell of the row sits just "
+        "left of the diagonal, on the word before.")}
+
+
+def _head_view_step() -> dict:
+    f = _text_facts(TEXT_MODEL, _sentence_text())
+    p = f["prev_fact"]
+    others = [f"H{h + 1} ({v:.2f})" for h, v in sorted(enumerate(f["layer_prev"]), key=lambda x: -x[1])[1:3]]
+    return {"head": (p.layer, p.head), "sentence": (
+        f"All {len(f['layer_prev'])} heads of layer {p.layer + 1} at once, one colour each. Hover a word: "
+        f"H{p.head + 1}'s lines go one word up ({f['prev_fact'].value:.2f} of its attention); the next most "
+        f"previous-looking heads here are {', '.join(others)}. Untick heads to compare them.")}
+
+
+def _sink_step() -> dict:
+    f = _text_facts(TEXT_MODEL, _sentence_text())
+    layer, head = (int(x) for x in f["sink_head"].split(","))
+    return {"head": (layer, head), "sentence": f"Now coloured by attention to [CLS]: {f['sink']} Clark et al. (2019, "
+                                                "arXiv:1906.04341) read such resting attention as a no-op."}
+
+
+def _model_view_step() -> dict:
+    f = _text_facts(TEXT_MODEL, _sentence_text())
+    layer, head = f["special_max"]
+    return {"head": (layer, head), "sentence": (
+        f"Every head's map as a thumbnail: {f['n_special']} of {f['n_heads']} heads put half or more of their "
+        f"attention on [CLS] or [SEP] (a dark stripe at the left or right edge), most of all {head_label(layer, head)}. "
+        "Click a thumbnail to open that head; *Size by* shows which heads matter when disabled.")}
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _cone_facts(model_id: str, text: str) -> dict:
+    from bertgeom.analysis.isotropy import hidden_state_isoscore_curve
+    from bertgeom.sets.cone import rows_for
+    from bertgeom.ui.cache import get_trace
+    from bertgeom.ui.isotropy_section import unit_cone
+
+    trace = get_trace(model_id, text)
+    rows = rows_for(trace.encoded, "content")
+    hs = np.asarray(trace.hidden_states, dtype=np.float64)[:, rows]
+    return {"cone": unit_cone(hs), "iso": hidden_state_isoscore_curve(hs), "m": int(rows.sum())}
+
+
+def _cone_step() -> dict:
+    f = _cone_facts(TEXT_MODEL, _sentence_text())
+    c, iso, m = f["cone"], f["iso"], f["m"]
+    return {"head": None, "sentence": (
+        f"Through the layers the {m} word vectors bunch into a narrower cone: I/m goes from {c[0]:.2f} (embeddings) "
+        f"to {c[-1]:.2f} (layer {len(c) - 1}); unrelated directions would give 1/√m = {1 / np.sqrt(m):.2f}. IsoScore, "
+        f"which ignores the shared direction, stays between {iso.min():.3f} and {iso.max():.3f}: the two measures "
+        "answer different questions.")}
+
+
+@st.cache_data(show_spinner=False, max_entries=2, persist="disk")
+def _genome_change(model_id: str, text: str) -> dict:
+    """The demo genome's call and the ranked marker changes (forward passes: cached on disk)."""
+    from bertgeom.ui.cache import cached_model, get_trace
+    from bertgeom.variant.whatif import rank_changes_for_trace, tour_change
+
+    trace = get_trace(model_id, text)
+    loaded = cached_model(model_id)
+    pred = loaded.labels[int(np.argmax(trace.probs))]
+    rows = rank_changes_for_trace(loaded, trace.encoded, pred)
+    single = [r for r in rows if r["n_markers"] == 1]
+    return {"pred": pred, "p": float(np.max(trace.probs)), "pick": tour_change(rows, pred), "n": len(rows),
+            "best_single": single[0] if single else None}
+
+
+def _genome_text() -> str:
+    from bertgeom.variant.spec import demo_genomes
+
+    return demo_genomes()[GENOME]["text"]
+
+
+def _genome_step() -> dict:
+    from bertgeom.variant import VARIANT_MODEL_ID
+
+    f = _genome_change(VARIANT_MODEL_ID, _genome_text())
+    name = INPUT_KINDS.class_name(f["pred"])
+    pick, single = f["pick"], f["best_single"]
+    if pick is None:
+        return {"head": None, "sentence": f"The model calls this genome {name} ({f['p']:.1%})."}
+    new = INPUT_KINDS.class_name(pick["new_call"])
+    text = (f"The model calls this genome **{name}** ({f['p']:.1%}). Of {f['n']} marker changes tried with the model, "
+            f"the smallest that changes the call is to **{pick['change']}**: {name} falls to {pick['p_after']:.1%} and "
+            f"the call becomes **{new}** ({pick['p_new_call']:.1%}). It is in the *What if?* box below.")
+    if single is not None:
+        text += (f" One marker alone barely matters: the strongest, {single['change']}, leaves {name} at "
+                 f"{single['p_after']:.1%} (the model was trained not to flip on one marker).")
+    return {"head": None, "sentence": text, "what_if": pick["nucleotides"] if pick else ""}
+
+
+def steps() -> list[Step]:
+    """The tour's steps whose models this server has."""
+    from bertgeom.variant import VARIANT_MODEL_ID
+
+    out = []
+    if TEXT_MODEL in REGISTRY:
+        out += [
+            Step("A head that reads the previous word", "heads", TEXT_MODEL, ("heads_tab", "Head detail"), "prev",
+                 _prev_step),
+            Step("Every head of a layer, as lines", "heads", TEXT_MODEL, ("heads_tab", "Head view"), "prev",
+                 _head_view_step),
+            Step("Heads that rest on a special token", "heads", TEXT_MODEL, ("heads_tab", "Head detail"), "cls",
+                 _sink_step),
+            Step("Every head at a glance", "heads", TEXT_MODEL, ("heads_tab", "Model view"), "cls", _model_view_step),
+            Step("The cone narrows, layer by layer", "cone", TEXT_MODEL, ("w_cone_section", "isotropy"), None,
+                 _cone_step),
+        ]
+    if VARIANT_MODEL_ID in REGISTRY:
+        out.append(Step("A genome: which change moves the call?", "classifier", VARIANT_MODEL_ID, None, None,
+                        _genome_step))
+    return out
+
+
+# ---- applying a step (button callbacks) -------------------------------------------------------
+def _apply(index: int) -> None:
+    from bertgeom.ui.state import select_head
+
+    all_steps = steps()
+    if not 0 <= index < len(all_steps):
+        st.session_state.pop("_tour_step", None)
+        return
+    step = all_steps[index]
+    st.session_state["model_id"] = step.model
+    if step.page == "classifier":
+        text = _genome_text()
+        st.session_state["genome_value"] = st.session_state["w_genome"] = text
+    else:
+        text = _sentence_text()
+        st.session_state["text_value"] = st.session_state["w_text"] = text
+    st.session_state["_tour_step"] = index
+    st.session_state["_tour_go"] = step.page
+    try:
+        facts = step.facts()
+    except Exception:  # noqa: BLE001 - the bar says what failed; the step still opens its page
+        facts = {"head": None}
+    if facts.get("head") is not None:
+        select_head(*facts["head"])
+    if step.colour:
+        st.session_state["w_feature"] = step.colour
+    if step.tab:
+        st.session_state[step.tab[0]] = step.tab[1]
+    if facts.get("what_if"):
+        st.session_state["w_add"] = facts["what_if"]
+        st.session_state.pop("w_revert", None)
+
+
+def _end() -> None:
+    st.session_state.pop("_tour_step", None)
+
+
+def start_button(label: str = "Start the tour", key: str = "w_tour_start") -> None:
+    st.button(label, on_click=_apply, args=(0,), key=key, type="primary", icon=":material/play_arrow:")
+
+
+def tour_bar(pages: dict, current) -> None:
+    """Follow a pending step's page switch, then (while a tour runs) draw the step's bar."""
+    go = st.session_state.pop("_tour_go", None)
+    index = st.session_state.get("_tour_step")
+    if index is None:
+        return
+    all_steps = steps()
+    if not 0 <= index < len(all_steps):
+        return
+    step = all_steps[index]
+    if go and go != current.url_path:
+        for page in (p for group in pages.values() for p in group):
+            if page.url_path == go:
+                query = {step.tab[0]: step.tab[1]} if step.tab else {}
+                st.switch_page(page, query_params=query)
+    if current.url_path != step.page:
+        return  # the user left the step's page: the bar waits on it (Home lists the steps)
+    with st.container(border=True, key="tour_bar"):
+        c1, c2 = st.columns([5, 3], vertical_alignment="center")
+        with c1:
+            st.markdown(f"**Tour · step {index + 1} of {len(all_steps)} — {step.title}**")
+            try:
+                with st.spinner("Computing this step's numbers…"):
+                    facts = step.facts()
+                st.markdown(facts["sentence"])
+            except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
+                st.warning(f"This step's numbers could not be computed: {str(exc).splitlines()[0][:160]}")
+        with c2:
+            b1, b2, b3 = st.columns([4, 4, 3])
+            b1.button("◀ Back", key="w_tour_prev", on_click=_apply, args=(index - 1,), disabled=index == 0,
+                      help="Previous step")
+            if index + 1 < len(all_steps):
+                b2.button("Next ▶", key="w_tour_next", on_click=_apply, args=(index + 1,), type="primary")
+            b3.button("End", key="w_tour_end", on_click=_end, help="End the tour")
+
+
+def tour_overview() -> None:
+    """Home's tour panel: the steps, with a button to start (or resume)."""
+    all_steps = steps()
+    if not all_steps:
+        st.info("The tour needs the bundled models, which this server does not offer.")
+        return
+    with st.container(border=True, key="tour_home"):
+        st.markdown(f"### A guided tour in {len(all_steps)} steps")
+        st.caption("Each step opens the page, model, input, head and tab it talks about and says, in one sentence "
+                   "computed from that view, what to look at. Use *Next ▶* in the bar at the top of each page.")
+        st.markdown("\n".join(f"{i + 1}. **{s.title}**" for i, s in enumerate(all_steps)))
+        current = st.session_state.get("_tour_step")
+        c1, c2 = st.columns([1, 3])
+        with c1:
+            start_button()
+        if current is not None and 0 < current < len(all_steps):
+            with c2:
+                st.button(f"Resume at step {current + 1}", on_click=_apply, args=(current,), key="w_tour_resume")
