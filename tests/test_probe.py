@@ -50,5 +50,18 @@ def test_cone_page_shows_the_probe_for_the_variant_set(tiny_variant_dir, tmp_pat
     curve = next(s for s in specs if "held-out probe score" in (s["layout"].get("title") or {}).get("text", ""))
     for trace in curve["data"][:2]:
         y = np.asarray(plotly_values(trace["y"]), dtype=float)
-        assert y.shape == (3,) and ((0 <= y) & (y <= 1)).all()  # embeddings + 2 layers, scores in [0, 1]
+        # embeddings + 2 layers: the [CLS] embedding is one vector for every input, so it is left blank
+        assert y.shape == (3,) and np.isnan(y[0]) and ((0 <= y[1:]) & (y[1:] <= 1)).all()
     assert len(at.selectbox(key="w_cone_probe_cls").options) >= 2
+
+
+def test_a_layer_with_one_vector_for_every_input_is_uninformative_not_below_chance():
+    rng = np.random.default_rng(1)
+    labels = np.array(["mu"] * 10 + ["rest"] * 30)
+    constant = np.tile(rng.normal(size=(1, 6)), (40, 1))  # like the [CLS] embedding before layer 1
+    informative = rng.normal(size=(40, 6))
+    informative[:10, 0] += 8.0
+    res = one_vs_all_probe(np.stack([constant, informative]), labels, "mu")
+    assert res["uninformative"].tolist() == [True, False]
+    assert np.isnan(res["balanced_accuracy"][0]) and np.isnan(res["auc"][0])
+    assert res["balanced_accuracy"][1] > 0.9

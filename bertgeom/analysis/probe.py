@@ -8,9 +8,17 @@ that never saw it, and the **balanced accuracy** ``½ (TPR + TNR)`` of those pre
 (0.5 = chance whatever the class sizes, 1 = perfectly separable), with the ROC AUC of the held-out
 probabilities beside it.
 
-Source: "The geometry of BERT" (Bonino et al. 2025) probes its layers this way in the notebook
-(one variant against the rest, e.g. Mu); probing classifiers in general follow Alain & Bengio 2016
-and Hewitt & Liang 2019 (a small probe, so the score reflects the representation more than the probe).
+A layer whose vectors are the same for every input (the [CLS] embedding before layer 1 is one fixed
+vector) carries no information about the class; a probe there can only learn the training folds'
+class prior, and cross-validation then scores it *below* chance (a held-out positive leaves fewer
+positives in its training folds, so it gets a lower probability than a held-out negative). Such
+layers are reported as uninformative (NaN) instead of scored; chance (0.5) holds for the others.
+
+This probe is this tool's design. The paper's notebook (Bonino et al. 2025, arXiv:2502.12033,
+case study) trains a classifier on one token position of one variant against the rest; here every
+class can be probed, on every layer, with held-out scores. Probing classifiers in general follow
+Alain & Bengio 2016 and Hewitt & Liang 2019 (a small probe, so the score reflects the
+representation more than the probe).
 The silhouette beside it on the Cone page measures geometric separation; the probe measures
 *decodability*, which can be high even when classes are not compact clusters.
 """
@@ -28,7 +36,8 @@ def one_vs_all_probe(features: np.ndarray, labels: Sequence[str], positive: str,
                      seed: int = 0, max_iter: int = 600) -> dict[str, np.ndarray | int]:
     """Held-out one-vs-all scores per layer of ``features [L+1, N, D]`` for the class ``positive``.
 
-    Returns ``balanced_accuracy [L+1]``, ``auc [L+1]``, ``folds`` and the counts ``n_pos``, ``n_neg``.
+    Returns ``balanced_accuracy [L+1]``, ``auc [L+1]`` (NaN on layers whose vectors are identical for all
+    inputs: see the module docstring), ``uninformative [L+1]`` (bool), ``folds`` and the counts ``n_pos``, ``n_neg``.
     Raises ValueError when either side has fewer than 2 inputs (no held-out score is possible)."""
     import warnings
 
@@ -50,8 +59,11 @@ def one_vs_all_probe(features: np.ndarray, labels: Sequence[str], positive: str,
         raise ValueError(f"'{positive}' has {n_pos} input(s) against {n_neg}: a held-out score needs 2 on each side")
     folds = min(5, n_pos, n_neg)
     cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    bacc, auc = np.zeros(F.shape[0]), np.zeros(F.shape[0])
-    for l in range(F.shape[0]):  # one small model per layer
+    bacc, auc = np.full(F.shape[0], np.nan), np.full(F.shape[0], np.nan)
+    spread = np.ptp(F, axis=1).max(axis=-1)  # [L+1]: 0 where every input has the same vector
+    scale = np.abs(F).max(axis=(1, 2))
+    uninformative = spread <= 1e-6 * np.maximum(scale, 1e-12)
+    for l in np.flatnonzero(~uninformative):  # one small model per informative layer
         probe = make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(hidden,), max_iter=max_iter,
                                                               random_state=seed))
         with warnings.catch_warnings():  # a few dozen inputs: the optimiser may stop before its tolerance
@@ -59,4 +71,5 @@ def one_vs_all_probe(features: np.ndarray, labels: Sequence[str], positive: str,
             p = cross_val_predict(probe, F[l], y, cv=cv, method="predict_proba")[:, 1]
         bacc[l] = balanced_accuracy_score(y, p >= 0.5)
         auc[l] = roc_auc_score(y, p)
-    return {"balanced_accuracy": bacc, "auc": auc, "folds": folds, "n_pos": n_pos, "n_neg": n_neg}
+    return {"balanced_accuracy": bacc, "auc": auc, "uninformative": uninformative, "folds": folds,
+            "n_pos": n_pos, "n_neg": n_neg}

@@ -374,7 +374,11 @@ def probe_block(feats: np.ndarray, groups: np.ndarray, order: list[str], layer: 
     st.markdown("##### One class against the rest: a probe per layer")
     st.caption("**What this shows:** whether one class can be *decoded* from a layer's vectors: a small neural "
                "network (one hidden layer of 32 units) learns 'this class or not' and is scored on inputs it never "
-               "saw (stratified cross-validation). Balanced accuracy 0.5 = chance, 1 = perfectly separable.")
+               "saw (stratified cross-validation). Balanced accuracy 0.5 = chance, 1 = perfectly separable. "
+               "A layer where every input has the same vector (the [CLS] embedding before layer 1) tells the "
+               "classes nothing and is left blank: a probe there only learns the class shares of its training "
+               "folds, which cross-validation scores below chance. This probe is this tool's design (the paper's "
+               "notebook trained one on one token of one variant); see docs/methods.md.")
     c1, _ = st.columns([2, 3])
     pos = c1.selectbox("Class", list(counts), key="w_cone_probe_cls",
                        format_func=lambda c: f"{display.get(c, c)} ({counts[c]}) vs the rest ({len(groups) - counts[c]})")
