@@ -162,6 +162,9 @@ def _section(at, name: str) -> AppTest:
 
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
+    import streamlit as st
+
+    st.cache_data.clear()  # a set computed by an earlier test in this process must not hide the disk write
     monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
