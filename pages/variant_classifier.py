@@ -80,7 +80,11 @@ if spec is None or spec.input_kind != "spike":
         st.warning("The variant model's weights are not installed, so genomes cannot be classified here.")
     st.stop()
 
-loaded = cached_model(model_id)
+try:
+    loaded = cached_model(model_id)
+except ModelLoadError as exc:  # a broken model folder (custom models on): one sentence, as the other pages
+    st.error(plain(exc))
+    st.stop()
 text = (st.session_state.get("genome_value") or "").strip()
 if not text:
     st.info("Paste a genome in the sidebar, or click an example above.")
@@ -255,7 +259,7 @@ if changes:
 c1, c2 = st.columns(2)
 c1.download_button("Download result (JSON)", json.dumps(result_record(loaded, analysis, pred, labels, probs),
                                                       indent=1).encode(), "variant_result.json", "application/json")
-c2.download_button("Download result (CSV)", pd.DataFrame([result_row(loaded, analysis, pred, labels, probs)]).to_csv(
-    index=False).encode(), "variant_result.csv", "text/csv")
+c2.download_button("Download result (CSV)", csv_bytes([result_row(loaded, analysis, pred, labels, probs)]),
+                   "variant_result.csv", "text/csv")
 with st.expander("Model card"):
     st.markdown(loaded.extra.get("card") or "No model card was found next to the weights.")

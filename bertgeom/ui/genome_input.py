@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from bertgeom.genome.classes import CLASS_DISPLAY
+from bertgeom.safety import plain
 
 from bertgeom.variant import MAX_GENOME_INPUT_BYTES
 
@@ -63,6 +64,8 @@ def read_upload(name: str, data: bytes) -> tuple[str, str]:
         records, problem = exc.records, f"'{name}': {exc}"
     except SequenceInputError as exc:
         return "", f"'{name}': {exc}"
+    if getattr(records, "notice", ""):  # e.g. unreadable bytes after the last gzip member (as the CLI)
+        problem = (problem + " " if problem else "") + f"'{name}': {records.notice}"
     bad = [r for r in records if isinstance(r, RecordError)]
     if bad:
         problem = (problem + " " if problem else "") + (
@@ -90,7 +93,7 @@ def _on_upload() -> None:
     # large: processed on the server, never pushed into the browser's text box
     st.session_state["genome_value"] = text
     st.session_state["w_genome"] = ""
-    st.session_state["genome_upload_note"] = (f"Using the upload '{up.name}': {text.count('>'):,} records, "
+    st.session_state["genome_upload_note"] = (f"Using the upload '{plain(up.name)}': {text.count('>'):,} records, "
                                               f"{len(text) / 1e6:.1f} M characters, kept on the server (too large "
                                               "for the box). Type or pick an example to replace it.")
 
@@ -116,7 +119,5 @@ def genome_input_box() -> str:
     if st.session_state.get("genome_upload_note"):
         st.caption(st.session_state["genome_upload_note"])
     if st.session_state.get("genome_upload_error"):
-        from bertgeom.ui.plain import plain
-
         st.error(plain(st.session_state["genome_upload_error"]))
     return st.session_state["genome_value"]
