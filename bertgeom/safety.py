@@ -143,7 +143,7 @@ class AtomicFile:
     def __init__(self, path: str | os.PathLike, mode: str = "w", **open_kw):
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
-        self._fh = open(self.partial, mode, **open_kw)
+        self._fh = open(self.partial, mode, **open_kw)  # noqa: SIM115 - closed by commit() or close()
         self.committed = False
 
     def __getattr__(self, name):

@@ -143,3 +143,112 @@ def test_plain_breaks_every_markup_the_dashboard_renders():
 
 
 # ---- results root ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def run_template(tiny_variant, tmp_path_factory):
+    """A real 4-genome, 2-shard precompute run folder with class maps (copied by each test)."""
+    from bertgeom.precompute import PrecomputeConfig, precompute
+    from bertgeom.sets.inputs import genome_set
+
+    base = tmp_path_factory.mktemp("precomputed")
+    items = [it for it in genome_set() if it.label in ("delta", "omicron")][:4]
+    fasta, labels = base / "in.fasta", base / "labels.tsv"
+    fasta.write_text("".join(it.text + "\n" for it in items))
+    labels.write_text("name\tclass\n" + "".join(f"{it.name}\t{it.label}\n" for it in items))
+    precompute(fasta, labels, base / "run", config=PrecomputeConfig(shard_size=2), loaded=tiny_variant)
+    return base / "run"
+
+
+def _planted(run_template, tmp_path, plant):
+    """A copy of the run under ``tmp_path/results/run1`` with ``plant(run, outside)`` applied."""
+    import shutil
+
+    run, outside = tmp_path / "results" / "run1", tmp_path / "outside"
+    shutil.copytree(run_template, run)
+    outside.mkdir()
+    plant(run, outside)
+    return run
+
+
+def _link_shards(run, outside):
+    import shutil
+
+    shutil.move(run / "shards", outside / "shards")
+    (run / "shards").symlink_to(outside / "shards", target_is_directory=True)
+
+
+def _link_one_shard(run, outside):
+    for suffix in ("parquet", "done"):
+        src = run / "shards" / f"shard-000001.{suffix}"
+        (outside / src.name).write_bytes(src.read_bytes())
+        src.unlink()
+        src.symlink_to(outside / src.name)
+
+
+def _link_keep(run, outside):
+    import numpy as np
+
+    np.save(outside / "keep.npy", np.zeros(3, bool))
+    (run / "maps" / "keep.npy").unlink()
+    (run / "maps" / "keep.npy").symlink_to(outside / "keep.npy")
+
+
+@pytest.mark.parametrize("plant", [_link_shards, _link_one_shard, _link_keep], ids=["shards-dir", "parquet+done", "maps-keep"])
+def test_a_symlink_anywhere_in_a_results_folder_is_refused(run_template, tmp_path, plant):
+    from bertgeom.precompute import load_results
+    from bertgeom.precompute.core import PrecomputeError
+
+    assert len(load_results(run_template).genomes) == 4  # the intact run reads
+    run = _planted(run_template, tmp_path, plant)
+    with pytest.raises(PrecomputeError, match="symbolic link"):
+        load_results(run)
+
+
+def test_the_dashboard_refuses_a_linked_results_folder_in_one_sentence(run_template, tiny_variant_dir, tmp_path,
+                                                                        monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from bertgeom.sets.inputs import genome_set
+
+    _planted(run_template, tmp_path, _link_one_shard)
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    monkeypatch.setenv("BERTGEOM_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.session_state["model_id"] = str(tiny_variant_dir)
+    at.session_state["genome_value"] = genome_set("demo")[-1].text
+    at.session_state["w_cone_section"] = "classes"
+    at.session_state["w_cone_set"] = "precomputed"
+    at.run()
+    at.switch_page("pages/cone_index.py").run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "symbolic link" in errors[0], errors
+    assert not any("genomes precomputed" in c.value for c in at.caption)
+
+
+def test_a_manifest_model_id_is_shown_as_text(run_template, tiny_variant_dir, tmp_path, monkeypatch):
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    from bertgeom.safety import plain
+    from bertgeom.sets.inputs import genome_set
+
+    def poison(run, outside):
+        m = json.loads((run / "manifest.json").read_text())
+        m["model"]["id"] = HOSTILE_NAMES[0]
+        (run / "manifest.json").write_text(json.dumps(m))
+
+    _planted(run_template, tmp_path, poison)
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    monkeypatch.setenv("BERTGEOM_RESULTS_DIR", str(tmp_path / "results"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.session_state["model_id"] = str(tiny_variant_dir)
+    at.session_state["genome_value"] = genome_set("demo")[-1].text
+    at.session_state["w_cone_section"] = "classes"
+    at.session_state["w_cone_set"] = "precomputed"
+    at.run()
+    at.switch_page("pages/cone_index.py").run()
+    assert not at.exception
+    notes = [c.value for c in at.caption if "genomes precomputed" in c.value]
+    assert notes and plain(HOSTILE_NAMES[0]) in notes[0] and HOSTILE_NAMES[0] not in notes[0]

@@ -105,7 +105,7 @@ def _device(name: str) -> str:
         raise CliError(str(exc), EXIT_INPUT) from None
 
 
-from bertgeom.safety import csv_cell as csv_safe  # noqa: E402 - the one CSV cell rule (kept under its old name)
+from bertgeom.safety import csv_cell as csv_safe  # the one CSV cell rule (kept under its old name)
 
 
 def _output_target(out: str) -> Path | None:
