@@ -31,7 +31,7 @@ from bertgeom.tables import arcs_frame, head_label, per_head_frame
 from bertgeom.ui.cache import cached_head_features
 from bertgeom.ui.heads_more_tabs import TABS as MORE_TABS, word_view
 from bertgeom.ui.heads_tabs import TABS, View, hover_labels, show_clark_findings, threshold_sliders, thresholds
-from bertgeom.ui.names import column_config, column_title
+from bertgeom.ui.names import column_config, column_title, no_content_sentence
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.widgets import chart, csv_button, doc_caption, head_picker, open_tabs
 
@@ -57,6 +57,9 @@ loaded, trace = current_model_and_trace()
 model_id = st.session_state["model_id"]
 is_spike = loaded.spec.input_kind == "spike"
 text = current_input_text(loaded)
+if not trace.encoded.content_mask.any():  # e.g. only a zero-width space, a direction mark or NUL
+    st.warning(no_content_sentence(text))
+    st.stop()
 table = cached_head_features(model_id, text)
 L, H = trace.num_layers, trace.num_heads
 

@@ -252,3 +252,34 @@ def test_a_manifest_model_id_is_shown_as_text(run_template, tiny_variant_dir, tm
     assert not at.exception
     notes = [c.value for c in at.caption if "genomes precomputed" in c.value]
     assert notes and plain(HOSTILE_NAMES[0]) in notes[0] and HOSTILE_NAMES[0] not in notes[0]
+
+
+# ---- pages: one sentence, never a traceback ----------------------------------------------------
+@pytest.mark.parametrize("text", ["\u200b", "\u202e", "\x00"], ids=["zero-width", "rtl-override", "nul"])
+def test_attention_heads_on_an_input_with_no_content_token_says_so(text):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["model"] = "tiny-random"
+    at.query_params["text"] = text  # as the URL text=%E2%80%8B, %E2%80%AE, %00
+    at.run()
+    at.switch_page("pages/attention_heads.py").run()
+    assert not at.exception and not at.error
+    assert [w.value for w in at.warning if "no content token" in w.value and f"U+{ord(text):04X}" in w.value]
+
+
+def test_a_broken_variant_model_folder_gives_one_sentence_on_the_classifier(tiny_variant_dir, tmp_path, monkeypatch):
+    import shutil
+
+    from streamlit.testing.v1 import AppTest
+
+    broken = tmp_path / "broken_model"
+    shutil.copytree(tiny_variant_dir, broken)
+    (broken / "model.safetensors").write_bytes(b"\x00garbage" * 100)
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["model_id"] = str(broken)
+    at.run()
+    at.switch_page("pages/variant_classifier.py").run()
+    assert not at.exception
+    assert len(at.error) == 1 and "unreadable weights" in at.error[0].value
