@@ -128,7 +128,7 @@ class NameDeduper:
             return ""
         shown = ", ".join(f"'{a}' -> '{b}'" for a, b in self.renamed[:3]) + (" …" if len(self.renamed) > 3 else "")
         return (f"{len(self.renamed)} record(s) share a name with an earlier one and are told apart with #2, #3… "
-                f"({shown}); the 'original_name' column keeps every header's name.")
+                f"({shown}); the CSV's 'original_name' column keeps every header's name.")
 
 
 # ---- atomic output ---------------------------------------------------------------------------

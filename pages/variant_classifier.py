@@ -18,6 +18,7 @@ from bertgeom.ui.plain import plain
 from bertgeom.ui.variant_cache import (
     MAX_BATCH_RECORDS,
     classify_records,
+    duplicate_names_notice,
     integrated_gradients_for,
     probabilities_for,
     split_records,
@@ -105,6 +106,8 @@ if len(records) > 1:
                             _progress=lambda i, n: bar.progress(i / n, text=f"Classifying record {i} of {n}…"))
     bar.empty()
     table = batch_table(rows)
+    if duplicate_names_notice(rows):
+        st.caption("ℹ️ " + plain(duplicate_names_notice(rows)))
     st.caption("One row per record (sortable). Click a row to open that genome's full view below.")
     event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
                          key="w_batch_table")

@@ -283,3 +283,51 @@ def test_a_broken_variant_model_folder_gives_one_sentence_on_the_classifier(tiny
     at.switch_page("pages/variant_classifier.py").run()
     assert not at.exception
     assert len(at.error) == 1 and "unreadable weights" in at.error[0].value
+
+
+# ---- smaller: one upload limit, ambiguity codes, duplicate names on the web --------------------
+def test_every_uploader_shares_the_one_input_limit():
+    import gzip
+    import tomllib
+
+    from bertgeom.inputs import InputError
+    from bertgeom.safety import MAX_INPUT_BYTES
+    from bertgeom.sets.inputs import labelled_fasta_set
+    from bertgeom.ui.genome_input import MAX_UPLOAD_BYTES, read_upload
+    from bertgeom.variant import MAX_GENOME_INPUT_BYTES
+
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert MAX_UPLOAD_BYTES == MAX_GENOME_INPUT_BYTES == MAX_INPUT_BYTES == cfg["server"]["maxUploadSize"] * 2**20
+    over = gzip.compress(b">x|omicron\n" + b"ACGT" * (MAX_INPUT_BYTES // 4 + 10))  # 21 MB of text, 64 KB of gz
+    with pytest.raises(InputError, match=f"limit of {MAX_INPUT_BYTES:,}"):
+        labelled_fasta_set(over)  # the Cone and Subspace set uploaders
+    assert "larger than the limit" in read_upload("over.gz", over)[1]  # the sidebar, the same limit
+
+
+def test_a_genome_in_ambiguity_codes_is_not_called_a_protein(tmp_path):
+    from bertgeom.genome.fasta import SequenceInputError, iter_fasta_file, parse_sequences
+
+    amb = "".join("RYSWKMBDHV"[(i * 7) % 10] for i in range(29_000))
+    with pytest.raises(SequenceInputError) as err:
+        parse_sequences(f">amb\n{amb}\n")
+    assert "ambiguity codes" in str(err.value) and "protein" not in str(err.value)
+    (tmp_path / "amb.fasta").write_text(f">amb\n{amb}\n")
+    [rec] = list(iter_fasta_file(tmp_path / "amb.fasta"))
+    assert "ambiguity codes" in rec.message and "protein" not in rec.message
+    with pytest.raises(SequenceInputError, match="protein"):  # a real protein is still named one
+        parse_sequences(">p\nMFVFLVLLPLVSSQCVNLTTRTQLPPAYTNSFTRGVYYPDKVFRSSVLHSTQDLFLPFFSNVTWFHAIHV\n")
+
+
+def test_duplicate_names_are_told_apart_on_the_classifier_page(tiny_variant_dir, demo, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.session_state["model_id"] = str(tiny_variant_dir)
+    at.session_state["genome_value"] = "".join(f">same\n{demo[i].sequence}\n" for i in range(2)) + f">other\n{demo[2].sequence}\n"
+    at.run()
+    at.switch_page("pages/variant_classifier.py").run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert list(table["name"]) == ["same", "same#2", "other"]
+    assert any("told apart" in c.value and "original" in c.value for c in at.caption)

@@ -102,6 +102,11 @@ def clean_sequence(raw: str, name: str = "sequence", max_len: int = MAX_RECORD_L
     counts = {c: s.count(c) for c in distinct}
     nuc = sum(counts.get(c, 0) for c in _NUC_LETTERS)
     if nuc < MIN_NUCLEOTIDE_SHARE * len(s):
+        if distinct <= _VALID | {"U", "X"}:  # every letter is a nucleotide code: ambiguity codes, not protein
+            raise SequenceInputError(
+                f"Record '{name}' is written mostly in IUPAC ambiguity codes (R, Y, K, M...): only "
+                f"{nuc / len(s):.0%} of its letters are A/C/G/T/U/N, too few to read its variant."
+            )
         if len(s) >= 20 and distinct <= _PROTEIN_ALPHABET:
             raise SequenceInputError(
                 f"Record '{name}' looks like a protein sequence; paste the nucleotide (A/C/G/T) sequence instead."

@@ -55,15 +55,18 @@ def shipped_set(input_kind: str) -> tuple[InputItem, ...]:
 
 def labelled_fasta_set(fasta: bytes | str, labels_tsv: bytes | str | None = None) -> tuple[InputItem, ...]:
     """A user's set: FASTA records, labelled from a TSV (``name`` + ``label``/``class`` columns)
-    or, without a TSV, from a ``|label`` suffix in each header (``>seq1|omicron``)."""
+    or, without a TSV, from a ``|label`` suffix in each header (``>seq1|omicron``). The file is held
+    to the one input limit of every uploader (:data:`bertgeom.safety.MAX_INPUT_BYTES`)."""
     import csv
     import io
 
     from bertgeom.genome.classes import label_to_class
     from bertgeom.genome.fasta import SequenceInputError, parse_sequences
 
+    from bertgeom.safety import MAX_INPUT_BYTES
+
     try:
-        records = parse_sequences(fasta)
+        records = parse_sequences(fasta, max_bytes=MAX_INPUT_BYTES)
     except SequenceInputError as exc:
         raise InputError(str(exc)) from None
     labels: dict[str, str] = {}

@@ -5,12 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from bertgeom.genome.classes import CLASS_DISPLAY
-from bertgeom.safety import plain
+from bertgeom.safety import MAX_INPUT_BYTES, plain
 
 from bertgeom.variant import MAX_GENOME_INPUT_BYTES
 
-#: Largest upload file (compressed or not; config.toml's server.maxUploadSize says the same 20 MB).
-MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+#: Largest upload file (compressed or not; config.toml's server.maxUploadSize says the same 20 MB):
+#: the one input limit of every uploader.
+MAX_UPLOAD_BYTES = MAX_INPUT_BYTES
 #: Uploads longer than this stay on the server and are not copied into the text box (a browser
 #: text area holding megabytes of sequence slows every rerun).
 BOX_SHOW_LIMIT = 200_000

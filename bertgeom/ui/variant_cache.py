@@ -9,6 +9,16 @@ from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.workqueue import heavy, queued
 
 
+def duplicate_names_notice(rows: list[dict]) -> str:
+    """The one sentence on batch rows whose name was told apart from an earlier record's (or "")."""
+    from bertgeom.safety import NameDeduper
+
+    names = NameDeduper()
+    for r in rows:
+        names(str(r.get("original_name", r["name"])))
+    return names.notice()
+
+
 @st.cache_data(max_entries=8, show_spinner="Reading the records…")
 def split_records(text: str) -> list[tuple[str, str]]:
     """``(name, single-record FASTA)`` for every record of the input; a bad record among several
@@ -31,16 +41,18 @@ MAX_BATCH_RECORDS = 200
 @queued("classifying the records")
 def classify_records(model_id: str, text: str, limit: int = MAX_BATCH_RECORDS, _progress=None) -> list[dict]:
     """One CSV-ready row per record, the first ``limit`` records (bad records carry their error);
-    ``_progress(i, n)`` is called after each record (not part of the cache key)."""
+    ``_progress(i, n)`` is called after each record (not part of the cache key). Records that share
+    a name are told apart (``name#2``; the header's name stays in ``original_name``), as in the CLI."""
     from bertgeom.genome.fasta import parse_sequences
+    from bertgeom.safety import NameDeduper
     from bertgeom.variant import MAX_GENOME_INPUT_BYTES
     from bertgeom.variant.predict import classify_stream
 
     loaded = cached_model(model_id)
     records = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)[:limit]
-    rows = []
+    rows, names = [], NameDeduper()
     for i, p in enumerate(classify_stream(loaded, records, batch_size=8), 1):
-        rows.append(p.row(loaded.labels, loaded.weights_hash))
+        rows.append(names.row(p.row(loaded.labels, loaded.weights_hash)))
         if _progress is not None:
             _progress(i, len(records))
     return rows
