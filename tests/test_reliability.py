@@ -203,6 +203,18 @@ def test_a_symlink_anywhere_in_a_results_folder_is_refused(run_template, tmp_pat
         load_results(run)
 
 
+def test_a_rerun_into_a_folder_with_linked_shards_writes_nothing_outside(run_template, tiny_variant, tmp_path):
+    from bertgeom.precompute import PrecomputeConfig, precompute
+    from bertgeom.precompute.core import PrecomputeError
+
+    run = _planted(run_template, tmp_path, _link_shards)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "outside" / "shards").iterdir())
+    base = run_template.parent
+    with pytest.raises(PrecomputeError, match="symbolic link"):
+        precompute(base / "in.fasta", base / "labels.tsv", run, config=PrecomputeConfig(shard_size=2), loaded=tiny_variant)
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "outside" / "shards").iterdir()) == before
+
+
 def test_the_dashboard_refuses_a_linked_results_folder_in_one_sentence(run_template, tiny_variant_dir, tmp_path,
                                                                         monkeypatch):
     from streamlit.testing.v1 import AppTest
