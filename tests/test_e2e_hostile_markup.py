@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from screenshots import CHROMIUM_ARGS, free_port, start_server, wait_idle  # noqa: E402
+from screenshots import CHROMIUM_ARGS, free_port, start_server, wait_idle
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 SHOTS = ROOT / "artifacts" / "screenshots"

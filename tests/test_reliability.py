@@ -24,7 +24,7 @@ HOSTILE_NAMES = ["![x](http://127.0.0.1:9/x.png)", ":red[red] **bold** $x^2$", "
 
 def _classify(*args):
     return subprocess.run([sys.executable, "-m", "bertgeom", "classify", *map(str, args)], capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -317,7 +317,11 @@ def test_every_uploader_shares_the_one_input_limit():
 
 
 def test_a_genome_in_ambiguity_codes_is_not_called_a_protein(tmp_path):
-    from bertgeom.genome.fasta import SequenceInputError, iter_fasta_file, parse_sequences
+    from bertgeom.genome.fasta import (
+        SequenceInputError,
+        iter_fasta_file,
+        parse_sequences,
+    )
 
     amb = "".join("RYSWKMBDHV"[(i * 7) % 10] for i in range(29_000))
     with pytest.raises(SequenceInputError) as err:
@@ -343,3 +347,13 @@ def test_duplicate_names_are_told_apart_on_the_classifier_page(tiny_variant_dir,
     table = at.dataframe[0].value
     assert list(table["name"]) == ["same", "same#2", "other"]
     assert any("told apart" in c.value and "original" in c.value for c in at.caption)
+
+
+def test_duplicate_names_in_an_uploaded_set_are_told_apart_and_keep_their_header():
+    from bertgeom.sets.inputs import labelled_fasta_set
+
+    seq = load_demo_genomes()[0][0].sequence
+    items = labelled_fasta_set(f">a|omicron\n{seq}\n>a|omicron\n{seq}\n>b|delta\n{seq}\n")
+    assert [it.name for it in items] == ["a|omicron", "a|omicron#2", "b|delta"]
+    assert [it.label for it in items] == ["omicron", "omicron", "delta"]
+    assert all(it.text.startswith(">a|omicron\n") for it in items[:2])  # the header as written

@@ -77,7 +77,9 @@ def labelled_fasta_set(fasta: bytes | str, labels_tsv: bytes | str | None = None
         if "name" not in (reader.fieldnames or []) or col is None:
             raise InputError("The labels file needs a 'name' column and a 'label' (or 'class') column, tab-separated.")
         labels = {row["name"]: row[col] for row in reader}
-    items = []
+    from bertgeom.safety import NameDeduper
+
+    items, unique = [], NameDeduper()  # records sharing a name: name, name#2 (the header stays in the text)
     for rec in records:
         raw = labels.get(rec.name) or (rec.name.rsplit("|", 1)[1] if "|" in rec.name else None)
         label = None
@@ -89,7 +91,7 @@ def labelled_fasta_set(fasta: bytes | str, labels_tsv: bytes | str | None = None
                     f"'{raw.strip()[:40]}' (record '{rec.name[:40]}') is not one of the classes "
                     f"{', '.join(_classes())} nor a known dataset label."
                 ) from None
-        items.append(InputItem(rec.name, f">{rec.name}\n{rec.sequence}", label))
+        items.append(InputItem(unique(rec.name), f">{rec.name}\n{rec.sequence}", label))
     return tuple(items)
 
 

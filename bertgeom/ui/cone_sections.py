@@ -84,6 +84,9 @@ def choose_set(v: View):
             return None
         items = cone_cache.uploaded_set(fasta.getvalue(), tsv.getvalue() if tsv is not None else None)
         note = f"Uploaded set '{plain(fasta.name)}': {len(items)} records."
+        n_renamed = sum("#" in it.name and not it.text.startswith(f">{it.name}\n") for it in items)
+        if n_renamed:
+            note += f" {n_renamed} record(s) share a name with an earlier one and are told apart as name#2, #3…"
         if len(items) > MAX_SET:
             items = items[:MAX_SET]
             note += f" Only the first {MAX_SET} are analysed."
