@@ -357,3 +357,17 @@ def test_duplicate_names_in_an_uploaded_set_are_told_apart_and_keep_their_header
     assert [it.name for it in items] == ["a|omicron", "a|omicron#2", "b|delta"]
     assert [it.label for it in items] == ["omicron", "omicron", "delta"]
     assert all(it.text.startswith(">a|omicron\n") for it in items[:2])  # the header as written
+
+
+def test_the_atomic_writer_replaces_only_on_commit(tmp_path):
+    from bertgeom.safety import AtomicFile
+
+    target = tmp_path / "out.csv"
+    target.write_text("previous\n")
+    with AtomicFile(target) as fh:  # a run that fails before commit
+        fh.write("half")
+    assert target.read_text() == "previous\n" and (tmp_path / "out.csv.partial").read_text() == "half"
+    with AtomicFile(target) as fh:
+        fh.write("new\n")
+        fh.commit()
+    assert target.read_text() == "new\n" and not (tmp_path / "out.csv.partial").exists()

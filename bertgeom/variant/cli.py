@@ -245,7 +245,15 @@ def _cmd_evaluate(args) -> int:
         print(f"\nskipped {len(result['skipped'])} record(s): " + "; ".join(f"{n}: {e}" for n, e in result["skipped"][:5]))
     if args.json:
         payload = {k: (v.__dict__ if hasattr(v, "__dict__") else v) for k, v in result.items()}
-        Path(args.json).write_text(json.dumps(payload, indent=1))
+        from bertgeom.safety import AtomicFile
+
+        try:
+            with AtomicFile(args.json) as fh:  # replaced whole or not at all
+                fh.write(json.dumps(payload, indent=1))
+                fh.commit()
+        except OSError as exc:
+            print(f"error: --json '{args.json}' cannot be written ({exc.strerror or exc}).", file=sys.stderr)
+            return EXIT_OUTPUT
     return 0
 
 
