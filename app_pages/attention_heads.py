@@ -33,7 +33,7 @@ from bertgeom.ui.cache import cached_head_features
 from bertgeom.ui.heads_more_tabs import TABS as MORE_TABS, word_view
 from bertgeom.ui.heads_views_tabs import TABS as VIEW_TABS
 from bertgeom.ui.heads_tabs import TABS, View, hover_labels, show_clark_findings, threshold_sliders, thresholds
-from bertgeom.ui.names import arc_table, column_config, column_title
+from bertgeom.ui.names import arc_table, column_config, column_title, no_content_sentence
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.widgets import chart, csv_button, doc_caption, head_picker, open_tabs
 
@@ -59,6 +59,9 @@ loaded, trace = current_model_and_trace()
 model_id = st.session_state["model_id"]
 kind = input_kind_of(loaded)
 text = current_input_text(loaded)
+if not trace.encoded.content_mask.any():  # e.g. only a zero-width space, a direction mark or NUL
+    st.warning(no_content_sentence(text))
+    st.stop()
 table = cached_head_features(model_id, text)
 L, H = trace.num_layers, trace.num_heads
 

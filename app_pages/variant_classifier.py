@@ -19,6 +19,8 @@ from bertgeom.ui.variant_cache import (
     MAX_BATCH_RECORDS,
     batch_chunks,
     classify_chunk,
+    duplicate_names_notice,
+    name_rows_apart,
     integrated_gradients_for,
     probabilities_for,
     split_records,
@@ -83,7 +85,11 @@ if spec is None or spec.input_kind != "spike":
         st.warning("The variant model's weights are not installed, so genomes cannot be classified here.")
     st.stop()
 
-loaded = cached_model(model_id)
+try:
+    loaded = cached_model(model_id)
+except ModelLoadError as exc:  # a broken model folder (custom models on): one sentence, as the other pages
+    st.error(plain(exc))
+    st.stop()
 text = (st.session_state.get("genome_value") or "").strip()
 if not text:  # only the genome in the box is ever shown: an empty box shows how to start, nothing else
     link_note = st.session_state.get("_link_note")
@@ -114,7 +120,10 @@ if len(records) > 1:
         rows += call_heavy(classify_chunk, model_id, chunk, what="classifying the records", priority=BATCH)
         bar.progress(len(rows) / n_rows, text=f"Classified {len(rows)} of {n_rows} records…")
     bar.empty()
+    rows = name_rows_apart(rows)  # records sharing a name: name, name#2 (original_name keeps the header's)
     table = batch_table(rows)
+    if duplicate_names_notice(rows):
+        st.caption("ℹ️ " + plain(duplicate_names_notice(rows)))
     st.caption("One row per record (sortable). Click a row to open that genome's full view below.")
     event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
                          key="w_batch_table")
@@ -270,7 +279,7 @@ if changes:
 c1, c2 = st.columns(2)
 c1.download_button("Download result (JSON)", json.dumps(result_record(loaded, analysis, pred, labels, probs),
                                                       indent=1).encode(), "variant_result.json", "application/json")
-c2.download_button("Download result (CSV)", pd.DataFrame([result_row(loaded, analysis, pred, labels, probs)]).to_csv(
-    index=False).encode(), "variant_result.csv", "text/csv")
+c2.download_button("Download result (CSV)", csv_bytes([result_row(loaded, analysis, pred, labels, probs)]),
+                   "variant_result.csv", "text/csv")
 with st.expander("Model card"):
     st.markdown(loaded.extra.get("card") or "No model card was found next to the weights.")

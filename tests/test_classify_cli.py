@@ -28,10 +28,13 @@ def test_a_truncated_file_keeps_the_intact_rows_names_the_stop_and_exits_2(tiny_
     blob = demo_blocks[3][1]
     cut.write_bytes(b"".join(b for _, b in demo_blocks[:3]) + blob[: len(blob) // 2])
     out = tmp_path / "keep.csv"
+    out.write_text("previous results\n")
     r = _run(cut, "--model", tiny_variant_dir, "--out", out)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"inside record '{demo_blocks[3][0]}'" in r.stderr
-    rows = list(csv.DictReader(out.open()))
+    assert out.read_text() == "previous results\n"  # a failed run never replaces OUT (issue 25, item 5)
+    assert "keep.csv.partial" in r.stderr and "left as it was" in r.stderr
+    rows = list(csv.DictReader((tmp_path / "keep.csv.partial").open()))
     assert [row["name"] for row in rows] == [n for n, _ in demo_blocks]
     assert all(row["predicted"] for row in rows[:3]) and "truncated" in rows[3]["error"]
     assert all(row["rule_call"] for row in rows[:3]) and {"rule_call", "rule_evidence", "agrees"} <= set(rows[0])

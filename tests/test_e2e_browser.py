@@ -121,7 +121,7 @@ def test_upload_a_fasta_and_download_the_csv(server, page, tmp_path):
         page.get_by_role("button", name="Download all predictions (CSV)").click()
     path = info.value.path()
     text = open(path).read()
-    assert text.startswith("name,predicted") and text.count("\n") >= 3
+    assert text.startswith("name,original_name,predicted") and text.count("\n") >= 3
     _shot(page, "variant_classifier_upload")
 
 

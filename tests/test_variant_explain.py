@@ -153,7 +153,7 @@ def test_checked_integrated_gradients_report_their_completeness_gap(tiny_variant
 def test_revertible_events_are_the_mutation_tables_events_one_entry_each():
     """#21: the what-if listed del21765-21770 while the table says del69-70, and counted bases."""
     from bertgeom.genome.pipeline import analyse_sequence
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
     from bertgeom.variant.explain import revertible_events
     from bertgeom.variant.result import mutation_events
 

@@ -77,13 +77,14 @@ def test_markdown_in_a_fasta_header_is_shown_as_text(variant_app):
     at = variant_app(f">![p](http://127.0.0.1:8999/p.png) :red[x] $x$ [link](http://e.x)\n{seq}")
     assert not at.exception
     heading = at.subheader[0].value
-    assert "\\!\\[p\\]\\(http\\:" in heading and "\\:red\\[x\\]" in heading and "\\$x\\$" in heading
+    # escaped, and a word joiner after ':' so GFM's bare-URL autolink and :emoji: find nothing (issue 25)
+    assert "\\!\\[p\\]\\(http\\:\u2060\\/" in heading and "\\:\u2060red\\[x\\]" in heading and "\\$x\\$" in heading
 
 
 def test_plain_renders_user_text_literally():
     from bertgeom.ui.plain import plain
 
-    assert plain("![p](u) :red[x] $y$\nz") == "\\!\\[p\\]\\(u\\) \\:red\\[x\\] \\$y\\$ z"
+    assert plain("![p](u) :red[x] $y$\nz") == "\\!\\[p\\]\\(u\\) \\:\u2060red\\[x\\] \\$y\\$ z"
     assert plain("USA/CA-1/2020") == "USA\\/CA\\-1\\/2020"
 
 
@@ -127,7 +128,7 @@ def test_the_shared_sidebar_shows_a_markdown_header_as_text_on_every_page(tiny_v
     at.run()
     at.switch_page("app_pages/attention_heads.py").run()
     assert not at.exception
-    assert at.error and "\\!\\[p\\]\\(http\\:" in at.error[0].value and "\\:red\\[x\\]" in at.error[0].value
+    assert at.error and "\\!\\[p\\]\\(http\\:\u2060" in at.error[0].value and "\\:\u2060red\\[x\\]" in at.error[0].value
 
 
 def test_after_a_batch_every_rerun_opens_without_a_replay_error(variant_app):

@@ -234,7 +234,7 @@ def test_in_the_app_a_batch_waits_outside_the_cache_and_reruns_never_queue(tiny_
     even while another session holds every slot; reruns replay nothing (#21: CacheReplayClosureError)."""
     from streamlit.testing.v1 import AppTest
 
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     q = work_queue()

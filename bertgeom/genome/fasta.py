@@ -62,6 +62,7 @@ class RecordError:
     index: int  # 0-based position of the record in the file
     message: str
     stream_error: bool = False  #: the file itself could not be read further (truncated, corrupt)
+    warning: bool = False  #: not a record: unreadable bytes after the last complete member were ignored
 
     ok = False
 
@@ -101,6 +102,11 @@ def clean_sequence(raw: str, name: str = "sequence", max_len: int = MAX_RECORD_L
     counts = {c: s.count(c) for c in distinct}
     nuc = sum(counts.get(c, 0) for c in _NUC_LETTERS)
     if nuc < MIN_NUCLEOTIDE_SHARE * len(s):
+        if distinct <= _VALID | {"U", "X"}:  # every letter is a nucleotide code: ambiguity codes, not protein
+            raise SequenceInputError(
+                f"Record '{name}' is written mostly in IUPAC ambiguity codes (R, Y, K, M...): only "
+                f"{nuc / len(s):.0%} of its letters are A/C/G/T/U/N, too few to read its variant."
+            )
         if len(s) >= 20 and distinct <= _PROTEIN_ALPHABET:
             raise SequenceInputError(
                 f"Record '{name}' looks like a protein sequence; paste the nucleotide (A/C/G/T) sequence instead."
@@ -135,6 +141,20 @@ def _describe(ch: str) -> str:
     return f"the non-printable character U+{ord(ch):04X}"
 
 
+class ReadRecords(list):
+    """The records of :func:`parse_sequences`, with ``notice``: one sentence on what of the input
+    was not records (unreadable bytes after the last complete compressed member), else empty."""
+
+    notice: str = ""
+
+
+def trailing_notice(n_bytes: int | None = None) -> str:
+    """The one sentence, on the web and in the CLI, for unreadable data after a complete member."""
+    size = f"{n_bytes:,} bytes of " if n_bytes else ""
+    return (f"The compressed file ends with {size}unreadable data after its last complete block; it was "
+            "ignored, and every record before it was read.")
+
+
 class TruncatedInputError(SequenceInputError):
     """A compressed input ended before its end-of-stream marker. ``records`` holds the records read
     intact before the one where reading stopped (``stopped_in``, or ``None`` before the first header)."""
@@ -145,10 +165,10 @@ class TruncatedInputError(SequenceInputError):
         self.stopped_in = stopped_in
 
 
-def _decompress_members(data: bytes, limit: int, make, magic: bytes) -> tuple[bytes, bool]:
+def _decompress_members(data: bytes, limit: int, make, magic: bytes) -> tuple[bytes, bool, int]:
     """Every member/stream of a gzip, xz or bz2 byte string (concatenated members, BGZF blocks and
     multi-stream xz included), at most ``limit + 1`` output bytes; ``truncated`` is True when the
-    input ends inside a member."""
+    input ends inside a member; the last value counts unreadable bytes after the last member."""
     out = bytearray()
     rest = data
     while rest:
@@ -156,47 +176,48 @@ def _decompress_members(data: bytes, limit: int, make, magic: bytes) -> tuple[by
         chunk = d.decompress(rest, max(limit + 1 - len(out), 1))
         out += chunk
         if len(out) > limit:
-            return bytes(out), False
+            return bytes(out), False, 0
         if not d.eof:
             if getattr(d, "needs_input", True) or not d.unconsumed_tail:
-                return bytes(out), True
+                return bytes(out), True, 0
         rest = d.unused_data
         rest = rest.lstrip(b"\x00")  # xz stream padding, zero-filled tails
         if rest and not rest.startswith(magic):
-            raise SequenceInputError("The compressed input has unreadable data after its last complete block.")
-    return bytes(out), False
+            return bytes(out), False, len(rest)  # kept, with a notice (as the CLI's streaming reader)
+    return bytes(out), False, 0
 
 
-def _maybe_decompress(data: bytes, limit: int) -> tuple[bytes, bool]:
+def _maybe_decompress(data: bytes, limit: int) -> tuple[bytes, bool, int]:
     """Decompress gzip/xz/bz2 bytes (bounded by ``limit`` output bytes; every member read); other bytes
     pass through. Returns ``(bytes, truncated)``."""
     try:
         if data[:2] == b"\x1f\x8b":
-            out, truncated = _decompress_members(data, limit, lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
+            out, truncated, trailing = _decompress_members(data, limit, lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
                                                  b"\x1f\x8b")
         elif data[:6] == b"\xfd7zXZ\x00":
-            out, truncated = _decompress_members(data, limit, lzma.LZMADecompressor, b"\xfd7zXZ\x00")
+            out, truncated, trailing = _decompress_members(data, limit, lzma.LZMADecompressor, b"\xfd7zXZ\x00")
         elif data[:3] == b"BZh":
-            out, truncated = _decompress_members(data, limit, bz2.BZ2Decompressor, b"BZh")
+            out, truncated, trailing = _decompress_members(data, limit, bz2.BZ2Decompressor, b"BZh")
         else:
-            return data, False
+            return data, False, 0
     except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
         if isinstance(exc, SequenceInputError):
             raise
         raise SequenceInputError(f"The compressed input could not be decompressed ({exc}).") from None
     if len(out) > limit:
         raise SequenceInputError(f"The decompressed input is larger than the limit of {limit:,} bytes.")
-    return out, truncated
+    return out, truncated, trailing
 
 
-def _to_text(data: str | bytes, max_bytes: int) -> tuple[str, bool]:
-    """``(text, truncated)``: decoded, decompressed text and whether a compressed stream ended early."""
-    truncated = False
+def _to_text(data: str | bytes, max_bytes: int) -> tuple[str, bool, int]:
+    """``(text, truncated, trailing)``: decoded, decompressed text, whether a compressed stream ended
+    early, and how many unreadable bytes followed its last complete member."""
+    truncated, trailing = False, 0
     if isinstance(data, (bytes, bytearray, memoryview)):
         data = bytes(data)
         if len(data) > max_bytes:
             raise SequenceInputError(f"The input is larger than the limit of {max_bytes:,} bytes.")
-        data, truncated = _maybe_decompress(data, max_bytes)
+        data, truncated, trailing = _maybe_decompress(data, max_bytes)
         if truncated:
             data = data.decode("utf-8", errors="ignore").encode("utf-8")  # a multi-byte character may be cut
         if b"\x00" in data:
@@ -215,7 +236,7 @@ def _to_text(data: str | bytes, max_bytes: int) -> tuple[str, bool]:
         raise SequenceInputError("The input must be text or bytes.")
     if "\x00" in text:
         raise SequenceInputError("The input is binary data, not a text FASTA file or sequence.")
-    return text.replace("\r\n", "\n").replace("\r", "\n"), truncated
+    return text.replace("\r\n", "\n").replace("\r", "\n"), truncated, trailing
 
 
 def _genbank_origin(lines: list[str]) -> tuple[str, list[str]] | None:
@@ -249,7 +270,11 @@ def parse_sequences(data: str | bytes, max_bytes: int = MAX_INPUT_BYTES, max_rec
     With ``tolerant`` a bad *record* becomes a :class:`RecordError` in its place (for batch tables)
     instead of failing the whole input; errors of the input as a whole still raise.
     """
-    text, truncated = _to_text(data, max_bytes)
+    text, truncated, trailing = _to_text(data, max_bytes)
+    if trailing:
+        records = ReadRecords(parse_sequences(text, max_bytes, max_records, tolerant))
+        records.notice = trailing_notice(trailing)
+        return records
     if truncated:
         return _truncated(text, max_bytes, max_records)
     if not text.strip():
@@ -337,12 +362,15 @@ def _open_binary(path: str | os.PathLike) -> io.BufferedIOBase:
     return open(p, "rb")
 
 
-def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LEN) -> Iterator[SequenceRecord | RecordError]:
+def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LEN,
+                    on_notice=None) -> Iterator[SequenceRecord | RecordError]:
     """Stream the records of a (multi-)FASTA file: plain, ``.gz``, ``.xz`` or ``.bz2`` (detected from
     the magic bytes). Memory stays bounded by ``max_record_len``: millions of genomes are fine.
 
     Yields a :class:`SequenceRecord` per good record and a :class:`RecordError` per bad one (too long,
     protein, binary junk, empty...). Text before the first header is read as a headerless record.
+    Unreadable bytes after the last complete gzip member end the stream with every record kept and
+    :func:`trailing_notice`, passed to ``on_notice`` (else yielded as a ``RecordError`` with ``warning``).
     """
     line_limit = 1 << 16
     with _open_binary(path) as raw:
@@ -357,7 +385,7 @@ def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LE
         def finish() -> SequenceRecord | RecordError | None:
             nonlocal index
             rec_name = name if name is not None else "sequence"
-            if name is None and not "".join(parts).strip():
+            if name is None and not too_long and not "".join(parts).strip():  # an over-long headerless line is a record
                 return None
             i = index
             index += 1
@@ -376,6 +404,17 @@ def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LE
             try:
                 line = fh.readline(line_limit)
             except (EOFError, OSError, lzma.LZMAError, zlib.error) as exc:
+                if isinstance(exc, gzip.BadGzipFile) and str(exc).startswith("Not a gzipped file"):
+                    # bytes after the last complete member (not a damaged one): what was read is whole,
+                    # kept as on the web, with a notice
+                    out = finish() if (started or name is not None or parts) else None
+                    if out is not None:
+                        yield out
+                    if on_notice is not None:
+                        on_notice(trailing_notice())
+                    else:
+                        yield RecordError(name or "sequence", index, trailing_notice(), warning=True)
+                    return
                 where = f"inside record '{name}'" if name is not None else "before the first record"
                 kind = "ends early (truncated)" if isinstance(exc, EOFError) else f"cannot be read further ({exc})"
                 yield RecordError(name or "sequence", index,

@@ -33,6 +33,7 @@ from bertgeom.precompute.store import (
     atomic_write,
     fold_partial_file,
     sha256_file,
+    under_root,
 )
 
 
@@ -334,7 +335,7 @@ def _finalise(rd: ResultsDir, acc: MapAccumulator, manifest: dict, dims: ModelDi
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    maps_dir = rd.root / "maps"
+    maps_dir = under_root(rd.root, "maps")
     maps_dir.mkdir(exist_ok=True)
     rd.clear_outputs()
     counts = {}

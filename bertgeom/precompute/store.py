@@ -46,6 +46,17 @@ def inside_root(root: Path, path: Path) -> bool:
     return True
 
 
+def under_root(root: Path, *parts: str) -> Path:
+    """``root/parts`` through :func:`bertgeom.safety.inside_results_root` (no symbolic link at any
+    level below ``root``, nothing outside it), as a :class:`PrecomputeError` sentence otherwise."""
+    from bertgeom.safety import OutsideRootError, inside_results_root
+
+    try:
+        return inside_results_root(root, *parts)
+    except OutsideRootError as exc:
+        raise PrecomputeError(f"the results folder is refused: {exc}") from None
+
+
 def safe_class_name(name: object) -> str:
     """A class name from ``maps/index.json`` that is safe in a file name (letters, digits, ``_-.``,
     no leading dot, at most 64 characters); anything else raises :class:`PrecomputeError`."""
@@ -82,11 +93,12 @@ class ResultsDir:
         self.shards.mkdir(parents=True, exist_ok=True)
 
     def path(self, shard: int, suffix: str) -> Path:
-        return self.shards / f"{shard_stem(shard)}.{suffix}"
+        """A shard's file, refused when ``shards/`` or the file is a symbolic link."""
+        return under_root(self.root, "shards", f"{shard_stem(shard)}.{suffix}")
 
     # -- manifest ------------------------------------------------------------------------------
     def read_manifest(self) -> dict | None:
-        p = self.root / MANIFEST
+        p = under_root(self.root, MANIFEST)
         return json.loads(p.read_text()) if p.is_file() else None
 
     def write_manifest(self, manifest: dict) -> None:
@@ -120,10 +132,10 @@ class ResultsDir:
 
     def clear_outputs(self) -> None:
         """Remove the final maps of a previous complete run (they are rewritten at the end)."""
-        d = self.root / "maps"
+        d = under_root(self.root, "maps")
         if d.is_dir():
             for p in d.iterdir():
-                p.unlink()
+                under_root(self.root, "maps", p.name).unlink()
 
 
 @dataclass
@@ -163,7 +175,7 @@ class MapAccumulator:
 
     @classmethod
     def load(cls, root: Path) -> "MapAccumulator":
-        p = root / cls.FILE
+        p = under_root(root, cls.FILE)
         acc = cls()
         if not p.is_file():
             return acc
@@ -284,7 +296,7 @@ class PrecomputeResults:
 
 def _shard_ids(root: Path) -> list[int]:
     ids = []
-    for p in (root / "shards").glob("shard-*.done"):
+    for p in under_root(root, "shards").glob("shard-*.done"):
         try:
             ids.append(int(p.name[6:12]))
         except ValueError:
@@ -331,14 +343,11 @@ def load_results(root: str | os.PathLike, *, allow_partial: bool = True, mmap: b
     if vecs is None:
         vecs = np.zeros((len(genomes), 0, 0), np.float32)
     maps, counts, keep = {}, {}, None
-    index = root / "maps" / "index.json"
+    index = under_root(root, "maps", "index.json")
     if manifest.get("status") == "complete" and index.is_file():
         meta = json.loads(index.read_text())
         counts = {safe_class_name(c): int(n) for c, n in meta["counts"].items()}
         for c in counts:
-            path = root / "maps" / f"{c}.npy"
-            if path.is_symlink() or not inside_root(root, path):
-                raise PrecomputeError(f"the class map of {c!r} lies outside '{root}'.")
-            maps[c] = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-        keep = np.load(root / "maps" / "keep.npy", allow_pickle=False)
+            maps[c] = np.load(under_root(root, "maps", f"{c}.npy"), mmap_mode="r" if mmap else None, allow_pickle=False)
+        keep = np.load(under_root(root, "maps", "keep.npy"), allow_pickle=False)
     return PrecomputeResults(root, manifest, genomes, vecs, maps, counts, keep)

@@ -18,6 +18,7 @@ from bertgeom.sets import cone as conesets
 from bertgeom.sets.inputs import InputItem, disk_cached_arrays
 from bertgeom.inputs import normalise_text
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
+from bertgeom.safety import plain
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy, not_replayed
 
@@ -171,25 +172,41 @@ def results_dirs() -> list[str]:
     """Results directories (holding a ``manifest.json``) under :func:`results_root`, newest first.
     Only real directories inside the root count: a symlink (or anything resolving outside the root)
     is never listed, so the root's contents cannot point the server at other files."""
-    from bertgeom.precompute.store import inside_root
+    from bertgeom.safety import OutsideRootError, inside_results_root
 
     root = results_root()
     if not root.is_dir() or root.is_symlink():
         return []
-    found = [p for p in [root, *root.iterdir()]
-             if not p.is_symlink() and p.is_dir() and inside_root(root, p)
-             and (p / "manifest.json").is_file() and not (p / "manifest.json").is_symlink()]
+    found = []
+    for p in [root, *root.iterdir()]:
+        try:
+            run = inside_results_root(root, *([p.name] if p != root else []))
+            inside_results_root(run, "manifest.json")
+        except OutsideRootError:
+            continue
+        if run.is_dir() and (run / "manifest.json").is_file():
+            found.append(run)
     return [str(p) for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)]
+
+
+def _listed_results(path: str):
+    """``path`` when it is one of :func:`results_dirs` (re-checked on every read: a folder swapped
+    for a link after it was listed is refused), as a :class:`PrecomputeError` otherwise."""
+    from bertgeom.precompute.core import PrecomputeError
+
+    if path not in results_dirs():
+        raise PrecomputeError(f"'{path}' is not a results folder under the results root.")
+    return path
 
 
 def results_note(path: str, weights_hash: str) -> str:
     from bertgeom.precompute import load_results
 
-    res = load_results(path, cls=False)
+    res = load_results(_listed_results(path), cls=False)
     model = res.manifest.get("model", {})
     status = "complete" if res.complete else "partial (still running or interrupted)"
     same = model.get("weights_hash") == weights_hash
-    return (f"{len(res.genomes)} genomes precomputed by model {model.get('id', '?')} ({status}). "
+    return (f"{len(res.genomes)} genomes precomputed by model {plain(model.get('id', '?'))} ({status}). "
             + ("" if same else "⚠ These results come from different weights than the model picked in the sidebar."))
 
 
@@ -198,4 +215,4 @@ def precomputed_set(path: str) -> dict:
     """A precomputed directory as the per-set dict the page draws (no model run)."""
     from bertgeom.precompute import load_results
 
-    return load_results(path).to_cone_set()
+    return load_results(_listed_results(path)).to_cone_set()

@@ -17,6 +17,7 @@ from bertgeom.sets.inputs import set_fingerprint, shipped_set
 from bertgeom.tables import per_head_frame
 from bertgeom.ui import cone_cache
 from bertgeom.ui.state import PageView
+from bertgeom.safety import plain
 from bertgeom.ui.widgets import chart, csv_button, doc_list, errors_expander, guarded
 
 MAX_SET = 400  # inputs read from an upload (bounded work)
@@ -82,7 +83,10 @@ def choose_set(v: View):
             return None
         items = cone_cache.uploaded_set(loaded.spec.input_kind, fasta.getvalue(),
                                         tsv.getvalue() if tsv is not None else None)
-        note = f"Uploaded set '{fasta.name}': {len(items)} records."
+        note = f"Uploaded set '{plain(fasta.name)}': {len(items)} records."
+        n_renamed = sum("#" in it.name and not it.text.startswith(f">{it.name}\n") for it in items)
+        if n_renamed:
+            note += f" {n_renamed} record(s) share a name with an earlier one and are told apart as name#2, #3…"
         if len(items) > MAX_SET:
             items = items[:MAX_SET]
             note += f" Only the first {MAX_SET} are analysed."

@@ -471,7 +471,7 @@ def compare_tab(v: View) -> None:
             if hc.model_shape(extra) == shape:
                 candidates.append(extra)
             else:
-                st.warning(f"'{extra}' has a different shape {hc.model_shape(extra)} from this model {shape}.")
+                st.warning(f"'{plain(extra)}' has a different shape {hc.model_shape(extra)} from this model {shape}.")
         except ModelLoadError as exc:
             st.error(plain(exc))
     c1, c2 = st.columns(2)

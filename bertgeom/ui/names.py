@@ -105,3 +105,18 @@ def note_line(note: str) -> str:
     from bertgeom.ui.plain import plain
 
     return f"ℹ️ {plain(note)}"
+
+
+def no_content_sentence(text: str) -> str:
+    """Why an input has no content token (only [CLS] and [SEP]): the tokenizer dropped every
+    character of it, e.g. a zero-width space, a direction mark or NUL; names the first few."""
+    import unicodedata
+
+    shown = []
+    for ch in dict.fromkeys(text):
+        if len(shown) == 3:
+            break
+        shown.append(f"U+{ord(ch):04X} {unicodedata.name(ch, 'control character').lower()}")
+    what = f" (it holds {', '.join(shown)})" if shown else ""
+    return ("This input has no content token: the tokenizer keeps nothing of it" + what
+            + ", so no head can be analysed. Type or pick a sentence in the sidebar.")

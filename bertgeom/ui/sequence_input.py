@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from bertgeom.safety import MAX_INPUT_BYTES, plain
+
 from bertgeom.inputs import InputKind
 from bertgeom.ui.state import widget_key
 
 #: Largest upload file (compressed or not; config.toml's server.maxUploadSize says the same 20 MB).
-MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+MAX_UPLOAD_BYTES = MAX_INPUT_BYTES  # the one input limit of every uploader (bertgeom.safety)
 #: Uploads longer than this stay on the server and are not copied into the text box (a browser
 #: text area holding megabytes of sequence slows every rerun).
 BOX_SHOW_LIMIT = 200_000
@@ -65,7 +67,7 @@ def _on_upload(kind: InputKind) -> None:
     # large: processed on the server, never pushed into the browser's text box
     st.session_state[kind.session_key] = text
     st.session_state[widget_key(kind)] = ""
-    st.session_state[f"{stem}_upload_note"] = (f"Using the upload '{up.name}': {text.count('>'):,} records, "
+    st.session_state[f"{stem}_upload_note"] = (f"Using the upload '{plain(up.name)}': {text.count('>'):,} records, "
                                                f"{len(text) / 1e6:.1f} M characters, kept on the server (too large "
                                                "for the box). Type or pick an example to replace it.")
 
@@ -95,7 +97,5 @@ def sequence_input_box(kind: InputKind) -> str:
     if st.session_state.get(f"{stem}_upload_note"):
         st.caption(st.session_state[f"{stem}_upload_note"])
     if st.session_state.get(f"{stem}_upload_error"):
-        from bertgeom.ui.plain import plain
-
         st.error(plain(st.session_state[f"{stem}_upload_error"]))
     return st.session_state[kind.session_key]

@@ -291,7 +291,7 @@ def across_tab(v: View) -> None:
         return
     if len(res["errors"]):
         with st.expander(f"{len(res['errors'])} input(s) could not be analysed"):
-            st.write("\n".join(f"* {e}" for e in res["errors"].tolist()))
+            st.markdown("\n".join(f"* {plain(e)}" for e in res["errors"].tolist()))
     n = len(res["names"])
     if n == 0:
         st.info("No input of the set could be analysed.")

@@ -27,7 +27,7 @@ from bertgeom.inputs import InputError
 from bertgeom.ui.methods_link import linked
 from bertgeom.ui.url_settings import value_from_url, value_to_url
 from bertgeom.ui.state import select_head
-from bertgeom.ui.plain import plain
+from bertgeom.safety import csv_bytes, plain
 
 TEXTS = Path(__file__).resolve().parent / "texts"
 
@@ -47,7 +47,7 @@ def chart(fig, key: str | None = None, *, selects_head: bool = False) -> None:
 
 
 def csv_button(df: pd.DataFrame, file_name: str, key: str, label: str = "Download CSV") -> None:
-    st.download_button(label, df.to_csv(index=False).encode("utf-8"), file_name=file_name, mime="text/csv",
+    st.download_button(label, csv_bytes(df), file_name=file_name, mime="text/csv",
                        key=key, icon=":material/download:", on_click="ignore")
 
 
@@ -123,7 +123,7 @@ def guarded(what: str):
         st.error(plain(exc))
     except Exception as exc:  # noqa: BLE001 - the page must not show tracebacks
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        st.error(f"{what} failed: {first}")
+        st.error(f"{what} failed: {plain(first)}")
 
 
 def errors_expander(errors: Iterable[tuple[str, str]]) -> None:

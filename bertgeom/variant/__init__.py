@@ -20,8 +20,9 @@ from bertgeom.inputs import EncodedInput, InputError
 from bertgeom.models import LoadedModel, ModelLoadError, ModelSpec, finish_loading, hash_file
 
 #: The one input limit for genomes on the page, pasted or uploaded (after decompression): 20 MB of
-#: sequence text, about 650 whole genomes (uploads larger than the box shows stay on the server).
-MAX_GENOME_INPUT_BYTES = 20 * 1024 * 1024
+#: sequence text, about 650 whole genomes (uploads larger than the box shows stay on the server);
+#: the same number as every other uploader (:data:`bertgeom.safety.MAX_INPUT_BYTES`).
+from bertgeom.safety import MAX_INPUT_BYTES as MAX_GENOME_INPUT_BYTES  # noqa: E402
 
 #: The shipped model's directory and registry id.
 VARIANT_DIR = Path(__file__).resolve().parent.parent / "data" / "variant_model"

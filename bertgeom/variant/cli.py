@@ -105,56 +105,54 @@ def _device(name: str) -> str:
         raise CliError(str(exc), EXIT_INPUT) from None
 
 
-def csv_safe(value):
-    """A CSV cell that a spreadsheet will not run as a formula (names starting with = + - @ are quoted
-    with a leading apostrophe, as OWASP recommends); other values pass unchanged."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+from bertgeom.safety import csv_cell as csv_safe  # the one CSV cell rule (kept under its old name)
 
 
-def _output_target(out: str) -> tuple[Path | None, Path | None]:
-    """``(final, partial)`` paths for ``--out`` (``(None, None)`` for standard output); rows go to the
-    partial file and replace the final one only when the run succeeds."""
+def _output_target(out: str) -> Path | None:
+    """The ``--out`` path (``None`` for standard output), checked before any work starts; rows are
+    written through :class:`bertgeom.safety.AtomicFile`, so OUT is replaced only when the run succeeds."""
     if out == "-":
-        return None, None
+        return None
     final = Path(out)
     if final.is_dir():
         raise CliError(f"--out '{out}' is a folder; give a file name such as '{Path(out) / 'predictions.csv'}'.", EXIT_OUTPUT)
     if not final.parent.is_dir():
         raise CliError(f"The folder of --out '{out}' does not exist.", EXIT_OUTPUT)
-    return final, final.with_name(final.name + ".partial")
+    return final
 
 
 def _cmd_classify(args) -> int:
     import csv
-    import os
     import sys
 
     from bertgeom.genome.fasta import iter_fasta_file
+    from bertgeom.safety import AtomicFile, NameDeduper
     from bertgeom.variant.predict import classify_stream
 
     try:
         if not Path(args.input).is_file():
             raise CliError(f"No file at '{args.input}'.", EXIT_INPUT)
-        final, partial = _output_target(args.out)
+        final = _output_target(args.out)
         device = _device(args.device)
         loaded = _load(args.model)
         try:
-            out = open(partial, "w", newline="") if partial else sys.stdout
+            out = AtomicFile(final, "w", newline="") if final else sys.stdout
         except OSError as exc:
             raise CliError(f"--out '{args.out}' cannot be written ({exc.strerror}).", EXIT_OUTPUT) from None
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
+    partial = getattr(out, "partial", None)
     writer = None
     n = n_err = 0
     bar = _progress_bar()
     status = 0
     stream_errors: list[str] = []
+    notices: list[str] = []
+    names = NameDeduper()
 
     def records():
-        for rec in iter_fasta_file(args.input):
+        for rec in iter_fasta_file(args.input, on_notice=notices.append):
             if getattr(rec, "stream_error", False):
                 stream_errors.append(rec.message)
             yield rec
@@ -162,7 +160,8 @@ def _cmd_classify(args) -> int:
     try:
         for pred in classify_stream(loaded, records(), batch_size=args.batch_size, workers=args.workers,
                                     device=device):
-            row = {k: csv_safe(v) for k, v in pred.row(loaded.labels, loaded.weights_hash).items()}
+            row = names.row(pred.row(loaded.labels, loaded.weights_hash))
+            row = {k: csv_safe(v) for k, v in row.items()}
             if writer is None:
                 writer = csv.DictWriter(out, fieldnames=list(row))
                 writer.writeheader()
@@ -178,20 +177,30 @@ def _cmd_classify(args) -> int:
         status = EXIT_OUTPUT
     finally:
         bar.close()
-        if out is not sys.stdout:
-            out.close()
-    if status == 0 and partial is not None:
-        os.replace(partial, final)
+    if status == 0 and stream_errors:
+        status = EXIT_INPUT
+    if status == 0 and n == 0:
+        status = EXIT_INPUT
+        stream_errors.append("The file holds no record (no FASTA header and no sequence).")
+    if out is not sys.stdout:
+        try:
+            out.commit() if status == 0 else out.close()
+        except OSError as exc:
+            print(f"error: '{final}' could not be written ({exc.strerror or exc}).", file=sys.stderr)
+            return EXIT_OUTPUT
     where = f" to '{final}'" if final else ""
+    kept = f"; the {n} rows written so far are in '{partial}'" if partial and n else ""
+    left = f"; '{final}' was left as it was" if final else ""
     if status == EXIT_INTERRUPTED:
-        kept = f"; the {n} rows written so far are in '{partial}'" if partial else ""
-        print(f"interrupted after {n} records{kept}; '{final or 'the output'}' was left as it was.", file=sys.stderr)
+        print(f"interrupted after {n} records{kept}{left}.", file=sys.stderr)
+        return status
+    if status == EXIT_INPUT:
+        print(f"error: {stream_errors[0].rstrip('.')}{kept}{left}.", file=sys.stderr)
         return status
     if status:
         return status
-    if stream_errors:
-        print(f"error: {stream_errors[0]} The {n - 1} rows before it were written{where}.", file=sys.stderr)
-        return EXIT_INPUT
+    for note in notices + ([names.notice()] if names.renamed else []):
+        print(f"note: {note}", file=sys.stderr)
     print(f"classified {n - n_err} of {n} records{where} ({n_err} could not be read or aligned; see their "
           "'error' column)", file=sys.stderr)
     return 0
@@ -236,7 +245,15 @@ def _cmd_evaluate(args) -> int:
         print(f"\nskipped {len(result['skipped'])} record(s): " + "; ".join(f"{n}: {e}" for n, e in result["skipped"][:5]))
     if args.json:
         payload = {k: (v.__dict__ if hasattr(v, "__dict__") else v) for k, v in result.items()}
-        Path(args.json).write_text(json.dumps(payload, indent=1))
+        from bertgeom.safety import AtomicFile
+
+        try:
+            with AtomicFile(args.json) as fh:  # replaced whole or not at all
+                fh.write(json.dumps(payload, indent=1))
+                fh.commit()
+        except OSError as exc:
+            print(f"error: --json '{args.json}' cannot be written ({exc.strerror or exc}).", file=sys.stderr)
+            return EXIT_OUTPUT
     return 0
 
 

@@ -104,11 +104,9 @@ def batch_table(rows: list[dict]):
 
 def csv_bytes(rows: list[dict]) -> bytes:
     """The rows as CSV, with formula-like cells quoted (names starting with = + - @)."""
-    import pandas as pd
+    from bertgeom.safety import csv_bytes as safe_csv_bytes
 
-    from bertgeom.variant.cli import csv_safe
-
-    return pd.DataFrame([{k: csv_safe(v) for k, v in r.items()} for r in rows]).to_csv(index=False).encode()
+    return safe_csv_bytes(rows)
 
 
 def second_opinion(analysis, pred: str, confidence: float, min_confidence: float = 0.9) -> dict:

@@ -70,12 +70,15 @@ def genome_set(which: str = "validation_small") -> tuple[InputItem, ...]:
 
 def labelled_fasta_set(fasta: bytes | str, labels_tsv: bytes | str | None = None) -> tuple[InputItem, ...]:
     """A user's set: FASTA records, labelled from a TSV (``name`` + ``label``/``class`` columns)
-    or, without a TSV, from a ``|label`` suffix in each header (``>seq1|omicron``)."""
+    or, without a TSV, from a ``|label`` suffix in each header (``>seq1|omicron``). The file is held
+    to the one input limit of every uploader (:data:`bertgeom.safety.MAX_INPUT_BYTES`); records
+    sharing a name are told apart as name, name#2 (the header stays in the text)."""
     from bertgeom.genome.classes import label_to_class
     from bertgeom.genome.fasta import SequenceInputError, parse_sequences
+    from bertgeom.safety import MAX_INPUT_BYTES, NameDeduper
 
     try:
-        records = parse_sequences(fasta)
+        records = parse_sequences(fasta, max_bytes=MAX_INPUT_BYTES)
     except SequenceInputError as exc:
         raise InputError(str(exc)) from None
     labels: dict[str, str] = {}
@@ -86,7 +89,7 @@ def labelled_fasta_set(fasta: bytes | str, labels_tsv: bytes | str | None = None
         if "name" not in (reader.fieldnames or []) or col is None:
             raise InputError("The labels file needs a 'name' column and a 'label' (or 'class') column, tab-separated.")
         labels = {row["name"]: row[col] for row in reader}
-    items = []
+    items, unique = [], NameDeduper()
     for rec in records:
         raw = labels.get(rec.name) or (rec.name.rsplit("|", 1)[1] if "|" in rec.name else None)
         label = None
@@ -98,7 +101,7 @@ def labelled_fasta_set(fasta: bytes | str, labels_tsv: bytes | str | None = None
                     f"'{raw.strip()[:40]}' (record '{rec.name[:40]}') is not one of the classes "
                     f"{', '.join(CLASSES)} nor a known dataset label."
                 ) from None
-        items.append(InputItem(rec.name, f">{rec.name}\n{rec.sequence}", label))
+        items.append(InputItem(unique(rec.name), f">{rec.name}\n{rec.sequence}", label))
     return tuple(items)
 
 
@@ -116,6 +119,8 @@ def read_upload(name: str, data: bytes) -> tuple[str, str]:
         records, problem = exc.records, f"'{name}': {exc}"
     except SequenceInputError as exc:
         return "", f"'{name}': {exc}"
+    if getattr(records, "notice", ""):  # e.g. unreadable bytes after the last gzip member (as the CLI)
+        problem = (problem + " " if problem else "") + f"'{name}': {records.notice}"
     bad = [r for r in records if isinstance(r, RecordError)]
     if bad:
         problem = (problem + " " if problem else "") + (

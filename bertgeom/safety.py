@@ -1,0 +1,194 @@
+"""The shared guards between what a user supplies and what the tool renders or writes.
+
+One home for each rule, so every site calls the same code:
+
+* :func:`plain` - a user string (FASTA header, file name, manifest field, error text) as markdown
+  that renders exactly that text: no link, image, colour directive, emoji shortcode or formula.
+* :func:`csv_cell`, :func:`csv_bytes` - CSV cells a spreadsheet will not run as a formula.
+* :class:`AtomicFile` - an output file that replaces the previous one only when the run succeeds.
+* :func:`inside_results_root` - a path under a results root, refused when any part of it is a
+  symbolic link or resolves outside the root.
+* :class:`NameDeduper` - records that share a name told apart in outputs (``name``, ``name#2``).
+* :data:`MAX_INPUT_BYTES` - the one limit on a user's input, pasted or uploaded.
+
+No Streamlit here: the library, the CLI and the pages share it.
+
+References
+----------
+* CommonMark 0.31, section 2.4 (backslash escapes: any ASCII punctuation may be escaped).
+* GitHub Flavored Markdown, "Autolinks (extension)": bare ``www.``, ``http://`` and e-mail
+  addresses become links, recognised in the text after escapes are resolved.
+* OWASP, "CSV Injection": cells starting with ``= + - @``, tab or carriage return are prefixed
+  with an apostrophe.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+from pathlib import Path
+
+#: The one limit on a user's input, pasted or uploaded (after decompression), on every page and
+#: set uploader: 20 MB, the same as ``server.maxUploadSize`` in ``.streamlit/config.toml``.
+MAX_INPUT_BYTES = 20 * 1024 * 1024
+
+# ---- markdown --------------------------------------------------------------------------------
+_ESCAPES = {ord(c): "\\" + c for c in string.punctuation}
+_ESCAPES.update({ord("\n"): " ", ord("\r"): " ", ord("\t"): " "})
+#: U+2060 WORD JOINER: invisible, and not a word character, so it breaks the patterns that
+#: markdown renderers apply to text *after* escapes are resolved (bare URLs, e-mail addresses,
+#: ``:shortcode:`` emoji).
+_JOIN = "\u2060"
+_WWW = re.compile(r"(?i)(www)(?=\\\.)")
+
+
+def plain(text: object) -> str:
+    """``text`` as markdown source that renders to exactly ``text`` (on one line), never as markup.
+
+    Every ASCII punctuation character is backslash-escaped (so no link, image, emphasis, heading,
+    ``:red[...]`` directive, ``$...$`` formula or HTML is recognised), line breaks are folded, and
+    an invisible word joiner follows each ``:`` and ``@`` and each ``www`` before a dot, so that
+    GFM's bare-URL and e-mail autolinks and emoji shortcodes, which are matched in the text after
+    the escapes are read, find nothing."""
+    out = str(text).translate(_ESCAPES)
+    out = out.replace("\\:", "\\:" + _JOIN).replace("\\@", "\\@" + _JOIN)
+    return _WWW.sub(r"\1" + _JOIN, out)
+
+
+# ---- CSV -------------------------------------------------------------------------------------
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A CSV cell a spreadsheet will not run as a formula: text starting with ``= + - @``, tab or
+    carriage return gets a leading apostrophe (OWASP); numbers and other values pass unchanged."""
+    if isinstance(value, str) and value[:1] in _FORMULA_START:
+        return "'" + value
+    return value
+
+
+def csv_frame(df):
+    """A copy of a pandas DataFrame whose text cells and column names are :func:`csv_cell`-safe."""
+    import pandas as pd
+
+    out = df.copy()
+    for col in out.columns:
+        s = out[col]
+        if not (pd.api.types.is_numeric_dtype(s) or pd.api.types.is_datetime64_any_dtype(s)):
+            out[col] = s.astype(object).map(csv_cell)  # object, str, string, category: any text
+    out.columns = [csv_cell(c) if isinstance(c, str) else c for c in out.columns]
+    return out
+
+
+def csv_bytes(rows) -> bytes:
+    """Rows (a DataFrame, or a list of dicts) as UTF-8 CSV with every cell :func:`csv_cell`-safe:
+    the one CSV writer of the app's downloads. Lines end in CRLF (RFC 4180, as the CLI's ``csv``
+    writer), so a carriage return inside a cell is quoted instead of splitting the row."""
+    import pandas as pd
+
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    return csv_frame(df).to_csv(index=False, lineterminator="\r\n").encode("utf-8")
+
+
+# ---- record names ----------------------------------------------------------------------------
+class NameDeduper:
+    """Tells apart records that share a name, in input order: the first keeps its name, the next
+    ones get ``#2``, ``#3``... (never a name already given). Nothing is renamed silently: rows keep
+    the header's name in ``original_name`` and :meth:`notice` says what was done."""
+
+    def __init__(self):
+        self._given: set[str] = set()
+        self.renamed: list[tuple[str, str]] = []
+
+    def __call__(self, name: str) -> str:
+        unique, k = name, 1
+        while unique in self._given:
+            k += 1
+            unique = f"{name}#{k}"
+        self._given.add(unique)
+        if unique != name:
+            self.renamed.append((name, unique))
+        return unique
+
+    def row(self, row: dict) -> dict:
+        """``row`` with a unique ``name`` and, right after it, ``original_name`` (the header's)."""
+        out = {}
+        for key, value in row.items():
+            if key == "name":
+                out["name"] = self(str(value))
+                out["original_name"] = value
+            else:
+                out[key] = value
+        return out
+
+    def notice(self) -> str:
+        """One sentence on the renamed records (empty when none)."""
+        if not self.renamed:
+            return ""
+        shown = ", ".join(f"'{a}' -> '{b}'" for a, b in self.renamed[:3]) + (" …" if len(self.renamed) > 3 else "")
+        return (f"{len(self.renamed)} record(s) share a name with an earlier one and are told apart with #2, #3… "
+                f"({shown}); the CSV's 'original_name' column keeps every header's name.")
+
+
+# ---- atomic output ---------------------------------------------------------------------------
+class AtomicFile:
+    """An output file written under a temporary name beside it and renamed over the target by
+    :meth:`commit` only. A run that fails or is interrupted never replaces (or truncates) the
+    previous file; what it wrote stays in :attr:`partial` for inspection.
+
+    ``with AtomicFile(path) as out: ...; out.commit()`` - without ``commit`` the target is untouched.
+    """
+
+    def __init__(self, path: str | os.PathLike, mode: str = "w", **open_kw):
+        self.path = Path(path)
+        self.partial = self.path.with_name(self.path.name + ".partial")
+        self._fh = open(self.partial, mode, **open_kw)  # noqa: SIM115 - closed by commit() or close()
+        self.committed = False
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def commit(self) -> None:
+        """Flush, sync and rename the partial file over the target (atomic on one file system)."""
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.close()
+        os.replace(self.partial, self.path)
+        self.committed = True
+
+
+# ---- results root ----------------------------------------------------------------------------
+class OutsideRootError(ValueError):
+    """A path under a results root is a symbolic link or resolves outside the root."""
+
+
+def inside_results_root(root: str | os.PathLike, *parts: str | os.PathLike) -> Path:
+    """``root/parts...`` when no component below ``root`` is a symbolic link and the whole path
+    resolves inside the root; raises :class:`OutsideRootError` otherwise. The path need not exist
+    (its existing components are checked). The root itself is the caller's choice (a results folder
+    on a linked scratch disk is fine). The one resolver of the precompute reader and writer and the
+    dashboard: a results folder's contents can never point the server at other files."""
+    root = Path(root)
+    path = root
+    for part in Path(*parts).parts if parts else ():
+        if part in ("..", "") or Path(part).is_absolute():
+            raise OutsideRootError(f"'{Path(*parts)}' leaves '{root}'.")
+        path = path / part
+        if path.is_symlink():
+            raise OutsideRootError(f"'{path.relative_to(root)}' in '{root}' is a symbolic link.")
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        raise OutsideRootError(f"'{Path(*parts)}' resolves outside '{root}'.") from None
+    return path
