@@ -101,7 +101,10 @@ if len(records) > 1:
                             _progress=lambda i, n: bar.progress(i / n, text=f"Classifying record {i} of {n}…"))
     bar.empty()
     table = batch_table(rows)
-    st.caption("One row per record (sortable). Click a row to open that genome's full view below.")
+    st.caption("One row per record (sortable). Click a row to open that genome's full view below."
+               + (" The table's forward passes run in bf16 (this CPU has bf16 units), the genome view in fp32, "
+                  "so a probability may differ in its last digit." if rows and rows[0].get("model_precision") == "bf16"
+                  else ""))
     event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
                          key="w_batch_table")
     st.download_button("Download all predictions (CSV)", csv_bytes(rows), "predictions.csv", "text/csv")

@@ -34,13 +34,14 @@ def classify_records(model_id: str, text: str, limit: int = MAX_BATCH_RECORDS, _
     ``_progress(i, n)`` is called after each record (not part of the cache key)."""
     from bertgeom.genome.fasta import parse_sequences
     from bertgeom.variant import MAX_GENOME_INPUT_BYTES
-    from bertgeom.variant.predict import classify_stream
+    from bertgeom.variant.predict import classify_stream, fast_classifier
 
     loaded = cached_model(model_id)
     records = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)[:limit]
+    precision = fast_classifier(loaded, "cpu").precision  # the policy's (bf16 on a CPU with bf16 units)
     rows = []
-    for i, p in enumerate(classify_stream(loaded, records, batch_size=8), 1):
-        rows.append(p.row(loaded.labels, loaded.weights_hash))
+    for i, p in enumerate(classify_stream(loaded, records, batch_size=8, precision=precision), 1):
+        rows.append(p.row(loaded.labels, loaded.weights_hash, precision))
         if _progress is not None:
             _progress(i, len(records))
     return rows
