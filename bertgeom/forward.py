@@ -181,7 +181,7 @@ def model_parts(loaded):
     classifier = getattr(model, "classifier", None)
     if classifier is not None and model is not base:
         pooler = getattr(base, "pooler", None)
-        import torch.nn as nn
+        from torch import nn
 
         if isinstance(classifier, nn.Linear):
             if pooler is None:
@@ -335,7 +335,7 @@ def run_forward(
             precision=precision,
         )
 
-    model, base, emb, layers, head = model_parts(model)
+    model, _, emb, layers, head = model_parts(model)
     L = len(layers)
     n_heads = int(layers[0].attention.self.num_attention_heads)
     dis = None

@@ -65,7 +65,7 @@ def attention_gradients(loaded, input_ids, target: int | None = None, *, attenti
 
     from bertgeom.forward import ForwardError, model_parts, run_forward
 
-    model, base, emb, layers, head = model_parts(loaded)
+    model, _, emb, _, head = model_parts(loaded)
     if head is None:
         raise ForwardError("This model has no classification head, so there is no loss to take gradients of "
                            "(the gradient view needs a classifier, such as the variant model).")
