@@ -8,6 +8,7 @@ number of non-padding tokens), before dropout; nothing is retrained.  Hugging Fa
 Design choice -- a functional recomputation, no hooks, no copies.  The model loaded by the app
 is shared by every session (and thread) of the server and must never be mutated, so this
 module neither registers hooks on it nor patches its modules.  :func:`forward_with_disabled_heads`
+calls :func:`bertgeom.forward.run_forward` (the one forward with intervention points), which
 re-runs the encoder *by hand* from the model's own sub-modules, which are only called, never
 changed: ``embeddings`` -> per layer ``query``/``key``/``value`` linears, our softmax (where
 disabled heads are swapped for the uniform distribution), ``attention.output``,
