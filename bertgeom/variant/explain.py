@@ -151,7 +151,7 @@ class IGResult:
 
 def integrated_gradients_checked(loaded: LoadedModel, input_ids: np.ndarray, target: int, *, steps: int = 16,
                                  tolerance: float = 0.05, max_steps: int = 128, batch_size: int = 16,
-                                 precision: str = "auto", nodes_per_segment: int = 8) -> IGResult:
+                                 precision: str = "auto", nodes_per_segment: int = 4) -> IGResult:
     """Integrated gradients by composite Gauss-Legendre quadrature on ``[0, 1]``, refined where the
     completeness check fails, until the gap is at most ``tolerance`` or ``max_steps`` nodes are used.
 
