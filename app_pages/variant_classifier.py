@@ -124,7 +124,10 @@ if len(records) > 1:
     table = batch_table(rows)
     if duplicate_names_notice(rows):
         st.caption("ℹ️ " + plain(duplicate_names_notice(rows)))
-    st.caption("One row per record (sortable). Click a row to open that genome's full view below.")
+    st.caption("One row per record (sortable). Click a row to open that genome's full view below."
+               + (" The table's forward passes run in bf16 (this CPU has bf16 units), the genome view in fp32, "
+                  "so a probability may differ in its last digit." if rows and rows[0].get("model_precision") == "bf16"
+                  else ""))
     event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
                          key="w_batch_table")
     st.download_button("Download all predictions (CSV)", csv_bytes(rows), "predictions.csv", "text/csv")
@@ -224,8 +227,8 @@ with c2:
                               "Tens of seconds on a small server: the node cap below trades exactness for time.")
     ig_nodes = st.select_slider("Integrated gradients: nodes at most", [8, 16, 32, 64, 128], value=128,
                                 key="w_ig_nodes",
-                                help="Integrated gradients starts at 16 quadrature nodes (fewer if capped) and "
-                                     "doubles them until the completeness gap is within 5% or this cap is "
+                                help="Integrated gradients starts at 16 Gauss-Legendre nodes in segments of 4 (fewer if capped) and "
+                                     "halves the segments whose completeness check fails until the gap is within 5% or this cap is "
                                      "reached; the line under the track says how complete the result is.")
 tracks = {f"[CLS] attention, layer {layer}": cls_att[layer - 1], "attention rollout": rollout[-1]}
 if use_ig:

@@ -129,22 +129,16 @@ class Trace:
         return [f"{i}:{t}" for i, t in enumerate(base)]
 
 
-def forward(loaded: LoadedModel, input_ids, attention_mask, *, attentions: bool = True, hidden_states: bool = True):
-    """The model's own forward pass (no gradients) on ``[B, n]`` torch ids and mask: the one place
-    that calls the shared model for analysis. Returns Hugging Face's output (``attentions``,
-    ``hidden_states`` when asked; ``logits`` for a classifier)."""
-    import torch
+def forward(loaded: LoadedModel, input_ids, attention_mask, *, attentions: bool = True, hidden_states: bool = True,
+            precision: str = "fp32"):
+    """The model's own forward pass (no gradients) on ``[B, n]`` ids and mask, on the model's device:
+    :func:`bertgeom.forward.run_forward` with nothing intervened on. Returns its
+    :class:`~bertgeom.forward.ForwardOutput` (``attentions``, ``hidden_states`` when asked; ``logits``)."""
+    from bertgeom.forward import run_forward
 
-    dev = next(loaded.model.parameters()).device
-    with torch.inference_mode():
-        out = loaded.model(
-            input_ids=input_ids.to(dev),
-            attention_mask=attention_mask.to(dev),
-            output_attentions=attentions,
-            output_hidden_states=hidden_states,
-            return_dict=True,
-        )
-    if attentions and (out.attentions is None or len(out.attentions) != loaded.num_layers or out.attentions[0] is None):
+    out = run_forward(loaded, input_ids, attention_mask, attentions=attentions, hidden_states=hidden_states,
+                      attention="model", precision=precision)
+    if attentions and len(out.attentions) != loaded.num_layers:
         raise RuntimeError("The model returned no attention weights; it must run with eager attention.")
     return out
 

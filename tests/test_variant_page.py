@@ -110,6 +110,9 @@ def test_a_ten_record_fasta_gives_a_batch_table_with_the_bad_record_explained(va
     assert "protein" in row["error"] and not row["BERT call"]
     assert (table["rule call"][table["error"] == ""] != "").all()
     assert any("Second opinion" in m.value for m in at.markdown)  # the first record's full view follows
+    from bertgeom.forward import bf16_supported  # the table says when its forwards ran in bf16 (the policy's)
+
+    assert any("run in bf16" in c.value for c in at.caption) == bf16_supported("cpu")
 
 
 def test_the_web_csv_quotes_formula_like_names():

@@ -8,6 +8,7 @@ number of non-padding tokens), before dropout; nothing is retrained.  Hugging Fa
 Design choice -- a functional recomputation, no hooks, no copies.  The model loaded by the app
 is shared by every session (and thread) of the server and must never be mutated, so this
 module neither registers hooks on it nor patches its modules.  :func:`forward_with_disabled_heads`
+calls :func:`bertgeom.forward.run_forward` (the one forward with intervention points), which
 re-runs the encoder *by hand* from the model's own sub-modules, which are only called, never
 changed: ``embeddings`` -> per layer ``query``/``key``/``value`` linears, our softmax (where
 disabled heads are swapped for the uniform distribution), ``attention.output``,
@@ -53,6 +54,7 @@ from typing import Iterable
 import numpy as np
 
 from bertgeom.attention import attention_from_weights, softmax
+from bertgeom.forward import ForwardError, model_parts, run_forward
 from bertgeom.tables import head_label
 
 __all__ = [
@@ -71,8 +73,8 @@ __all__ = [
 ]
 
 
-class AblationError(ValueError):
-    """The model cannot be recomputed by :func:`forward_with_disabled_heads`."""
+#: The model cannot be recomputed (one sentence); the forward's own error, kept under this name.
+AblationError = ForwardError
 
 
 # ----------------------------------------------------------------------------------------
@@ -135,77 +137,8 @@ class ForwardResult:
 
 
 def _model_parts(loaded):
-    """(base encoder, layers, classifier-callable or None) of a supported model."""
-    model = getattr(loaded, "model", loaded)
-    base = model.base_model
-    cfg = model.config
-    if getattr(cfg, "is_decoder", False):
-        raise AblationError("Head disabling supports encoders only (this model is a decoder).")
-    pos = getattr(cfg, "position_embedding_type", "absolute") or "absolute"
-    if pos != "absolute":
-        raise AblationError(f"Head disabling supports absolute position embeddings, not '{pos}'.")
-    enc = getattr(base, "encoder", None)
-    layers = getattr(enc, "layer", None)
-    emb = getattr(base, "embeddings", None)
-    if layers is None or emb is None:
-        raise AblationError(f"{type(model).__name__} has no BERT-style embeddings/encoder.layer.")
-    for layer in layers:
-        att = getattr(layer, "attention", None)
-        if att is None or not all(hasattr(att.self, n) for n in ("query", "key", "value")) or not all(
-            hasattr(layer, n) for n in ("intermediate", "output")
-        ):
-            raise AblationError(f"{type(model).__name__} does not have the BERT layer layout.")
-    head = None
-    classifier = getattr(model, "classifier", None)
-    if classifier is not None and model is not base:
-        pooler = getattr(base, "pooler", None)
-        import torch.nn as nn
-
-        if isinstance(classifier, nn.Linear):
-            if pooler is None:
-                raise AblationError("A linear classifier without a pooler is not supported.")
-
-            def head(seq):  # BertForSequenceClassification: dropout (identity in eval) + linear on the pooler
-                return classifier(pooler(seq))
-        else:
-
-            def head(seq):  # RoBERTa-style head reads the sequence itself
-                return classifier(seq)
-    return model, base, emb, layers, head
-
-
-def _layer(layer, x, add_mask, uniform, dis_bh, need_attn: bool):
-    """One BERT layer with optional uniform heads; returns (output, probs or None)."""
-    import torch
-
-    sa = layer.attention.self
-    B, T, _ = x.shape
-    n_heads = int(sa.num_attention_heads)
-    d = int(sa.attention_head_size)
-
-    def split(lin):
-        return lin(x).view(B, T, n_heads, d).transpose(1, 2)
-
-    q, k, v = split(sa.query), split(sa.key), split(sa.value)
-    probs = None
-    if need_attn:
-        scores = torch.matmul(q, k.transpose(-1, -2)) * (d**-0.5)
-        if add_mask is not None:
-            scores = scores + add_mask
-        probs = torch.softmax(scores, dim=-1)
-        if dis_bh is not None:
-            probs = torch.where(dis_bh[:, :, None, None], uniform, probs)
-        ctx = torch.matmul(probs, v)
-    else:  # the same sum without materialising [B, H, T, T]: fused attention, then the uniform heads'
-        # output, which is one row for every query (the mean of V over the real keys)
-        ctx = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=add_mask, scale=d**-0.5)
-        if dis_bh is not None:
-            mean_v = torch.matmul(uniform[:, :, :1, :], v)  # [B, H, 1, d]
-            ctx = torch.where(dis_bh[:, :, None, None], mean_v, ctx)
-    ctx = ctx.transpose(1, 2).reshape(B, T, n_heads * d)
-    att_out = layer.attention.output(ctx, x)
-    out = layer.output(layer.intermediate(att_out), att_out)
-    return out, probs
+    """(model, base encoder, embeddings, layers, classifier-callable or None): :func:`bertgeom.forward.model_parts`."""
+    return model_parts(loaded)
 
 
 def forward_with_disabled_heads(
@@ -218,8 +151,11 @@ def forward_with_disabled_heads(
     output_hidden_states: bool = False,
     start_layer: int = 0,
     start_hidden=None,
+    disable_as: str = "uniform",
+    precision: str = "fp32",
 ) -> ForwardResult:
-    """Run the encoder with the heads in ``disabled`` set to uniform attention over real tokens.
+    """Run the encoder with the heads in ``disabled`` set to uniform attention over real tokens
+    (:func:`bertgeom.forward.run_forward`, recomputed: eager when maps are returned, fused SDPA otherwise).
 
     Parameters
     ----------
@@ -231,67 +167,23 @@ def forward_with_disabled_heads(
     start_layer, start_hidden : resume from the *input* of layer ``start_layer`` (``[B, T, D]``,
         e.g. a baseline's hidden states), skipping the unchanged layers below it.  Disabled
         heads below ``start_layer`` are then ignored (the caller vouches that none is set).
+    disable_as : ``"uniform"`` (Kovaleva) or ``"zero"`` (the head's output removed, ``head_mask``).
     """
-    import torch
-
-    model, base, emb, layers, head = _model_parts(loaded)
-    ids = torch.as_tensor(np.array(input_ids, dtype=np.int64, copy=True))
+    ids = np.array(input_ids, dtype=np.int64, copy=True)
     if ids.ndim == 1:
         ids = ids[None]
-    B, T = ids.shape
-    L = len(layers)
-    n_heads = int(layers[0].attention.self.num_attention_heads)
-    if attention_mask is None:
-        mask = torch.ones((B, T), dtype=torch.long)
-    else:
-        mask = torch.as_tensor(np.array(attention_mask, dtype=np.int64, copy=True)).reshape(B, T)
-    if disabled is None:
-        dis = None
-    else:
-        dis_np = np.asarray(disabled, dtype=bool)
-        if dis_np.shape == (L, n_heads):
-            dis_np = np.broadcast_to(dis_np, (B, L, n_heads))
-        if dis_np.shape != (B, L, n_heads):
-            raise ValueError(f"disabled must be [L, H] = {(L, n_heads)} or [B, L, H], got {dis_np.shape}")
-        if start_layer > 0 and dis_np[:, :start_layer].any():
-            raise ValueError("disabled heads below start_layer would be ignored")
-        dis = torch.from_numpy(np.array(dis_np, dtype=bool, copy=True))
-    with torch.inference_mode():
-        if start_hidden is None:
-            if start_layer:
-                raise ValueError("start_layer > 0 needs start_hidden")
-            tt = torch.zeros_like(ids)
-            x = emb(input_ids=ids, token_type_ids=tt)
-        else:
-            x = torch.as_tensor(np.array(start_hidden, dtype=np.float32, copy=True))
-            if x.ndim == 2:
-                x = x[None]
-            x = x.expand(B, -1, -1) if x.shape[0] == 1 and B > 1 else x
-        real = mask.to(x.dtype)
-        all_real = bool(mask.all())
-        add_mask = None if all_real else ((1.0 - real) * torch.finfo(x.dtype).min)[:, None, None, :]
-        uniform = (real / real.sum(-1, keepdim=True))[:, None, None, :].expand(B, n_heads, T, T)
-        cls = [x[:, 0]] if start_layer == 0 else []
-        hiddens = [x] if (output_hidden_states and start_layer == 0) else []
-        attns = []
-        for l in range(start_layer, L):
-            dis_l = None
-            if dis is not None and bool(dis[:, l].any()):
-                dis_l = dis[:, l]
-            x, p = _layer(layers[l], x, add_mask, uniform, dis_l, output_attentions)
-            cls.append(x[:, 0])
-            if output_hidden_states:
-                hiddens.append(x)
-            if output_attentions:
-                attns.append(p)
-        logits = head(x) if head is not None else None
-        return ForwardResult(
-            cls=torch.stack(cls, dim=1).float().numpy().copy(),
-            last_hidden=x.float().numpy().copy(),
-            logits=None if logits is None else logits.float().numpy().copy(),
-            attentions=torch.stack(attns, dim=1).float().numpy().copy() if output_attentions else None,
-            hidden_states=torch.stack(hiddens, dim=1).float().numpy().copy() if output_hidden_states else None,
-        )
+    out = run_forward(
+        loaded, ids, attention_mask, attentions=output_attentions, hidden_states=output_hidden_states,
+        disabled=disabled, disable_as=disable_as, attention="eager" if output_attentions else "sdpa",
+        precision=precision, start_layer=start_layer, start_hidden=start_hidden,
+    ).arrays()
+    return ForwardResult(
+        cls=out["cls"],
+        last_hidden=out["last_hidden"],
+        logits=out.get("logits"),
+        attentions=out.get("attentions"),
+        hidden_states=out.get("hidden_states"),
+    )
 
 
 def cls_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -18,51 +18,77 @@ says so.  Clark et al. used BERT's masked-LM loss on Wikipedia segments.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["attention_gradients", "gradient_by_key_kind"]
+__all__ = ["AttentionGradients", "attention_gradients", "gradient_by_key_kind"]
 
 
-def attention_gradients(loaded, input_ids, target: int | None = None) -> dict[str, np.ndarray | int]:
-    """``{"grad": [L, H, T, T] |∂L/∂α|, "attn": [L, H, T, T], "target": y, "loss": L}`` for one input."""
+@dataclass
+class AttentionGradients:
+    """``grad [L, H, T, T]`` = ``|∂L/∂α|``, ``attn [L, H, T, T]``, the ``target`` class and the ``loss``
+    of one input (``[B, ...]`` arrays, ``target``/``loss`` per row, when a batch was asked for).
+    ``res["grad"]`` still reads a field, for callers written against the earlier dict."""
+
+    grad: np.ndarray
+    attn: np.ndarray
+    target: int | np.ndarray
+    loss: float | np.ndarray
+
+    def __getitem__(self, key: str):
+        return getattr(self, key)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"grad": self.grad, "attn": self.attn, "target": np.asarray(self.target), "loss": np.asarray(self.loss)}
+
+    def to_frame(self):
+        """One row per head: mean ``|∂L/∂α|`` and the largest attention weight (single input)."""
+        import pandas as pd
+
+        from bertgeom.tables import head_label
+
+        L, H = self.grad.shape[-4], self.grad.shape[-3]
+        g = self.grad.reshape(-1, L, H, *self.grad.shape[-2:])[0]
+        a = self.attn.reshape(-1, L, H, *self.attn.shape[-2:])[0]
+        return pd.DataFrame({"head": [head_label(l, h) for l in range(L) for h in range(H)],
+                             "mean |dL/dα|": g.mean(axis=(-1, -2)).ravel(),
+                             "max attention": a.max(axis=(-1, -2)).ravel()})
+
+
+def attention_gradients(loaded, input_ids, target: int | None = None, *, attention_mask=None) -> AttentionGradients:
+    """Gradient of the cross-entropy of ``target`` (default: the predicted class) w.r.t. every
+    attention weight, for ``input_ids [T]`` (or a batch ``[B, T]``, one backward pass for all rows:
+    rows do not interact, so each row's gradient is its own loss's)."""
     import torch
+    import torch.nn.functional as F
 
-    from bertgeom.analysis.ablation import AblationError, _model_parts
+    from bertgeom.forward import ForwardError, model_parts, run_forward
 
-    model, base, emb, layers, head = _model_parts(loaded)
+    model, _, emb, _, head = model_parts(loaded)
     if head is None:
-        raise AblationError("This model has no classification head, so there is no loss to take gradients of "
-                            "(the gradient view needs a classifier, such as the variant model).")
-    ids = torch.tensor(np.asarray(input_ids, dtype=np.int64).reshape(1, -1))  # a copy: shared ids are read-only
-    probs_all = []
+        raise ForwardError("This model has no classification head, so there is no loss to take gradients of "
+                           "(the gradient view needs a classifier, such as the variant model).")
+    ids_np = np.asarray(input_ids, dtype=np.int64)
+    single = ids_np.ndim == 1
+    ids = torch.as_tensor(np.array(ids_np.reshape(-1, ids_np.shape[-1]), copy=True))
+    dev = next(model.parameters()).device
     with torch.enable_grad():
-        # the shared model's parameters may not require gradients: a graph rooted at the embeddings
-        # still carries every attention weight's gradient, and no parameter gradient is ever stored
-        x = emb(input_ids=ids, token_type_ids=torch.zeros_like(ids)).detach().requires_grad_(True)
-        B, T, _ = x.shape
-        for layer in layers:
-            sa = layer.attention.self
-            n_heads, d = int(sa.num_attention_heads), int(sa.attention_head_size)
-
-            def split(lin, x=x):
-                return lin(x).view(B, T, n_heads, d).transpose(1, 2)
-
-            q, k, v = split(sa.query), split(sa.key), split(sa.value)
-            probs = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * (d**-0.5), dim=-1)
-            probs_all.append(probs)
-            ctx = torch.matmul(probs, v).transpose(1, 2).reshape(B, T, n_heads * d)
-            att_out = layer.attention.output(ctx, x)
-            x = layer.output(layer.intermediate(att_out), att_out)
-        logits = head(x)[0]
-        y = int(torch.argmax(logits)) if target is None else int(target)
-        loss = torch.nn.functional.cross_entropy(logits[None], torch.tensor([y]))
-        grads = torch.autograd.grad(loss, probs_all)
-    return {
-        "grad": torch.stack([g[0] for g in grads]).abs().float().numpy().copy(),
-        "attn": torch.stack([p[0] for p in probs_all]).detach().float().numpy().copy(),
-        "target": y,
-        "loss": float(loss.detach()),
-    }
+        # the shared model's parameters do not require gradients: a leaf at the word embeddings still
+        # carries every attention weight's gradient, and no parameter gradient is ever stored
+        words = emb.word_embeddings(ids.to(dev)).detach().requires_grad_(True)
+        out = run_forward(model, inputs_embeds=words, attention_mask=attention_mask, attentions=True,
+                          grad=True, attention="eager")
+        logits = out.logits
+        y = logits.argmax(-1) if target is None else torch.full((ids.shape[0],), int(target), device=dev)
+        losses = F.cross_entropy(logits, y, reduction="none")
+        grads = torch.autograd.grad(losses.sum(), out.attentions)
+    g = torch.stack(grads, dim=1).abs().float().cpu().numpy()  # [B, L, H, T, T]
+    a = torch.stack(out.attentions, dim=1).detach().float().cpu().numpy()
+    yy, ll = y.cpu().numpy(), losses.detach().float().cpu().numpy()
+    if single:
+        return AttentionGradients(g[0].copy(), a[0].copy(), int(yy[0]), float(ll[0]))
+    return AttentionGradients(g, a, yy, ll)
 
 
 def gradient_by_key_kind(grad: np.ndarray, attn: np.ndarray, is_cls, is_sep) -> dict[str, np.ndarray]:

@@ -5,6 +5,13 @@ from __future__ import annotations
 import argparse
 
 
+def _precision(args) -> str:
+    """``--precision`` resolved by the policy of :mod:`bertgeom.forward` for stored analyses."""
+    from bertgeom.forward import resolve_precision
+
+    device = "cuda" if getattr(args, "device", "cpu") == "cuda" else "cpu"
+    return resolve_precision(getattr(args, "precision", "auto"), device, "analysis")
+
 def _cmd_precompute(args) -> int:
     """Exit status: 0 done (or stopped by --max-shards), 2 bad input or parameters, 3 unusable model,
     4 results directory unusable (not writable, or another run holds it), 130 interrupted. Every
@@ -27,7 +34,7 @@ def _cmd_precompute(args) -> int:
         cfg = PrecomputeConfig(
             shard_size=args.shard_size, batch_size=args.batch_size, maps=maps or "layer-mean",
             features=features, cls_dims=args.cls_dims, cls_reduce=args.cls_reduce, pca_pilot=args.pca_pilot,
-            seed=args.seed, threads=args.threads,
+            seed=args.seed, threads=args.threads, precision=_precision(args),
         )
         if not args.quiet:
             from tqdm import tqdm
@@ -128,6 +135,10 @@ def register(sub) -> None:
     p.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
                    help="where the forward passes run: cpu (default, bit-identical across engines), cuda, or "
                         "auto (a GPU when present; with Ray, when the cluster has GPUs: actors ask for num_gpus)")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                   help="the forward passes' precision, written to the manifest: auto = fp32 (the stored maps, "
+                        "features and cone index are read as numbers; see docs/methods.md, Numerical precision); "
+                        "bf16 when asked")
     p.add_argument("--no-attentions", action="store_true",
                    help="keep only what needs no attention weights (prediction, QC, cone index, [CLS]): no class "
                         "maps, no per-head features; the forward passes use SDPA and copy no attention out")

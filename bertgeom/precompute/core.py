@@ -75,6 +75,7 @@ class PrecomputeConfig:
     pca_pilot: int = 256  # genomes of the PCA pilot sample (evenly spaced over the input)
     seed: int = 0
     threads: int = 1  # torch/BLAS threads per worker (fixed so results do not depend on the engine)
+    precision: str = "fp32"  # the forward passes' fp32 | bf16 (bertgeom.forward: stored analyses default to fp32)
 
     def __post_init__(self):
         from bertgeom.analysis.heads import FEATURE_DOCS
@@ -87,6 +88,8 @@ class PrecomputeConfig:
             raise PrecomputeError(f"--cls-reduce must be one of {', '.join(CLS_REDUCTIONS)}.")
         if self.cls_dims < 0 or self.pca_pilot < 2:
             raise PrecomputeError("--cls-dims must be >= 0 and the PCA pilot at least 2 genomes.")
+        if self.precision not in ("fp32", "bf16"):
+            raise PrecomputeError(f"--precision must resolve to fp32 or bf16, not '{self.precision}'.")
         object.__setattr__(self, "features", tuple(self.features))
         bad = [f for f in self.features if f not in FEATURE_DOCS]
         if bad:
@@ -422,7 +425,7 @@ class ShardComputer:
         from bertgeom.trace import forward, pad_batch
 
         ids, mask = pad_batch(self.runner, encoded)
-        out = forward(self.runner, ids, mask, attentions=self.needs_attentions)
+        out = forward(self.runner, ids, mask, attentions=self.needs_attentions, precision=self.cfg.precision)
         hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # [B, L+1, n, D]
         logits = out.logits.float().cpu().numpy()
         attn = torch.stack(out.attentions, dim=1).float().cpu().numpy() if self.needs_attentions else None

@@ -106,6 +106,8 @@ def _key(loaded, dims: ModelDims, cfg: PrecomputeConfig, inp: dict, labels: dict
 def _check_same(old: dict, new: dict, out: Path) -> None:
     diffs = []
     for section in ("format", "bertgeom_version", "model", "params", "input", "labels"):
+        if section == "params" and isinstance(old.get(section), dict):  # runs from before --precision were fp32
+            old = {**old, "params": {"precision": "fp32", **old["params"]}}
         if old.get(section) != new.get(section):
             if section == "model" and isinstance(old.get(section), dict):
                 a, b = old[section], new[section]

@@ -146,9 +146,9 @@ def padded_forward(loaded: LoadedModel, encoded: Sequence[EncodedInput], pad_to:
 
     ids, mask = pad_batch(loaded, list(encoded), int(pad_to))
     out = forward(loaded, ids, mask, attentions=False)
-    hidden = torch.stack(out.hidden_states, dim=1).float().numpy()
+    hidden = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()  # on the model's device until here
     logits = getattr(out, "logits", None)
-    return hidden, mask.numpy(), (None if logits is None else logits.float().numpy())
+    return hidden, mask.numpy(), (None if logits is None else logits.float().cpu().numpy())
 
 
 # -------------------------------------------------------------------------------------------

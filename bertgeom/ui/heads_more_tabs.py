@@ -311,7 +311,7 @@ def cached_gradients(model_id: str, text: str, target: int | None) -> dict:
     enc = get_trace(model_id, text).encoded  # before the slot (see bertgeom.ui.workqueue)
     loaded = cached_model(model_id)
     with heavy("differentiating the loss"):
-        res = attention_gradients(loaded, enc.input_ids, target)
+        res = dict(vars(attention_gradients(loaded, enc.input_ids, target)))
     res["kinds"] = gradient_by_key_kind(res["grad"], res["attn"], enc.is_cls, enc.is_sep)
     return res
 

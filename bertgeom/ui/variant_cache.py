@@ -65,13 +65,15 @@ def classify_chunk(model_id: str, chunk: tuple[BatchRecord, ...]) -> list[dict]:
     heavy-work slot of :data:`~bertgeom.ui.workqueue.BATCH` priority, so a single genome that
     waits goes first between two chunks. Call it through ``call_heavy``."""
     from bertgeom.genome.fasta import RecordError, SequenceRecord
-    from bertgeom.variant.predict import classify_stream
+    from bertgeom.variant.predict import classify_stream, fast_classifier
 
     recs = [RecordError(name, i, error) if error else SequenceRecord(name, fasta.split("\n", 1)[1])
             for i, (name, fasta, error) in enumerate(chunk)]
     loaded = cached_model(model_id)  # before the slot: loading is not queued
+    precision = fast_classifier(loaded, "cpu").precision  # the policy's (bf16 on a CPU with bf16 units)
     with free_slot_or_raise(BATCH):
-        return [p.row(loaded.labels, loaded.weights_hash) for p in classify_stream(loaded, recs, batch_size=len(recs))]
+        return [p.row(loaded.labels, loaded.weights_hash, precision)
+                for p in classify_stream(loaded, recs, batch_size=len(recs), precision=precision)]
 
 
 def name_rows_apart(rows: list[dict]) -> list[dict]:

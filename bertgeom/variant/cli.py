@@ -127,7 +127,7 @@ def _cmd_classify(args) -> int:
 
     from bertgeom.genome.fasta import iter_fasta_file
     from bertgeom.safety import AtomicFile, NameDeduper
-    from bertgeom.variant.predict import classify_stream
+    from bertgeom.variant.predict import classify_stream, fast_classifier
 
     try:
         if not Path(args.input).is_file():
@@ -135,6 +135,7 @@ def _cmd_classify(args) -> int:
         final = _output_target(args.out)
         device = _device(args.device)
         loaded = _load(args.model)
+        precision = fast_classifier(loaded, device, args.precision).precision
         try:
             out = AtomicFile(final, "w", newline="") if final else sys.stdout
         except OSError as exc:
@@ -159,8 +160,8 @@ def _cmd_classify(args) -> int:
 
     try:
         for pred in classify_stream(loaded, records(), batch_size=args.batch_size, workers=args.workers,
-                                    device=device):
-            row = names.row(pred.row(loaded.labels, loaded.weights_hash))
+                                    device=device, precision=precision):
+            row = names.row(pred.row(loaded.labels, loaded.weights_hash, precision))
             row = {k: csv_safe(v) for k, v in row.items()}
             if writer is None:
                 writer = csv.DictWriter(out, fieldnames=list(row))
@@ -233,8 +234,9 @@ def _cmd_evaluate(args) -> int:
     bar = _progress_bar()
     result = evaluate(loaded, None if args.held_out else args.fasta, args.labels, baseline_data=None if args.no_baseline else (args.data or True),
                       batch_size=args.batch_size, progress=lambda i, n: (setattr(bar, "total", n), bar.update(1)),
-                      workers=args.workers, device=device)
+                      workers=args.workers, device=device, precision=args.precision)
     bar.close()
+    print(f"forward passes in {result['precision']}")
     print(result["model"].table())
     print()
     print(result["rules"].table())
@@ -289,6 +291,8 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--workers", type=int, default=1, help="processes that parse, align and tokenise (default 1)")
     p.add_argument("--device", default="auto", help="where the forward passes run: auto (a GPU when there is one), cpu, cuda, mps")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                   help="auto: bf16 where the device has bf16 units (a GPU, or a CPU with AVX-512/AMX bf16), else fp32")
     p.set_defaults(func=_cmd_classify)
 
     p = sub.add_parser("evaluate", help="accuracy, macro-F1, per-class metrics and confusion matrix on labelled genomes")
@@ -305,4 +309,6 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--workers", type=int, default=1, help="processes that parse, align and tokenise (default 1)")
     p.add_argument("--device", default="auto", help="where the forward passes run: auto, cpu, cuda, mps")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                   help="auto: bf16 where the device has bf16 units (a GPU, or a CPU with AVX-512/AMX bf16), else fp32")
     p.set_defaults(func=_cmd_evaluate)

@@ -36,8 +36,9 @@ class Prediction:
     spike: str = field(default="", repr=False)  #: the aligned spike read (not a CSV column)
     error: str = ""
 
-    def row(self, labels: Iterable[str], model_version: str) -> dict:
-        """Flat CSV row: name, prediction, one probability column per class, QC, mutations, version."""
+    def row(self, labels: Iterable[str], model_version: str, precision: str = "") -> dict:
+        """Flat CSV row: name, prediction, one probability column per class, QC, mutations, version
+        (and ``model_precision``, the forward's fp32/bf16, when given)."""
         out = {"name": self.name, "predicted": self.predicted or "", "confidence": max(self.probs.values(), default="")}
         for c in labels:
             p = self.probs.get(c)
@@ -49,46 +50,68 @@ class Prediction:
                    qc_score="" if self.qc_score is None else self.qc_score, qc_status=self.qc_status,
                    agrees="" if not (self.predicted and self.rule_call) else ("yes" if self.predicted == self.rule_call else "no"),
                    error=self.error, model_version=model_version)
+        if precision:
+            out["model_precision"] = precision
         return out
 
 
-def logits_for_ids(loaded: LoadedModel, ids: np.ndarray) -> np.ndarray:
-    """Logits ``[B, C]`` for a batch of padded id rows (PAD = 0), no attentions kept."""
-    import torch
+def logits_for_ids(loaded: LoadedModel, ids: np.ndarray, precision: str = "fp32") -> np.ndarray:
+    """Logits ``[B, C]`` for a batch of padded id rows (PAD = 0), no attentions kept, on the model's
+    device (:func:`bertgeom.forward.run_forward`, the model's own forward)."""
+    from bertgeom.forward import run_forward
 
-    batch = torch.tensor(np.asarray(ids))
-    with torch.inference_mode():
-        out = loaded.model(input_ids=batch, attention_mask=(batch != 0).long())
-    return out.logits.float().numpy()
+    ids = np.asarray(ids)
+    out = run_forward(loaded, ids, (ids != 0), attention="model", precision=precision)
+    return out.logits.float().cpu().numpy()
 
 
 class FastClassifier:
     """A copy of a variant model for classification only (:func:`bertgeom.models.inference_copy`:
-    SDPA attention, no attention weights kept), on ``device`` (``auto``: a GPU when there is one), in bf16 on a GPU that supports it with
-    an fp32 fallback. The shared model (eager attention, for the analyses) is left untouched.
+    SDPA attention, no attention weights kept) on ``device`` (``auto``: a GPU when there is one), with
+    bf16 weights where :func:`bertgeom.forward.resolve_precision` says so for classification (``auto``:
+    a GPU or CPU with bf16 units), else fp32. The shared model (eager, fp32, for the analyses) is untouched.
 
-    ``FastClassifier(loaded, "cpu").logits(ids)`` equals :func:`logits_for_ids` to ~1e-5.
+    ``FastClassifier(loaded, "cpu", "fp32").logits(ids)`` equals :func:`logits_for_ids` to ~1e-5.
     """
 
     def __init__(self, loaded: LoadedModel, device: str = "auto", precision: str = "auto"):
         import torch
 
-        from bertgeom.models import inference_copy
+        from bertgeom.forward import resolve_precision
+        from bertgeom.models import inference_copy, resolve_device
 
-        private = inference_copy(loaded, device, attentions=False)  # SDPA, on the device, shared model untouched
+        dev = resolve_device(device)
+        self.precision = resolve_precision(precision, dev, "classify")
+        private = inference_copy(loaded, dev, attentions=False)  # SDPA, on the device, shared model untouched
+        if private is loaded:  # nothing to copy was needed, but the dtype change must not reach the shared model
+            import copy
+            import dataclasses
+
+            private = dataclasses.replace(loaded, model=copy.deepcopy(loaded.model))
         self.device = private.device
-        self.dtype = torch.float32
-        if self.device == "cuda" and precision != "fp32" and torch.cuda.is_bf16_supported():
-            self.dtype = torch.bfloat16
+        self.dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         self.model = private.model.to(dtype=self.dtype)
 
     def logits(self, ids: np.ndarray) -> np.ndarray:
-        import torch
+        from bertgeom.forward import run_forward
 
-        batch = torch.tensor(np.asarray(ids)).to(self.device)
-        with torch.inference_mode():
-            out = self.model(input_ids=batch, attention_mask=(batch != 0).long())
+        ids = np.asarray(ids)
+        out = run_forward(self.model, ids, (ids != 0), attention="model", precision=self.precision)
         return out.logits.float().cpu().numpy()
+
+
+def fast_classifier(loaded: LoadedModel, device: str = "auto", precision: str = "auto") -> FastClassifier:
+    """The :class:`FastClassifier` of ``loaded`` for ``(device, precision)``, made once per loaded model
+    (kept in ``loaded.extra``: a server classifies many requests with one copy)."""
+    from bertgeom.forward import resolve_precision
+    from bertgeom.models import resolve_device
+
+    dev = resolve_device(device)
+    key = ("fast-classifier", dev, resolve_precision(precision, dev, "classify"))
+    fc = loaded.extra.get(key)
+    if fc is None:
+        fc = loaded.extra[key] = FastClassifier(loaded, dev, key[2])
+    return fc
 
 
 def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray | None]:
@@ -150,37 +173,40 @@ def prepared_stream(records: Iterable, vocab, max_tokens: int, workers: int = 1,
 
 
 def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int = 16, workers: int = 1,
-                    device: str | None = None) -> Iterator[Prediction]:
+                    device: str | None = None, precision: str = "auto", window: int = 4) -> Iterator[Prediction]:
     """Classify records (``SequenceRecord``/``RecordError``/str) lazily, in input order.
 
-    ``workers``: processes for the CPU part (parse, align, tokenise); ``device``: run the forward
-    passes on a :class:`FastClassifier` there (``None``: the loaded model as it is, on the CPU).
+    ``workers``: processes for the CPU part (parse, align, tokenise). The forward passes run on the
+    model's :func:`fast_classifier` (SDPA; bf16 where ``precision`` resolves to it for classification,
+    see :func:`bertgeom.forward.resolve_precision`) on ``device`` (``None``: the CPU). Up to
+    ``window * batch_size`` prepared records are held, sorted by length and cut into batches, so each
+    batch pads only to its own longest row; predictions still come out in input order.
     """
     labels = loaded.labels
-    forward = FastClassifier(loaded, device).logits if device else (lambda ids: logits_for_ids(loaded, ids))
+    forward = fast_classifier(loaded, device or "cpu", precision).logits
     pending: list[tuple[Prediction, np.ndarray | None]] = []
 
     def flush() -> Iterator[Prediction]:
-        rows = [ids for _, ids in pending if ids is not None]
-        if rows:
-            width = max(len(r) for r in rows)
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            for i, r in enumerate(rows):
+        rows = [(k, ids) for k, (_, ids) in enumerate(pending) if ids is not None]
+        rows.sort(key=lambda r: len(r[1]))
+        for s in range(0, len(rows), batch_size):
+            chunk = rows[s : s + batch_size]
+            width = max(len(r) for _, r in chunk)
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            for i, (_, r) in enumerate(chunk):
                 ids[i, : len(r)] = r
             probs = softmax(forward(ids))
-            k = 0
-            for pred, r in pending:
-                if r is not None:
-                    pred.probs = {c: float(p) for c, p in zip(labels, probs[k])}
-                    pred.predicted = labels[int(np.argmax(probs[k]))]
-                    k += 1
+            for (k, _), p in zip(chunk, probs):
+                pred = pending[k][0]
+                pred.probs = {c: float(v) for c, v in zip(labels, p)}
+                pred.predicted = labels[int(np.argmax(p))]
         for pred, _ in pending:
             yield pred
         pending.clear()
 
     for pred, ids in prepared_stream(records, loaded.tokenizer, loaded.max_tokens, workers):
         pending.append((pred, ids))
-        if sum(i is not None for _, i in pending) >= batch_size:
+        if sum(i is not None for _, i in pending) >= batch_size * max(1, int(window)):
             yield from flush()
     yield from flush()
 
@@ -296,7 +322,8 @@ def held_out_genomes(data_dir: str | None = None):
 
 
 def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | None = None,
-             batch_size: int = 16, progress=None, workers: int = 1, device: str | None = None) -> dict:
+             batch_size: int = 16, progress=None, workers: int = 1, device: str | None = None,
+             precision: str = "auto") -> dict:
     """Model, rule-based call and k-mer logistic-regression baseline on labelled genomes (``fasta`` +
     ``labels_tsv``; ``fasta=None``: the held-out developer genomes); returns the reports.
 
@@ -313,7 +340,8 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
         truth = read_labels_tsv(labels_tsv)
         records = [r for r in iter_fasta_file(fasta) if isinstance(r, RecordError) or r.name in truth]
     y_true, y_pred, y_rule, spikes, skipped = [], [], [], [], []
-    for i, pred in enumerate(classify_stream(loaded, records, batch_size=batch_size, workers=workers, device=device)):
+    for i, pred in enumerate(classify_stream(loaded, records, batch_size=batch_size, workers=workers, device=device,
+                                                 precision=precision)):
         if progress:
             progress(i + 1, len(records))
         if pred.error or pred.name not in truth:
@@ -325,7 +353,8 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
         spikes.append(pred.spike)
     labels = list(loaded.labels)
     result = {"model": eval_report("BERT variant model", y_true, y_pred, labels),
-              "rules": eval_report("rule-based marker call", y_true, y_rule, labels), "skipped": skipped}
+              "rules": eval_report("rule-based marker call", y_true, y_rule, labels), "skipped": skipped,
+              "precision": fast_classifier(loaded, device or "cpu", precision).precision}
     if baseline_data:
         clf = recipe_baseline(loaded, baseline_data if isinstance(baseline_data, str) else None)
         y_base = clf.predict(kmer_features(loaded.tokenizer, spikes))

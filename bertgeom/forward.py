@@ -1,0 +1,389 @@
+"""One forward pass with intervention points, and the precision policy, stated once.
+
+Every part of bertgeom that runs a model goes through :func:`run_forward` (traces, set runners,
+precompute, head disabling, attention gradients, integrated gradients, classification). Its
+intervention points:
+
+* ``attentions`` / ``hidden_states`` -- which internals are returned;
+* ``disabled`` -- heads disabled (``[L, H]`` for the batch or ``[B, L, H]``, one ablation per row),
+  by ``disable_as="uniform"`` (Kovaleva et al.'s constant ``1/n`` over the real keys) or ``"zero"``
+  (the head's output removed, Hugging Face's ``head_mask``);
+* ``grad`` -- autograd kept (through the attention weights when they are returned, through the input
+  embeddings with ``inputs_embeds``); otherwise ``torch.inference_mode``;
+* ``inputs_embeds`` -- word embeddings in place of token ids (integrated gradients interpolates them);
+* ``start_layer`` / ``start_hidden`` -- resume at a layer's input (an ablation leaves the layers below
+  unchanged);
+* ``attention`` -- ``"model"`` (the model's own forward, whatever attention it was loaded with: eager
+  for the shared model), ``"eager"`` or ``"sdpa"`` (the functional recomputation below), ``"auto"``
+  (the model's own when nothing is intervened on, else eager when attention weights are wanted and
+  fused SDPA when not);
+* ``precision`` -- ``"fp32"`` or ``"bf16"`` (autocast on fp32 weights; see :func:`resolve_precision`);
+* device -- every input tensor is moved to the model's device; outputs stay there.
+
+**Functional recomputation, no hooks, no copies.** The loaded model is shared by every session of a
+server and never mutated: the recomputation calls the model's own sub-modules (``embeddings``, per
+layer ``query``/``key``/``value``, ``attention.output``, ``intermediate``, ``output``, pooler and
+classifier) and does the attention itself, following transformers' eager BERT code (scores
+``Q K^T d^-1/2`` plus the padding mask, softmax, ``@ V``). The tests check that it reproduces the
+model's own logits, attention weights and hidden states. Supported: BERT-family encoders with
+absolute position embeddings. Without attention maps a uniform head's output is written directly as
+the mean of V over the real keys (what a uniform map times V gives), so no ``[B, H, T, T]`` tensor
+is built.
+
+**Precision policy.** :func:`resolve_precision`: ``auto`` means bf16 for forwards whose numbers
+nobody reads one by one (classification, and attributions whose completeness is checked) on a device
+with bf16 units -- a CUDA GPU that supports it, or a CPU where torch reports AVX-512/AMX bf16 kernels
+(``torch.backends.cpu.get_cpu_capability()``, ``torch.ops.mkldnn._is_mkldnn_bf16_supported()``) --
+and fp32 everywhere else; analyses read as numbers (attention maps, head features, cone index) stay
+fp32 unless asked. docs/methods.md ("Numerical precision") measures what bf16 changes.
+
+References: Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", §4.6 (head disabling);
+Michel et al. 2019, "Are Sixteen Heads Really Better than One?" (head masking); PyTorch
+``scaled_dot_product_attention`` and ``torch.autocast`` documentation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "PRECISIONS",
+    "PURPOSES",
+    "ForwardError",
+    "ForwardOutput",
+    "bf16_supported",
+    "resolve_precision",
+    "run_forward",
+    "model_parts",
+]
+
+#: The choices of ``--precision``.
+PRECISIONS = ("auto", "fp32", "bf16")
+
+#: What a forward is for, and whether ``auto`` may run it in bf16 there: classification (a call and
+#: probabilities) and attributions (their completeness gap is checked and shown) may; analyses whose
+#: numbers are read one by one (attention maps, head features, cone index, ablation effects) may not.
+PURPOSES = {"classify": True, "attribution": True, "analysis": False}
+
+
+class ForwardError(ValueError):
+    """The model cannot be recomputed by :func:`run_forward` (one sentence)."""
+
+
+def bf16_supported(device: str = "cpu") -> bool:
+    """Whether ``device`` has bf16 matrix units torch uses: a CUDA GPU with bf16, or a CPU whose
+    capability torch reports as AVX-512 or AMX with oneDNN bf16 kernels available."""
+    import torch
+
+    kind = str(device).split(":")[0]
+    if kind == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if kind != "cpu":
+        return False
+    try:
+        capability = str(torch.backends.cpu.get_cpu_capability()).upper()
+        return capability.startswith(("AVX512", "AMX")) and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except Exception:  # noqa: BLE001 - an older or stripped torch: no bf16 claim
+        return False
+
+
+def resolve_precision(precision: str = "auto", device: str = "cpu", purpose: str = "analysis") -> str:
+    """``"fp32"`` or ``"bf16"`` for a forward with ``purpose`` (a key of :data:`PURPOSES`) on ``device``.
+
+    ``auto`` -> bf16 when the purpose allows it and :func:`bf16_supported`, else fp32; ``fp32`` and
+    ``bf16`` as asked (bf16 runs anywhere, only slower without bf16 units). Raises ``ValueError``
+    with one sentence for an unknown choice."""
+    precision = (precision or "auto").strip().lower()
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: use auto, fp32 or bf16.")
+    if purpose not in PURPOSES:
+        raise ValueError(f"unknown purpose {purpose!r}: one of {', '.join(PURPOSES)}.")
+    if precision != "auto":
+        return precision
+    return "bf16" if PURPOSES[purpose] and bf16_supported(device) else "fp32"
+
+
+@dataclass
+class ForwardOutput:
+    """What :func:`run_forward` returns: torch tensors on the model's device, batch first.
+
+    ``logits [B, C]`` (None without a classifier); ``hidden_states`` the ``L+1`` layer states
+    ``[B, T, D]`` (only the layers computed when resuming at ``start_layer``; None unless asked);
+    ``attentions`` the ``L`` maps ``[B, H, T, T]`` (None unless asked); ``cls [B, L'+1, D]`` the
+    [CLS] vector after every layer computed; ``last_hidden [B, T, D]``; ``precision`` as run."""
+
+    last_hidden: Any = None
+    cls: Any = None
+    logits: Any = None
+    hidden_states: tuple | None = None
+    attentions: tuple | None = None
+    precision: str = "fp32"
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Float32 numpy copies (on the CPU) of what was computed, stacked: ``hidden_states
+        [B, L+1, T, D]``, ``attentions [B, L, H, T, T]``, ``cls``, ``last_hidden``, ``logits``."""
+        import torch
+
+        def np32(t):
+            return t.detach().float().cpu().numpy().copy()
+
+        out = {}
+        if self.last_hidden is not None:
+            out["last_hidden"] = np32(self.last_hidden)
+        if self.cls is not None:
+            out["cls"] = np32(self.cls)
+        if self.logits is not None:
+            out["logits"] = np32(self.logits)
+        if self.hidden_states is not None:
+            out["hidden_states"] = np32(torch.stack(self.hidden_states, dim=1))
+        if self.attentions is not None:
+            out["attentions"] = np32(torch.stack(self.attentions, dim=1))
+        return out
+
+    def to_frame(self, labels=()):
+        """One row per batch element: its logits (columns named by ``labels`` when given)."""
+        import pandas as pd
+
+        if self.logits is None:
+            return pd.DataFrame()
+        lg = self.logits.detach().float().cpu().numpy()
+        cols = list(labels) if len(labels) == lg.shape[1] else [f"logit {i}" for i in range(lg.shape[1])]
+        return pd.DataFrame(lg, columns=cols)
+
+
+def model_parts(loaded):
+    """``(model, base, embeddings, layers, head)`` of a supported model; ``head(seq) -> logits`` or None.
+
+    Raises :class:`ForwardError` (one sentence) for a model the recomputation does not follow."""
+    model = getattr(loaded, "model", loaded)
+    base = model.base_model
+    cfg = model.config
+    if getattr(cfg, "is_decoder", False):
+        raise ForwardError("The recomputed forward supports encoders only (this model is a decoder).")
+    pos = getattr(cfg, "position_embedding_type", "absolute") or "absolute"
+    if pos != "absolute":
+        raise ForwardError(f"The recomputed forward supports absolute position embeddings, not '{pos}'.")
+    enc = getattr(base, "encoder", None)
+    layers = getattr(enc, "layer", None)
+    emb = getattr(base, "embeddings", None)
+    if layers is None or emb is None:
+        raise ForwardError(f"{type(model).__name__} has no BERT-style embeddings/encoder.layer.")
+    for layer in layers:
+        att = getattr(layer, "attention", None)
+        if att is None or not all(hasattr(att.self, n) for n in ("query", "key", "value")) or not all(
+            hasattr(layer, n) for n in ("intermediate", "output")
+        ):
+            raise ForwardError(f"{type(model).__name__} does not have the BERT layer layout.")
+    head = None
+    classifier = getattr(model, "classifier", None)
+    if classifier is not None and model is not base:
+        pooler = getattr(base, "pooler", None)
+        from torch import nn
+
+        if isinstance(classifier, nn.Linear):
+            if pooler is None:
+                raise ForwardError("A linear classifier without a pooler is not supported.")
+
+            def head(seq):  # BertForSequenceClassification: dropout (identity in eval) + linear on the pooler
+                return classifier(pooler(seq))
+        else:
+
+            def head(seq):  # RoBERTa-style head reads the sequence itself
+                return classifier(seq)
+    return model, base, emb, layers, head
+
+
+def _as_long(x, dev):
+    """A long tensor on ``dev`` from numpy / list / tensor (always a copy: shared ids are read-only)."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(device=dev, dtype=torch.long).clone()
+    return torch.as_tensor(np.array(x, dtype=np.int64, copy=True)).to(dev)
+
+
+def _layer(layer, x, key_real, uniform_w, dis_bh, *, need_attn: bool, fused: bool, zero: bool):
+    """One BERT layer; heads in ``dis_bh [B, H]`` uniform (or zeroed). Returns (output, probs or None).
+
+    ``key_real [B, T]`` bool (None: every key real); ``uniform_w [B, T]`` the uniform weights."""
+    import torch
+
+    sa = layer.attention.self
+    B, T, _ = x.shape
+    n_heads = int(sa.num_attention_heads)
+    d = int(sa.attention_head_size)
+
+    def split(lin):
+        return lin(x).view(B, T, n_heads, d).transpose(1, 2)
+
+    q, k, v = split(sa.query), split(sa.key), split(sa.value)
+    probs = None
+    if not fused:
+        scores = torch.matmul(q, k.transpose(-1, -2)).float() * (d**-0.5)
+        if key_real is not None:
+            scores = scores.masked_fill(~key_real[:, None, None, :], torch.finfo(scores.dtype).min)
+        probs = torch.softmax(scores, dim=-1)
+        if dis_bh is not None:
+            if zero:
+                probs = torch.where(dis_bh[:, :, None, None], torch.zeros_like(probs), probs)
+            else:
+                probs = torch.where(dis_bh[:, :, None, None], uniform_w[:, None, None, :].to(probs.dtype), probs)
+        ctx = torch.matmul(probs.to(v.dtype), v)
+    else:  # fused attention; a uniform head's output is the mean of V over the real keys, one row for all queries
+        mask = None if key_real is None else key_real[:, None, None, :]
+        ctx = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=d**-0.5)
+        if dis_bh is not None:
+            if zero:
+                repl = torch.zeros_like(ctx[:, :, :1])
+            else:
+                repl = torch.matmul(uniform_w[:, None, None, :].to(v.dtype), v)  # [B, H, 1, d]
+            ctx = torch.where(dis_bh[:, :, None, None], repl.to(ctx.dtype), ctx)
+    ctx = ctx.transpose(1, 2).reshape(B, T, n_heads * d)
+    att_out = layer.attention.output(ctx, x)
+    out = layer.output(layer.intermediate(att_out), att_out)
+    return out, (probs if need_attn else None)
+
+
+def _is_eager(model) -> bool:
+    return getattr(model.config, "_attn_implementation", "eager") in (None, "eager")
+
+
+def run_forward(
+    loaded,
+    input_ids=None,
+    attention_mask=None,
+    *,
+    inputs_embeds=None,
+    attentions: bool = False,
+    hidden_states: bool = False,
+    disabled=None,
+    disable_as: str = "uniform",
+    grad: bool = False,
+    attention: str = "auto",
+    precision: str = "fp32",
+    start_layer: int = 0,
+    start_hidden=None,
+) -> ForwardOutput:
+    """Run ``loaded`` (a :class:`~bertgeom.models.LoadedModel` or a bare transformers model; only
+    read) with the intervention points of the module docstring.
+
+    ``input_ids`` ``[T]`` or ``[B, T]`` (numpy, list or tensor); ``attention_mask`` ``[B, T]`` 1 for
+    real tokens (default: all real); ``inputs_embeds`` ``[B, T, D]`` word embeddings instead of ids
+    (position and token-type embeddings are added by the model's embedding module).
+    """
+    import contextlib
+
+    import torch
+
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be 'fp32' or 'bf16' (resolve 'auto' with resolve_precision), got {precision!r}")
+    if attention not in ("auto", "model", "eager", "sdpa"):
+        raise ValueError(f"attention must be auto, model, eager or sdpa, got {attention!r}")
+    if disable_as not in ("uniform", "zero"):
+        raise ValueError(f"disable_as must be 'uniform' or 'zero', got {disable_as!r}")
+    model = getattr(loaded, "model", loaded)
+    param = next(model.parameters())
+    dev = param.device
+    if inputs_embeds is not None:
+        x_in = inputs_embeds if isinstance(inputs_embeds, torch.Tensor) else torch.as_tensor(np.asarray(inputs_embeds))
+        if x_in.ndim == 2:
+            x_in = x_in[None]
+        x_in = x_in.to(dev)
+        B, T = int(x_in.shape[0]), int(x_in.shape[1])
+        ids = None
+    else:
+        ids = _as_long(input_ids, dev)
+        if ids.ndim == 1:
+            ids = ids[None]
+        B, T = (int(s) for s in ids.shape)
+    if attention_mask is None:
+        mask_cpu = np.ones((B, T), dtype=bool)
+    elif isinstance(attention_mask, torch.Tensor):
+        mask_cpu = attention_mask.detach().to("cpu").numpy().reshape(B, T).astype(bool)
+    else:
+        mask_cpu = np.asarray(attention_mask).reshape(B, T).astype(bool)
+    intervened = disabled is not None or start_layer or start_hidden is not None or grad
+    if attention == "auto":
+        attention = "model" if not intervened else ("eager" if attentions else "sdpa")
+    if attention == "model" and intervened and (disabled is not None or start_layer or start_hidden is not None):
+        raise ValueError("disabled heads and resuming need the recomputed forward (attention='eager' or 'sdpa')")
+    if attention == "sdpa" and attentions:
+        raise ValueError("fused SDPA returns no attention weights: use attention='eager' or 'model'")
+    autocast = (torch.autocast(dev.type, dtype=torch.bfloat16)
+                if precision == "bf16" and param.dtype != torch.bfloat16 else contextlib.nullcontext())
+    guard = torch.enable_grad() if grad else torch.inference_mode()
+    mask = torch.from_numpy(mask_cpu.astype(np.int64)).to(dev)
+
+    if attention == "model":
+        with guard, autocast:
+            kw = dict(inputs_embeds=x_in) if ids is None else dict(input_ids=ids)
+            out = model(**kw, attention_mask=mask, output_attentions=attentions,
+                        output_hidden_states=hidden_states, return_dict=True)
+        if attentions and (out.attentions is None or out.attentions[0] is None):
+            raise RuntimeError("The model returned no attention weights; it must run with eager attention.")
+        hs = tuple(out.hidden_states) if hidden_states else None
+        last = out.hidden_states[-1] if hidden_states else getattr(out, "last_hidden_state", None)
+        return ForwardOutput(
+            last_hidden=last,
+            cls=None if hs is None else torch.stack([h[:, 0] for h in hs], dim=1),
+            logits=getattr(out, "logits", None),
+            hidden_states=hs,
+            attentions=tuple(out.attentions) if attentions else None,
+            precision=precision,
+        )
+
+    model, _, emb, layers, head = model_parts(model)
+    L = len(layers)
+    n_heads = int(layers[0].attention.self.num_attention_heads)
+    dis = None
+    if disabled is not None:
+        dis_np = np.asarray(disabled, dtype=bool)
+        if dis_np.shape == (L, n_heads):
+            dis_np = np.broadcast_to(dis_np, (B, L, n_heads))
+        if dis_np.shape != (B, L, n_heads):
+            raise ValueError(f"disabled must be [L, H] = {(L, n_heads)} or [B, L, H], got {dis_np.shape}")
+        if start_layer > 0 and dis_np[:, :start_layer].any():
+            raise ValueError("disabled heads below start_layer would be ignored")
+        dis_any = dis_np.any(axis=(0, 2))  # [L], decided on the CPU: no device round trip per layer
+        dis = torch.from_numpy(np.array(dis_np, dtype=bool, copy=True)).to(dev)
+    all_real = bool(mask_cpu.all())
+    with guard, autocast:
+        if start_hidden is None:
+            if start_layer:
+                raise ValueError("start_layer > 0 needs start_hidden")
+            tt = torch.zeros((B, T), dtype=torch.long, device=dev)
+            x = emb(input_ids=ids, token_type_ids=tt) if ids is not None else emb(inputs_embeds=x_in, token_type_ids=tt)
+        else:
+            x = start_hidden if isinstance(start_hidden, torch.Tensor) else torch.as_tensor(
+                np.array(start_hidden, dtype=np.float32, copy=True))
+            x = x.to(device=dev, dtype=param.dtype)
+            if x.ndim == 2:
+                x = x[None]
+            x = x.expand(B, -1, -1) if x.shape[0] == 1 and B > 1 else x
+        key_real = None if all_real else mask.bool()
+        real = mask.float()
+        uniform_w = real / real.sum(-1, keepdim=True)  # [B, T]
+        cls = [x[:, 0]] if start_layer == 0 else []
+        hiddens = [x] if (hidden_states and start_layer == 0) else []
+        attns = []
+        for l in range(start_layer, L):
+            dis_l = dis[:, l] if dis is not None and dis_any[l] else None
+            x, p = _layer(layers[l], x, key_real, uniform_w, dis_l, need_attn=attentions,
+                          fused=attention == "sdpa", zero=disable_as == "zero")
+            cls.append(x[:, 0])
+            if hidden_states:
+                hiddens.append(x)
+            if attentions:
+                attns.append(p)
+        logits = head(x) if head is not None else None
+    return ForwardOutput(
+        last_hidden=x,
+        cls=torch.stack(cls, dim=1),
+        logits=logits,
+        hidden_states=tuple(hiddens) if hidden_states else None,
+        attentions=tuple(attns) if attentions else None,
+        precision=precision,
+    )
