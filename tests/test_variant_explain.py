@@ -177,7 +177,7 @@ def test_revertible_events_are_the_mutation_tables_events_one_entry_each():
     events = revertible_events(report, mutation_events(report))
     by_name = {e.name: e for e in events}
     assert [m.name for m in by_name["G339H"].mutations] == ["G22577C", "G22578A"]  # one codon, one entry
-    assert "L24S + del25-27" in by_name and len(by_name["L24S + del25-27"].mutations) == 1  # one deletion, two rows
+    assert "del24-26 + A27S" in by_name and len(by_name["del24-26 + A27S"].mutations) == 1  # one deletion, two rows
     silent = [e for e in events if e.silent]
     assert silent and all(e.mutations[0].aa is None and "no amino-acid change" in e.label for e in silent)
     reverted = sorted(m.name for e in events for m in e.mutations)  # every sub/del exactly once
