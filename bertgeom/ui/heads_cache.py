@@ -166,13 +166,14 @@ def model_shape(model_id: str) -> tuple[int, int, int]:
 @st.cache_data(max_entries=8, show_spinner="Comparing the two checkpoints head by head…")
 def cached_compare(model_id: str, partner_id: str, text: str) -> dict:
     """Weight-space cosines (QK, OV) and map cosine on shared layer inputs, each ``[L, H]``."""
-    from bertgeom.analysis.ablation import map_cosine_on_shared_inputs, weight_cosine
+    from bertgeom.analysis.ablation import map_cosine_by_layer, weight_cosine
+    from bertgeom.sets.cone import single_threaded
 
     wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
     X = get_trace(model_id, text).hidden_states[:-1]
-    with heavy("comparing the two checkpoints"):
+    with heavy("comparing the two checkpoints"), single_threaded():  # small matrices: 1 thread is faster
         out = weight_cosine(wa, wb)
-        out["maps"] = map_cosine_on_shared_inputs(wa, wb, X)["cos"]
+        out["maps"] = map_cosine_by_layer(wa, wb, X)
     return out
 
 
@@ -181,8 +182,11 @@ def cached_compare_layer(model_id: str, partner_id: str, text: str, layer: int) 
     """Both checkpoints' maps ``[H, T, T]`` of one layer on the current model's layer input."""
     from bertgeom.attention import attention_from_weights
 
+    from bertgeom.sets.cone import single_threaded
+
     wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
     X = get_trace(model_id, text).hidden_states[layer][None]
-    a = attention_from_weights([wa[layer]], X)[0].astype(np.float32)
-    b = attention_from_weights([wb[layer]], X)[0].astype(np.float32)
+    with single_threaded():
+        a = attention_from_weights([wa[layer]], X)[0].astype(np.float32)
+        b = attention_from_weights([wb[layer]], X)[0].astype(np.float32)
     return a, b
