@@ -23,18 +23,17 @@ from collections.abc import Callable
 import numpy as np
 import streamlit as st
 
+from bertgeom.sets import prepared
 from bertgeom.sets.inputs import InputItem, disk_cached_arrays, set_fingerprint, shipped_set
 from bertgeom.sets.heads import (
     JS_MAX_ROWS,
     SET_THETA,
-    SET_VERSION,
     SetSummary,
-    class_mean_over_set,
     compute_set_arrays,
     js_rows_for,
 )
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
-from bertgeom.ui.workqueue import heavy, queued
+from bertgeom.ui.workqueue import heavy
 
 _MEMO: OrderedDict = OrderedDict()
 _MEMO_LOCK = threading.Lock()
@@ -79,7 +78,13 @@ def set_summary(model_id: str, progress: Callable[[int, int], None] | None = Non
 
 
 def _set_key(loaded, items) -> tuple:
-    return ("heads-set", SET_VERSION, loaded.weights_hash, set_fingerprint(items), SET_THETA, JS_MAX_ROWS)
+    return prepared.heads_set_key(loaded, items)
+
+
+def set_key(model_id: str) -> tuple:
+    """The disk key of :func:`set_summary`'s arrays (shared with ``prepare-sets``)."""
+    loaded = cached_model(model_id)
+    return _set_key(loaded, set_items(loaded.spec.input_kind))
 
 
 def set_is_ready(model_id: str) -> bool:
@@ -90,13 +95,30 @@ def set_is_ready(model_id: str) -> bool:
         return key in _MEMO
 
 
-@st.cache_resource(max_entries=2, show_spinner="Averaging the class's attention maps…")
-@queued("averaging the class's attention maps")
+def class_mean_key(model_id: str, names: tuple[str, ...], theta: float = SET_THETA) -> tuple:
+    loaded = cached_model(model_id)
+    return prepared.class_mean_key(loaded, set_fingerprint(set_items(loaded.spec.input_kind)), names, theta)
+
+
 def class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta: float = SET_THETA) -> dict:
-    """:func:`bertgeom.sets.heads.class_mean_over_set` of the named inputs of the shipped set."""
+    """:func:`bertgeom.sets.heads.class_mean_over_set` of the named inputs of the shipped set: from
+    memory, else from disk (prepared ahead, or written by an earlier visit), else computed."""
+    from bertgeom.ui.prepared_cache import wait_for
+
+    wait_for(class_mean_key(model_id, names, theta), "The class-mean maps", group="class-mean", model_id=model_id)
+    return _class_mean(model_id, weights_hash, names, theta)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Averaging the class's attention maps…")
+def _class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta: float) -> dict:
     loaded = cached_model(model_id)
     items = [it for it in set_items(loaded.spec.input_kind) if it.name in set(names)]
-    return class_mean_over_set(loaded, items, theta)
+
+    def compute():
+        with heavy("averaging the class's attention maps"):
+            return prepared.class_mean_arrays(loaded, items, theta)
+
+    return prepared.class_mean_from_arrays(disk_cached_arrays(class_mean_key(model_id, names, theta), compute))
 
 
 # ----------------------------------------------------------------------------------------
