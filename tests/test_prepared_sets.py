@@ -24,11 +24,13 @@ def _read(key) -> dict:
 def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant):
     from bertgeom.sets.heads import SET_THETA, SetSummary, class_mean_over_set, compute_set_arrays
 
+    from bertgeom.sets.ablation import stratified
+
     mid = tiny_variant.spec.id
-    tasks = prepared.prepare_tasks(mid, tiny_variant, subspace=False, sweeps=False)
+    items = stratified(shipped_set(tiny_variant.spec.input_kind), 1)  # one genome per class keeps it quick
+    tasks = prepared.prepare_tasks(mid, tiny_variant, subspace=False, sweeps=False, items=items)
     counts = prepared.run_tasks(tasks)
     assert counts == {"done_before": 0, "computed": len(tasks), "failed": 0}
-    items = shipped_set(tiny_variant.spec.input_kind)
 
     summary = _read(prepared.heads_set_key(tiny_variant, items))
     fresh = compute_set_arrays(tiny_variant, items)
@@ -56,7 +58,7 @@ def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant)
 
     # a second run (a server restart, a second `prepare-sets`) computes nothing; with the summary on
     # disk the class-mean maps are listed one task per class
-    again = prepared.prepare_tasks(mid, tiny_variant, subspace=False, sweeps=False)
+    again = prepared.prepare_tasks(mid, tiny_variant, subspace=False, sweeps=False, items=items)
     assert len(again) == 2 + len(set(groups.values()))
     assert prepared.run_tasks(again) == {"done_before": len(again), "computed": 0, "failed": 0}
     rows = prepared.read_json(prepared.status_path())["tasks"]
@@ -71,28 +73,26 @@ def test_subspace_heads_prepared_from_one_pass_equal_the_page_route(cache, tiny_
     from bertgeom.weights import extract_layer_weights
 
     mid = tiny_bert.spec.id
-    items = shipped_set("text")[:5]
-    tasks = [t for t in prepared.prepare_tasks(mid, tiny_bert, sweeps=False) if t.group == "subspace-across"]
+    items = shipped_set("text")[:4]  # a small set: the padded reductions cost ~0.1 s per input and head
+    tasks = [t for t in prepared.prepare_tasks(mid, tiny_bert, sweeps=False, items=items)
+             if t.group == "subspace-across"]
     assert len(tasks) == tiny_bert.num_layers * tiny_bert.num_heads
-    # the tasks run over the whole shipped set; check two heads against the page's route on it
-    full = shipped_set("text")
     picked = [tasks[0], tasks[-1]]
     with threadpool_limits(limits=1):
         prepared.run_tasks(picked, status=False)
     lws = extract_layer_weights(tiny_bert.model)
     pad_to = min(FAITHFUL_PAD_TO, int(tiny_bert.max_tokens))
     for (layer, head), task in zip([(0, 0), (tiny_bert.num_layers - 1, tiny_bert.num_heads - 1)], picked):
-        key = prepared.across_key(mid, tiny_bert.weights_hash, set_fingerprint(full), layer, head,
+        key = prepared.across_key(mid, tiny_bert.weights_hash, set_fingerprint(items), layer, head,
                                   prepared.SUBSPACE_EPS, prepared.SUBSPACE_TOKEN_SET)
         assert task.id == prepared.key_id(key)
         reducer = head_set_reducer(lws, layer, head, eps=prepared.SUBSPACE_EPS, token_set=prepared.SUBSPACE_TOKEN_SET)
         with threadpool_limits(limits=1):
-            page = collect_set_result(map_over_set(tiny_bert, full, reducer, runner=padded_runner(pad_to),
+            page = collect_set_result(map_over_set(tiny_bert, items, reducer, runner=padded_runner(pad_to),
                                                    max_tokens=pad_to))
         stored = _read(key)
         for k in page:
             np.testing.assert_array_equal(stored[k], page[k], err_msg=k)
-    assert len(items) == 5
 
 
 def test_a_wished_task_runs_first_and_a_failing_one_does_not_stop_the_rest(cache):

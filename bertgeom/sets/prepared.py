@@ -164,8 +164,10 @@ class _Context:
         return self._weights[0]
 
 
-def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: bool = True) -> list[PreparedTask]:
-    """The summaries of ``model_id``'s shipped set, most visited view first (see module docstring).
+def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: bool = True,
+                  items: Sequence[InputItem] | None = None) -> list[PreparedTask]:
+    """The summaries of ``model_id``'s shipped set (or of ``items``), most visited view first (see
+    module docstring).
 
     Tasks whose result is already on disk are included (a runner skips them), so the list is the
     same on every call and the status counts "k of n" over the whole preparation."""
@@ -173,7 +175,7 @@ def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: 
         from bertgeom.models import load_model
 
         loaded = load_model(model_id)
-    items = shipped_set(loaded.spec.input_kind)
+    items = tuple(items) if items is not None else shipped_set(loaded.spec.input_kind)
     ctx = _Context(model_id, loaded, items, set_fingerprint(items))
     tasks = [_heads_set_task(ctx), _cone_set_task(ctx)]
     tasks += _class_mean_tasks(ctx)
