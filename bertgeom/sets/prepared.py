@@ -165,12 +165,13 @@ class _Context:
 
 
 def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: bool = True,
-                  items: Sequence[InputItem] | None = None) -> list[PreparedTask]:
+                  items: Sequence[InputItem] | None = None, subspace_heads: int | None = None) -> list[PreparedTask]:
     """The summaries of ``model_id``'s shipped set (or of ``items``), most visited view first (see
     module docstring).
 
     Tasks whose result is already on disk are included (a runner skips them), so the list is the
-    same on every call and the status counts "k of n" over the whole preparation."""
+    same on every call and the status counts "k of n" over the whole preparation. ``subspace_heads``
+    keeps the first N heads of the subspace view (L1 H1 first, the page's default)."""
     if loaded is None:
         from bertgeom.models import load_model
 
@@ -180,7 +181,7 @@ def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: 
     tasks = [_heads_set_task(ctx), _cone_set_task(ctx)]
     tasks += _class_mean_tasks(ctx)
     if subspace:
-        tasks += _subspace_tasks(ctx)
+        tasks += _subspace_tasks(ctx)[:subspace_heads]
     if sweeps:
         tasks += _sweep_tasks(ctx)
     unique: dict[str, PreparedTask] = {}
@@ -434,7 +435,7 @@ def _lock():
 
 
 def prepare_models(model_ids: Sequence[str], *, subspace: bool = True, sweeps: bool = True,
-                   log: Callable[[str], None] | None = print) -> int:
+                   subspace_heads: int | None = None, log: Callable[[str], None] | None = print) -> int:
     """Prepare every task of every model (in order); returns 0, or 1 when another process holds the lock."""
     held = _lock()
     if held is None:
@@ -446,7 +447,8 @@ def prepare_models(model_ids: Sequence[str], *, subspace: bool = True, sweeps: b
 
         tasks: list[PreparedTask] = []
         for mid in model_ids:
-            tasks += prepare_tasks(mid, load_model(mid), subspace=subspace, sweeps=sweeps)
+            tasks += prepare_tasks(mid, load_model(mid), subspace=subspace, sweeps=sweeps,
+                                   subspace_heads=subspace_heads)
         if log:
             log(f"{len(tasks)} summaries for {', '.join(model_ids)} in {cache_dir()}")
         from threadpoolctl import threadpool_limits
@@ -470,7 +472,8 @@ def _cmd_prepare_sets(args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    rc = prepare_models(ids, subspace=not args.no_subspace, sweeps=not args.no_sweeps)
+    rc = prepare_models(ids, subspace=not args.no_subspace, sweeps=not args.no_sweeps,
+                        subspace_heads=args.subspace_heads)
     return 0 if rc in (0, 1) else rc
 
 
@@ -478,6 +481,8 @@ def register(sub) -> None:
     p = sub.add_parser("prepare-sets", help="compute the shipped sets' summaries ahead, so set views open at once")
     p.add_argument("--model", action="append", help="model id (repeatable; default: every bundled model)")
     p.add_argument("--no-subspace", action="store_true", help="skip D1-D3 across inputs of every head")
+    p.add_argument("--subspace-heads", type=int, default=None, metavar="N",
+                   help="only the first N heads of D1-D3 across inputs (default: every head)")
     p.add_argument("--no-sweeps", action="store_true", help="skip head disabling over the set")
     p.add_argument("--nice", type=int, default=0, help="lower this process's priority by N (background use)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
