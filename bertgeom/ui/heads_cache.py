@@ -4,11 +4,11 @@
   checkpoint comparisons, cached per (model, input, parameters) with ``st.cache_data``.
 * Over a set of inputs: :func:`set_summary` runs the model once over the shipped set and keeps
   small per-input reductions (per-head features, k90 rows, Clark's JS sums, spike-domain
-  attention masses).  The arrays are cached on disk (``disk_cached_arrays``, keyed by the
-  model's weights hash, the set's fingerprint and the parameters) and in a small in-process
-  LRU, so a second visit -- or another session on the same server -- is instant.  Per-class
-  mean maps (the paper's recipe) are recomputed on demand for one class from its correctly
-  classified inputs and kept with ``st.cache_resource`` (read-only, float16).
+  attention masses).  The arrays are prepared ahead (:mod:`bertgeom.sets.prepared`), kept on
+  disk (``disk_cached_arrays``, keyed by the model's weights hash, the set's fingerprint and the
+  parameters) and in a small in-process LRU.  Per-class mean maps (the paper's recipe, from the
+  correctly classified inputs of one class) are prepared and kept on disk the same way, and the
+  last two read are held in memory (``st.cache_resource``: read-only, float16).
 
 The computations themselves live in :mod:`bertgeom.sets.heads` (UI-free); this module keeps
 them cached.
