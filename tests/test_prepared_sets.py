@@ -125,3 +125,29 @@ def test_prepare_sets_command_line(cache, tiny_bert_dir, capsys):
     assert "computed" in out and "failed 0" in out
     assert main(["prepare-sets", "--model", str(tiny_bert_dir), "--no-subspace", "--no-sweeps"]) == 0
     assert "computed 0" in capsys.readouterr().out
+
+
+def test_the_app_waits_only_for_what_a_live_preparation_will_write(cache):
+    import json
+    import os
+    import time
+
+    from bertgeom.ui import prepared_cache as pc
+
+    key = ("t", "view")
+    assert not pc.pending(key)  # nobody is preparing anything
+    status = {"format": prepared.FORMAT_VERSION, "pid": os.getpid(), "updated": time.time(),
+              "tasks": [{"id": prepared.key_id(key), "title": "a view", "group": "g", "model": "m",
+                         "state": "queued", "done": 0, "total": 0}]}
+    prepared.status_path().parent.mkdir(parents=True)
+    prepared.status_path().write_text(json.dumps(status))
+    assert pc.pending(key)
+    assert pc.pending(("t", "other"), group="g", model_id="m")  # written by a task of the same view
+    assert not pc.pending(("t", "other"), group="g", model_id="another model")
+    status["updated"] = time.time() - 10 * pc.STALE_S  # a preparation that stopped long ago
+    prepared.status_path().write_text(json.dumps(status))
+    assert not pc.pending(key)
+    status["updated"] = time.time()
+    prepared.status_path().write_text(json.dumps(status))
+    disk_cached_arrays(key, lambda: {"x": np.zeros(1)})
+    assert not pc.pending(key) and pc.wait_for(key, "a view")  # on disk: returns at once, nothing drawn
