@@ -92,9 +92,12 @@ st.subheader("Models")
 for spec in REGISTRY.values():
     st.markdown(f"* **{spec.display_name}** — {spec.description} *Licence: {spec.licence}.*")
 
-with st.expander("For teachers: a 10-minute tour"):
-    facts = _tour_facts(sentences[0]) if "minilm-l6" in REGISTRY else None
-    if facts is None:
+tour = st.expander("For teachers: a 10-minute tour", key="w_home_tour", on_change="rerun")
+with tour:  # its figures are computed when it is opened, not while the home page is drawn
+    facts = _tour_facts(sentences[0]) if ("minilm-l6" in REGISTRY and tour.open is not False) else None
+    if tour.open is False:
+        st.caption("The tour's figures are computed from MiniLM when you open it.")
+    elif facts is None:
         st.markdown("The tour uses the bundled MiniLM model, which this server does not offer.")
     else:
         st.markdown(
