@@ -59,9 +59,9 @@ def _settle(page, text: str, timeout_s: float, exact: bool = False) -> None:
     page.wait_for_selector(IDLE, timeout=timeout_s * 1000)
 
 
-def _open(page, base: str, query: str, text: str, timeout_s: float) -> None:
+def _open(page, base: str, query: str, text: str, timeout_s: float, exact: bool = False) -> None:
     page.goto(f"{base}/{query}")
-    _settle(page, text, timeout_s)
+    _settle(page, text, timeout_s, exact=exact)
 
 
 def _tab(page, name: str) -> None:
@@ -137,7 +137,7 @@ def scenarios(quick: bool) -> list[tuple[str, object]]:
         return heads_tab("Over a set of inputs", "mean map of")(page, base, to)
 
     def cone_set(page, base, to):
-        _open(page, base, f"?view=cone&model={SPIKE}", "Show", to)
+        _open(page, base, f"?view=cone&model={SPIKE}", "Token set", to, exact=True)
         t0 = T()
         page.locator("[data-testid='stButtonGroup'] button").filter(has_text="Per class over a set").first.click()
         _settle(page, "How the cone evolves for each class", to)
