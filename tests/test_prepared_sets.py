@@ -107,11 +107,18 @@ def test_a_wished_task_runs_first_and_a_failing_one_does_not_stop_the_rest(cache
             progress(1, 1)
         return run
 
-    tasks = [prepared.PreparedTask(("t", n), n, job(n, fail=(n == "b"))) for n in "abc"]
+    tasks = [prepared.PreparedTask(("t", n), n, job(n, fail=(n == "b"))) for n in "abcd"]
     prepared.wish(tasks[2].id)
+    first = tasks[0].run
+
+    def a_then_d_written_by_someone_else(progress):
+        first(progress)
+        disk_cached_arrays(("t", "d"), lambda: {"x": np.ones(1)})  # e.g. a page that computed it itself
+
+    tasks[0].run = a_then_d_written_by_someone_else
     counts = prepared.run_tasks(tasks)
-    assert order[0] == "c" and sorted(order) == ["a", "b", "c"]
-    assert counts == {"done_before": 0, "computed": 2, "failed": 1}
+    assert order[0] == "c" and sorted(order) == ["a", "b", "c"]  # d was on disk by its turn: skipped
+    assert counts == {"done_before": 1, "computed": 2, "failed": 1}
     rows = {r["title"]: r for r in prepared.read_json(prepared.status_path())["tasks"]}
     assert rows["b"]["state"] == "failed" and "boom" in rows["b"]["error"]
     assert rows["a"]["state"] == rows["c"]["state"] == "done"
@@ -140,6 +147,9 @@ def test_the_app_waits_only_for_what_a_live_preparation_will_write(cache):
               "tasks": [{"id": prepared.key_id(key), "title": "a view", "group": "g", "model": "m",
                          "state": "queued", "done": 0, "total": 0}]}
     prepared.status_path().parent.mkdir(parents=True)
+    prepared.status_path().write_text(json.dumps(status))
+    assert not pc.pending(key)  # still queued: the page computes it itself rather than wait for its turn
+    status["tasks"][0]["state"] = "running"
     prepared.status_path().write_text(json.dumps(status))
     assert pc.pending(key)
     assert pc.pending(("t", "other"), group="g", model_id="m")  # written by a task of the same view

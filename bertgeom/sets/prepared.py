@@ -19,8 +19,8 @@ Tasks, in the order a visitor meets them (:func:`prepare_tasks`):
 * head disabling over the page's default subset (one input per class, :mod:`bertgeom.sets.ablation`).
 
 A status file (:func:`status_path`) tells the app what is queued, running and done, so a page can
-show "being prepared: k of n" and read the result when it lands; a wish file (:func:`wish_path`)
-lets a page move the task it waits for to the front.
+show "being prepared: k of n" and read the result when it lands; a task written meanwhile by
+someone else is skipped, and a wish file (:func:`wish_path`) moves a task to the front.
 
 References: the analyses are those of docs/methods.md §3-§5 (heads), §8 (subspace), §9 (cone)
 and Kovaleva et al. 2019 §4.6 (disabling).
@@ -396,6 +396,10 @@ def run_tasks(tasks: list[PreparedTask], *, log: Callable[[str], None] | None = 
         task = _next_task(pending)
         pending.remove(task)
         row = rows[task.id]
+        if is_on_disk(task.key):  # written meanwhile (a page that did not wait for its turn)
+            row["state"] = "done"
+            counts["done_before"] += 1
+            continue
         row["state"] = "running"
         publish(True)
 

@@ -7,9 +7,10 @@ machine it only gets the cycles nobody else wants. It writes each summary to the
 the key the page reads (:mod:`bertgeom.sets.prepared`) and keeps a status file up to date.
 
 A page that needs a summary calls :func:`wait_for` first: when the file is on disk it returns at
-once; when the preparation will write it, the page asks for it to be done next and shows
-"Being prepared in the background: k of n" until it lands; otherwise (preparation switched off,
-failed, or a user's own set) it returns and the page computes as before. No Streamlit element is
+once; when the preparation is computing it right now, the page shows "being prepared in the
+background: k of n" until it lands; otherwise (still queued, preparation switched off or failed, a
+user's own set) it returns and the page computes it as before, at the server's normal priority,
+and the preparation skips it when its turn comes. No Streamlit element is
 created inside a cached function here.
 
 ``$BERTGEOM_PREPARE_SETS=0`` switches the background preparation off (the tests do).
@@ -106,18 +107,21 @@ def _task_for(key, group: str | None, model_id: str | None, rows: dict) -> dict 
     if group:  # a task that writes this key among others (e.g. every class-mean map at once)
         for r in rows.values():
             if r.get("group") == group and (model_id is None or r.get("model") == model_id) \
-                    and r.get("state") in ("queued", "running"):
+                    and r.get("state") == "running":
                 return r
     return None
 
 
 def pending(key, *, group: str | None = None, model_id: str | None = None) -> bool:
-    """True when ``key`` is not on disk but the background preparation is going to write it."""
+    """True when ``key`` is not on disk and the background preparation is computing it now.
+
+    Only a running task is waited for: one still in the queue is computed by the page itself at the
+    server's normal priority (the preparation, at the lowest, then finds it on disk and skips it)."""
     if prepared.is_on_disk(key):
         return False
     rows = _rows()
     row = _task_for(key, group, model_id, rows)
-    return row is not None and row.get("state") in ("queued", "running") and _alive(rows)
+    return row is not None and row.get("state") == "running" and _alive(rows)
 
 
 def wait_for(key, what: str, *, group: str | None = None, model_id: str | None = None) -> bool:
@@ -129,23 +133,16 @@ def wait_for(key, what: str, *, group: str | None = None, model_id: str | None =
         return False
     rows = _rows()
     row = _task_for(key, group, model_id, rows)
-    prepared.wish(row["id"])
     bar = st.progress(0.0, text=f"{what}: being prepared in the background…")
     try:
         while not prepared.is_on_disk(key):
             rows = _rows()
             row = _task_for(key, group, model_id, rows) or row
-            if row.get("state") not in ("queued", "running") or not _alive(rows):
+            if row.get("state") != "running" or not _alive(rows):
                 break
             done, total = int(row.get("done", 0)), int(row.get("total", 0))
-            if row.get("state") == "queued":
-                ahead = sum(r.get("state") == "running" for r in rows.values())
-                text = (f"{what}: being prepared in the background, next in line"
-                        + (f" after {ahead} running summary" if ahead else "") + "…")
-                bar.progress(0.0, text=text)
-            else:
-                bar.progress(min(1.0, done / total) if total else 0.0,
-                             text=f"{what}: being prepared in the background: {done} of {total}")
+            bar.progress(min(1.0, done / total) if total else 0.0,
+                         text=f"{what}: being prepared in the background: {done} of {total}")
             time.sleep(0.4)
     finally:
         bar.empty()
