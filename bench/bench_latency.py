@@ -90,6 +90,8 @@ def scenarios(quick: bool) -> list[tuple[str, object]]:
         _open(page, base, heads, "L1 H1 — who attends to whom", to)
         grid = page.get_by_test_id("stPlotlyChart").first
         point = grid.locator(".scatterlayer .trace").first.locator(".point").nth(2 * 12 + 4)
+        point.wait_for(state="visible", timeout=to * 1000)
+        page.wait_for_timeout(1000)  # untimed: plotly has finished drawing and the page stopped moving
         box = point.bounding_box()
         t0 = T()
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
@@ -250,10 +252,11 @@ def readme_block(res: dict, command: str) -> str:
         lines.append(f"| {r['view']} | {f(r['before_s'])} | {f(c['p50'])} / {f(c['p95'])} | "
                      f"{f(w['p50'])} / {f(w['p95'])} | {c['n']}, {w['n']} |")
     lines.append("")
+    prep = (f"{res['prepare_sets_s']:.0f} s for the spike model in this run" if res.get("prepared_fresh", True)
+            else "reused from an earlier run")
     lines.append(f"Seconds in Chromium from the action to its result on screen, {res['machine']}, {res['date']}; "
                  "cold = first use on a freshly started server, warm = again in a new session. The set views "
-                 f"read the summaries `python -m bertgeom prepare-sets` wrote ({res['prepare_sets_s']:.0f} s for the "
-                 f"spike model in this run). `{command}`.")
+                 f"read the summaries `python -m bertgeom prepare-sets` wrote ({prep}). `{command}`.")
     return "\n".join(lines)
 
 
@@ -288,6 +291,7 @@ def main(argv=None) -> int:
                 for m in modes:
                     all_times[name][m] += modes[m]
         res = summarise(all_times, prepare_s)
+        res["prepared_fresh"] = tmp is not None
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -238,7 +238,7 @@ def _class_mean_tasks(ctx: _Context) -> list[PreparedTask]:
 
         return [PreparedTask(("class-means-of", summary_key), "class-mean maps of every class (Attention Heads)",
                              run_all, group="class-mean", model_id=ctx.model_id)]
-    arrays = disk_cached_arrays(summary_key, lambda: {})
+    arrays = disk_cached_arrays(summary_key, dict)
     groups = class_mean_names(arrays, bool(ctx.loaded.labels), ctx.loaded.labels)
     tasks = []
     for cls, names in groups.items():
