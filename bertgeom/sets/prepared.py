@@ -55,6 +55,8 @@ SUBSPACE_EPS = 1e-3
 SUBSPACE_TOKEN_SET = "all"
 SWEEP_PER_CLASS = 1
 SWEEP_TEXT_INPUTS = 8
+#: The order in which several models' tasks run: every model's quick views first.
+GROUP_ORDER = ("heads-set", "cone-set", "class-mean", "subspace-across", "head-sweep")
 
 
 # -------------------------------------------------------------------------------------------
@@ -453,6 +455,8 @@ def prepare_models(model_ids: Sequence[str], *, subspace: bool = True, sweeps: b
         for mid in model_ids:
             tasks += prepare_tasks(mid, load_model(mid), subspace=subspace, sweeps=sweeps,
                                    subspace_heads=subspace_heads)
+        # the quick views of every model before the long ones (a stable sort keeps the model order)
+        tasks.sort(key=lambda t: GROUP_ORDER.index(t.group) if t.group in GROUP_ORDER else len(GROUP_ORDER))
         if log:
             log(f"{len(tasks)} summaries for {', '.join(model_ids)} in {cache_dir()}")
         from threadpoolctl import threadpool_limits
