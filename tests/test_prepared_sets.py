@@ -161,3 +161,12 @@ def test_the_app_waits_only_for_what_a_live_preparation_will_write(cache):
     prepared.status_path().write_text(json.dumps(status))
     disk_cached_arrays(key, lambda: {"x": np.zeros(1)})
     assert not pc.pending(key) and pc.wait_for(key, "a view")  # on disk: returns at once, nothing drawn
+
+
+def test_prepare_sets_without_model_means_every_bundled_model():
+    from bertgeom.__main__ import build_parser
+
+    args = build_parser().parse_args(["prepare-sets"])
+    # the CLI fills a missing --model with the default model's id; the model list must not be that string
+    assert args.models is None and not hasattr(args, "model")
+    assert build_parser().parse_args(["prepare-sets", "--model", "a", "--model", "b"]).models == ["a", "b"]

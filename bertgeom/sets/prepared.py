@@ -470,10 +470,25 @@ def prepare_models(model_ids: Sequence[str], *, subspace: bool = True, sweeps: b
         held.close()
 
 
+def _exit_with_parent(parent: int) -> None:
+    """Stop this process when ``parent`` (the app server that started it) has gone: a background
+    preparation must not outlive the server."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(2.0)
+        os._exit(0)  # files are written atomically: a cut-off task leaves nothing half-written
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
+
+
 def _cmd_prepare_sets(args) -> int:
     from bertgeom.models import DEFAULT_MODEL_ID, REGISTRY
 
-    ids = args.model or [DEFAULT_MODEL_ID] + [m for m in REGISTRY if m != DEFAULT_MODEL_ID]
+    ids = args.models or [DEFAULT_MODEL_ID] + [m for m in REGISTRY if m != DEFAULT_MODEL_ID]
+    if args.with_parent:
+        _exit_with_parent(os.getppid())
     if args.nice:
         os.nice(args.nice)
     if args.threads:
@@ -487,11 +502,13 @@ def _cmd_prepare_sets(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("prepare-sets", help="compute the shipped sets' summaries ahead, so set views open at once")
-    p.add_argument("--model", action="append", help="model id (repeatable; default: every bundled model)")
+    p.add_argument("--model", action="append", dest="models", metavar="ID",
+                   help="model id (repeatable; default: every bundled model)")
     p.add_argument("--no-subspace", action="store_true", help="skip D1-D3 across inputs of every head")
     p.add_argument("--subspace-heads", type=int, default=None, metavar="N",
                    help="only the first N heads of D1-D3 across inputs (default: every head)")
     p.add_argument("--no-sweeps", action="store_true", help="skip head disabling over the set")
     p.add_argument("--nice", type=int, default=0, help="lower this process's priority by N (background use)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    p.add_argument("--with-parent", action="store_true", help="exit when the process that started this one exits")
     p.set_defaults(func=_cmd_prepare_sets)

@@ -61,7 +61,7 @@ def _run_child() -> None:
         log = open(log_dir / "background.log", "ab")
     except OSError:
         return  # no writable cache: the pages compute on demand as before
-    cmd = [sys.executable, "-m", "bertgeom", "prepare-sets", "--nice", "19", "--threads", "1"]
+    cmd = [sys.executable, "-m", "bertgeom", "prepare-sets", "--nice", "19", "--threads", "1", "--with-parent"]
     root = str(Path(prepared.__file__).resolve().parents[2])  # the directory holding the bertgeom package
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": os.pathsep.join(x for x in (root, os.environ.get("PYTHONPATH", "")) if x)}
