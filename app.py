@@ -14,6 +14,7 @@ import streamlit as st
 
 from bertgeom.runtime import configure_server_threads
 
+from bertgeom.ui.prepared_cache import start_background
 from bertgeom.ui.sidebar import render_sidebar
 from bertgeom.ui.state import follow_view_link, init_state, page_available, write_query_params
 from bertgeom.ui.tour import tour_bar
@@ -21,6 +22,7 @@ from bertgeom.ui.tour import tour_bar
 st.set_page_config(page_title="bertgeom · geometry of BERT attention", page_icon="🧭", layout="wide")
 init_state()
 configure_server_threads()  # torch threads per request, set deliberately (see bertgeom.runtime)
+start_background()  # once per server: the shipped sets' summaries, prepared at low priority (bertgeom.ui.prepared_cache)
 
 PAGES = {
     "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True),

@@ -10,11 +10,13 @@ from bertgeom.ui.state import select_head, widget_key
 from bertgeom.ui.tour import tour_overview
 
 
-def _use_sentence(sentence: str, layer: int = 0, head: int = 0) -> None:
+def _use_sentence(sentence: str) -> None:
+    """Load ``sentence`` on MiniLM with its strongest previous-token head selected (computed on the
+    click, not while the home page is drawn)."""
     st.session_state["text_value"] = sentence
     st.session_state["w_text"] = sentence
     st.session_state["model_id"] = "minilm-l6"
-    select_head(layer, head)
+    select_head(*_prev_head(sentence))
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -74,9 +76,9 @@ c1, c2 = st.columns(2)
 with c1:
     st.markdown("**English text** (MiniLM, a pretrained BERT)")
     sentences = example_sentences()
-    if st.button(f"“{sentences[0]}”", on_click=_use_sentence, args=(sentences[0], *_prev_head(sentences[0])), key="w_home_s0"):
+    if st.button(f"“{sentences[0]}”", on_click=_use_sentence, args=(sentences[0],), key="w_home_s0"):
         st.switch_page("app_pages/attention_heads.py")
-    if st.button(f"“{sentences[2]}”", on_click=_use_sentence, args=(sentences[2], *_prev_head(sentences[2])), key="w_home_s1"):
+    if st.button(f"“{sentences[2]}”", on_click=_use_sentence, args=(sentences[2],), key="w_home_s1"):
         st.switch_page("app_pages/attention_heads.py")
 with c2:
     if VARIANT_MODEL_ID in REGISTRY:

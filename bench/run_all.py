@@ -13,7 +13,10 @@ absolute targets):
 5. the load figures, when ``bench/bench_load.py`` has written ``bench/out/load.json``: a light
    client's home page while 6 sessions classify and browse, vs the same page with nobody working.
 
-Usage: ``python bench/run_all.py [--quick] [--update-readme]``.
+6. with ``--latency``, the browser latencies of ``bench/bench_latency.py`` (cold and warm, p50/p95),
+   written to their own README block.
+
+Usage: ``python bench/run_all.py [--quick] [--update-readme] [--latency]``.
 """
 
 from __future__ import annotations
@@ -203,6 +206,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats and genomes")
     ap.add_argument("--update-readme", action="store_true")
+    ap.add_argument("--latency", action="store_true",
+                    help="also run bench/bench_latency.py (Chromium; its own README block, 'latency')")
     args = ap.parse_args(argv)
     import os
     import platform
@@ -220,6 +225,10 @@ def main(argv=None) -> int:
     print(table)
     if args.update_readme:
         update_readme(table, machine)
+    if args.latency:
+        from bench.bench_latency import main as latency_main
+
+        latency_main((["--quick"] if args.quick else []) + (["--update-readme"] if args.update_readme else []))
     return 0
 
 

@@ -64,8 +64,14 @@ def _precompute_commands(sub) -> None:
     register(sub)
 
 
+def _prepared_commands(sub) -> None:
+    from bertgeom.sets.prepared import register
+
+    register(sub)
+
+
 #: Functions ``f(subparsers)`` that add more commands (train, evaluate, classify, ...).
-_EXTRA_COMMANDS: list = [_variant_commands, _precompute_commands]
+_EXTRA_COMMANDS: list = [_variant_commands, _precompute_commands, _prepared_commands]
 
 
 def main(argv: list[str] | None = None) -> int:

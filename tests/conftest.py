@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("BERTGEOM_PREPARE_SETS", "0")  # no background preparation in app tests (its CPU is the suite's)
 
 import pytest  # noqa: E402
 

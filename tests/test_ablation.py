@@ -16,6 +16,7 @@ from bertgeom.analysis.ablation import (
     disabled_mask,
     forward_with_disabled_heads,
     head_names,
+    map_cosine_by_layer,
     map_cosine_on_shared_inputs,
     same_shape,
     sweep_layers,
@@ -211,6 +212,8 @@ def test_weight_and_map_cosine_between_checkpoints(tiny_bert, tiny_variant):
     mc = map_cosine_on_shared_inputs(wa, wb, X)
     assert mc["cos"].shape == (2, 4) and np.all((mc["cos"] > 0) & (mc["cos"] <= 1 + 1e-9))
     np.testing.assert_allclose(map_cosine_on_shared_inputs(wa, wa, X)["cos"], 1.0, atol=1e-9)
+    # the layer-by-layer form the app uses gives the same cosines without keeping the maps
+    np.testing.assert_array_equal(map_cosine_by_layer(wa, wb, X), mc["cos"])
 
 
 def test_checkpoints_of_different_shapes_are_refused(tiny_bert, minilm):

@@ -63,6 +63,11 @@ def test_minilm_claims_are_true_of_minilm(minilm):
 def test_home_tour_shows_the_computed_claims():
     at = AppTest.from_file(APP, default_timeout=180).run()
     assert not at.exception
+    closed = " ".join(m.value for m in at.markdown if "Every claim below" in m.value)
+    assert not closed  # closed: nothing computed while the home page is drawn
+    at.session_state["w_home_tour"] = True  # the teacher opens the tour
+    at.run()
+    assert not at.exception
     tour = " ".join(m.value for m in at.markdown if "10-minute" in m.value or "Every claim below" in m.value)
     assert "Every claim below was computed just now" in tour
     assert "strongest previous-token head is **L" in tour and "[CLS]" in tour

@@ -47,3 +47,38 @@ def test_flow_bounded_by_rollout_mass_and_layers_subset(minilm):
     np.testing.assert_allclose(F[0], rollout(A)[0, 0], atol=1e-9)
     with pytest.raises(IndexError):
         attention_flow(A, target=99)
+
+
+def _networkx_flow(attentions, target, residual=0.5, min_weight=0.0):
+    """The earlier implementation: networkx's Edmonds-Karp on :func:`flow_graph`, layer by layer."""
+    import networkx as nx
+    from networkx.algorithms.flow import edmonds_karp
+
+    L, T = attentions.shape[0], attentions.shape[-1]
+    g = flow_graph(attentions, residual, min_weight=min_weight)
+    out = np.empty((L, T))
+    for l in range(L):
+        sub = g.subgraph([(x, y) for x in range(l + 2) for y in range(T)])
+        out[l] = [nx.maximum_flow_value(sub, (0, j), (l + 1, target), capacity="capacity", flow_func=edmonds_karp)
+                  for j in range(T)]
+    return out
+
+
+@pytest.mark.parametrize("target,residual,min_weight", [(0, 0.5, 0.0), (3, 0.8, 0.0), (5, 0.5, 0.02)])
+def test_dense_flow_equals_networkx_max_flow(minilm, target, residual, min_weight):
+    from bertgeom.trace import run_trace
+
+    A = run_trace(minilm, "The quick brown fox jumps over the lazy dog near the river bank.").attentions
+    np.testing.assert_allclose(attention_flow(A, target=target, residual=residual, min_weight=min_weight),
+                               _networkx_flow(A, target, residual, min_weight), atol=1e-12, rtol=0)
+
+
+def test_dense_flow_equals_networkx_on_sparse_random_maps():
+    rng = np.random.default_rng(3)
+    A = rng.random((4, 3, 9, 9)) ** 6  # many near-zero pipes: bottlenecks and reverse edges matter
+    A[rng.random(A.shape) < 0.4] = 0.0
+    A[..., 0] += 1e-3  # every row keeps some mass
+    A /= A.sum(-1, keepdims=True)
+    for target in (0, 4):
+        np.testing.assert_allclose(attention_flow(A, target=target, residual=1.0), _networkx_flow(A, target, 1.0),
+                                   atol=1e-12, rtol=0)

@@ -126,14 +126,19 @@ def cache_dir() -> Path:
     return Path(os.environ.get("BERTGEOM_CACHE_DIR") or Path.home() / ".cache" / "bertgeom")
 
 
+def disk_cache_path(key_parts: Iterable) -> Path:
+    """The ``.npz`` file of :func:`disk_cached_arrays` for ``key_parts`` (a hash of their strings)."""
+    key = hashlib.sha256(json.dumps([str(p) for p in key_parts]).encode()).hexdigest()[:24]
+    return cache_dir() / f"{key}.npz"
+
+
 def disk_cached_arrays(key_parts: Iterable, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Return ``compute()`` (a dict of numpy arrays), cached on disk as ``.npz`` under a key.
 
     The key is a hash of ``key_parts`` (include the model's weights hash, the set's
     fingerprint and every parameter). Files are read with ``allow_pickle=False``.
     """
-    key = hashlib.sha256(json.dumps([str(p) for p in key_parts]).encode()).hexdigest()[:24]
-    path = cache_dir() / f"{key}.npz"
+    path = disk_cache_path(key_parts)
     if path.is_file():
         try:
             with np.load(path, allow_pickle=False) as data:

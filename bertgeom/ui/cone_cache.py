@@ -4,8 +4,9 @@
   and the attention entropies (``st.cache_data``; the model's trace comes from the shared
   trace cache, so the model is not run again unless the input is padded to 512);
 * per set (model id, set fingerprint, token set, padding): the per-input profiles of
-  :func:`bertgeom.sets.cone.cone_profiles_over_set`, computed once with a progress bar and kept
-  in memory and on disk (``disk_cached_arrays``, keyed by the model's weights hash);
+  :func:`bertgeom.sets.cone.cone_profiles_over_set`, prepared ahead for the shipped set
+  (:mod:`bertgeom.sets.prepared`) or computed once with a progress bar, and read from disk
+  (``disk_cached_arrays``, keyed by the model's weights hash);
 * projections of the per-layer [CLS] / mean-pooled vectors (keyed by the data themselves).
 """
 
@@ -15,6 +16,7 @@ import numpy as np
 import streamlit as st
 
 from bertgeom.sets import cone as conesets
+from bertgeom.sets.prepared import CONE_DISK_VERSION
 from bertgeom.sets.inputs import InputItem, disk_cached_arrays
 from bertgeom.inputs import normalise_text
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
@@ -22,8 +24,8 @@ from bertgeom.safety import plain
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy, not_replayed
 
-#: Bump when the arrays stored on disk change meaning.
-DISK_VERSION = "cone-v1"
+#: Bump when the arrays stored on disk change meaning (shared with ``prepare-sets``).
+DISK_VERSION = CONE_DISK_VERSION
 
 
 def _encoded_and_hidden(model_id: str, text: str, pad_to: int | None):
@@ -57,54 +59,64 @@ def input_entropies(model_id: str, text: str, pad_to: int | None) -> dict:
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _set_cones(model_id: str, fingerprint: str, token_set: str, pad_to: int | None, _items) -> dict:
-    loaded = cached_model(model_id)
-
-    def compute() -> dict:
-        with heavy("the set's cone profiles"), progress(f"Running the model over {len(_items)} inputs…") as update:
-            return conesets.cone_profiles_over_set(loaded, _items, token_set, pad_to=pad_to,
-                                                   layer_weights=cached_layer_weights(model_id), progress=update)
-
-    key = [DISK_VERSION, "set", model_id, loaded.weights_hash, fingerprint, token_set, pad_to or 0]
-    return disk_cached_arrays(key, compute)
+def _read_arrays(file_id: str, _key) -> dict:
+    """A summary already on disk (``file_id`` names it for the cache; no element is drawn here)."""
+    return disk_cached_arrays(_key, dict)
 
 
 def set_cones(model_id: str, items: tuple[InputItem, ...], fingerprint: str, token_set: str,
               pad_to: int | None) -> dict:
-    """Per-input cone profiles, streams and [CLS]/mean vectors over a set (cached)."""
-    return _set_cones(model_id, fingerprint, token_set, pad_to, items)
+    """Per-input cone profiles, streams and [CLS]/mean vectors over a set: from disk (prepared ahead
+    for the shipped set, or written by an earlier visit), else computed with a progress bar."""
+    from bertgeom.sets.prepared import cone_set_key, is_on_disk, key_id
+    from bertgeom.ui.prepared_cache import wait_for
 
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def _class_entropies(model_id: str, fingerprint: str, label: str, pad_to: int | None, correct_only: bool,
-                     _items) -> dict:
     loaded = cached_model(model_id)
-    chosen = [it for it in _items if it.label == label]
+    key = cone_set_key(model_id, loaded, fingerprint, token_set, pad_to)
+    wait_for(key, "The set's cone profiles", model_id=model_id)
+    if not is_on_disk(key):
+        with heavy("the set's cone profiles"), progress(f"Running the model over {len(items)} inputs…") as update:
+            disk_cached_arrays(key, lambda: conesets.cone_profiles_over_set(
+                loaded, items, token_set, pad_to=pad_to, layer_weights=cached_layer_weights(model_id),
+                progress=update))
+        if not is_on_disk(key):  # a read-only cache: keep the computed arrays in memory only
+            return _computed_cones(model_id, fingerprint, token_set, pad_to, items)
+    return _read_arrays(key_id(key), key)
 
-    def compute() -> dict:
-        with heavy("the class-mean attention"), \
-                progress(f"Averaging the attention of {len(chosen)} inputs of class '{label}'…") as update:
-            mean = conesets.class_mean_attention(loaded, chosen, pad_to=pad_to, correct_only=correct_only,
-                                                 progress=update)
-        out = {"n_used": mean["n_used"], "n_errors": mean["n_errors"]}
-        if int(mean["n_used"]) > 0:
-            with not_replayed():  # a transient line: never replayed on a later cache hit
-                bar2 = st.empty()
-                bar2.caption("Computing the entropies of the class-mean attention…")
-            out.update(conesets.entropy_curves(mean["mean"], mean["keep"]))
-            with not_replayed():
-                bar2.empty()
-        return out
 
-    key = [DISK_VERSION, "class-entropy", model_id, loaded.weights_hash, fingerprint, label, pad_to or 0,
-           correct_only]
-    return disk_cached_arrays(key, compute)
+@st.cache_data(max_entries=4, show_spinner="Running the model over the set…")
+def _computed_cones(model_id: str, fingerprint: str, token_set: str, pad_to: int | None, _items) -> dict:
+    return conesets.cone_profiles_over_set(cached_model(model_id), _items, token_set, pad_to=pad_to,
+                                           layer_weights=cached_layer_weights(model_id))
 
 
 def class_entropies(model_id: str, items: tuple[InputItem, ...], fingerprint: str, label: str,
                     pad_to: int | None, correct_only: bool) -> dict:
-    """Entropies ``[L, H]`` of the class-mean attention (the official code's recipe)."""
-    return _class_entropies(model_id, fingerprint, label, pad_to, correct_only, items)
+    """Entropies ``[L, H]`` of the class-mean attention (the official code's recipe), from disk when
+    computed before, else computed here with a progress bar (drawn outside any cached function)."""
+    from bertgeom.sets.prepared import is_on_disk, key_id
+
+    loaded = cached_model(model_id)
+    chosen = [it for it in items if it.label == label]
+    key = [DISK_VERSION, "class-entropy", model_id, loaded.weights_hash, fingerprint, label, pad_to or 0,
+           correct_only]
+
+    def compute(update) -> dict:
+        mean = conesets.class_mean_attention(loaded, chosen, pad_to=pad_to, correct_only=correct_only,
+                                             progress=update)
+        out = {"n_used": mean["n_used"], "n_errors": mean["n_errors"]}
+        if int(mean["n_used"]) > 0:
+            update(len(chosen), len(chosen))
+            out.update(conesets.entropy_curves(mean["mean"], mean["keep"]))
+        return out
+
+    if not is_on_disk(key):
+        with heavy("the class-mean attention"), progress(
+                f"Averaging the attention of {len(chosen)} inputs of class '{label}', then its entropies…") as update:
+            arrays = disk_cached_arrays(key, lambda: compute(update))
+        if not is_on_disk(key):
+            return arrays
+    return _read_arrays(key_id(key), key)
 
 
 @st.cache_data(max_entries=64, show_spinner="Projecting the vectors…")

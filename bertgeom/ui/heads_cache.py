@@ -4,11 +4,11 @@
   checkpoint comparisons, cached per (model, input, parameters) with ``st.cache_data``.
 * Over a set of inputs: :func:`set_summary` runs the model once over the shipped set and keeps
   small per-input reductions (per-head features, k90 rows, Clark's JS sums, token-domain
-  attention masses).  The arrays are cached on disk (``disk_cached_arrays``, keyed by the
-  model's weights hash, the set's fingerprint and the parameters) and in a small in-process
-  LRU, so a second visit -- or another session on the same server -- is instant.  Per-class
-  mean maps (the paper's recipe) are recomputed on demand for one class from its correctly
-  classified inputs and kept with ``st.cache_resource`` (read-only, float16).
+  attention masses).  The arrays are prepared ahead (:mod:`bertgeom.sets.prepared`), kept on
+  disk (``disk_cached_arrays``, keyed by the model's weights hash, the set's fingerprint and the
+  parameters) and in a small in-process LRU.  Per-class mean maps (the paper's recipe, from the
+  correctly classified inputs of one class) are prepared and kept on disk the same way, and the
+  last two read are held in memory (``st.cache_resource``: read-only, float16).
 
 The computations themselves live in :mod:`bertgeom.sets.heads` (UI-free); this module keeps
 them cached.
@@ -23,18 +23,17 @@ from collections.abc import Callable
 import numpy as np
 import streamlit as st
 
+from bertgeom.sets import prepared
 from bertgeom.sets.inputs import InputItem, disk_cached_arrays, set_fingerprint, shipped_set
 from bertgeom.sets.heads import (
     JS_MAX_ROWS,
     SET_THETA,
-    SET_VERSION,
     SetSummary,
-    class_mean_over_set,
     compute_set_arrays,
     js_rows_for,
 )
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
-from bertgeom.ui.workqueue import heavy, queued
+from bertgeom.ui.workqueue import heavy
 
 _MEMO: OrderedDict = OrderedDict()
 _MEMO_LOCK = threading.Lock()
@@ -79,7 +78,13 @@ def set_summary(model_id: str, progress: Callable[[int, int], None] | None = Non
 
 
 def _set_key(loaded, items) -> tuple:
-    return ("heads-set", SET_VERSION, loaded.weights_hash, set_fingerprint(items), SET_THETA, JS_MAX_ROWS)
+    return prepared.heads_set_key(loaded, items)
+
+
+def set_key(model_id: str) -> tuple:
+    """The disk key of :func:`set_summary`'s arrays (shared with ``prepare-sets``)."""
+    loaded = cached_model(model_id)
+    return _set_key(loaded, set_items(loaded.spec.input_kind))
 
 
 def set_is_ready(model_id: str) -> bool:
@@ -90,13 +95,30 @@ def set_is_ready(model_id: str) -> bool:
         return key in _MEMO
 
 
-@st.cache_resource(max_entries=2, show_spinner="Averaging the class's attention maps…")
-@queued("averaging the class's attention maps")
+def class_mean_key(model_id: str, names: tuple[str, ...], theta: float = SET_THETA) -> tuple:
+    loaded = cached_model(model_id)
+    return prepared.class_mean_key(loaded, set_fingerprint(set_items(loaded.spec.input_kind)), names, theta)
+
+
 def class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta: float = SET_THETA) -> dict:
-    """:func:`bertgeom.sets.heads.class_mean_over_set` of the named inputs of the shipped set."""
+    """:func:`bertgeom.sets.heads.class_mean_over_set` of the named inputs of the shipped set: from
+    memory, else from disk (prepared ahead, or written by an earlier visit), else computed."""
+    from bertgeom.ui.prepared_cache import wait_for
+
+    wait_for(class_mean_key(model_id, names, theta), "The class-mean maps", group="class-mean", model_id=model_id)
+    return _class_mean(model_id, weights_hash, names, theta)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Averaging the class's attention maps…")
+def _class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta: float) -> dict:
     loaded = cached_model(model_id)
     items = [it for it in set_items(loaded.spec.input_kind) if it.name in set(names)]
-    return class_mean_over_set(loaded, items, theta)
+
+    def compute():
+        with heavy("averaging the class's attention maps"):
+            return prepared.class_mean_arrays(loaded, items, theta)
+
+    return prepared.class_mean_from_arrays(disk_cached_arrays(class_mean_key(model_id, names, theta), compute))
 
 
 # ----------------------------------------------------------------------------------------
@@ -166,13 +188,14 @@ def model_shape(model_id: str) -> tuple[int, int, int]:
 @st.cache_data(max_entries=8, show_spinner="Comparing the two checkpoints head by head…")
 def cached_compare(model_id: str, partner_id: str, text: str) -> dict:
     """Weight-space cosines (QK, OV) and map cosine on shared layer inputs, each ``[L, H]``."""
-    from bertgeom.analysis.ablation import map_cosine_on_shared_inputs, weight_cosine
+    from bertgeom.analysis.ablation import map_cosine_by_layer, weight_cosine
+    from bertgeom.sets.cone import single_threaded
 
     wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
     X = get_trace(model_id, text).hidden_states[:-1]
-    with heavy("comparing the two checkpoints"):
+    with heavy("comparing the two checkpoints"), single_threaded():  # small matrices: 1 thread is faster
         out = weight_cosine(wa, wb)
-        out["maps"] = map_cosine_on_shared_inputs(wa, wb, X)["cos"]
+        out["maps"] = map_cosine_by_layer(wa, wb, X)
     return out
 
 
@@ -181,8 +204,11 @@ def cached_compare_layer(model_id: str, partner_id: str, text: str, layer: int) 
     """Both checkpoints' maps ``[H, T, T]`` of one layer on the current model's layer input."""
     from bertgeom.attention import attention_from_weights
 
+    from bertgeom.sets.cone import single_threaded
+
     wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
     X = get_trace(model_id, text).hidden_states[layer][None]
-    a = attention_from_weights([wa[layer]], X)[0].astype(np.float32)
-    b = attention_from_weights([wb[layer]], X)[0].astype(np.float32)
+    with single_threaded():
+        a = attention_from_weights([wa[layer]], X)[0].astype(np.float32)
+        b = attention_from_weights([wb[layer]], X)[0].astype(np.float32)
     return a, b

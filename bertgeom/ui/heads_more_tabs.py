@@ -229,7 +229,19 @@ def set_disable_section(v: PageView) -> None:
         chosen = tuple(items[:k])
     secs = v.kind.sweep_seconds * len(chosen)
     req = (v.model_id, tuple(it.name for it in chosen))
-    if st.session_state.get("abl_set_req") != req:
+    from bertgeom.sets.prepared import is_on_disk, sweep_key
+    from bertgeom.ui.prepared_cache import pending
+
+    keys = [sweep_key(loaded, it) for it in chosen]
+    prepared_now = all(is_on_disk(k) for k in keys)
+    being_prepared = not prepared_now and all(is_on_disk(k) or pending(k) for k in keys)
+    if being_prepared and st.session_state.get("abl_set_req") != req:
+        from bertgeom.ui.prepared_cache import wait_for
+
+        for k, it in zip(keys, chosen):
+            wait_for(k, f"Disabling every head on {it.name}", model_id=v.model_id)
+        prepared_now = all(is_on_disk(k) for k in keys)
+    if not prepared_now and st.session_state.get("abl_set_req") != req:
         st.caption(f"{len(chosen)} inputs × {v.L * v.H} heads; about {secs / 60:.1f} min the first time on 2 cores "
                    "(each input's sweep is then cached on disk, so a larger set reuses it).")
         st.button("Run over the set", key="w_abl_set_run", type="primary",

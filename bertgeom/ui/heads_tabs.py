@@ -101,8 +101,16 @@ def show_clark_findings(lab: dict, feats, *, what: str = "this input") -> None:
 
 
 def _set_summary(model_id: str) -> hc.SetSummary:
-    """The shipped set's statistics, with a progress bar while the model runs over it."""
-    with progress("Running the model over the set…", show=not hc.set_is_ready(model_id)) as update:
+    """The shipped set's statistics (prepared ahead, or computed with a progress bar while the model
+    runs over the set)."""
+    from bertgeom.sets.prepared import is_on_disk
+    from bertgeom.ui.prepared_cache import wait_for
+
+    key = hc.set_key(model_id)
+    if not hc.set_is_ready(model_id):
+        wait_for(key, "The statistics over the set", model_id=model_id)
+    show = not hc.set_is_ready(model_id) and not is_on_disk(key)
+    with progress("Running the model over the set…", show=show) as update:
         return hc.set_summary(model_id, update)
 
 
@@ -124,8 +132,9 @@ def set_tab(v: View) -> None:
     model_id, loaded, kind, layer, head, L, H, th = v.model_id, v.loaded, v.kind, v.layer, v.head, v.L, v.H, v.th
     items = hc.set_items(loaded.spec.input_kind)
     what = f"the {len(items)} {kind.shipped_set_description.removeprefix('the ')}"
-    st.caption(f"Statistics over {what}. The model runs once over the set; the result is cached on disk "
-               "(keyed by the model's weights and the set), so later visits are instant.")
+    st.caption(f"Statistics over {what}. The model runs once over the set, ahead of time (`python -m bertgeom "
+               "prepare-sets`, or in the background when the server starts); the result is kept on disk, keyed by "
+               "the model's weights and the set, and read from there afterwards.")
     summary = _set_summary(model_id)
     usable = summary.usable()
     if summary.classifier:

@@ -26,7 +26,8 @@ from bertgeom.figures import headview as hv
 from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
 from bertgeom.tables import head_label
 from bertgeom.ui.cache import cached_layer_weights, cached_model
-from bertgeom.ui.state import PageView
+from bertgeom.inputs import input_kind_of
+from bertgeom.ui.state import PageView, widget_key
 from bertgeom.ui.widgets import chart, guarded, table
 
 #: Inputs longer than this are shown through a window or as token groups.
@@ -150,8 +151,8 @@ def _layer_records(model_id: str, fingerprint: str, layer: int, with_groups: boo
 
 
 def _open_input(kind: str, text: str) -> None:
-    key, widget = ("genome_value", "w_genome") if kind == "spike" else ("text_value", "w_text")
-    st.session_state[key] = st.session_state[widget] = text
+    spec = input_kind_of(kind)
+    st.session_state[spec.session_key] = st.session_state[widget_key(spec)] = text
 
 
 def _on_qk_click(items_key: str, kind: str) -> None:
@@ -174,15 +175,15 @@ def _choose_set(v: PageView) -> tuple[InputItem, ...] | None:
                    format_func={"shipped": "the shipped set", "own": "my own inputs"}.get)
     if src == "shipped":
         return shipped_set(kind)[:MAX_SET_INPUTS]
-    if kind == "spike":
+    spec = input_kind_of(kind)
+    if spec.read_set is not None and not spec.link_text:  # inputs too long to type one per line: a file
         from bertgeom.ui.cone_cache import uploaded_set
 
-        up = st.file_uploader("FASTA (genomes or spikes; a '|label' suffix of a header is its class)",
-                              type=["fasta", "fa", "fna", "txt", "gz", "xz"], key="w_qk_fasta")
+        up = st.file_uploader(spec.set_upload_label.capitalize(), type=list(spec.set_upload_types), key="w_qk_fasta")
         if up is None:
-            st.info("Upload a FASTA file to embed your own genomes.")
+            st.info(f"Upload a file to embed your own {spec.plural}.")
             return None
-        items = uploaded_set(up.getvalue(), None)
+        items = uploaded_set(kind, up.getvalue(), None)
     else:
         text = st.text_area("One input per line", key="w_qk_lines", height=120,
                             placeholder="The cat sat on the mat.\nA dog barked.")

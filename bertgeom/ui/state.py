@@ -265,7 +265,7 @@ def write_query_params(current=None) -> None:
         except Exception:  # noqa: BLE001 - an unknown model: the URL keeps what it has
             kind = None
         if kind is not None:
-            text = st.session_state.get("genome_value" if kind == "spike" else "text_value") or ""
+            text = st.session_state.get(INPUT_KINDS.of(kind).session_key) or ""
             query, _ = share_query(current.url_path, st.session_state["model_id"], 0, 0, input_kind=kind, text=text,
                                    colour=st.session_state.get("w_feature"), theta=st.session_state.get("w_theta"))
             for k in _INPUT_KEYS:

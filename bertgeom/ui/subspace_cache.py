@@ -7,7 +7,8 @@
   each input padded to 512 positions as for one input (one padded forward pass per input serves
   both modes), with a progress bar
   and a disk cache (:func:`bertgeom.sets.inputs.disk_cached_arrays`), so a head computed once is
-  shown at once afterwards, also after a server restart.
+  shown at once afterwards, also after a server restart; for the shipped set every head is
+  prepared ahead (:mod:`bertgeom.sets.prepared`).
 
 The computations themselves live in :mod:`bertgeom.sets.subspace` (UI-free).
 """
@@ -19,18 +20,19 @@ from collections.abc import Sequence
 
 import numpy as np
 import streamlit as st
+from threadpoolctl import threadpool_limits
 
 from bertgeom import attention as att
 from bertgeom.analysis import subspace as sub
 from bertgeom.sets.cone import padded_runner
 from bertgeom.sets.inputs import InputItem, disk_cached_arrays, map_over_set, set_fingerprint
+from bertgeom.sets.prepared import across_key
 from bertgeom.sets.subspace import (FAITHFUL_PAD_TO, collect_set_result, data_geometry, faithful_input,
                                     head_set_reducer, padded_hidden_states)
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy
 
-_ACROSS_VERSION = "subspace-across/v4"  # v2: D1 is delta_A; v3: faithful reads the next layer; v4: and is padded to 512
 
 # -------------------------------------------------------------------------------------------
 # Streamlit caches
@@ -98,20 +100,48 @@ def across_inputs(
     Runs the model over the set in batches with a progress bar the first time; afterwards
     the result comes from memory or from the disk cache.
     """
-    fingerprint = set_fingerprint(items)
-    key = (_ACROSS_VERSION, model_id, weights_hash, fingerprint, int(layer), int(head), float(eps), token_set)
+    key = across_key(model_id, weights_hash, set_fingerprint(items), layer, head, eps, token_set)
     memo = _across_memo()
     if key in memo:
         memo.move_to_end(key)
         return memo[key]
-    loaded = cached_model(model_id)
-    lws = cached_layer_weights(model_id)
-    with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…") as update:
-        reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set)
-        pad_to = min(FAITHFUL_PAD_TO, int(loaded.max_tokens))  # one padded pass per input serves both modes
-        arrays = disk_cached_arrays(key, lambda: collect_set_result(map_over_set(
-            loaded, items, reducer, progress=update, runner=padded_runner(pad_to), max_tokens=pad_to)))
+    from bertgeom.sets.prepared import is_on_disk
+    from bertgeom.ui.prepared_cache import wait_for
+
+    wait_for(key, f"L{layer + 1} H{head + 1} across inputs", model_id=model_id)
+    if is_on_disk(key):
+        arrays = disk_cached_arrays(key, dict)
+    else:
+        loaded = cached_model(model_id)
+        lws = cached_layer_weights(model_id)
+        with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…") as update:
+            reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set)
+
+            def reduce(result, item):
+                with threadpool_limits(limits=1):  # small matrices: threaded BLAS only spins (40x slower measured)
+                    return reducer(result, item)
+
+            pad_to = min(FAITHFUL_PAD_TO, int(loaded.max_tokens))  # one padded pass per input serves both modes
+            arrays = disk_cached_arrays(key, lambda: collect_set_result(map_over_set(
+                loaded, items, reduce, progress=update, runner=padded_runner(pad_to), max_tokens=pad_to)))
     memo[key] = arrays
     while len(memo) > max_memo:
         memo.popitem(last=False)
     return arrays
+
+
+def across_ready(model_id: str, weights_hash: str, items: Sequence[InputItem], layer: int, head: int, *,
+                 eps: float = 1e-3, token_set: str = "all") -> bool:
+    """True when :func:`across_inputs` would answer without running the model (memory or disk)."""
+    from bertgeom.sets.prepared import is_on_disk
+
+    key = across_key(model_id, weights_hash, set_fingerprint(items), layer, head, eps, token_set)
+    return key in _across_memo() or is_on_disk(key)
+
+
+def across_pending(model_id: str, weights_hash: str, items: Sequence[InputItem], layer: int, head: int, *,
+                   eps: float = 1e-3, token_set: str = "all") -> bool:
+    """True when the background preparation is going to write this head's result."""
+    from bertgeom.ui.prepared_cache import pending
+
+    return pending(across_key(model_id, weights_hash, set_fingerprint(items), layer, head, eps, token_set))

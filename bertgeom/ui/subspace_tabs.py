@@ -280,9 +280,13 @@ def across_tab(v: View) -> None:
     if len(items) > MAX_SET_INPUTS:
         st.caption(f"Only the first {MAX_SET_INPUTS} of {len(items)} inputs are used.")
         items = items[:MAX_SET_INPUTS]
-    if not st.toggle(f"Compute for {HL} over {len(items)} inputs", key="w_sub_across_on",
-                     help="Runs the model once per input the first time (cached on disk afterwards)."):
-        st.caption("Switch on to run the model over the set; each head is computed once and then cached.")
+    ready = sc.across_ready(model_id, wh, items, layer, head, eps=eps, token_set=token_set) or \
+        sc.across_pending(model_id, wh, items, layer, head, eps=eps, token_set=token_set)
+    if not ready and not st.toggle(f"Compute for {HL} over {len(items)} inputs", key="w_sub_across_on",
+                                   help="Runs the model once per input the first time (cached on disk afterwards)."):
+        st.caption("Switch on to run the model over the set; each head is computed once and then cached. "
+                   "For the shipped set with the default ε and tokens, every head is prepared ahead "
+                   "(`python -m bertgeom prepare-sets`, or in the background when the server starts).")
         return
     try:
         res = sc.across_inputs(model_id, wh, items, layer, head, eps=eps, token_set=token_set)

@@ -1,0 +1,311 @@
+"""Latency of the app as a user meets it, in a real browser (Playwright driving Debian's Chromium).
+
+Every scenario is one user action timed from the action to the moment its result is on screen and
+the page's script has finished: home page complete after the server starts, a head clicked in
+the grid, a tab switched, a genome pasted, a batch of 20 genomes, integrated gradients, each set
+view opened for the first time (with the shipped sets prepared by ``python -m bertgeom
+prepare-sets``, which is timed too), attention flow and the checkpoint comparison.
+
+* **cold**: the first time on a freshly started server (nothing computed in its memory; the set
+  summaries prepared on disk, as after the project's set-up or the background preparation);
+* **warm**: the same action again, in a new browser session on the same server.
+
+Each scenario runs in its own browser context (a new session). p50 and p95 are over the repeats
+(cold: one fresh server per repeat). The figures are wall-clock seconds on the machine it runs on,
+beside the figures the issue measured before (``BEFORE``) on the 2-core development machine.
+
+Usage: ``python bench/bench_latency.py [--quick] [--repeats N] [--update-readme]``
+(``--quick``: one cold server, two warm repeats, the subspace view's default head only and no
+head-disabling view: under 10 minutes on 2 cores). Results go to ``bench/out/latency.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+OUT = ROOT / "bench" / "out"
+SPIKE = "sars-cov-2-variant"
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+
+#: What the issue measured before this work (seconds, 2-core machine, first use in Chromium).
+BEFORE = {
+    "home page complete after start": 9.4,
+    "head click": 1.6,
+    "Attention Heads: over a set of inputs": 63.0,
+    "Cone Index: per class over a set": 63.0,
+    "Subspace: across inputs, one head": 99.0,
+    "integrated gradients (default genome)": 43.0,
+    "attention flow (spike model)": 22.0,
+    "compare checkpoints": 16.0,
+}
+
+
+def _settle(page, text: str, timeout_s: float, exact: bool = False) -> None:
+    """Wait until ``text`` is on screen and the script has finished its run."""
+    page.get_by_text(text, exact=exact).first.wait_for(state="visible", timeout=timeout_s * 1000)
+    page.wait_for_selector(IDLE, timeout=timeout_s * 1000)
+    page.wait_for_timeout(150)  # a rerun that starts right after the text appeared
+    page.wait_for_selector(IDLE, timeout=timeout_s * 1000)
+
+
+def _open(page, base: str, query: str, text: str, timeout_s: float, exact: bool = False) -> None:
+    page.goto(f"{base}/{query}")
+    _settle(page, text, timeout_s, exact=exact)
+
+
+def _tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+def _genomes(n: int) -> str:
+    from bertgeom.sets.inputs import genome_set
+
+    return "\n".join(it.text for it in genome_set()[:n])
+
+
+def scenarios(quick: bool) -> list[tuple[str, object]]:
+    """``(name, run(page, base, timeout) -> seconds)`` in the order a visitor might meet them."""
+    from bertgeom.sets.inputs import genome_set
+
+    heads = f"?view=heads&model={SPIKE}&layer=1&head=1"
+    T = time.perf_counter
+
+    def home(page, base, to):
+        t0 = T()
+        _open(page, base, "", "Start here", to)
+        return T() - t0
+
+    def head_click(page, base, to):
+        _open(page, base, heads, "L1 H1 — who attends to whom", to)
+        grid = page.get_by_test_id("stPlotlyChart").first
+        point = grid.locator(".scatterlayer .trace").first.locator(".point").nth(2 * 12 + 4)
+        point.wait_for(state="visible", timeout=to * 1000)
+        page.wait_for_timeout(1000)  # untimed: plotly has finished drawing and the page stopped moving
+        box = point.bounding_box()
+        t0 = T()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        _settle(page, "L3 H5 — who attends to whom", to)
+        return T() - t0
+
+    def tab_switch(page, base, to):
+        _open(page, base, heads, "L1 H1 — who attends to whom", to)
+        t0 = T()
+        _tab(page, "All heads")
+        _settle(page, "Every head: labels and features", to)
+        return T() - t0
+
+    def paste(page, base, to, text=None, expect="Alpha —"):
+        _open(page, base, f"?view=classifier&model={SPIKE}", "Verdict:", to)
+        box = page.get_by_role("textbox", name="Genome or spike sequence")
+        box.fill(text or genome_set("demo")[3].text)
+        t0 = T()
+        box.press("Control+Enter")
+        _settle(page, expect, to)
+        return T() - t0
+
+    def batch(page, base, to):
+        return paste(page, base, to, _genomes(20), "20 records")
+
+    def ig(page, base, to):
+        _open(page, base, f"?view=classifier&model={SPIKE}", "Verdict:", to)
+        t0 = T()
+        page.locator("[data-testid='stCheckbox'] label").filter(has_text="Integrated gradients").first.click()
+        _settle(page, "Integrated gradients:", to)
+        return T() - t0
+
+    def heads_tab(tab, expect, radio=None):
+        def run(page, base, to):
+            _open(page, base, heads, "L1 H1 — who attends to whom", to)
+            t0 = T()
+            _tab(page, tab)
+            if radio:
+                page.locator("[data-testid='stRadio'] label").filter(has_text=radio).first.click()
+            _settle(page, expect, to, exact=expect in ("Feature",))
+            return T() - t0
+        return run
+
+    def heads_set(page, base, to):
+        return heads_tab("Over a set of inputs", "mean map of")(page, base, to)
+
+    def cone_set(page, base, to):
+        _open(page, base, f"?view=cone&model={SPIKE}", "Token set", to, exact=True)
+        t0 = T()
+        page.locator("[data-testid='stButtonGroup'] button").filter(has_text="Per class over a set").first.click()
+        _settle(page, "How the cone evolves for each class", to)
+        page.get_by_text("Stream", exact=True).first.wait_for(state="visible", timeout=to * 1000)
+        page.wait_for_selector(IDLE, timeout=to * 1000)
+        return T() - t0
+
+    def subspace_set(page, base, to):
+        _open(page, base, f"?view=subspace&model={SPIKE}&layer=1&head=1", "Weights (D4)", to)
+        t0 = T()
+        _tab(page, "Across inputs")
+        _settle(page, "predicted correctly", to)
+        return T() - t0
+
+    def disable_set(page, base, to):
+        _open(page, base, heads, "L1 H1 — who attends to whom", to)
+        t0 = T()
+        _tab(page, "Disable heads")
+        page.locator("[data-testid='stRadio'] label").filter(has_text="Each head, over the set").first.click()
+        _settle(page, "Accuracy, all heads", to)
+        return T() - t0
+
+    out = [("home page complete after start", home), ("head click", head_click), ("tab switch", tab_switch),
+           ("paste a genome", paste), ("batch of 20 genomes", batch),
+           ("integrated gradients (default genome)", ig),
+           ("Attention Heads: over a set of inputs", heads_set),
+           ("Attention Heads: feature distributions over the set",
+            heads_tab("Over a set of inputs", "Feature", radio="Feature distributions")),
+           ("Cone Index: per class over a set", cone_set),
+           ("Subspace: across inputs, one head", subspace_set)]
+    if not quick:
+        out.append(("Attention Heads: disabling over the set", disable_set))
+    out += [("attention flow (spike model)", heads_tab("Attention flow", "After layer")),
+            ("compare checkpoints", heads_tab("Compare checkpoints", "Cosine per head"))]
+    return out
+
+
+def prepare(cache: Path, quick: bool) -> float:
+    """``prepare-sets`` for the spike model into ``cache`` (timed, seconds)."""
+    cmd = [sys.executable, "-m", "bertgeom", "prepare-sets", "--model", SPIKE]
+    if quick:
+        cmd += ["--subspace-heads", "1", "--no-sweeps"]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, check=True, env={**os.environ, "BERTGEOM_CACHE_DIR": str(cache)},
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def run_server_pass(cache: Path, plan, warm_repeats: int, timeout_s: float, log) -> dict[str, dict[str, list]]:
+    """One fresh server: every scenario once cold, then ``warm_repeats`` times warm."""
+    from playwright.sync_api import sync_playwright
+    from screenshots import CHROMIUM_ARGS, free_port, start_server
+
+    port = free_port()
+    server = start_server(port, env={"BERTGEOM_CACHE_DIR": str(cache), "BERTGEOM_PREPARE_SETS": "0"})
+    base = f"http://127.0.0.1:{port}"
+    times: dict[str, dict[str, list]] = {name: {"cold": [], "warm": []} for name, _ in plan}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+                                        args=CHROMIUM_ARGS)
+            for rep in range(1 + warm_repeats):
+                mode = "cold" if rep == 0 else "warm"
+                for name, run in plan:
+                    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+                    page = ctx.new_page()
+                    try:
+                        secs = run(page, base, timeout_s)
+                        times[name][mode].append(secs)
+                        log(f"{mode:4s} {secs:7.2f} s  {name}")
+                    except Exception as exc:  # a failed step is reported, the others still run
+                        log(f"{mode:4s}  FAILED  {name}: {type(exc).__name__}: {str(exc)[:160]}")
+                    finally:
+                        ctx.close()
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return times
+
+
+def percentile(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    import numpy as np
+
+    return float(np.percentile(np.asarray(xs), q))
+
+
+def summarise(all_times: dict, prepare_s: float) -> dict:
+    rows = []
+    for name, modes in all_times.items():
+        row = {"view": name, "before_s": BEFORE.get(name)}
+        for mode in ("cold", "warm"):
+            xs = modes[mode]
+            row[mode] = {"n": len(xs), "p50": percentile(xs, 50), "p95": percentile(xs, 95)}
+        rows.append(row)
+    return {"rows": rows, "prepare_sets_s": prepare_s, "machine": f"{os.cpu_count()} cores",
+            "date": time.strftime("%Y-%m-%d")}
+
+
+def readme_block(res: dict, command: str) -> str:
+    def f(x):
+        return "—" if x is None else f"{x:.1f} s"
+
+    lines = ["| first use | measured before | cold p50 / p95 | warm p50 / p95 | repeats (cold, warm) |",
+             "|---|---|---|---|---|"]
+    for r in res["rows"]:
+        c, w = r["cold"], r["warm"]
+        lines.append(f"| {r['view']} | {f(r['before_s'])} | {f(c['p50'])} / {f(c['p95'])} | "
+                     f"{f(w['p50'])} / {f(w['p95'])} | {c['n']}, {w['n']} |")
+    lines.append("")
+    prep = (f"{res['prepare_sets_s']:.0f} s for the spike model in this run" if res.get("prepared_fresh", True)
+            else "reused from an earlier run")
+    lines.append(f"Seconds in Chromium from the action to its result on screen, {res['machine']}, {res['date']}; "
+                 "cold = first use on a freshly started server, warm = again in a new session. The set views "
+                 f"read the summaries `python -m bertgeom prepare-sets` wrote ({prep}). `{command}`.")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="one cold server, two warm repeats (< 10 min on 2 cores)")
+    ap.add_argument("--repeats", type=int, default=None, help="cold servers (default 3, quick 1)")
+    ap.add_argument("--warm", type=int, default=None, help="warm repeats per server (default 3, quick 2)")
+    ap.add_argument("--cache-dir", default=None, help="a prepared cache to reuse (default: a fresh one, prepared here)")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds one step may take")
+    ap.add_argument("--update-readme", action="store_true")
+    args = ap.parse_args(argv)
+    cold = args.repeats or (1 if args.quick else 3)
+    warm = args.warm if args.warm is not None else (2 if args.quick else 3)
+
+    def log(msg):
+        print(msg, flush=True)
+
+    tmp = None
+    if args.cache_dir:
+        cache = Path(args.cache_dir)
+    else:
+        tmp = tempfile.mkdtemp(prefix="bertgeom-latency-")
+        cache = Path(tmp)
+    try:
+        prepare_s = prepare(cache, args.quick)
+        log(f"prepare-sets: {prepare_s:.1f} s")
+        plan = scenarios(args.quick)
+        all_times = {name: {"cold": [], "warm": []} for name, _ in plan}
+        for _ in range(cold):
+            for name, modes in run_server_pass(cache, plan, warm, args.timeout, log).items():
+                for m in modes:
+                    all_times[name][m] += modes[m]
+        res = summarise(all_times, prepare_s)
+        res["prepared_fresh"] = tmp is not None
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "latency.json").write_text(json.dumps(res, indent=2))
+    command = "python bench/bench_latency.py" + (" --quick" if args.quick else "") + " --update-readme"
+    block = readme_block(res, command)
+    print(block)
+    if args.update_readme:
+        from bench.readme_blocks import replace_block
+
+        replace_block("latency", block, heading="### Latency in the browser")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

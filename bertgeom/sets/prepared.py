@@ -1,0 +1,514 @@
+"""Set views prepared ahead: the shipped sets are fixed, so their summaries are computed once per
+model version and read from disk afterwards (``python -m bertgeom prepare-sets``, or the app's
+background preparation at first server start).
+
+Every summary is stored by :func:`bertgeom.sets.inputs.disk_cached_arrays` under the *same key*
+the page reads (model id where the page uses it, the weights hash, the set's fingerprint, every
+parameter and a format version per analysis), so a prepared result is the page's own cache entry:
+a page never recomputes what is on disk, and a changed model, set or format simply misses.
+
+Tasks, in the order a visitor meets them (:func:`prepare_tasks`):
+
+* the Attention Heads page's statistics over the set (:func:`bertgeom.sets.heads.compute_set_arrays`);
+* the Cone Index page's per-class profiles with the page's default token set (content tokens,
+  unpadded; :func:`bertgeom.sets.cone.cone_profiles_over_set`);
+* the class-mean maps of the correctly predicted inputs, of every class and of all of them
+  (:func:`bertgeom.sets.heads.class_mean_over_set`);
+* the Subspace page's D1-D3 across inputs for every head (:func:`bertgeom.sets.subspace.head_set_reducer`
+  on one padded forward pass per input, shared by all heads);
+* head disabling over the page's default subset (one input per class, :mod:`bertgeom.sets.ablation`).
+
+A status file (:func:`status_path`) tells the app what is queued, running and done, so a page can
+show "being prepared: k of n" and read the result when it lands; a task written meanwhile by
+someone else is skipped, and a wish file (:func:`wish_path`) moves a task to the front.
+
+References: the analyses are those of docs/methods.md §3-§5 (heads), §8 (subspace), §9 (cone)
+and Kovaleva et al. 2019 §4.6 (disabling).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bertgeom.sets.inputs import InputItem, cache_dir, disk_cache_path, disk_cached_arrays, set_fingerprint, shipped_set
+
+#: Bump when the list of prepared tasks or the status file's layout changes.
+FORMAT_VERSION = 1
+#: Version of the class-mean maps stored on disk.
+CLASS_MEAN_VERSION = "class-mean-v1"
+#: Version of the Cone Index page's set profiles on disk (the page reads the same key).
+CONE_DISK_VERSION = "cone-v1"
+#: Version of the Subspace page's across-inputs arrays (v2: D1 is delta_A; v3: faithful reads the
+#: next layer; v4: and is padded to 512).
+ACROSS_VERSION = "subspace-across/v4"
+#: The pages' default parameters that the prepared views use.
+CONE_TOKEN_SET = "content"
+SUBSPACE_EPS = 1e-3
+SUBSPACE_TOKEN_SET = "all"
+SWEEP_PER_CLASS = 1
+SWEEP_TEXT_INPUTS = 8
+#: The order in which several models' tasks run: every model's quick views first.
+GROUP_ORDER = ("heads-set", "cone-set", "class-mean", "subspace-across", "head-sweep")
+
+
+# -------------------------------------------------------------------------------------------
+# Keys shared with the pages
+# -------------------------------------------------------------------------------------------
+def heads_set_key(loaded, items: Sequence[InputItem]) -> tuple:
+    from bertgeom.sets.heads import JS_MAX_ROWS, SET_THETA, SET_VERSION
+
+    return ("heads-set", SET_VERSION, loaded.weights_hash, set_fingerprint(items), SET_THETA, JS_MAX_ROWS)
+
+
+def class_mean_key(loaded, fingerprint: str, names: Sequence[str], theta: float) -> tuple:
+    digest = hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
+    return (CLASS_MEAN_VERSION, loaded.weights_hash, fingerprint, digest, float(theta))
+
+
+def cone_set_key(model_id: str, loaded, fingerprint: str, token_set: str, pad_to: int | None) -> list:
+    return [CONE_DISK_VERSION, "set", model_id, loaded.weights_hash, fingerprint, token_set, pad_to or 0]
+
+
+def across_key(model_id: str, weights_hash: str, fingerprint: str, layer: int, head: int, eps: float,
+               token_set: str) -> tuple:
+    return (ACROSS_VERSION, model_id, weights_hash, fingerprint, int(layer), int(head), float(eps), token_set)
+
+
+def key_id(key_parts) -> str:
+    """The short name of a key (its file's stem), used in the status and wish files."""
+    return disk_cache_path(key_parts).stem
+
+
+def is_on_disk(key_parts) -> bool:
+    return disk_cache_path(key_parts).is_file()
+
+
+# -------------------------------------------------------------------------------------------
+# Class-mean maps as plain arrays (npz-safe)
+# -------------------------------------------------------------------------------------------
+def class_mean_arrays(loaded, items: Sequence[InputItem], theta: float) -> dict[str, np.ndarray]:
+    """:func:`bertgeom.sets.heads.class_mean_over_set` as arrays that ``numpy.savez`` stores without pickle."""
+    from bertgeom.sets.heads import class_mean_over_set
+
+    cm = class_mean_over_set(loaded, items, theta)
+    return {"mean": cm["mean"], "theta_sum": cm["theta_sum"], "n": np.asarray(cm["n"]),
+            "labels": np.array(cm["labels"], dtype=str), "domains": np.array(cm["domains"], dtype=str)}
+
+
+def class_mean_from_arrays(arrays: dict[str, np.ndarray]) -> dict:
+    """The dict the page draws (``labels``/``domains`` as lists, maps read-only)."""
+    mean, tsum = arrays["mean"], arrays["theta_sum"]
+    mean.setflags(write=False)
+    tsum.setflags(write=False)
+    return {"mean": mean, "theta_sum": tsum, "n": int(arrays["n"]), "labels": [str(x) for x in arrays["labels"]],
+            "domains": [str(x) for x in arrays["domains"]]}
+
+
+def class_mean_names(summary_arrays: dict, classifier: bool, class_order: Sequence[str]) -> dict:
+    """``{class or None: names}`` of the inputs each class-mean map averages: the correctly predicted
+    inputs of each class (all inputs for an encoder), as the page's class picker chooses them."""
+    from bertgeom.sets.heads import SetSummary
+
+    s = SetSummary(summary_arrays, classifier=classifier, class_order=tuple(class_order))
+    names = np.asarray(s.names)
+    out = {None: tuple(str(x) for x in names[s.mask(None)])}
+    for c in (s.classes() if classifier else []):
+        out[c] = tuple(str(x) for x in names[s.mask(c)])
+    return {c: n for c, n in out.items() if n}
+
+
+# -------------------------------------------------------------------------------------------
+# Tasks
+# -------------------------------------------------------------------------------------------
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class PreparedTask:
+    """One summary to prepare: its disk key, a title for the status line, and how to compute it
+    (``run(progress)`` writes the result to disk under ``key`` and returns nothing)."""
+
+    key: object
+    title: str
+    run: Callable[[Progress], None]
+    group: str = ""  # tasks that belong to one view (e.g. the heads of the subspace view)
+    model_id: str = ""
+
+    @property
+    def id(self) -> str:
+        return key_id(self.key)
+
+
+@dataclass
+class _Context:
+    """What every task of one model shares (loaded lazily, once)."""
+
+    model_id: str
+    loaded: object
+    items: tuple
+    fingerprint: str
+    _weights: list = field(default_factory=list)
+
+    @property
+    def layer_weights(self):
+        if not self._weights:
+            from bertgeom.weights import extract_layer_weights
+
+            self._weights.append(extract_layer_weights(self.loaded.model))
+        return self._weights[0]
+
+
+def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: bool = True,
+                  items: Sequence[InputItem] | None = None, subspace_heads: int | None = None) -> list[PreparedTask]:
+    """The summaries of ``model_id``'s shipped set (or of ``items``), most visited view first (see
+    module docstring).
+
+    Tasks whose result is already on disk are included (a runner skips them), so the list is the
+    same on every call and the status counts "k of n" over the whole preparation. ``subspace_heads``
+    keeps the first N heads of the subspace view (L1 H1 first, the page's default)."""
+    if loaded is None:
+        from bertgeom.models import load_model
+
+        loaded = load_model(model_id)
+    items = tuple(items) if items is not None else shipped_set(loaded.spec.input_kind)
+    ctx = _Context(model_id, loaded, items, set_fingerprint(items))
+    tasks = [_heads_set_task(ctx), _cone_set_task(ctx)]
+    tasks += _class_mean_tasks(ctx)
+    if subspace:
+        tasks += _subspace_tasks(ctx)[:subspace_heads]
+    if sweeps:
+        tasks += _sweep_tasks(ctx)
+    unique: dict[str, PreparedTask] = {}
+    for t in tasks:  # e.g. one class holding every correct input: its map is the all-classes map
+        unique.setdefault(t.id, t)
+    return list(unique.values())
+
+
+def _store(key, arrays: dict) -> None:
+    disk_cached_arrays(key, lambda: arrays)
+
+
+def _heads_set_task(ctx: _Context) -> PreparedTask:
+    from bertgeom.sets.heads import compute_set_arrays
+
+    key = heads_set_key(ctx.loaded, ctx.items)
+    return PreparedTask(key, f"statistics over the {len(ctx.items)} inputs (Attention Heads)",
+                        lambda progress: _store(key, compute_set_arrays(ctx.loaded, ctx.items, progress)),
+                        group="heads-set", model_id=ctx.model_id)
+
+
+def _cone_set_task(ctx: _Context) -> PreparedTask:
+    from bertgeom.sets.cone import cone_profiles_over_set
+
+    key = cone_set_key(ctx.model_id, ctx.loaded, ctx.fingerprint, CONE_TOKEN_SET, None)
+
+    def run(progress):
+        _store(key, cone_profiles_over_set(ctx.loaded, ctx.items, CONE_TOKEN_SET, pad_to=None,
+                                           layer_weights=ctx.layer_weights, progress=progress))
+
+    return PreparedTask(key, f"cone index per class over the {len(ctx.items)} inputs (Cone Index)", run,
+                        group="cone-set", model_id=ctx.model_id)
+
+
+def _class_mean_tasks(ctx: _Context) -> list[PreparedTask]:
+    """One task per class-mean map; the names come from the heads-set summary (prepared first)."""
+    from bertgeom.sets.heads import SET_THETA
+
+    summary_key = heads_set_key(ctx.loaded, ctx.items)
+    if not is_on_disk(summary_key):
+        # which inputs are correct is only known after the set's pass: one task that does the pass's
+        # work (cheap when the heads-set task has run: it reads the file) and then every class
+        def run_all(progress):
+            from bertgeom.sets.heads import compute_set_arrays
+
+            arrays = disk_cached_arrays(summary_key, lambda: compute_set_arrays(ctx.loaded, ctx.items))
+            groups = class_mean_names(arrays, bool(ctx.loaded.labels), ctx.loaded.labels)
+            for k, names in enumerate(groups.values()):
+                key = class_mean_key(ctx.loaded, ctx.fingerprint, names, SET_THETA)
+                if not is_on_disk(key):
+                    chosen = [it for it in ctx.items if it.name in set(names)]
+                    _store(key, class_mean_arrays(ctx.loaded, chosen, SET_THETA))
+                progress(k + 1, len(groups))
+
+        return [PreparedTask(("class-means-of", summary_key), "class-mean maps of every class (Attention Heads)",
+                             run_all, group="class-mean", model_id=ctx.model_id)]
+    arrays = disk_cached_arrays(summary_key, dict)
+    groups = class_mean_names(arrays, bool(ctx.loaded.labels), ctx.loaded.labels)
+    tasks = []
+    for cls, names in groups.items():
+        key = class_mean_key(ctx.loaded, ctx.fingerprint, names, SET_THETA)
+        chosen = [it for it in ctx.items if it.name in set(names)]
+
+        def run(progress, key=key, chosen=chosen):
+            _store(key, class_mean_arrays(ctx.loaded, chosen, SET_THETA))
+            progress(1, 1)
+
+        tasks.append(PreparedTask(key, f"class-mean map of {cls or 'all inputs'} ({len(names)} inputs)", run,
+                                  group="class-mean", model_id=ctx.model_id))
+    return tasks
+
+
+def _subspace_tasks(ctx: _Context) -> list[PreparedTask]:
+    """D1-D3 across inputs of every head: the padded passes are run once (kept in memory while the
+    heads are reduced one after another), so each head's result lands as soon as it is done."""
+    from bertgeom.sets.cone import padded_runner
+    from bertgeom.sets.inputs import map_over_set
+    from bertgeom.sets.subspace import FAITHFUL_PAD_TO, collect_set_result, head_set_reducer
+
+    L, H = ctx.loaded.num_layers, ctx.loaded.num_heads
+    pad_to = min(FAITHFUL_PAD_TO, int(ctx.loaded.max_tokens))
+    passes: dict = {}
+
+    def the_passes(progress):
+        if "res" not in passes:
+            passes["res"] = map_over_set(ctx.loaded, ctx.items, lambda r, _it: r, progress=progress,
+                                         runner=padded_runner(pad_to), max_tokens=pad_to)
+        return passes["res"]
+
+    tasks = []
+    for layer in range(L):
+        for head in range(H):
+            key = across_key(ctx.model_id, ctx.loaded.weights_hash, ctx.fingerprint, layer, head, SUBSPACE_EPS,
+                             SUBSPACE_TOKEN_SET)
+
+            def run(progress, key=key, layer=layer, head=head):
+                from bertgeom.sets.inputs import SetResult
+
+                res = the_passes(progress)
+                reduce = head_set_reducer(ctx.layer_weights, layer, head, eps=SUBSPACE_EPS,
+                                          token_set=SUBSPACE_TOKEN_SET)
+                per_input = SetResult(res.items, [reduce(p, it) for p, it in zip(res.results, res.items)],
+                                      res.predicted, res.errors)
+                _store(key, collect_set_result(per_input))
+                if layer == L - 1 and head == H - 1:
+                    passes.clear()  # the last head: free the hidden states
+
+            tasks.append(PreparedTask(key, f"D1-D3 across inputs of L{layer + 1} H{head + 1} (Subspace)", run,
+                                      group="subspace-across", model_id=ctx.model_id))
+    return tasks
+
+
+def sweep_subset(loaded, items: Sequence[InputItem]) -> tuple[InputItem, ...]:
+    """The disabling view's default subset: one input per class for a classifier, else the first few."""
+    from bertgeom.sets.ablation import stratified
+
+    return stratified(items, SWEEP_PER_CLASS) if loaded.labels else tuple(items[:SWEEP_TEXT_INPUTS])
+
+
+def sweep_key(loaded, item: InputItem) -> tuple:
+    """The disk key under which :func:`bertgeom.sets.ablation.input_sweep` keeps one input's sweep."""
+    from bertgeom.sets.ablation import SWEEP_VERSION
+
+    return ("head-sweep", SWEEP_VERSION, loaded.weights_hash, hashlib.sha256(item.text.encode()).hexdigest()[:16])
+
+
+def _sweep_tasks(ctx: _Context) -> list[PreparedTask]:
+    from bertgeom.sets.ablation import input_sweep
+
+    tasks = []
+    for it in sweep_subset(ctx.loaded, ctx.items):
+        key = sweep_key(ctx.loaded, it)
+
+        def run(progress, it=it):
+            input_sweep(ctx.loaded, it)
+            progress(1, 1)
+
+        tasks.append(PreparedTask(key, f"disabling every head on {it.name} (Attention Heads)", run,
+                                  group="head-sweep", model_id=ctx.model_id))
+    return tasks
+
+
+# -------------------------------------------------------------------------------------------
+# Running the tasks, with a status file the app reads
+# -------------------------------------------------------------------------------------------
+def prepared_dir() -> Path:
+    return cache_dir() / "prepared"
+
+
+def status_path() -> Path:
+    return prepared_dir() / "status.json"
+
+
+def wish_path() -> Path:
+    return prepared_dir() / "wish.json"
+
+
+def _write_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def wish(task_id: str) -> None:
+    """Ask a running preparation to do ``task_id`` next (the page waiting for it)."""
+    try:
+        _write_json(wish_path(), {"ids": [task_id], "at": time.time()})
+    except OSError:
+        pass
+
+
+def _next_task(pending: list[PreparedTask]) -> PreparedTask:
+    w = read_json(wish_path()) or {}
+    wanted = set(w.get("ids", []))
+    for t in pending:
+        if t.id in wanted:
+            return t
+    return pending[0]
+
+
+def run_tasks(tasks: list[PreparedTask], *, log: Callable[[str], None] | None = None,
+              status: bool = True) -> dict[str, int]:
+    """Run every task whose result is not on disk yet, a wished-for task first, keeping
+    :func:`status_path` up to date (``{"tasks": [{id, title, group, model, state, done, total}]}``).
+    A task that fails is marked ``failed`` with its message; the others still run."""
+    rows = {t.id: {"id": t.id, "title": t.title, "group": t.group, "model": t.model_id,
+                   "state": "done" if is_on_disk(t.key) else "queued", "done": 0, "total": 0} for t in tasks}
+    counts = {"done_before": sum(r["state"] == "done" for r in rows.values()), "computed": 0, "failed": 0}
+    last = [0.0]
+
+    def publish(force: bool = False) -> None:
+        if not status or (not force and time.time() - last[0] < 0.5):
+            return
+        last[0] = time.time()
+        try:
+            _write_json(status_path(), {"format": FORMAT_VERSION, "pid": os.getpid(), "updated": time.time(),
+                                        "tasks": list(rows.values())})
+        except OSError:
+            pass
+
+    pending = [t for t in tasks if rows[t.id]["state"] == "queued"]
+    publish(True)
+    while pending:
+        task = _next_task(pending)
+        pending.remove(task)
+        row = rows[task.id]
+        if is_on_disk(task.key):  # written meanwhile (a page that did not wait for its turn)
+            row["state"] = "done"
+            counts["done_before"] += 1
+            continue
+        row["state"] = "running"
+        publish(True)
+
+        def progress(done: int, total: int, row=row) -> None:
+            row["done"], row["total"] = int(done), int(total)
+            publish()
+
+        t0 = time.perf_counter()
+        try:
+            task.run(progress)
+            row["state"] = "done"
+            counts["computed"] += 1
+        except Exception as exc:  # one failed summary never stops the others (the page computes it itself)
+            row["state"], row["error"] = "failed", f"{type(exc).__name__}: {exc}"[:300]
+            counts["failed"] += 1
+        if log:
+            log(f"{row['state']:6s} {time.perf_counter() - t0:6.1f} s  {task.model_id}: {task.title}")
+        publish(True)
+    return counts
+
+
+# -------------------------------------------------------------------------------------------
+# Command line: python -m bertgeom prepare-sets
+# -------------------------------------------------------------------------------------------
+def _lock():
+    """An exclusive lock on the preparation (one process per cache directory), or None when held."""
+    import fcntl
+
+    prepared_dir().mkdir(parents=True, exist_ok=True)
+    fh = open(prepared_dir() / "lock", "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    return fh
+
+
+def prepare_models(model_ids: Sequence[str], *, subspace: bool = True, sweeps: bool = True,
+                   subspace_heads: int | None = None, log: Callable[[str], None] | None = print) -> int:
+    """Prepare every task of every model (in order); returns 0, or 1 when another process holds the lock."""
+    held = _lock()
+    if held is None:
+        if log:
+            log(f"another preparation is running on {prepared_dir()}; nothing to do")
+        return 1
+    try:
+        from bertgeom.models import load_model
+
+        tasks: list[PreparedTask] = []
+        for mid in model_ids:
+            tasks += prepare_tasks(mid, load_model(mid), subspace=subspace, sweeps=sweeps,
+                                   subspace_heads=subspace_heads)
+        # the quick views of every model before the long ones (a stable sort keeps the model order)
+        tasks.sort(key=lambda t: GROUP_ORDER.index(t.group) if t.group in GROUP_ORDER else len(GROUP_ORDER))
+        if log:
+            log(f"{len(tasks)} summaries for {', '.join(model_ids)} in {cache_dir()}")
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1):  # small matrices: threaded BLAS only spins (see sets.cone.single_threaded)
+            counts = run_tasks(tasks, log=log)
+        if log:
+            log(f"computed {counts['computed']}, already on disk {counts['done_before']}, failed {counts['failed']}")
+        return 0
+    finally:
+        held.close()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Stop this process when ``parent`` (the app server that started it) has gone: a background
+    preparation must not outlive the server."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(2.0)
+        os._exit(0)  # files are written atomically: a cut-off task leaves nothing half-written
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
+
+
+def _cmd_prepare_sets(args) -> int:
+    from bertgeom.models import DEFAULT_MODEL_ID, REGISTRY
+
+    ids = args.models or [DEFAULT_MODEL_ID] + [m for m in REGISTRY if m != DEFAULT_MODEL_ID]
+    if args.with_parent:
+        _exit_with_parent(os.getppid())
+    if args.nice:
+        os.nice(args.nice)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    rc = prepare_models(ids, subspace=not args.no_subspace, sweeps=not args.no_sweeps,
+                        subspace_heads=args.subspace_heads)
+    return 0 if rc in (0, 1) else rc
+
+
+def register(sub) -> None:
+    p = sub.add_parser("prepare-sets", help="compute the shipped sets' summaries ahead, so set views open at once")
+    p.add_argument("--model", action="append", dest="models", metavar="ID",
+                   help="model id (repeatable; default: every bundled model)")
+    p.add_argument("--no-subspace", action="store_true", help="skip D1-D3 across inputs of every head")
+    p.add_argument("--subspace-heads", type=int, default=None, metavar="N",
+                   help="only the first N heads of D1-D3 across inputs (default: every head)")
+    p.add_argument("--no-sweeps", action="store_true", help="skip head disabling over the set")
+    p.add_argument("--nice", type=int, default=0, help="lower this process's priority by N (background use)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    p.add_argument("--with-parent", action="store_true", help="exit when the process that started this one exits")
+    p.set_defaults(func=_cmd_prepare_sets)
