@@ -24,6 +24,7 @@ from bertgeom.ui.variant_cache import (
 )
 from bertgeom.ui.names import input_notes, note_line, reading_notes
 from bertgeom.ui.widgets import chart
+from bertgeom.variant.predict import class_probabilities
 from bertgeom.variant.explain import (
     apply_changes,
     attention_rollout,
@@ -121,7 +122,7 @@ except InputError as exc:
     st.error(plain(exc))
     st.stop()
 analysis = trace.encoded.extra["analysis"]
-probs = trace.probs
+probs = class_probabilities(loaded, trace.logits)  # calibrated: the warning below reads these
 labels = list(trace.labels)
 pred = trace.predicted
 confidence = float(probs.max())

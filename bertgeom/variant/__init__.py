@@ -3,8 +3,8 @@
 The shipped model (``bertgeom/data/variant_model/``) is a 6 x 12-head BERT initialised from
 the bundled MiniLM, whose English vocabulary was replaced by the spike 12-mers of its
 training set (stride 9), fine-tuned end to end on 8 classes (Bonino 2025 (arXiv:2502.12033), case study; the authors' released code). Files:
-``config.json`` (a BertConfig), ``model.safetensors`` (fp16), ``kmer_vocab.json`` and
-``MODEL_CARD.md``. :func:`load_variant` reads them without the hub and without pickle.
+``config.json`` (a BertConfig), ``model.safetensors`` (fp16), ``kmer_vocab.json``,
+``calibration.json`` (the softmax temperature, :mod:`.calibration`) and ``MODEL_CARD.md``. :func:`load_variant` reads them without the hub and without pickle.
 """
 
 from __future__ import annotations
@@ -168,8 +168,13 @@ def load_variant(spec: ModelSpec) -> LoadedModel:
         raise ModelLoadError(f"The variant model at '{path}' has a vocabulary that does not match its weights.")
     labels = tuple(model.config.id2label[i] for i in range(model.config.num_labels))
     spec = ModelSpec(**{**spec.__dict__, "labels": labels})
-    return LoadedModel(spec, finish_loading(model), vocab, hash_file(path / "model.safetensors"),
-                       extra={"card": _read(path / "MODEL_CARD.md"), "metrics": _read_json(path / "metrics.json")})
+    from bertgeom.variant.calibration import read_temperature
+
+    weights_hash = hash_file(path / "model.safetensors")
+    temperature, calibration_note = read_temperature(path, weights_hash)
+    return LoadedModel(spec, finish_loading(model), vocab, weights_hash,
+                       extra={"card": _read(path / "MODEL_CARD.md"), "metrics": _read_json(path / "metrics.json"),
+                              "temperature": temperature, "calibration": calibration_note})
 
 
 def _config_problem(config) -> str:

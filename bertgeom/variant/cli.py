@@ -292,7 +292,8 @@ def register(sub) -> None:
     p.add_argument("fasta", nargs="?", default="", help="FASTA of labelled genomes (any compression)")
     p.add_argument("labels", nargs="?", default="", help="TSV with 'name' and 'label' (or 'class') columns")
     p.add_argument("--held-out", action="store_true",
-                   help="evaluate on the held-out half of the shipped open developer genomes (282, never trained on)")
+                   help="evaluate on the shipped open developer genomes held out for evaluation (191: never trained on, "
+                        "not used for calibration)")
     p.add_argument("--model", default=None)
     p.add_argument("--data", default="",
                    help="folder with the open developer set used to regenerate the recipe for the baseline "

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bertgeom.attention import softmax
 from bertgeom.models import LoadedModel
 
 
@@ -46,6 +45,15 @@ class Prediction:
                    agrees="" if not (self.predicted and self.rule_call) else ("yes" if self.predicted == self.rule_call else "no"),
                    error=self.error, model_version=model_version)
         return out
+
+
+def class_probabilities(loaded: LoadedModel, logits: np.ndarray) -> np.ndarray:
+    """The one place logits become the probabilities shown anywhere (page, CSV, JSON, warnings):
+    ``softmax(logits / T)`` with the model's calibrated temperature (:mod:`.calibration`; 1.0 when
+    the model directory has none). The call (argmax) is the same for every T."""
+    from bertgeom.variant.calibration import scaled_softmax
+
+    return scaled_softmax(logits, float(loaded.extra.get("temperature", 1.0)))
 
 
 def logits_for_ids(loaded: LoadedModel, ids: np.ndarray) -> np.ndarray:
@@ -161,7 +169,7 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
             ids = np.zeros((len(rows), width), dtype=np.int64)
             for i, r in enumerate(rows):
                 ids[i, : len(r)] = r
-            probs = softmax(forward(ids))
+            probs = class_probabilities(loaded, forward(ids))
             k = 0
             for pred, r in pending:
                 if r is not None:
@@ -280,8 +288,9 @@ def read_labels_tsv(path) -> dict[str, str]:
 
 
 def held_out_genomes(data_dir: str | None = None):
-    """``(records, truth)`` of the validation split of the open developer genomes (never trained on):
-    :func:`bertgeom.genome.dataset.split_real_genomes`, seed 0."""
+    """``(records, truth)`` of the evaluation genomes of the open developer set (never trained on, not
+    used for calibration): :func:`bertgeom.genome.dataset.split_real_genomes` and
+    :func:`~bertgeom.genome.dataset.split_calibration`, seed 0."""
     from bertgeom.genome.fasta import SequenceRecord
     from bertgeom.variant.train import real_genomes
 

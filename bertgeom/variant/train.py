@@ -120,9 +120,12 @@ def use_bf16(device: str, precision: str = "auto") -> bool:
     return False
 
 
-def real_genomes(data_dir: Path | None = None):
-    """(train, validation) lists of :class:`LabelledGenome` (``data_dir``: default the shipped copy)."""
-    from bertgeom.genome.dataset import load_dev_genomes, split_real_genomes
+def real_genome_parts(data_dir: Path | None = None) -> dict[str, list]:
+    """The open developer genomes as ``train`` / ``calibration`` / ``evaluation`` lists of
+    :class:`LabelledGenome` (``data_dir``: default the shipped copy): at most half of each class
+    trains (:func:`~bertgeom.genome.dataset.split_real_genomes`, seed 0); a third of the rest fits the
+    temperature (:func:`~bertgeom.genome.dataset.split_calibration`), the others are evaluated."""
+    from bertgeom.genome.dataset import load_dev_genomes, split_calibration, split_real_genomes
 
     folder = Path(data_dir) if data_dir else BUNDLED_DATA
     fasta, labels = folder / "genomes" / "open_genomes_dev.fasta.xz", folder / "genomes" / "open_genomes_dev_labels.tsv"
@@ -132,8 +135,17 @@ def real_genomes(data_dir: Path | None = None):
                                     "and genomes/open_genomes_dev_labels.tsv under the data folder).")
     genomes = load_dev_genomes(fasta, labels)
     split = split_real_genomes(genomes, seed=0)
+    cal = split_calibration(genomes, seed=0)
     by_name = {g.name: g for g in genomes}
-    return [by_name[n] for n in split.train], [by_name[n] for n in split.validation]
+    return {"train": [by_name[n] for n in split.train], "calibration": [by_name[n] for n in cal.calibration],
+            "evaluation": [by_name[n] for n in cal.evaluation]}
+
+
+def real_genomes(data_dir: Path | None = None):
+    """(train, evaluation) lists of :class:`LabelledGenome`: the evaluation genomes are the validation
+    half less its calibration third (:func:`real_genome_parts`)."""
+    parts = real_genome_parts(data_dir)
+    return parts["train"], parts["evaluation"]
 
 
 def build_examples(cfg: TrainConfig) -> tuple[list[Example], list]:
