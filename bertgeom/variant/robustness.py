@@ -342,6 +342,35 @@ def score_kinds(calls_and_conf: Scorer, genomes: Sequence[Genome], perturbed: Se
     return out
 
 
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def markdown_tables(result: dict) -> str:
+    """Two markdown tables of a wide benchmark result (``bench/bench_robustness.py``), one row per kind: calls (accuracy, flips) and confidence (confident errors, ECE)."""
+    reps = result["reports"]
+    bert, base, rule = reps["BERT variant model"], reps["k-mer count logistic regression"], reps["rule-based marker call"]
+    raw = reps.get("BERT, raw softmax", bert)
+    kinds = result["kinds"]
+    rows = ["| perturbation | n | BERT: accuracy | BERT: flips (where the rule call keeps its class) | k-mer: accuracy "
+            "| k-mer: flips | rules: accuracy | rules: flips |", "|---|---|---|---|---|---|---|---|"]
+    for k in bert:
+        b, m, r = bert[k], base[k], rule[k]
+        flips = "" if b["flip_rate"] is None else (f"{_pct(b['flip_rate'])} ({_pct(b['flip_rate_rule_kept'])} of "
+                                                   f"{b['n_rule_kept']})")
+        rows.append(f"| {kinds[k]} | {b['n']} | {_pct(b['accuracy'])} | {flips or '—'} | {_pct(m['accuracy'])} | "
+                    f"{'—' if m['flip_rate'] is None else _pct(m['flip_rate'])} | {_pct(r['accuracy'])} | "
+                    f"{'—' if r['flip_rate'] is None else _pct(r['flip_rate'])} |")
+    conf = ["| perturbation | BERT: wrong with conf. >= 0.9 (QC pass / all) | BERT: ECE | BERT raw softmax: wrong >= 0.9 "
+            "| BERT raw: ECE | k-mer: wrong >= 0.9 | k-mer: ECE |", "|---|---|---|---|---|---|---|"]
+    for k in bert:
+        b, w, m = bert[k], raw[k], base[k]
+        conf.append(f"| {kinds[k]} | {b['wrong_confident_qc_pass']} / {b['wrong_confident']} | {b['ece']:.3f} | "
+                    f"{w['wrong_confident_qc_pass']} / {w['wrong_confident']} | {w['ece']:.3f} | "
+                    f"{m['wrong_confident_qc_pass']} / {m['wrong_confident']} | {m['ece']:.3f} |")
+    return "\n".join(rows) + "\n\n" + "\n".join(conf)
+
+
 __all__ = ["DEFAULT_DRAWS", "Genome", "KINDS", "KindScore", "Perturbed", "RobustnessReport", "SIGNATURE_FOREIGN",
-           "expected_calibration_error", "perturbations", "reliability_bins", "score", "score_kinds",
+           "expected_calibration_error", "markdown_tables", "perturbations", "reliability_bins", "score", "score_kinds",
            "wide_perturbations"]
