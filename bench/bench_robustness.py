@@ -227,7 +227,17 @@ def run(model_dir: Path, max_per_class: int, seed: int, fit: bool = False, write
             reliability[name] = {"plain": reliability_bins(plain_conf, ok_plain),
                                  "perturbed": reliability_bins(pert_conf, ok_pert)}
         print(f"{name}: scored ({time.time() - t0:.0f} s)", flush=True)
+    from bertgeom.variant.predict import eval_report
+
+    truth = [g.cls for g in all_val]
+    evaluation = {}  # the format of `python -m bertgeom evaluate --json` (for the model card)
+    for name, key in (("BERT variant model", "model"), ("rule-based marker call", "rules"),
+                      ("k-mer count logistic regression", "baseline")):
+        calls, _ = scorers[name]([(g.aligned, g.insertions) for g in all_val])
+        evaluation[key] = eval_report(name, truth, calls, labels).__dict__
+    evaluation["skipped"] = []
     result = {"model": str(model_dir.name), "weights": loaded.weights_hash, "temperature": temperature,
+              "evaluation": evaluation,
               "calibration": calibration, "evaluation_genomes": len(all_val), "perturbed_bases": len(capped),
               "max_per_class": max_per_class, "seed": seed, "perturbations": len(pert), "draws": draws or {},
               "precision": "bf16 autocast (CPU)" if bf16 else "fp32",

@@ -184,3 +184,29 @@ def test_the_calibration_split_is_deterministic_and_apart_from_training_and_eval
         n_val = sum(cls_of[n] == c for n in split.validation)
         assert sum(cls_of[n] == c for n in cal.calibration) == n_val // 3
     assert split_calibration(rows, seed=1) != cal
+
+
+def test_the_model_card_shows_the_wide_benchmark_calibration_and_reliability_diagram(tmp_path, tiny_variant_dir):
+    import shutil
+
+    from bertgeom.variant.card import write_card
+    from bertgeom.variant.predict import eval_report
+    from bertgeom.variant.robustness import KINDS
+
+    model = tmp_path / "m"
+    shutil.copytree(tiny_variant_dir, model)
+    (model / "reliability.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    rep = eval_report("BERT variant model", ["gh", "alpha"], ["gh", "alpha"], list(CLASSES)).__dict__
+    score = {"n": 2, "accuracy": 1.0, "flip_rate": 0.0, "n_rule_kept": 2, "flip_rate_rule_kept": 0.0,
+             "wrong_confident": 0, "wrong_confident_qc_pass": 0, "ece": 0.0125, "examples": []}
+    plain = {**score, "flip_rate": None, "flip_rate_rule_kept": None}
+    kinds = {k: (plain if k == "plain" else score) for k in KINDS}
+    names = ("BERT variant model", "BERT, raw softmax", "k-mer count logistic regression", "rule-based marker call")
+    result = {"kinds": KINDS, "temperature": 1.7, "evaluation_genomes": 2, "perturbations": 18, "perturbed_bases": 2,
+              "max_per_class": 20, "seed": 0, "reports": {n: kinds for n in names},
+              "calibration": {"genomes": 91, "perturbed": 400, "seconds": 12.0, "device": "cpu"}}
+    text = write_card(model, {"model": rep, "rules": rep, "baseline": rep}, result)
+    assert "## Robustness and calibration" in text and "![Reliability diagram](reliability.png)" in text
+    assert "T = 1.700" in text and "91 real **calibration** genomes" in text
+    assert "+2 markers of one other class" in text and "0.013" in text
+    assert json.loads((model / "metrics.json").read_text())["robustness"]["temperature"] == 1.7

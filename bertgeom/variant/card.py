@@ -177,6 +177,9 @@ Confusion matrix (BERT):
 
 if __name__ == "__main__":
     if len(sys.argv) not in (3, 4):
-        sys.exit("usage: python -m bertgeom.variant.card MODEL_DIR EVAL.json [ROBUSTNESS.json]")
-    write_card(Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text()),
-               json.loads(Path(sys.argv[3]).read_text()) if len(sys.argv) == 4 else None)
+        sys.exit("usage: python -m bertgeom.variant.card MODEL_DIR (ROBUSTNESS.json | EVAL.json [ROBUSTNESS.json])")
+    first = json.loads(Path(sys.argv[2]).read_text())
+    if len(sys.argv) == 3 and "evaluation" in first:  # the wide benchmark's result carries its evaluation
+        write_card(Path(sys.argv[1]), first["evaluation"], first)
+    else:
+        write_card(Path(sys.argv[1]), first, json.loads(Path(sys.argv[3]).read_text()) if len(sys.argv) == 4 else None)
