@@ -203,6 +203,7 @@ def run(model_dir: Path, max_per_class: int, seed: int, fit: bool = False, write
     calibration = None
     if fit:
         temperature, fitted_on = fit_model_temperature(logits, labels, cal_max_per_class or max_per_class, seed, draws)
+        fitted_on["precision"] = "bf16 autocast (CPU)" if bf16 else "fp32"
         calibration = {"temperature": temperature, **fitted_on}
         if write:
             write_calibration(model_dir, temperature, loaded.weights_hash, fitted_on)
