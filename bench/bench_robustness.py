@@ -250,16 +250,17 @@ def run(model_dir: Path, max_per_class: int, seed: int, fit: bool = False, write
 
 
 def reliability_plot(result: dict, path: Path) -> Path:
-    """Reliability diagram (accuracy per confidence bin against the diagonal) of the BERT (raw and
-    calibrated) and the k-mer baseline, on the plain evaluation genomes and on all perturbations."""
+    """Reliability diagram (accuracy per confidence bin against the diagonal; marker area ~ genomes in
+    the bin, the calibrated BERT's counts written beside its points) of the BERT (raw and calibrated)
+    and the k-mer baseline, on the plain evaluation genomes and on all perturbations."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 4.4), sharey=True)
     styles = {"BERT variant model": ("#1f77b4", "o", f"BERT, T = {result['temperature']:.2f}"),
-              "BERT, raw softmax": ("#aec7e8", "s", "BERT, raw softmax"),
+              "BERT, raw softmax": ("#9ecae1", "s", "BERT, raw softmax (T = 1)"),
               "k-mer count logistic regression": ("#ff7f0e", "^", "k-mer logistic regression")}
     for ax, part, title in zip(axes, ("plain", "perturbed"), ("plain evaluation genomes", "all perturbations")):
         ax.plot([0, 1], [0, 1], color="#999", lw=1, ls="--")
@@ -267,19 +268,25 @@ def reliability_plot(result: dict, path: Path) -> Path:
             bins = [b for b in result["reliability"].get(name, {}).get(part, []) if b["n"]]
             if not bins:
                 continue
-            ece = result["reports"][name]["plain"]["ece"] if part == "plain" else None
-            tag = f" (ECE {ece:.3f})" if ece is not None else ""
-            ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], marker=marker, color=color,
-                    label=label + tag, lw=1.5, ms=5)
+            key = "plain" if part == "plain" else None
+            ece = result["reports"][name]["plain"]["ece"] if key else None
+            x, y = [b["confidence"] for b in bins], [b["accuracy"] for b in bins]
+            ax.plot(x, y, color=color, lw=0.8, alpha=0.7)
+            ax.scatter(x, y, s=[12 + 6 * np.sqrt(b["n"]) for b in bins], color=color, marker=marker, zorder=3,
+                       label=label + (f" (ECE {ece:.3f})" if ece is not None else ""))
+            if name == "BERT variant model":
+                for b in bins:
+                    ax.annotate(str(b["n"]), (b["confidence"], b["accuracy"]), textcoords="offset points",
+                                xytext=(4, -10), fontsize=7, color=color)
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("confidence (top probability)")
-        ax.set_xlim(0.3, 1.01)
-        ax.set_ylim(0.3, 1.01)
+        ax.set_xlabel("confidence (top probability), 10 bins")
+        ax.set_xlim(0, 1.02)
+        ax.set_ylim(-0.02, 1.05)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
     axes[0].set_ylabel("accuracy in the bin")
     fig.suptitle(f"Reliability of the variant classifier ({result['evaluation_genomes']} evaluation genomes, "
-                 f"{result['perturbations']} perturbations)", fontsize=10)
+                 f"{result['perturbations']} perturbations of them)", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, metadata={"Software": None})
