@@ -349,7 +349,13 @@ def main(argv=None) -> int:
                  Path(args.plot) if args.plot else None, draws, args.cal_max_per_class or None, args.bf16)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
+    from bertgeom.variant.robustness import release_gates
+
+    result["gates"] = release_gates(result)
+    Path(args.out).write_text(json.dumps(result, indent=1))
     print(tables(result))
+    print("\nrelease gates (issue 26): " + "; ".join(f"{'PASS' if g['ok'] else 'FAIL'} {k} ({g['value']})"
+                                                 for k, g in result["gates"].items()))
     for name, rep in result["reports"].items():
         bad = [f"{k}: {e}" for k, v in rep.items() for e in v.get("examples", [])[:2]]
         if bad:

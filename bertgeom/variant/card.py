@@ -60,7 +60,9 @@ def write_card(model_dir: Path, evaluation: dict, robustness: dict | None = None
     cmd += "".join(f" --augment {k}={v}" for k, v in (train_cfg.get("augment") or {}).items() if k != "off")
     rob_block, cal_line = "", ""
     if robustness and "kinds" in robustness:
-        from bertgeom.variant.robustness import markdown_tables
+        from bertgeom.variant.robustness import markdown_tables, release_gates
+
+        gates = "\n".join(f"* {'met' if g['ok'] else '**not met**'}: {k}" for k, g in release_gates(robustness).items())
 
         png = "\n![Reliability diagram](reliability.png)\n" if (model_dir / "reliability.png").is_file() else ""
         cal = robustness.get("calibration") or {}
@@ -85,7 +87,11 @@ where the rule-based call keeps its class). The k-mer baseline is trained on thi
 the same run; the rule-based marker call gives no probabilities.
 
 {markdown_tables(robustness)}
-{png}"""
+{png}
+Release criteria of the project's robustness issue, on these genomes:
+
+{gates}
+"""
     text = f"""# SARS-CoV-2 variant BERT (spike 12-mers) — model card
 
 **What it does.** Reads the spike gene of a SARS-CoV-2 genome as overlapping 12-mers (stride 9,

@@ -371,6 +371,25 @@ def markdown_tables(result: dict) -> str:
     return "\n".join(rows) + "\n\n" + "\n".join(conf)
 
 
+def release_gates(result: dict) -> dict[str, dict]:
+    """The robustness and calibration criteria a retrained model must meet before it replaces the
+    shipped one (project issue 26), checked on a wide benchmark result: name -> {ok, value}."""
+    bert, rule = result["reports"]["BERT variant model"], result["reports"]["rule-based marker call"]
+    f2 = bert.get("foreign2", {}).get("flip_rate_rule_kept")
+    f1 = bert.get("foreign1", {}).get("flip_rate")
+    worst = max((v.get("wrong_confident_qc_pass") or 0) for v in bert.values())
+    ece = bert["plain"]["ece"]
+    return {
+        "+2 markers of one other class flip <= 1% where the rule-based call keeps the class":
+            {"ok": f2 is not None and f2 <= 0.01, "value": f2},
+        "no QC-pass genome wrong with confidence >= 0.9 on any kind": {"ok": worst == 0, "value": worst},
+        "plain accuracy >= the rule-based call's": {"ok": bert["plain"]["accuracy"] >= rule["plain"]["accuracy"],
+                                                    "value": [bert["plain"]["accuracy"], rule["plain"]["accuracy"]]},
+        "+1 marker of one other class flips <= 0.5%": {"ok": f1 is not None and f1 <= 0.005, "value": f1},
+        "ECE <= 0.02 on the plain evaluation genomes (calibrated)": {"ok": ece is not None and ece <= 0.02, "value": ece},
+    }
+
+
 __all__ = ["DEFAULT_DRAWS", "Genome", "KINDS", "KindScore", "Perturbed", "RobustnessReport", "SIGNATURE_FOREIGN",
-           "expected_calibration_error", "markdown_tables", "perturbations", "reliability_bins", "score", "score_kinds",
+           "expected_calibration_error", "markdown_tables", "perturbations", "release_gates", "reliability_bins", "score", "score_kinds",
            "wide_perturbations"]
