@@ -71,13 +71,13 @@ def write_card(model_dir: Path, evaluation: dict, robustness: dict | None = None
                         f"divided by T = {robustness['temperature']:.3f} (`calibration.json`, tied to the weights' hash), "
                         f"fitted by NLL on the {cal.get('genomes')} real **calibration** genomes (never trained on, never "
                         f"evaluated) and {cal.get('perturbed')} perturbations of them (half the weight each), in "
-                        f"{cal.get('seconds', 'n/a')} s on {cal.get('device', 'cpu')}. Every probability the CLI, the page "
+                        f"{cal.get('seconds', 'n/a')} s on {cal.get('device', 'cpu')} ({robustness.get('precision', 'fp32')}). Every probability the CLI, the page "
                         "and its low-confidence warning show is the calibrated one; the call itself does not change.\n")
         rob_block = f"""
 ## Robustness and calibration
 
-`python bench/bench_robustness.py` on the {robustness['evaluation_genomes']} real evaluation genomes (the
-plain row) and {robustness['perturbations']} perturbations of {robustness['perturbed_bases']} of them (at most
+`python bench/bench_robustness.py` ({robustness.get('precision', 'fp32')} forward passes) on the
+{robustness['evaluation_genomes']} real evaluation genomes (the plain row) and {robustness['perturbations']} perturbations of {robustness['perturbed_bases']} of them (at most
 {robustness['max_per_class']} per class, seed {robustness['seed']}): two and three markers of **one** other
 class with every own marker kept (convergent evolution: a rule-based caller keeps the class), own
 markers reverted, 1-10 private substitutions at non-marker sites, real ARTIC V3/V4.1 amplicon
