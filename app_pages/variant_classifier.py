@@ -29,6 +29,7 @@ from bertgeom.ui.workqueue import BATCH, call_heavy
 from bertgeom.ui.names import input_notes, note_line
 from bertgeom.ui.variant_sections import render_mutation_tables, render_nearest_clade, render_qc_score
 from bertgeom.ui.widgets import chart
+from bertgeom.variant.predict import class_probabilities
 from bertgeom.variant.explain import (
     apply_changes,
     attention_rollout,
@@ -147,7 +148,7 @@ except InputError as exc:
     st.error(plain(exc))
     st.stop()
 analysis = trace.encoded.extra["analysis"]
-probs = trace.probs
+probs = class_probabilities(loaded, trace.logits)  # calibrated: the warning below reads these
 labels = list(trace.labels)
 pred = trace.predicted
 confidence = float(probs.max())

@@ -3,7 +3,10 @@
 The split is deterministic and independent of row order and of numpy versions: inside each class
 the genomes are ordered by ``sha256(f"{seed}:{name}")`` and the first ``floor(n * TRAIN_FRACTION)``
 go to training (so at most half of each class trains), the rest to validation. ``unassigned``
-genomes are dropped. ``validation_small`` and the demo genomes are taken from the validation part
+genomes are dropped. :func:`split_calibration` divides the validation part once more, per class
+and by another hash, into a **calibration** third (fits the variant model's temperature, never
+scored) and the **evaluation** rest (every reported metric), so confidence is calibrated on genomes
+kept apart from both training and evaluation. ``validation_small`` and the demo genomes are taken from the validation part
 only, so a model trained on the training part never saw them.
 
 Rebuild the shipped files (``bertgeom/data/genomes`` and the spike profiles) with::
@@ -29,6 +32,7 @@ from .fasta import SequenceRecord, iter_fasta_file
 from .reference import SPIKE_START, data_path
 
 TRAIN_FRACTION = 0.5  #: share of each class that may be used for training (floor)
+CALIBRATION_FRACTION = 1 / 3  #: share of each class's validation genomes kept for calibration (floor)
 SMALL_PER_CLASS = 5  #: genomes per class in ``validation_small``
 PROFILE_MIN_FREQ = 0.1  #: spike mutations rarer than this in a group are not written to the profile
 
@@ -54,6 +58,13 @@ class Split(NamedTuple):
 
     train: list[str]
     validation: list[str]
+
+
+class CalibrationSplit(NamedTuple):
+    """The validation genomes divided into calibration and evaluation names (by class, then hash)."""
+
+    calibration: list[str]
+    evaluation: list[str]
 
 
 def read_labels(path: str | os.PathLike) -> list[dict[str, str]]:
@@ -138,6 +149,29 @@ def split_real_genomes(labels_df_or_rows: Any, seed: int = 0, train_fraction: fl
         train += names[:k]
         val += names[k:]
     return Split(train, val)
+
+
+def split_calibration(labels_df_or_rows: Any, seed: int = 0,
+                      calibration_fraction: float = CALIBRATION_FRACTION) -> CalibrationSplit:
+    """Deterministic per-class split of :func:`split_real_genomes`'s validation part: in the order of
+    ``sha256(f"calibration:{seed}:{name}")`` the first ``floor(n_val * calibration_fraction)`` of each
+    class calibrate (a class with 3 validation genomes gives 1), the rest evaluate."""
+    if not 0 <= calibration_fraction < 1:
+        raise ValueError("calibration_fraction must be in [0, 1)")
+    rows = _rows(labels_df_or_rows)
+    val = set(split_real_genomes(rows, seed).validation)
+    by_class: dict[str, list[str]] = defaultdict(list)
+    for r in rows:
+        cls = _class_of_row(r)
+        if cls is not None and str(r["name"]) in val:
+            by_class[cls].append(str(r["name"]))
+    cal, ev = [], []
+    for cls in CLASSES:
+        names = sorted(set(by_class.get(cls, [])), key=lambda n: _key(seed, f"calibration:{n}"))
+        k = math.floor(len(names) * calibration_fraction)
+        cal += names[:k]
+        ev += names[k:]
+    return CalibrationSplit(cal, ev)
 
 
 def validation_small_names(genomes: list[LabelledGenome], seed: int = 0, per_class: int = SMALL_PER_CLASS) -> list[str]:

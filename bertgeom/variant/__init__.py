@@ -3,9 +3,10 @@
 The shipped model (``bertgeom/data/variant_model/``) is a 6 x 12-head BERT initialised from
 the bundled MiniLM, whose English vocabulary was replaced by the spike 12-mers of its
 training set (stride 9), fine-tuned end to end on 8 classes (Bonino 2025 (arXiv:2502.12033), case study; the authors' released code). Files:
-``config.json`` (a BertConfig), ``model.safetensors`` (fp16), ``kmer_vocab.json`` and
-``MODEL_CARD.md``. :func:`load_variant` reads them without the hub and without pickle. The family's
-input kind (the genome) and its registration with the library are in :mod:`bertgeom.variant.spec`.
+``config.json`` (a BertConfig), ``model.safetensors`` (fp16), ``kmer_vocab.json``,
+``calibration.json`` (the softmax temperature, :mod:`.calibration`) and ``MODEL_CARD.md``.
+:func:`load_variant` reads them without the hub and without pickle. The family's input kind (the
+genome) and its registration with the library are in :mod:`bertgeom.variant.spec`.
 """
 
 from __future__ import annotations
@@ -57,16 +58,56 @@ def _recognise(path: Path) -> ModelSpec | None:
     return variant_spec(path) if (Path(path) / "kmer_vocab.json").is_file() else None
 
 
-def save_variant_model(model, vocab, path: Path, *, extra_config: dict | None = None) -> None:
-    """Write a variant model directory: config.json, fp16 safetensors, k-mer vocabulary."""
-    from safetensors.torch import save_file
+#: The fixed metadata of every weights file we write (part of the bytes, so part of ``model_version``).
+WEIGHTS_METADATA = {"dtype": "float16", "format": "pt"}
 
+_ST_DTYPES = {"float16": "F16", "bfloat16": "BF16", "float32": "F32", "int64": "I64", "int32": "I32", "bool": "BOOL"}
+
+
+def safetensors_bytes(state: dict, metadata: dict | None = None) -> bytes:
+    """A safetensors file's bytes with a canonical header: tensors in sorted name order, keys of
+    every JSON object sorted, no spaces, padded to 8 bytes. Identical tensors give identical bytes
+    (``safetensors.save_file`` writes its metadata map in a per-process hash order)."""
+    import struct
+
+    header: dict = {}
+    chunks = []
+    offset = 0
+    for name in sorted(state):
+        t = state[name].detach().to("cpu").contiguous()
+        raw = t.view(-1).view(dtype=__import__("torch").uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"data_offsets": [offset, offset + len(raw)], "dtype": _ST_DTYPES[str(t.dtype).split(".")[-1]],
+                        "shape": list(t.shape)}
+        chunks.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in sorted(metadata.items())}
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+
+
+def write_bytes_atomically(path: Path, data: bytes) -> None:
+    """``path`` holds either its old content or ``data``, never a part (temp file + ``os.replace``)."""
+    import os
+
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def save_variant_model(model, vocab, path: Path, *, extra_config: dict | None = None) -> None:
+    """Write a variant model directory: config.json, fp16 safetensors (deterministic bytes:
+    :func:`safetensors_bytes`), k-mer vocabulary."""
     path.mkdir(parents=True, exist_ok=True)
     cfg = model.config.to_dict()
     cfg.update(extra_config or {})
     (path / "config.json").write_text(json.dumps(cfg, indent=1, sort_keys=True))
-    state = {k: v.detach().to("cpu").half().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt", "dtype": "float16"})
+    state = {k: v.detach().to("cpu").half() for k, v in model.state_dict().items()}
+    write_bytes_atomically(path / "model.safetensors", safetensors_bytes(state, WEIGHTS_METADATA))
     vocab.save(path / "kmer_vocab.json")
 
 
@@ -121,8 +162,13 @@ def load_variant(spec: ModelSpec) -> LoadedModel:
         raise ModelLoadError(f"The variant model at '{path}' has a vocabulary that does not match its weights.")
     labels = tuple(model.config.id2label[i] for i in range(model.config.num_labels))
     spec = ModelSpec(**{**spec.__dict__, "labels": labels})
-    return LoadedModel(spec, finish_loading(model), vocab, hash_file(path / "model.safetensors"),
-                       extra={"card": _read(path / "MODEL_CARD.md"), "metrics": _read_json(path / "metrics.json")})
+    from bertgeom.variant.calibration import read_temperature
+
+    weights_hash = hash_file(path / "model.safetensors")
+    temperature, calibration_note = read_temperature(path, weights_hash)
+    return LoadedModel(spec, finish_loading(model), vocab, weights_hash,
+                       extra={"card": _read(path / "MODEL_CARD.md"), "metrics": _read_json(path / "metrics.json"),
+                              "temperature": temperature, "calibration": calibration_note})
 
 
 def _config_problem(config) -> str:

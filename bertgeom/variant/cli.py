@@ -29,7 +29,12 @@ def _augment_overrides(items: list[str]) -> dict:
 def _cmd_train(args) -> int:
     import sys
 
-    from bertgeom.variant.train import TrainConfig, resolve_device, train
+    from bertgeom.variant.train import (
+        TrainConfig,
+        TrainingInterrupted,
+        resolve_device,
+        train,
+    )
 
     try:
         resolve_device(args.device)
@@ -46,6 +51,7 @@ def _cmd_train(args) -> int:
         return 2
     cfg = TrainConfig(seed=args.seed, data_dir=args.data, init_from=args.init_from, epochs=args.epochs,
                       synth_per_class=args.synth_per_class, template_copies_per_class=args.copies_per_class,
+                      max_real_per_class=args.max_real_per_class,
                       threads=args.threads, max_steps=args.max_steps, device=args.device, precision=args.precision,
                       augment={"off": True} if args.no_augment else _augment_overrides(args.augment))
     for name in ("batch_size", "lr_encoder", "lr_new", "checkpoint_every"):
@@ -54,9 +60,16 @@ def _cmd_train(args) -> int:
             setattr(cfg, name, value)
     try:
         train(cfg, Path(args.out), Path(args.work_dir))
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except TrainingInterrupted as exc:
+        print(f"Training {exc}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print(f"Training interrupted; the last checkpoint in '{args.work_dir}' (if any) is kept, rerun the same "
+              "command to resume.", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -270,6 +283,7 @@ def register(sub) -> None:
     p.add_argument("--lr-new", type=float, default=0.0, help="k-mer embedding and classifier learning rate (default 3e-3)")
     p.add_argument("--synth-per-class", type=int, default=120)
     p.add_argument("--copies-per-class", type=int, default=100)
+    p.add_argument("--max-real-per-class", type=int, default=250, help="cap on real training genomes per class")
     p.add_argument("--no-augment", action="store_true", help="train without the label-preserving augmentation")
     p.add_argument("--augment", action="append", default=[], metavar="NAME=VALUE",
                    help="override one augmentation setting (bertgeom.genome.augment.AugmentConfig), e.g. foreign_prob=0.8")
@@ -299,7 +313,8 @@ def register(sub) -> None:
     p.add_argument("fasta", nargs="?", default="", help="FASTA of labelled genomes (any compression)")
     p.add_argument("labels", nargs="?", default="", help="TSV with 'name' and 'label' (or 'class') columns")
     p.add_argument("--held-out", action="store_true",
-                   help="evaluate on the held-out half of the shipped open developer genomes (282, never trained on)")
+                   help="evaluate on the shipped open developer genomes held out for evaluation (191: never trained on, "
+                        "not used for calibration)")
     p.add_argument("--model", default=None)
     p.add_argument("--data", default="",
                    help="folder with the open developer set used to regenerate the recipe for the baseline "

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bertgeom.attention import softmax
 from bertgeom.models import LoadedModel
 
 
@@ -53,6 +52,15 @@ class Prediction:
         if precision:
             out["model_precision"] = precision
         return out
+
+
+def class_probabilities(loaded: LoadedModel, logits: np.ndarray) -> np.ndarray:
+    """The one place logits become the probabilities shown anywhere (page, CSV, JSON, warnings):
+    ``softmax(logits / T)`` with the model's calibrated temperature (:mod:`.calibration`; 1.0 when
+    the model directory has none). The call (argmax) is the same for every T."""
+    from bertgeom.variant.calibration import scaled_softmax
+
+    return scaled_softmax(logits, float(loaded.extra.get("temperature", 1.0)))
 
 
 def logits_for_ids(loaded: LoadedModel, ids: np.ndarray, precision: str = "fp32") -> np.ndarray:
@@ -195,7 +203,7 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
             ids = np.zeros((len(chunk), width), dtype=np.int64)
             for i, (_, r) in enumerate(chunk):
                 ids[i, : len(r)] = r
-            probs = softmax(forward(ids))
+            probs = class_probabilities(loaded, forward(ids))
             for (k, _), p in zip(chunk, probs):
                 pred = pending[k][0]
                 pred.probs = {c: float(v) for c, v in zip(labels, p)}
@@ -312,8 +320,9 @@ def read_labels_tsv(path) -> dict[str, str]:
 
 
 def held_out_genomes(data_dir: str | None = None):
-    """``(records, truth)`` of the validation split of the open developer genomes (never trained on):
-    :func:`bertgeom.genome.dataset.split_real_genomes`, seed 0."""
+    """``(records, truth)`` of the evaluation genomes of the open developer set (never trained on, not
+    used for calibration): :func:`bertgeom.genome.dataset.split_real_genomes` and
+    :func:`~bertgeom.genome.dataset.split_calibration`, seed 0."""
     from bertgeom.genome.fasta import SequenceRecord
     from bertgeom.variant.train import real_genomes
 

@@ -17,16 +17,24 @@ card says what the shipped model used):
    ``init_from``, from an existing variant model directory (its vocabulary is kept). It is
    fine-tuned end to end with AdamW, linear warm-up and decay, gradient clipping and label
    smoothing, on ``device`` (``auto``: a GPU when there is one) in bf16 autocast where supported.
-5. Checkpoints are written every ``checkpoint_every`` steps; an interrupted run resumes and draws
-   the same augmentations (each step's generator is seeded by ``(seed, step)``).
+5. Checkpoints are written every ``checkpoint_every`` steps (and on Ctrl-C) and hold everything a
+   resumed run needs to equal an uninterrupted one bit for bit: weights, optimiser and scheduler,
+   every RNG state (torch CPU/CUDA, numpy's and Python's global generators), the data order and
+   the seed of the augmentation's per-step generator (``(seed, step)``), and the loss history.
+   The data pool (``train_pool.npz``) and checkpoints are written atomically (temp + ``os.replace``);
+   a half-written pool from an older run is detected, reported in one sentence and rebuilt.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import random
+import signal
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -112,9 +120,12 @@ def use_bf16(device: str, precision: str = "auto") -> bool:
     return False
 
 
-def real_genomes(data_dir: Path | None = None):
-    """(train, validation) lists of :class:`LabelledGenome` (``data_dir``: default the shipped copy)."""
-    from bertgeom.genome.dataset import load_dev_genomes, split_real_genomes
+def real_genome_parts(data_dir: Path | None = None) -> dict[str, list]:
+    """The open developer genomes as ``train`` / ``calibration`` / ``evaluation`` lists of
+    :class:`LabelledGenome` (``data_dir``: default the shipped copy): at most half of each class
+    trains (:func:`~bertgeom.genome.dataset.split_real_genomes`, seed 0); a third of the rest fits the
+    temperature (:func:`~bertgeom.genome.dataset.split_calibration`), the others are evaluated."""
+    from bertgeom.genome.dataset import load_dev_genomes, split_calibration, split_real_genomes
 
     folder = Path(data_dir) if data_dir else BUNDLED_DATA
     fasta, labels = folder / "genomes" / "open_genomes_dev.fasta.xz", folder / "genomes" / "open_genomes_dev_labels.tsv"
@@ -124,8 +135,17 @@ def real_genomes(data_dir: Path | None = None):
                                     "and genomes/open_genomes_dev_labels.tsv under the data folder).")
     genomes = load_dev_genomes(fasta, labels)
     split = split_real_genomes(genomes, seed=0)
+    cal = split_calibration(genomes, seed=0)
     by_name = {g.name: g for g in genomes}
-    return [by_name[n] for n in split.train], [by_name[n] for n in split.validation]
+    return {"train": [by_name[n] for n in split.train], "calibration": [by_name[n] for n in cal.calibration],
+            "evaluation": [by_name[n] for n in cal.evaluation]}
+
+
+def real_genomes(data_dir: Path | None = None):
+    """(train, evaluation) lists of :class:`LabelledGenome`: the evaluation genomes are the validation
+    half less its calibration third (:func:`real_genome_parts`)."""
+    parts = real_genome_parts(data_dir)
+    return parts["train"], parts["evaluation"]
 
 
 def build_examples(cfg: TrainConfig) -> tuple[list[Example], list]:
@@ -238,17 +258,120 @@ def init_from_variant(path: Path):
     return model, KmerVocab.load(path / "kmer_vocab.json")
 
 
+class TrainingInterrupted(Exception):
+    """Ctrl-C during training: the checkpoint at ``step`` was written and the run can be resumed."""
+
+    def __init__(self, step: int, total: int, work_dir: Path):
+        super().__init__(f"interrupted at step {step}/{total}; the checkpoint in '{work_dir}' holds it, "
+                         "rerun the same command to resume.")
+        self.step, self.total, self.work_dir = step, total, work_dir
+
+
+class CorruptPool(Exception):
+    """``train_pool.npz`` cannot be read (a run killed while writing it with an older version)."""
+
+
 def _save_pool(path: Path, examples: list[Example]) -> None:
+    """Write the pool atomically: a temp file in the same folder, then ``os.replace``."""
     spikes = np.frombuffer("".join(e.spike for e in examples).encode("ascii"), dtype=np.uint8).reshape(len(examples), -1)
     meta = [[e.name, e.cls, e.origin, e.insertions] for e in examples]
-    np.savez(path, spikes=spikes, meta=np.array(json.dumps(meta)))
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, spikes=spikes, meta=np.array(json.dumps(meta)))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def _load_pool(path: Path) -> list[Example]:
-    with np.load(path, allow_pickle=False) as d:
-        spikes, meta = d["spikes"], json.loads(str(d["meta"]))
-    return [Example(n, spikes[i].tobytes().decode("ascii"), c, o, [tuple(x) for x in ins])
-            for i, (n, c, o, ins) in enumerate(meta)]
+    """The pool written by :func:`_save_pool`; :class:`CorruptPool` when it is truncated or foreign."""
+    try:
+        with np.load(path, allow_pickle=False) as d:
+            spikes, meta = d["spikes"], json.loads(str(d["meta"]))
+        return [Example(n, spikes[i].tobytes().decode("ascii"), c, o, [tuple(x) for x in ins])
+                for i, (n, c, o, ins) in enumerate(meta)]
+    except (zipfile.BadZipFile, EOFError, KeyError, ValueError, OSError) as exc:
+        raise CorruptPool(f"{path.name} is unreadable ({type(exc).__name__})") from None
+
+
+def rng_states(device: str) -> dict:
+    """Every global random state a training step reads (dropout, any numpy/Python draw)."""
+    import torch
+
+    states = {"torch_cpu": torch.get_rng_state(), "numpy": json.dumps(_np_state_to_json(np.random.get_state())),
+              "python": json.dumps(_py_state_to_json(random.getstate()))}
+    if device == "cuda":
+        states["torch_cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_rng_states(states: dict, device: str) -> None:
+    import torch
+
+    torch.set_rng_state(states["torch_cpu"].cpu())
+    np.random.set_state(_np_state_from_json(json.loads(states["numpy"])))
+    random.setstate(_py_state_from_json(json.loads(states["python"])))
+    if device == "cuda" and "torch_cuda" in states:
+        torch.cuda.set_rng_state_all([s.cpu() for s in states["torch_cuda"]])
+
+
+def _np_state_to_json(st) -> list:
+    name, keys, pos, has_gauss, cached = st
+    return [name, [int(k) for k in keys], int(pos), int(has_gauss), float(cached)]
+
+
+def _np_state_from_json(v):
+    return (v[0], np.array(v[1], dtype=np.uint32), v[2], v[3], v[4])
+
+
+def _py_state_to_json(st) -> list:
+    version, internal, gauss = st
+    return [version, list(internal), gauss]
+
+
+def _py_state_from_json(v):
+    return (v[0], tuple(v[1]), v[2])
+
+
+#: Config fields that shape the trajectory: a checkpoint written under other values is not resumed
+#: (``epochs`` may change: a longer or shorter schedule continues from the same steps).
+_TRAJECTORY_FIELDS = ("seed", "init_from", "synth_per_class", "template_copies_per_class", "max_real_per_class",
+                      "dropout_rate", "augment", "batch_size", "lr_encoder", "lr_new", "weight_decay",
+                      "warmup_share", "max_grad_norm", "label_smoothing", "precision")
+
+
+def trajectory_fingerprint(cfg: TrainConfig) -> str:
+    d = public_config(cfg)
+    return hashlib.sha256(json.dumps({k: d[k] for k in _TRAJECTORY_FIELDS}, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class _StopOnSigint:
+    """While active, a first Ctrl-C asks the loop to stop after the current step and write its
+    checkpoint; a second one interrupts at once (the previous checkpoint stays valid)."""
+
+    def __init__(self):
+        self.requested = False
+        self._old = None
+
+    def __enter__(self):
+        if threading_main():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+        signal.signal(signal.SIGINT, self._old)
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+        return False
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def step_batch(pool: list[Example], idx: np.ndarray, vocab, seed: int, step: int, augment) -> tuple[np.ndarray, np.ndarray]:
@@ -281,11 +404,19 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
     t0 = time.time()
     pool_file = work_dir / "train_pool.npz"
     vocab_file = work_dir / "kmer_vocab.json"
+    pool = None
     if pool_file.is_file() and vocab_file.is_file():
-        vocab = KmerVocab.load(vocab_file)
-        pool = _load_pool(pool_file)
-        _log(f"resumed data: {len(pool)} examples, vocabulary {len(vocab)}")
-    else:
+        try:
+            pool = _load_pool(pool_file)
+            vocab = KmerVocab.load(vocab_file)
+            _log(f"resumed data: {len(pool)} examples, vocabulary {len(vocab)}")
+        except CorruptPool as exc:
+            _log(f"{exc}: it was probably half-written by an interrupted run; rebuilding the data pool "
+                 "(and starting the training over, since its checkpoint used that pool).")
+            pool = None
+            for stale in (work_dir / "checkpoint.pt", pool_file):
+                stale.unlink(missing_ok=True)
+    if pool is None:
         pool, _ = build_examples(cfg)
         if cfg.init_from:
             vocab = KmerVocab.load(Path(cfg.init_from) / "kmer_vocab.json")
@@ -324,49 +455,80 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
     order = np.concatenate([rng.permutation(n) for _ in range(math.ceil(cfg.epochs) + 1)])
     step = 0
     elapsed_before = 0.0  # training seconds spent before a resume (kept in the checkpoint)
+    running: list[float] = []
+    hits: list[float] = []
+    fingerprint = trajectory_fingerprint(cfg)
+
+    def order_hash(steps: int) -> str:  # the data order of the first ``steps`` steps
+        return hashlib.sha256(order[: steps * cfg.batch_size].tobytes()).hexdigest()[:16]
+
     ckpt = work_dir / "checkpoint.pt"
     if ckpt.is_file():
         state = torch.load(ckpt, map_location=device, weights_only=True)  # our own file; tensors only
+        if state.get("fingerprint", fingerprint) != fingerprint:
+            raise ValueError(f"the checkpoint in '{work_dir}' was written by a run with other settings (seed, "
+                             "schedule, learning rates or augmentation); use another --work-dir or the same settings.")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         step = int(state["step"])
         elapsed_before = float(state.get("elapsed", 0.0))
+        running, hits = list(state.get("losses", [])), list(state.get("hits", []))
+        if "rng" in state:
+            restore_rng_states(state["rng"], device)
+        if state.get("order_hash", order_hash(step)) != order_hash(step):
+            raise ValueError(f"the data order of the checkpoint in '{work_dir}' differs from this run's.")
         _log(f"resumed from step {step}/{total}")
-    _log(f"training on {device}{' (bf16 autocast)' if bf16 else ''}, {total} steps of {cfg.batch_size}, "
-         f"augmentation {'on' if augment else 'off'}")
+
+    def save_checkpoint() -> None:
+        tmp = ckpt.with_suffix(".tmp")
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                    "scheduler": sched.state_dict(), "step": step, "rng": rng_states(device),
+                    "augment_seed": [cfg.seed, step], "order_hash": order_hash(step), "fingerprint": fingerprint,
+                    "losses": running, "hits": hits,
+                    "elapsed": elapsed_before + time.time() - t_train}, tmp)
+        os.replace(tmp, ckpt)
+
     model.train()
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
-    running: list[float] = []
-    hits: list[float] = []
     t_train = time.time()
+    start_step = step
     stop_at = min(total, cfg.max_steps) if cfg.max_steps else total
-    while step < stop_at:
-        idx = order[step * cfg.batch_size:(step + 1) * cfg.batch_size]
-        ids, y_np = step_batch(pool, idx, vocab, cfg.seed, step, augment)
-        batch = torch.from_numpy(ids).to(device)
-        y = torch.from_numpy(y_np).to(device)
-        with torch.autocast(device_type="cuda" if device == "cuda" else "cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(input_ids=batch, attention_mask=(batch != 0).long()).logits
-        loss = loss_fn(logits.float(), y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        step += 1
-        running.append(float(loss.detach()))
-        hits.append(float((logits.detach().argmax(-1) == y).float().mean()))
-        if step % 10 == 0 or step == total:
-            rate = (time.time() - t_train) / max(1, len(running))
-            _log(f"step {step}/{total} loss {np.mean(running[-10:]):.4f} batch accuracy {np.mean(hits[-10:]):.3f} "
-                 f"({rate:.1f} s/step)")
-        if step % cfg.checkpoint_every == 0 or step == stop_at:
-            tmp = ckpt.with_suffix(".tmp")
-            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                        "scheduler": sched.state_dict(), "step": step,
-                        "elapsed": elapsed_before + time.time() - t_train}, tmp)
-            os.replace(tmp, ckpt)
+    if step == 0:  # a fresh run: dropout and any global draw start from the seed (with --init-from too)
+        torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        random.seed(cfg.seed)
+    interrupted = False
+    with _StopOnSigint() as sigint:
+        _log(f"training on {device}{' (bf16 autocast)' if bf16 else ''}, {total} steps of {cfg.batch_size}, "
+             f"augmentation {'on' if augment else 'off'}")
+        while step < stop_at:
+            idx = order[step * cfg.batch_size:(step + 1) * cfg.batch_size]
+            ids, y_np = step_batch(pool, idx, vocab, cfg.seed, step, augment)
+            batch = torch.from_numpy(ids).to(device)
+            y = torch.from_numpy(y_np).to(device)
+            with torch.autocast(device_type="cuda" if device == "cuda" else "cpu", dtype=torch.bfloat16, enabled=bf16):
+                logits = model(input_ids=batch, attention_mask=(batch != 0).long()).logits
+            loss = loss_fn(logits.float(), y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            running.append(float(loss.detach()))
+            hits.append(float((logits.detach().argmax(-1) == y).float().mean()))
+            if step % 10 == 0 or step == total:
+                rate = (time.time() - t_train) / max(1, step - start_step)
+                _log(f"step {step}/{total} loss {np.mean(running[-10:]):.4f} batch accuracy {np.mean(hits[-10:]):.3f} "
+                     f"({rate:.1f} s/step)")
+            if sigint.requested or step % cfg.checkpoint_every == 0 or step == stop_at:
+                save_checkpoint()
+            if sigint.requested:
+                interrupted = True
+                break
+    if interrupted:
+        raise TrainingInterrupted(step, total, work_dir)
     model.eval()
     model.to("cpu")
     model.config.name_or_path = ""  # no machine path in the shipped config
