@@ -21,7 +21,8 @@ def test_shape_and_labels(variant):
     assert variant.labels == ("gh", "lambda", "mu", "alpha", "beta", "delta", "gamma", "omicron")
     assert variant.tokenizer.k == 12 and variant.tokenizer.stride == 9
     assert "model card" in variant.extra.get("card", "").lower()  # the card ships beside the weights
-    assert variant.extra.get("metrics", {}).get("model", {}).get("n", 0) > 200
+    # held-out real genomes, less the calibration split kept apart for the temperature (bertgeom.genome.dataset)
+    assert variant.extra.get("metrics", {}).get("model", {}).get("n", 0) > 150
 
 
 def test_accuracy_on_the_shipped_real_validation_genomes(variant):

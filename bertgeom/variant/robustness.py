@@ -190,7 +190,9 @@ def wide_perturbations(genomes: Sequence[Genome], seed: int = 0, draws: dict[str
                 if c == g.cls:
                     continue
                 usable = [m for m in by_class.get(c, []) if m.key not in own_keys
-                          and not own_sites.intersection(range(*m.span))]
+                          and not own_sites.intersection(range(*m.span))
+                          # a change the genome already carries (G142D of Omicron on a Delta) is no injection
+                          and marker_state(m, g.aligned, g.insertions) != "present"]
                 if len(usable) >= k:
                     donors[c] = usable
             names = sorted(donors)
