@@ -16,7 +16,7 @@ def _two_layers() -> np.ndarray:
 def test_flow_on_a_two_layer_graph_worked_by_hand():
     # residual = 1: the graph is the attention alone.  Into (2, 0): (1,0) -> 0.2, (1,1) -> 0.8.
     # From (0,0): only (0,0)->(1,0)->(2,0), narrowest pipe 0.2.  From (0,1): 0.2 via (1,0) + 0.8 via (1,1).
-    F = attention_flow(_two_layers(), target=0, residual=1.0)
+    F = attention_flow(_two_layers(), target=0, residual=1.0, normalize=False)
     np.testing.assert_allclose(F[1], [0.2, 1.0], atol=1e-9)
     np.testing.assert_allclose(F[0], [0.5, 0.5], atol=1e-9)  # after layer 1: the row of layer 1 itself
     # rollout multiplies instead: A2 @ A1 row 0 = [0.1, 0.9]
@@ -31,7 +31,7 @@ def test_residual_graph_and_edges():
     assert g[(0, 1)][(1, 0)]["capacity"] == pytest.approx(0.25)
     assert not g.has_edge((0, 0), (1, 1))  # zero weight: no pipe
     # with the residual, flow into (2, 0) from (0, 0): (0,0)->(1,0) .75, (1,0)->(2,0) .6 -> 0.6
-    F = attention_flow(_two_layers(), target=0, residual=0.5)
+    F = attention_flow(_two_layers(), target=0, residual=0.5, normalize=False)
     assert F[1, 0] == pytest.approx(0.6)
 
 
@@ -39,7 +39,7 @@ def test_flow_bounded_by_rollout_mass_and_layers_subset(minilm):
     from bertgeom.trace import run_trace
 
     A = run_trace(minilm, "The cat sat on the mat.").attentions
-    F = attention_flow(A, target=0, layers=[0, 5])
+    F = attention_flow(A, target=0, layers=[0, 5], normalize=False)
     assert np.isnan(F[2]).all() and np.isfinite(F[[0, 5]]).all()
     # a flow never exceeds the sink's total in-capacity (each row sums to 1) nor goes negative
     assert (F[[0, 5]] >= -1e-12).all() and (F[[0, 5]] <= 1 + 1e-9).all()
@@ -69,7 +69,7 @@ def test_dense_flow_equals_networkx_max_flow(minilm, target, residual, min_weigh
     from bertgeom.trace import run_trace
 
     A = run_trace(minilm, "The quick brown fox jumps over the lazy dog near the river bank.").attentions
-    np.testing.assert_allclose(attention_flow(A, target=target, residual=residual, min_weight=min_weight),
+    np.testing.assert_allclose(attention_flow(A, target=target, residual=residual, min_weight=min_weight, normalize=False),
                                _networkx_flow(A, target, residual, min_weight), atol=1e-12, rtol=0)
 
 
@@ -80,5 +80,19 @@ def test_dense_flow_equals_networkx_on_sparse_random_maps():
     A[..., 0] += 1e-3  # every row keeps some mass
     A /= A.sum(-1, keepdims=True)
     for target in (0, 4):
-        np.testing.assert_allclose(attention_flow(A, target=target, residual=1.0), _networkx_flow(A, target, 1.0),
+        np.testing.assert_allclose(attention_flow(A, target=target, residual=1.0, normalize=False), _networkx_flow(A, target, 1.0),
                                    atol=1e-12, rtol=0)
+
+
+def test_normalised_flow_is_each_layers_raw_flow_over_its_sum_as_the_released_code(minilm):
+    """Abnar & Zuidema's released code divides each output node's flow values by their sum."""
+    from bertgeom.trace import run_trace
+
+    A = run_trace(minilm, "The cat sat on the mat.").attentions
+    raw = attention_flow(A, target=0, normalize=False)
+    norm = attention_flow(A, target=0)
+    assert raw.sum(axis=1)[-1] > 2.0  # unnormalised, a deep layer's flows add up to several
+    np.testing.assert_allclose(norm.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(norm, raw / raw.sum(axis=1, keepdims=True), atol=1e-12)
+    independent = _networkx_flow(A, 0, 0.5)
+    np.testing.assert_allclose(norm, independent / independent.sum(axis=1, keepdims=True), atol=1e-9)

@@ -80,11 +80,18 @@ def attention_flow(
     *,
     layers: list[int] | None = None,
     min_weight: float = 0.0,
+    normalize: bool = True,
     progress=None,
 ) -> np.ndarray:
     """``[L, T]`` attention flow from every input token j to the output token ``target`` of each
     layer: ``F[l, j] = maxflow((0, j) -> (l + 1, target))`` on :func:`flow_graph` (0-based layer l
     means after layer l + 1).  Layers not in ``layers`` (0-based; default all) are NaN.
+
+    ``normalize`` (default, as Abnar & Zuidema's released code does) divides each layer's flows by
+    their sum, so every row is a distribution over the input tokens like rollout's; each token's
+    max-flow is its own problem, so the raw values of a deep layer add up to several (5.6 after
+    layer 6 of MiniLM on a short sentence) and one colour scale would be dominated by the deep
+    layers. ``normalize=False`` gives the raw max-flow values.
 
     The max-flows are solved by :func:`_max_flow_dense` (Edmonds-Karp on the layered graph's dense
     capacity matrix), which gives the values of :func:`networkx.maximum_flow_value` on
@@ -104,6 +111,9 @@ def attention_flow(
         cap = _layered_capacities(m[: l + 1], target)
         sink = cap.shape[0] - 1
         out[l] = [_max_flow_dense(cap, j, sink) for j in range(T)]
+        if normalize:
+            total = out[l].sum()
+            out[l] = out[l] / total if total > 0 else out[l]
         if progress:
             progress(k + 1, len(todo))
     return out

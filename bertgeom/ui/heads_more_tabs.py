@@ -52,12 +52,18 @@ def word_view(trace, layer: int, head: int) -> tuple[np.ndarray, list[str], list
 
 
 @st.cache_data(max_entries=16, show_spinner="Solving one max-flow problem per token and layer…")
-def cached_flow(model_id: str, text: str, n: int, residual: float, target: int) -> dict:
+def cached_flow(model_id: str, text: str, n: int, residual: float, target: int, normalize: bool = True) -> dict:
     from bertgeom.analysis.flow import attention_flow, rollout
 
-    A = get_trace(model_id, text).attentions[:, :, :n, :n]  # before the slot (see bertgeom.ui.workqueue)
+    full = get_trace(model_id, text).attentions  # before the slot (see bertgeom.ui.workqueue)
+    A = np.asarray(full[:, :, :n, :n], dtype=np.float64)
+    if n < full.shape[-1]:
+        # a window: each query's attention inside it, renormalised to 1, so that r is the attention's real
+        # weight against the residual (unrenormalised, the little mass left in 24 of 427 tokens made the
+        # identity weigh ~0.87 instead of 1 - r)
+        A = A / np.maximum(A.sum(axis=-1, keepdims=True), 1e-12)
     with heavy("solving the max-flow problems"):
-        return {"flow": attention_flow(A, target=target, residual=residual),
+        return {"flow": attention_flow(A, target=target, residual=residual, normalize=normalize),
                 "rollout": rollout(A, residual=residual)[:, target, :]}
 
 
@@ -71,23 +77,32 @@ def flow_tab(v: PageView) -> None:
     T = trace.encoded.n_tokens
     c1, c2, c3 = st.columns(3)
     residual = c1.slider("Attention's weight against the residual (r)", 0.0, 1.0, 0.5, 0.05, key="w_flow_r", bind="query-params",
-                         help="Each layer's graph is r · mean-head attention + (1 − r) · identity; 0.5 as in the paper.")
+                         help="Each layer's graph is r · mean-head attention + (1 − r) · identity, rows summing to 1; "
+                              "0.5 as in Abnar & Zuidema (attention plus identity, renormalised).")
     if T > FLOW_MAX_TOKENS:
         n = c2.slider("Tokens in the window", 8, FLOW_MAX_TOKENS, 24, 4, key="w_flow_n", bind="query-params",
                       help="Max-flow runs once per token and layer, so long inputs use their first tokens.")
-        st.info(f"This input has {T} tokens: flow and rollout are computed on its first {n} tokens (rows "
-                "renormalised), as the 2025 paper's notebook does for its genomes (their first 12 tokens).")
+        st.info(f"This input has {T} tokens: flow and rollout are computed on its first {n} tokens, as the 2025 "
+                "paper's notebook does for its genomes (their first 12 tokens). Each token's attention inside the "
+                "window is renormalised to 1 first, so r stays the attention's weight against the residual.")
     else:
         n = T
     tokens = [str(t) for t in (trace.encoded.axis_labels or trace.tokens)[:n]]
     target = c3.selectbox("Output token", list(range(n)), format_func=lambda i: f"{i}: {tokens[i]}", key="w_flow_t",
                           bind="query-params")
-    res = cached_flow(v.model_id, v.text, n, float(residual), int(target))
+    normalize = st.toggle("Normalise each layer's flow to sum 1 (as Abnar & Zuidema's released code)", value=True,
+                          key="w_flow_norm", help="Off: the raw max-flow values. Each input token's flow is its own "
+                          "max-flow problem, so raw values of a deep layer add up to several and dominate one colour "
+                          "scale.")
+    res = cached_flow(v.model_id, v.text, n, float(residual), int(target), bool(normalize))
     st.markdown(f"**After layer {layer + 1}** (pick the layer with the head boxes above): flow and rollout into "
                 f"token {target} ({tokens[target]}).")
     chart(token_bars({"flow (max-flow)": res["flow"][layer], "rollout (product)": res["rollout"][layer]}, tokens,
                      ylabel="into the output token"), "w_flow_bars")
-    st.caption("Rollout values of one layer add up to 1 over the input tokens; flow values do not (each token's "
+    st.caption("Rollout values of one layer add up to 1 over the input tokens; so do the flow values here, each "
+               "layer's max-flows divided by their sum (the released code's normalisation; see docs/methods.md)."
+               if normalize else
+               "Rollout values of one layer add up to 1 over the input tokens; raw flow values do not (each token's "
                "flow is its own max-flow problem, bounded by 1), so compare their shapes, not their sums.")
     c1, c2 = st.columns(2)
     rows = [f"L{i + 1}" for i in range(v.L)]
