@@ -8,7 +8,7 @@ import pytest
 
 from bertgeom.genome.markers import load_marker_table, marker_state
 from bertgeom.inputs import encode_input
-from bertgeom.ui.genome_input import demo_genomes
+from bertgeom.variant.spec import demo_genomes
 from bertgeom.variant.explain import apply_changes, parse_change, probabilities_for_spike
 from bertgeom.variant.whatif import candidate_changes, rank_changes, tour_change
 
