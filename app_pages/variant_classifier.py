@@ -133,7 +133,8 @@ if len(records) > 1:
                          key="w_batch_table")
     st.download_button("Download all predictions (CSV)", csv_bytes(rows), "predictions.csv", "text/csv")
     picked = list(getattr(getattr(event, "selection", None), "rows", []) or [])
-    chosen = int(picked[0]) if picked and int(picked[0]) < len(rows) else 0  # a row of an earlier, longer table: the first
+    # a row of an earlier, longer table: the first
+    chosen = int(picked[0]) if picked and int(picked[0]) < len(rows) else 0
     if rows[chosen].get("error"):
         st.error(plain(f"Record '{rows[chosen]['name']}' cannot be shown: {rows[chosen]['error']}"))
         st.stop()
@@ -228,9 +229,10 @@ with c2:
                               "Tens of seconds on a small server: the node cap below trades exactness for time.")
     ig_nodes = st.select_slider("Integrated gradients: nodes at most", [8, 16, 32, 64, 128], value=128,
                                 key="w_ig_nodes",
-                                help="Integrated gradients starts at 16 Gauss-Legendre nodes in segments of 4 (fewer if capped) and "
-                                     "halves the segments whose completeness check fails until the gap is within 5% or this cap is "
-                                     "reached; the line under the track says how complete the result is.")
+                                help="Integrated gradients starts at 16 Gauss-Legendre nodes in segments of 4 "
+                                     "(fewer if capped) and halves the segments whose completeness check fails "
+                                     "until the gap is within 5% or this cap is reached; the line under the track "
+                                     "says how complete the result is.")
 tracks = {f"[CLS] attention, layer {layer}": cls_att[layer - 1], "attention rollout": rollout[-1]}
 if use_ig:
     ig, ig_summary, ig_complete = call_heavy(integrated_gradients_for, model_id, trace.encoded.input_ids,

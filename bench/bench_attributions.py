@@ -45,7 +45,8 @@ def former_ig(loaded, input_ids, target: int, steps: int = 16, tolerance: float 
         w = torch.as_tensor(weights / 2, dtype=torch.float32)
         total = torch.zeros_like(x)
         for s in range(0, n, batch_size):
-            path = (base[None] + alphas[s:s + batch_size][:, None, None] * (x - base)[None]).detach().requires_grad_(True)
+            path = (base[None] + alphas[s:s + batch_size][:, None, None]
+                    * (x - base)[None]).detach().requires_grad_(True)
             out = run_forward(loaded, inputs_embeds=path, grad=True, attention="model")
             (g,) = torch.autograd.grad(out.logits[:, target].sum(), path)
             total += (g * w[s:s + batch_size][:, None, None]).sum(0)

@@ -130,7 +130,8 @@ def classify_throughput(n: int) -> list[dict]:
             {"measure": "classify forward: achieved FLOP/s vs this machine's matmul peak, same run",
              "value": f"bf16 {100 * res['forward_bf16_share_of_bf16_peak']:.0f}%, "
                       f"fp32 {100 * res['forward_fp32_share_of_fp32_peak']:.0f}%",
-             "baseline": f"peak bf16 {res['matmul_peak_bf16_gflops']:.0f}, fp32 {res['matmul_peak_fp32_gflops']:.0f} GFLOP/s",
+             "baseline": f"peak bf16 {res['matmul_peak_bf16_gflops']:.0f}, "
+                         f"fp32 {res['matmul_peak_fp32_gflops']:.0f} GFLOP/s",
              "ratio": ""},
             {"measure": f"batch classify with {res['workers']} preparation workers, forwards on {res['device']}",
              "value": f"{res['end_to_end_parallel_genomes_per_s']:.2f} genomes/s",

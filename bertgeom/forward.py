@@ -279,7 +279,8 @@ def run_forward(
     import torch
 
     if precision not in ("fp32", "bf16"):
-        raise ValueError(f"precision must be 'fp32' or 'bf16' (resolve 'auto' with resolve_precision), got {precision!r}")
+        raise ValueError("precision must be 'fp32' or 'bf16' (resolve 'auto' with resolve_precision), "
+                         f"got {precision!r}")
     if attention not in ("auto", "model", "eager", "sdpa"):
         raise ValueError(f"attention must be auto, model, eager or sdpa, got {attention!r}")
     if disable_as not in ("uniform", "zero"):

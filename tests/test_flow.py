@@ -69,7 +69,8 @@ def test_dense_flow_equals_networkx_max_flow(minilm, target, residual, min_weigh
     from bertgeom.trace import run_trace
 
     A = run_trace(minilm, "The quick brown fox jumps over the lazy dog near the river bank.").attentions
-    np.testing.assert_allclose(attention_flow(A, target=target, residual=residual, min_weight=min_weight, normalize=False),
+    np.testing.assert_allclose(attention_flow(A, target=target, residual=residual, min_weight=min_weight,
+                                              normalize=False),
                                _networkx_flow(A, target, residual, min_weight), atol=1e-12, rtol=0)
 
 
@@ -80,8 +81,8 @@ def test_dense_flow_equals_networkx_on_sparse_random_maps():
     A[..., 0] += 1e-3  # every row keeps some mass
     A /= A.sum(-1, keepdims=True)
     for target in (0, 4):
-        np.testing.assert_allclose(attention_flow(A, target=target, residual=1.0, normalize=False), _networkx_flow(A, target, 1.0),
-                                   atol=1e-12, rtol=0)
+        np.testing.assert_allclose(attention_flow(A, target=target, residual=1.0, normalize=False),
+                                   _networkx_flow(A, target, 1.0), atol=1e-12, rtol=0)
 
 
 def test_normalised_flow_is_each_layers_raw_flow_over_its_sum_as_the_released_code(minilm):

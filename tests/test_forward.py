@@ -140,7 +140,8 @@ def test_every_forward_path_moves_its_inputs_to_the_models_device(meta_model):
         "eager, attentions, disabled": dict(attentions=True, hidden_states=True, disabled=dis, attention="eager"),
         "sdpa, disabled": dict(disabled=dis, attention="sdpa"),
         "resume from numpy hidden states": dict(start_layer=1, start_hidden=start, attention="sdpa"),
-        "cpu word embeddings with gradients": dict(inputs_embeds=torch.zeros(2, ids.shape[1], meta_model.config.hidden_size),
+        "cpu word embeddings with gradients": dict(inputs_embeds=torch.zeros(2, ids.shape[1],
+                                                                             meta_model.config.hidden_size),
                                                    grad=True, attention="sdpa"),
     }
     for name, kw in runs.items():

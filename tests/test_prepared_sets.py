@@ -50,7 +50,8 @@ def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant)
     direct = class_mean_over_set(tiny_variant, [it for it in items if it.name in names], SET_THETA)
     np.testing.assert_array_equal(stored["mean"], direct["mean"])
     np.testing.assert_array_equal(stored["theta_sum"], direct["theta_sum"])
-    assert stored["n"] == direct["n"] and stored["labels"] == direct["labels"] and stored["domains"] == direct["domains"]
+    assert (stored["n"] == direct["n"] and stored["labels"] == direct["labels"]
+            and stored["domains"] == direct["domains"])
 
     # the cone page's default view (content tokens, unpadded) is on disk under the page's key
     cone = _read(prepared.cone_set_key(mid, tiny_variant, set_fingerprint(items), prepared.CONE_TOKEN_SET, None))

@@ -51,7 +51,8 @@ def test_a_file_with_no_record_fails_and_keeps_the_previous_out(tiny_variant_dir
     out = tmp_path / "out.csv"
     out.write_text("previous results\n")
     r = _classify(empty, "--model", tiny_variant_dir, "--out", out)
-    assert r.returncode == 2 and "no record" in r.stderr and r.stderr.count("error:") == 1 and "Traceback" not in r.stderr
+    assert (r.returncode == 2 and "no record" in r.stderr and r.stderr.count("error:") == 1
+            and "Traceback" not in r.stderr)
     assert out.read_text() == "previous results\n"
 
 
@@ -192,7 +193,8 @@ def _link_keep(run, outside):
     (run / "maps" / "keep.npy").symlink_to(outside / "keep.npy")
 
 
-@pytest.mark.parametrize("plant", [_link_shards, _link_one_shard, _link_keep], ids=["shards-dir", "parquet+done", "maps-keep"])
+@pytest.mark.parametrize("plant", [_link_shards, _link_one_shard, _link_keep],
+                         ids=["shards-dir", "parquet+done", "maps-keep"])
 def test_a_symlink_anywhere_in_a_results_folder_is_refused(run_template, tmp_path, plant):
     from bertgeom.precompute import load_results
     from bertgeom.precompute.core import PrecomputeError
@@ -211,7 +213,8 @@ def test_a_rerun_into_a_folder_with_linked_shards_writes_nothing_outside(run_tem
     before = sorted((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "outside" / "shards").iterdir())
     base = run_template.parent
     with pytest.raises(PrecomputeError, match="symbolic link"):
-        precompute(base / "in.fasta", base / "labels.tsv", run, config=PrecomputeConfig(shard_size=2), loaded=tiny_variant)
+        precompute(base / "in.fasta", base / "labels.tsv", run, config=PrecomputeConfig(shard_size=2),
+                   loaded=tiny_variant)
     assert sorted((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "outside" / "shards").iterdir()) == before
 
 
@@ -341,7 +344,8 @@ def test_duplicate_names_are_told_apart_on_the_classifier_page(tiny_variant_dir,
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
     at.session_state["model_id"] = str(tiny_variant_dir)
-    at.session_state["genome_value"] = "".join(f">same\n{demo[i].sequence}\n" for i in range(2)) + f">other\n{demo[2].sequence}\n"
+    at.session_state["genome_value"] = ("".join(f">same\n{demo[i].sequence}\n" for i in range(2))
+                                        + f">other\n{demo[2].sequence}\n")
     at.run()
     at.switch_page("app_pages/variant_classifier.py").run()
     assert not at.exception

@@ -135,7 +135,8 @@ def test_fit_temperature_recovers_the_temperature_that_made_the_labels():
     assert fit_temperature(z * 0.5, y) == pytest.approx(1.25, rel=0.08)
 
 
-def test_the_temperature_is_stored_with_the_weights_and_applied_where_probabilities_are_made(tmp_path, tiny_variant_dir):
+def test_the_temperature_is_stored_with_the_weights_and_applied_where_probabilities_are_made(
+        tmp_path, tiny_variant_dir):
     import shutil
 
     from bertgeom.genome.dataset import load_validation_small

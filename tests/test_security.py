@@ -11,7 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-SOURCES = [p for p in list((ROOT / "bertgeom").rglob("*.py")) + list((ROOT / "app_pages").glob("*.py")) + [ROOT / "app.py"]]
+SOURCES = [p for p in list((ROOT / "bertgeom").rglob("*.py")) + list((ROOT / "app_pages").glob("*.py"))
+           + [ROOT / "app.py"]]
 
 
 def test_streamlit_config_limits_uploads_and_keeps_xsrf_on():

@@ -117,7 +117,8 @@ def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(tmp_path):
     assert differing == []
     assert a["losses"] == b["losses"] and again["final_loss"] == full["final_loss"]
     # identical weights give identical bytes, so the same model_version
-    assert (straight / "model" / "model.safetensors").read_bytes() == (resumed / "model" / "model.safetensors").read_bytes()
+    assert ((straight / "model" / "model.safetensors").read_bytes()
+            == (resumed / "model" / "model.safetensors").read_bytes())
 
 
 def test_the_dropout_stream_is_part_of_the_checkpoint(tmp_path):
@@ -142,10 +143,13 @@ def test_weights_files_are_byte_identical_for_identical_weights_and_load_back(tm
 
     from bertgeom.models import hash_file
 
-    script = ("import sys; from pathlib import Path; from bertgeom.variant import build_variant_model, save_variant_model;"
-              "from bertgeom.genome.kmers import KmerVocab; import json, torch; from safetensors.torch import load_file;"
+    script = ("import sys; from pathlib import Path; "
+              "from bertgeom.variant import build_variant_model, save_variant_model;"
+              "from bertgeom.genome.kmers import KmerVocab; import json, torch; "
+              "from safetensors.torch import load_file;"
               "src = Path(sys.argv[1]); m = build_variant_model(json.loads((src / 'config.json').read_text()));"
-              "m.load_state_dict({k: v.float() for k, v in load_file(str(src / 'model.safetensors')).items()}, strict=False);"
+              "m.load_state_dict({k: v.float() for k, v in load_file(str(src / 'model.safetensors')).items()}, "
+              "strict=False);"
               "save_variant_model(m, KmerVocab.load(src / 'kmer_vocab.json'), Path(sys.argv[2]))")
     for i, seed in enumerate(("0", "12345")):  # separate processes with different hash seeds
         subprocess.run([sys.executable, "-c", script, str(tiny_variant_dir), str(tmp_path / f"m{i}")], check=True,

@@ -90,8 +90,8 @@ def domain_proportions(page, base):
     _top(page, page.get_by_role("tablist"))
 
 
-SHOTS = {f.__name__: f for f in (head_view, model_view, qk_set, isoscore, methods, tour_home, tour_genome, tour_genome_whatif,
-                                 domain_proportions)}
+SHOTS = {f.__name__: f for f in (head_view, model_view, qk_set, isoscore, methods, tour_home, tour_genome,
+                                 tour_genome_whatif, domain_proportions)}
 
 
 def main(out_dir: str = "docs", names: list[str] | None = None) -> None:

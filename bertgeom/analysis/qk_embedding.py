@@ -79,7 +79,8 @@ class LayerRecord:
     strongest_query: np.ndarray  # [H, T]
 
 
-def layer_record(trace, layer: int, token_groups: Callable[[object], Sequence[str] | None] | None = None) -> LayerRecord:
+def layer_record(trace, layer: int,
+                 token_groups: Callable[[object], Sequence[str] | None] | None = None) -> LayerRecord:
     """The :class:`LayerRecord` of one trace. ``token_groups(trace)`` may give one label per token
     (for genomes, each token's domain), supplied by the caller so this module stays independent
     of the input kind."""

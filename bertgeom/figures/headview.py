@@ -95,7 +95,8 @@ _TEMPLATE = """<!DOCTYPE html>
  .bar { display: flex; flex-wrap: wrap; gap: 4px 10px; align-items: center; margin: 4px 0 6px; font-size: 13px; }
  .bar label { cursor: pointer; white-space: nowrap; }
  .sw { display: inline-block; width: 11px; height: 11px; border-radius: 2px; margin-right: 3px; vertical-align: -1px; }
- .bar button { font-size: 12px; padding: 1px 8px; border: 1px solid #bbb; border-radius: 4px; background: #fff; cursor: pointer; }
+ .bar button { font-size: 12px; padding: 1px 8px; border: 1px solid #bbb; border-radius: 4px; \
+background: #fff; cursor: pointer; }
  .note { font-size: 12px; color: #6b6f76; margin: 2px 0 4px; }
  #wrap { max-height: 640px; overflow-y: auto; border-top: 1px solid #eee; }
  svg text { font-size: 12px; cursor: pointer; dominant-baseline: middle; }
@@ -133,7 +134,8 @@ _TEMPLATE = """<!DOCTYPE html>
     l.setAttribute("stroke-opacity", Math.max(0.04, Math.min(1, w)).toFixed(3));
     l.setAttribute("class", "link");
     l.dataset.h = h; l.dataset.q = q; l.dataset.k = k; l.dataset.w = w;
-    const t = document.createElementNS(NS, "title"); t.textContent = D.heads[h].name + ": " + D.q[q] + " \u2192 " + D.k[k] + " " + w.toFixed(3);
+    const t = document.createElementNS(NS, "title"); \
+t.textContent = D.heads[h].name + ": " + D.q[q] + " \u2192 " + D.k[k] + " " + w.toFixed(3);
     l.appendChild(t); gl.appendChild(l); lines.push(l);
   }
   const toks = [];
@@ -170,7 +172,8 @@ _TEMPLATE = """<!DOCTYPE html>
       if (vis) shown++;
     }
     const partner = new Set();
-    if (f) for (const l of lines) if (!l.classList.contains("off")) partner.add((f[0] === "q" ? "k" : "q") + (f[0] === "q" ? l.dataset.k : l.dataset.q));
+    if (f) for (const l of lines) if (!l.classList.contains("off")) \
+partner.add((f[0] === "q" ? "k" : "q") + (f[0] === "q" ? l.dataset.k : l.dataset.q));
     for (const [g, r, t] of toks) {
       const me = f && g.dataset.side === f[0] && +g.dataset.i === f[1];
       const hl = me || partner.has(g.dataset.side + g.dataset.i);
@@ -181,7 +184,8 @@ _TEMPLATE = """<!DOCTYPE html>
     const st = document.getElementById("status");
     if (f) {
       const lab = f[0] === "q" ? D.q[f[1]] : D.k[f[1]];
-      st.textContent = (f[0] === "q" ? "Where \u201c" + lab + "\u201d looks: " : "Who looks at \u201c" + lab + "\u201d: ")
+      st.textContent = \
+(f[0] === "q" ? "Where \u201c" + lab + "\u201d looks: " : "Who looks at \u201c" + lab + "\u201d: ")
         + shown + " links" + (pinned ? " (kept; click the token again to release)" : "");
     }
   }
@@ -267,7 +271,8 @@ def model_view(
             cx.append(head + 0.5)
             cy.append(layer + 0.5)
             custom.append([layer, head])
-            hover.append(head_label(layer, head) + ("" if imp is None else f"<br>{importance_label}: {imp[layer, head]:.3g}"))
+            hover.append(head_label(layer, head)
+                         + ("" if imp is None else f"<br>{importance_label}: {imp[layer, head]:.3g}"))
     fig.add_trace(go.Scatter(x=cx, y=cy, mode="markers", customdata=custom, hovertext=hover, hoverinfo="text",
                              marker=dict(size=max(14, int(700 / max(H, 1) * 0.8)), symbol="square",
                                          color="rgba(0,0,0,0.01)"),  # invisible, still clickable

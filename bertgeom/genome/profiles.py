@@ -314,8 +314,8 @@ def write_clade_profiles(rows: Iterable[ProfileRow], path=None) -> None:
     path = path or data_path(*PROFILE_FILE)
     lines = [f"# bertgeom characteristic profiles per Nextstrain clade, profile version {PROFILE_VERSION}",
              "# Built by `python -m bertgeom.genome.markers build`: the changes implied by each clade's definition",
-             f"# (definitions/nextstrain_clades.tsv) plus those of >= {CLADE_MIN_SHARE:.0%} of the clade's training-split "
-             "developer genomes.",
+             f"# (definitions/nextstrain_clades.tsv) plus those of >= {CLADE_MIN_SHARE:.0%} of the clade's "
+             "training-split developer genomes.",
              "# change: gene:amino-acid event (Nextclade names) or a nucleotide change that changes no amino acid.",
              "\t".join(PROFILE_COLUMNS)]
     for r in rows:
@@ -352,5 +352,5 @@ def load_clade_profiles() -> CladeProfiles:
 
 
 __all__ = ["CLADE_MIN_SHARE", "CladeProfiles", "ProfileRow", "build_clade_profiles", "change_sites",
-           "definition_report", "genome_changes", "PrivateCall", "private_changes", "load_clade_profiles", "parse_clade_profiles", "readable",
-           "write_clade_profiles"]
+           "definition_report", "genome_changes", "PrivateCall", "private_changes", "load_clade_profiles",
+           "parse_clade_profiles", "readable", "write_clade_profiles"]

@@ -22,7 +22,7 @@ from bertgeom.inputs import normalise_text
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.safety import plain
 from bertgeom.ui.widgets import progress
-from bertgeom.ui.workqueue import heavy, not_replayed
+from bertgeom.ui.workqueue import heavy
 
 #: Bump when the arrays stored on disk change meaning (shared with ``prepare-sets``).
 DISK_VERSION = CONE_DISK_VERSION

@@ -117,7 +117,8 @@ def model_view_tab(v: PageView) -> None:
                "**Click a thumbnail to select that head.** As in Dodrio, thumbnails can be sized and outlined by "
                "how much the head matters.")
     kinds = ["none", "disable"] + (["gradient"] if v.loaded.labels else [])
-    kind = st.radio("Size by", kinds, format_func=IMPORTANCE.get, horizontal=True, key="w_mv_importance", bind="query-params",
+    kind = st.radio("Size by", kinds, format_func=IMPORTANCE.get, horizontal=True, key="w_mv_importance",
+                    bind="query-params",
                     help="Disabling: Kovaleva et al.'s uniform-attention ablation of one head at a time, measured as "
                          "how far the final [CLS] vector turns. Gradient: Michel et al. 2019's head importance, "
                          "approximated as α·|∂L/∂α| summed over keys (needs a classifier).")
@@ -202,10 +203,11 @@ def qk_set_tab(v: PageView) -> None:
 
     layer, head = v.layer, v.head
     st.caption(f"**What this shows:** AttentionViz's joint view of {v.HL} — the query (○) and key (×) of every token "
-               "of every input in a set, in one map. Before projecting, queries are scaled by c and keys by 1/c so both "
-               "have the same mean norm, and keys are moved onto the queries' centre: neither changes any attention "
-               "weight, and afterwards a key close to a query is a key that query attends to (Yeh et al. 2023, "
-               "arXiv:2305.03210, §4; see Methods). **Click a point to open its input** in the sidebar.")
+               "of every input in a set, in one map. Before projecting, queries are scaled by c and keys by 1/c "
+               "so both have the same mean norm, and keys are moved onto the queries' centre: neither changes any "
+               "attention weight, and afterwards a key close to a query is a key that query attends to "
+               "(Yeh et al. 2023, arXiv:2305.03210, §4; see Methods). **Click a point to open its input** "
+               "in the sidebar.")
     items = _choose_set(v)
     if not items:
         return
@@ -216,7 +218,8 @@ def qk_set_tab(v: PageView) -> None:
     groups = _groups(v) is not None
     labelled = any(it.label for it in items)
     colour_opts = ["kind", "role"] + (["group"] if groups else []) + (["label"] if labelled else [])
-    colour_by = c3.selectbox("Colour by", colour_opts, key="w_qk_colour", index=colour_opts.index("group" if groups else "kind"), bind="query-params",
+    colour_by = c3.selectbox("Colour by", colour_opts, key="w_qk_colour",
+                             index=colour_opts.index("group" if groups else "kind"), bind="query-params",
                              format_func={"kind": "token kind ([CLS], [SEP], punctuation, other)",
                                           "role": "query or key", "group": "domain of the token",
                                           "label": "class of the input"}.get)
@@ -234,8 +237,8 @@ def qk_set_tab(v: PageView) -> None:
                              labels=[it.label for it in ok_items], names=[it.name for it in ok_items],
                              texts=[it.text for it in ok_items])
         frame, c = embed_qk(qk, method, normalise=normalise)
-        search = st.text_input("Search a token or k-mer (exact, case-insensitive)", key="w_qk_search", bind="query-params",
-                               placeholder="e.g. cat, or a 12-mer")
+        search = st.text_input("Search a token or k-mer (exact, case-insensitive)", key="w_qk_search",
+                               bind="query-params", placeholder="e.g. cat, or a 12-mer")
         hits = token_search(qk, search) if search.strip() else None
         mark = None
         if hits is not None and len(hits):

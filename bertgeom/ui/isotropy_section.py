@@ -45,7 +45,8 @@ def isotropy_figure(x, series: dict[str, tuple[np.ndarray, np.ndarray]], m: floa
     fig = go.Figure()
     for name, (iso, cone) in series.items():
         c = colours[name]
-        fig.add_trace(go.Scatter(x=x, y=iso, mode="lines+markers", name=f"IsoScore · {name}", line=dict(color=c, width=2.5),
+        fig.add_trace(go.Scatter(x=x, y=iso, mode="lines+markers", name=f"IsoScore · {name}",
+                                 line=dict(color=c, width=2.5),
                                  legendgroup=name, hovertemplate="layer %{x}<br>IsoScore %{y:.3f}<extra></extra>"))
         fig.add_trace(go.Scatter(x=x, y=cone, mode="lines", name=f"cone I/m · {name}", legendgroup=name,
                                  line=dict(color=c, width=2, dash="dash"),
@@ -121,7 +122,8 @@ def isotropy_section(v) -> None:
             st.warning("No input of the set could be analysed.")
             return
         labels = np.array(data["labels"])
-        order = [c for c in (v.loaded.labels or ()) if c in set(labels)] + sorted(set(labels) - set(v.loaded.labels or ()))
+        order = ([c for c in (v.loaded.labels or ()) if c in set(labels)]
+                 + sorted(set(labels) - set(v.loaded.labels or ())))
         series, rows_out = {}, []
         for g in order:
             cloud = np.concatenate([c for c, lab in zip(data["clouds"], labels) if lab == g], axis=1)

@@ -15,7 +15,8 @@ METHODS_PATH = Path(__file__).resolve().parents[2] / "docs" / "methods.md"
 
 #: "docs/methods.md", optionally followed by a section: "§5", "§3.4", "§3–§4", "§5, after …".
 _DOC = "docs/methods.md"
-_REF = re.compile(r"(?<!\[)" + re.escape(_DOC) + r"(?:,? (\u00a7\s?(\d+(?:\.\d+)?))(?:\s?[\u2013-]\s?\u00a7?(\d+(?:\.\d+)?))?)?")
+_REF = re.compile(r"(?<!\[)" + re.escape(_DOC)
+                  + r"(?:,? (\u00a7\s?(\d+(?:\.\d+)?))(?:\s?[\u2013-]\s?\u00a7?(\d+(?:\.\d+)?))?)?")
 
 
 def methods_url(section: str | None = None) -> str:

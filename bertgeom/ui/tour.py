@@ -97,7 +97,8 @@ def _model_view_step() -> dict:
     layer, head = f["special_max"]
     return {"head": (layer, head), "sentence": (
         f"Every head's map as a thumbnail: {f['n_special']} of {f['n_heads']} heads put half or more of their "
-        f"attention on [CLS] or [SEP] (a dark stripe at the left or right edge), most of all {head_label(layer, head)}. "
+        f"attention on [CLS] or [SEP] (a dark stripe at the left or right edge), most of all "
+        f"{head_label(layer, head)}. "
         "Click a thumbnail to open that head; *Size by* shows which heads matter when disabled.")}
 
 

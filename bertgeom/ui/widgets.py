@@ -136,7 +136,8 @@ def errors_expander(errors: Iterable[tuple[str, str]]) -> None:
 
 def doc_caption(doc, *, formula: str | None = None) -> None:
     """``label = formula — source`` of a metric's documentation record."""
-    st.caption(f"**{doc.label}** = `{formula or doc.formula}` — {linked(doc.source)}" + symbol_legend(formula or doc.formula))
+    st.caption(f"**{doc.label}** = `{formula or doc.formula}` — {linked(doc.source)}"
+               + symbol_legend(formula or doc.formula))
 
 
 #: Symbols the feature formulas use, explained where a formula on screen contains them.

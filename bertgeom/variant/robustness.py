@@ -208,7 +208,8 @@ def wide_perturbations(genomes: Sequence[Genome], seed: int = 0, draws: dict[str
                     if any(spans[i] & spans[j] for i in range(k) for j in range(i)):
                         continue
                     if all(apply_marker(arr, ins, m) for m in picked):
-                        out.append(_done(gi, f"foreign{k}", f"+{' +'.join(m.label for m in picked)} ({donor})", arr, ins))
+                        out.append(_done(gi, f"foreign{k}", f"+{' +'.join(m.label for m in picked)} ({donor})",
+                                         arr, ins))
                         break
         present = [m for m in own if marker_state(m, g.aligned, g.insertions) == "present"]
         for k in (1, 2):
@@ -349,9 +350,11 @@ def _pct(x) -> str:
 
 
 def markdown_tables(result: dict) -> str:
-    """Two markdown tables of a wide benchmark result (``bench/bench_robustness.py``), one row per kind: calls (accuracy, flips) and confidence (confident errors, ECE)."""
+    """Two markdown tables of a wide benchmark result (``bench/bench_robustness.py``), one row per kind: \
+calls (accuracy, flips) and confidence (confident errors, ECE)."""
     reps = result["reports"]
-    bert, base, rule = reps["BERT variant model"], reps["k-mer count logistic regression"], reps["rule-based marker call"]
+    bert, base, rule = (reps["BERT variant model"], reps["k-mer count logistic regression"],
+                        reps["rule-based marker call"])
     raw = reps.get("BERT, raw softmax", bert)
     kinds = result["kinds"]
     rows = ["| perturbation | n | BERT: accuracy | BERT: flips (where the rule call keeps its class) | k-mer: accuracy "
@@ -363,7 +366,8 @@ def markdown_tables(result: dict) -> str:
         rows.append(f"| {kinds[k]} | {b['n']} | {_pct(b['accuracy'])} | {flips or '—'} | {_pct(m['accuracy'])} | "
                     f"{'—' if m['flip_rate'] is None else _pct(m['flip_rate'])} | {_pct(r['accuracy'])} | "
                     f"{'—' if r['flip_rate'] is None else _pct(r['flip_rate'])} |")
-    conf = ["| perturbation | BERT: wrong with conf. >= 0.9 (QC pass / all) | BERT: ECE | BERT raw softmax: wrong >= 0.9 "
+    conf = ["| perturbation | BERT: wrong with conf. >= 0.9 (QC pass / all) | BERT: ECE "
+            "| BERT raw softmax: wrong >= 0.9 "
             "| BERT raw: ECE | k-mer: wrong >= 0.9 | k-mer: ECE |", "|---|---|---|---|---|---|---|"]
     for k in bert:
         b, w, m = bert[k], raw[k], base[k]
@@ -388,10 +392,11 @@ def release_gates(result: dict) -> dict[str, dict]:
         "plain accuracy >= the rule-based call's": {"ok": bert["plain"]["accuracy"] >= rule["plain"]["accuracy"],
                                                     "value": [bert["plain"]["accuracy"], rule["plain"]["accuracy"]]},
         "+1 marker of one other class flips <= 0.5%": {"ok": f1 is not None and f1 <= 0.005, "value": f1},
-        "ECE <= 0.02 on the plain evaluation genomes (calibrated)": {"ok": ece is not None and ece <= 0.02, "value": ece},
+        "ECE <= 0.02 on the plain evaluation genomes (calibrated)": {"ok": ece is not None and ece <= 0.02,
+                                                                     "value": ece},
     }
 
 
 __all__ = ["DEFAULT_DRAWS", "Genome", "KINDS", "KindScore", "Perturbed", "RobustnessReport", "SIGNATURE_FOREIGN",
-           "expected_calibration_error", "markdown_tables", "perturbations", "release_gates", "reliability_bins", "score", "score_kinds",
-           "wide_perturbations"]
+           "expected_calibration_error", "markdown_tables", "perturbations", "release_gates", "reliability_bins",
+           "score", "score_kinds", "wide_perturbations"]

@@ -115,7 +115,8 @@ def rank_changes(loaded, aligned: str, cls: str, *, table=None, batch_size: int 
     for (c, _), p in zip(changes, probs[1:]):
         k = int(np.argmax(p))
         rows.append({"change": c.label, "n_markers": len(c.markers), "nucleotides": " ".join(c.nucleotide_changes()),
-                     "p_before": float(base[target]), "p_after": float(p[target]), "drop": float(base[target] - p[target]),
+                     "p_before": float(base[target]), "p_after": float(p[target]),
+                     "drop": float(base[target] - p[target]),
                      "new_call": labels[k], "p_new_call": float(p[k])})
     rows.sort(key=lambda r: (-round(r["drop"], 4), r["n_markers"]))
     return rows
