@@ -142,7 +142,7 @@ def test_characteristic_table_file_is_shipped_with_provenance():
 def test_shipped_profiles_name_indels_as_every_other_table_does():
     """The training profiles' indel rows carry the grouped Nextstrain names (Delta's E156G del157-158),
     the same function as the characteristic table, not per-residue names such as F157-."""
-    from bertgeom.genome.dataset import profile_aa_name
+    from bertgeom.genome.shipped_files import profile_aa_name
     from bertgeom.genome.mutations import load_spike_profiles
 
     indels = [e for entries in load_spike_profiles().values() for e in entries if e.kind != "sub"]

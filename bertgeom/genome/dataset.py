@@ -9,27 +9,23 @@ scored) and the **evaluation** rest (every reported metric), so confidence is ca
 kept apart from both training and evaluation. ``validation_small`` and the demo genomes are taken from the validation part
 only, so a model trained on the training part never saw them.
 
-Rebuild the shipped files (``bertgeom/data/genomes`` and the spike profiles) with::
-
-    python -m bertgeom.genome.dataset build bertgeom/data
+The shipped files (``bertgeom/data/genomes`` and the spike profiles) are rebuilt by
+:mod:`bertgeom.genome.shipped_files` (``python -m bertgeom.genome.shipped_files build bertgeom/data``).
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-import lzma
 import math
 import os
-from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from .classes import CLASSES, label_to_class
 from .fasta import SequenceRecord, iter_fasta_file
-from .reference import SPIKE_START, data_path
+from .reference import data_path
 
 TRAIN_FRACTION = 0.5  #: share of each class that may be used for training (floor)
 CALIBRATION_FRACTION = 1 / 3  #: share of each class's validation genomes kept for calibration (floor)
@@ -174,179 +170,6 @@ def split_calibration(labels_df_or_rows: Any, seed: int = 0,
     return CalibrationSplit(cal, ev)
 
 
-def validation_small_names(genomes: list[LabelledGenome], seed: int = 0, per_class: int = SMALL_PER_CLASS) -> list[str]:
-    """The ``validation_small`` subset: per class the first ``per_class`` validation genomes in hash
-    order whose spike does not fail QC for missing data (N share <= ``qc.N_SHARE_FAIL``)."""
-    from .pipeline import analyse_sequence
-
-    split = split_real_genomes(genomes, seed)
-    val = set(split.validation)
-    by_name = {g.name: g for g in genomes}
-    out = []
-    for cls in CLASSES:
-        names = sorted((g.name for g in genomes if g.cls == cls and g.name in val), key=lambda n: _key(seed, n))
-        picked = 0
-        for n in names:
-            if picked >= per_class:
-                break
-            res = analyse_sequence(SequenceRecord(n, by_name[n].sequence, []))
-            if res.qc is not None and res.qc.checks.get("missing data") != "fail" and res.qc.checks.get("coverage") != "fail":
-                out.append(n)
-                picked += 1
-    return out
-
-
-def demo_genome_names(genomes: list[LabelledGenome], seed: int = 0) -> list[str]:
-    """One demo genome per class from the validation split: near-complete (>= 29,000 nt), carrying
-    its class's core defining spike mutations, and best by (spike QC verdict, N in the spike, N in
-    the genome, ambiguous spike bases, no INSDC accession, split hash)."""
-    from .mutations import class_defining_mutations
-    from .pipeline import analyse_sequence
-
-    rank = {"pass": 0, "warn": 1, "fail": 2}
-    val = set(split_real_genomes(genomes, seed).validation)
-    out = []
-    for cls in CLASSES:
-        core = [m.name for m in class_defining_mutations(cls)]
-        best = None
-        for g in genomes:
-            if g.cls != cls or g.name not in val or len(g.sequence) < 29000:
-                continue
-            res = analyse_sequence(SequenceRecord(g.name, g.sequence, []), cls=cls)
-            if res.qc is None or not all(res.mutations.has(n) for n in core):
-                continue
-            key = (rank[res.qc.verdict], res.qc.n_count, g.n_count, res.qc.ambiguous, g.insdc_accession == "",
-                   _key(seed, g.name))
-            if best is None or key < best[0]:
-                best = (key, g.name)
-        if best is None:  # pragma: no cover - every class has a usable genome in the developer set
-            raise RuntimeError(f"no demo genome for class {cls}")
-        out.append(best[1])
-    return out
-
-
-def profile_aa_name(kind: str, pos: int, ref: str, alt: str) -> str:
-    """The amino-acid name of one indel as every table of the project writes it (Nextstrain style
-    on the reference background: ``E156G del157-158``, not the per-residue ``F157-``). Substitutions
-    keep the name read in their genomes (a codon with two changes reads as one amino-acid change)."""
-    from .markers import _aa_name
-
-    return _aa_name(kind, pos, ref, alt)
-
-
-def spike_profiles(genomes: Iterable[LabelledGenome], min_freq: float = PROFILE_MIN_FREQ) -> list[dict[str, Any]]:
-    """Frequencies of spike mutations (substitutions and indels) per class and per Nextstrain clade.
-
-    A substitution's frequency is over the genomes whose base at that site is called (not N); an
-    indel's over all genomes of the group. Used by QC (expected mutations of a class) and by
-    :mod:`.synth` (realistic class mutations missing from the sparse clade definitions). Build it
-    from the *training* split only.
-    """
-    from .align import align_spike
-
-    groups: dict[tuple[str, str], list] = defaultdict(list)
-    for g in genomes:
-        if g.cls is None:
-            continue
-        try:
-            cut = align_spike(g.sequence)
-        except ValueError:
-            continue
-        groups[("class", g.cls)].append(cut)
-        if g.clade:
-            groups[("clade", g.clade)].append(cut)
-    from .mutations import call_mutations
-
-    rows = []
-    for (gtype, gname), cuts in sorted(groups.items()):
-        n = len(cuts)
-        counts: Counter = Counter()
-        info = {}
-        called: Counter = Counter()
-        for cut in cuts:
-            rep = call_mutations(cut)
-            for m in rep.spike_nucleotide:
-                key = (m.kind, m.pos, m.ref, m.alt)
-                counts[key] += 1
-                info[key] = m
-        for key, c in counts.items():
-            kind, pos, ref, alt = key
-            if kind == "sub":
-                den = sum(1 for cut in cuts if cut.aligned[pos - SPIKE_START] in "ACGT")
-            else:
-                den = n
-            freq = c / max(den, 1)
-            if freq >= min_freq:
-                m = info[key]
-                rows.append(dict(group_type=gtype, group=gname, n_genomes=n, mutation=m.name, kind=kind,
-                                 pos=pos, ref=ref, alt=alt,
-                                 aa=(m.aa or "") if kind == "sub" else profile_aa_name(kind, pos, ref, alt),
-                                 freq=round(freq, 3)))
-    rows.sort(key=lambda r: (r["group_type"], r["group"], r["pos"], r["kind"]))
-    return rows
-
-
-PROFILE_COLUMNS = ("group_type", "group", "n_genomes", "mutation", "kind", "pos", "ref", "alt", "aa", "freq")
-
-
-def write_tsv(path: Path, rows: list[dict[str, Any]], columns: Iterable[str]) -> None:
-    columns = list(columns)
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh, delimiter="\t", lineterminator="\n")
-        w.writerow(columns)
-        for r in rows:
-            w.writerow([r.get(c, "") for c in columns])
-
-
-def _write_fasta(fh, name: str, seq: str, width: int = 80) -> None:
-    fh.write(f">{name}\n")
-    for i in range(0, len(seq), width):
-        fh.write(seq[i : i + width] + "\n")
-
-
-GENOME_COLUMNS = ("name", "class", "insdc_accession", "date", "country", "clade", "source")
-
-
-def build_shipped_files(shared_data: str | os.PathLike, seed: int = 0) -> dict[str, Path]:
-    """Write demo genomes, validation_small and the training spike profiles into ``bertgeom/data``."""
-    shared = Path(shared_data)
-    genomes = load_dev_genomes(shared / "genomes" / "open_genomes_dev.fasta.xz",
-                               shared / "genomes" / "open_genomes_dev_labels.tsv")
-    by_name = {g.name: g for g in genomes}
-    split = split_real_genomes(genomes, seed)
-    out_dir = data_path("genomes")
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    def meta(g: LabelledGenome) -> dict[str, str]:
-        return {"name": g.name, "class": g.cls or "", "insdc_accession": g.insdc_accession, "date": g.date,
-                "country": g.country, "clade": g.clade, "source": g.source}
-
-    # profiles first: QC (used to pick the demo genomes) reads them
-    train = set(split.train)
-    prof = spike_profiles([g for g in genomes if g.name in train])
-    prof_path = data_path("definitions", "spike_profiles_train.tsv")
-    write_tsv(prof_path, prof, PROFILE_COLUMNS)
-    from . import mutations
-
-    mutations.load_spike_profiles.cache_clear()
-    mutations.class_expected_sites.cache_clear()
-
-    demo = demo_genome_names(genomes, seed)
-    with open(out_dir / "demo_genomes.fasta", "w") as fh:
-        for n in demo:
-            _write_fasta(fh, n, by_name[n].sequence)
-    write_tsv(out_dir / "demo_genomes.tsv", [meta(by_name[n]) for n in demo], GENOME_COLUMNS)
-
-    small = validation_small_names(genomes, seed)
-    with lzma.open(out_dir / "validation_small.fasta.xz", "wt", preset=9 | lzma.PRESET_EXTREME) as fh:
-        for n in small:
-            _write_fasta(fh, n, by_name[n].sequence)
-    write_tsv(out_dir / "validation_small.tsv", [meta(by_name[n]) for n in small], GENOME_COLUMNS)
-
-    return {"demo": out_dir / "demo_genomes.fasta", "validation_small": out_dir / "validation_small.fasta.xz",
-            "profiles": prof_path}
-
-
 def load_demo_genomes() -> list[tuple[SequenceRecord, dict[str, str]]]:
     """The shipped demo genomes (one per class) with their metadata rows, in class order."""
     meta = {r["name"]: r for r in read_labels(data_path("genomes", "demo_genomes.tsv"))}
@@ -359,12 +182,3 @@ def load_validation_small() -> list[tuple[SequenceRecord, dict[str, str]]]:
     meta = {r["name"]: r for r in read_labels(data_path("genomes", "validation_small.tsv"))}
     return [(r, meta[r.name]) for r in iter_fasta_file(data_path("genomes", "validation_small.fasta.xz"))
             if isinstance(r, SequenceRecord)]
-
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    if len(sys.argv) != 3 or sys.argv[1] != "build":
-        sys.exit("usage: python -m bertgeom.genome.dataset build bertgeom/data  (a folder holding genomes/open_genomes_dev.*)")
-    for k, v in build_shipped_files(sys.argv[2]).items():
-        print(k, v, v.stat().st_size)

@@ -662,7 +662,7 @@ EXPECTED_MIN_FREQ = 0.2
 @dataclass(frozen=True)
 class ProfileEntry:
     """One row of the shipped spike profiles: a spike mutation and its frequency in a group of
-    real *training-split* genomes (see :func:`bertgeom.genome.dataset.spike_profiles`)."""
+    real *training-split* genomes (see :func:`bertgeom.genome.shipped_files.spike_profiles`)."""
 
     kind: str  # "sub", "del", "ins"
     pos: int  # genome 1-based (as NucMutation)

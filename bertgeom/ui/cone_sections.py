@@ -18,6 +18,7 @@ from bertgeom.tables import per_head_frame
 from bertgeom.ui import cone_cache
 from bertgeom.ui.state import PageView
 from bertgeom.safety import plain
+from bertgeom.ui.isotropy_section import isotropy_section as section
 from bertgeom.ui.widgets import chart, csv_button, doc_list, errors_expander, guarded
 
 MAX_SET = 400  # inputs read from an upload (bounded work)
@@ -474,9 +475,7 @@ def entropy_section(v: View) -> None:
 
 
 def isotropy_section(v: View) -> None:
-    from bertgeom.ui.isotropy_section import isotropy_section as section  # it reads choose_set from here
-
-    section(v)
+    section(v, choose_set)
 
 
 SECTIONS = {

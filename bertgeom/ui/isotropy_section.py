@@ -81,8 +81,9 @@ def _class_clouds(model_id: str, fingerprint: str, token_set: str, _items) -> di
     return {"clouds": res.results, "labels": [it.label or "" for it in res.items], "errors": res.errors}
 
 
-def isotropy_section(v) -> None:
-    """The section (``v`` is the Cone Index page's view)."""
+def isotropy_section(v, choose_set) -> None:
+    """The section (``v`` is the Cone Index page's view; ``choose_set(v)`` is that page's set picker,
+    passed in so this module does not import the page's sections back)."""
     st.markdown("#### IsoScore beside the cone index")
     st.caption(DIFFERENCE)
     trace = v.trace
@@ -107,7 +108,6 @@ def isotropy_section(v) -> None:
     csv_button(frame, "isoscore_per_layer.csv", "w_iso_input_csv")
 
     st.markdown("##### Per class over a set (each class's tokens pooled into one cloud)")
-    from bertgeom.ui.cone_sections import choose_set
 
     chosen = choose_set(v)
     if chosen is None:
