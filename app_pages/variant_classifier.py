@@ -15,7 +15,7 @@ from bertgeom.inputs import InputError
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.variant.spec import demo_genomes, reading_notes
 from bertgeom.ui.plain import plain
-from bertgeom.ui.variant_cache import (
+from bertgeom.ui.classifier.cache import (
     MAX_BATCH_RECORDS,
     batch_chunks,
     classify_chunk,
@@ -27,7 +27,7 @@ from bertgeom.ui.variant_cache import (
 )
 from bertgeom.ui.workqueue import BATCH, call_heavy
 from bertgeom.ui.names import input_notes, note_line
-from bertgeom.ui.variant_sections import render_mutation_tables, render_nearest_clade, render_qc_score
+from bertgeom.ui.classifier.sections import render_mutation_tables, render_nearest_clade, render_qc_score
 from bertgeom.ui.widgets import chart
 from bertgeom.variant.predict import class_probabilities
 from bertgeom.variant.explain import (

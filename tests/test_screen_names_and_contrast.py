@@ -143,7 +143,7 @@ def _rna(text: str) -> str:
 
 
 def test_the_rna_note_is_the_same_on_the_sidebar_pages_and_the_classifier(tiny_variant):
-    from bertgeom.ui.variant_cache import split_records
+    from bertgeom.ui.classifier.cache import split_records
 
     rna = _rna(genome_set("demo")[3].text)
     sidebar = input_notes(run_trace(tiny_variant, rna).encoded.notes)  # Heads, Subspace, Cone

@@ -1,4 +1,4 @@
-"""AppTest of the genome-pipeline sections of the Variant Classifier page (bertgeom/ui/variant_sections.py)."""
+"""AppTest of the genome-pipeline sections of the Variant Classifier page (bertgeom/ui/classifier/sections.py)."""
 
 from __future__ import annotations
 
