@@ -55,3 +55,38 @@ def tiny_variant(tiny_variant_dir):
     from bertgeom.variant import variant_spec
 
     return load_model(variant_spec(tiny_variant_dir))
+
+
+# --- browser tests: one Chromium per test module, one app server per module ------------------------
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium driven by Playwright (never a downloaded browser), one per test module."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from screenshots import CHROMIUM_ARGS
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    """``streamlit run app.py`` on a free local port for one test module: its base URL."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from screenshots import free_port, start_server
+
+    port = free_port()
+    proc = start_server(port)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=20)

@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from screenshots import CHROMIUM_ARGS, free_port, start_server, wait_idle  # noqa: E402
+from screenshots import free_port, start_server, wait_idle  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 SHOTS = ROOT / "artifacts" / "screenshots"
@@ -49,16 +49,6 @@ def server():
     yield f"http://127.0.0.1:{port}"
     proc.terminate()
     proc.wait(timeout=20)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def _no_error_box(page) -> None:

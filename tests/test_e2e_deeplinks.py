@@ -17,22 +17,12 @@ from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from screenshots import CHROMIUM_ARGS, free_port, start_server, wait_idle  # noqa: E402
+from screenshots import free_port, start_server, wait_idle  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 
 PAGES = [("", "bertgeom — the geometry of BERT's attention"), ("heads", "Attention Heads"),
          ("subspace", "Subspace Directions"), ("cone", "Cone Index per Layer"), ("classifier", "Variant Classifier")]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def test_the_app_declares_these_addresses():

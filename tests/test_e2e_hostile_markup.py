@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from screenshots import CHROMIUM_ARGS, free_port, start_server, wait_idle
+from screenshots import wait_idle
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 SHOTS = ROOT / "artifacts" / "screenshots"
@@ -21,25 +21,6 @@ SHOTS = ROOT / "artifacts" / "screenshots"
 #: directive, bold, a bare www host and an e-mail address.
 FILE_NAME = "![x](evil-x.png) :red[red] **bold** www.evil.example.com me@evil.example.com.fasta"
 HEADER = "see http://evil.example.com/a ![x](http://127.0.0.1:9/evil-x.png)"
-
-
-@pytest.fixture(scope="module")
-def server():
-    port = free_port()
-    proc = start_server(port)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=20)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -320,21 +320,11 @@ def write_characteristic_table(markers: Iterable[Marker], path=None) -> None:
 
 
 def parse_characteristic_table(text: str) -> MarkerTable:
-    version = TABLE_VERSION
+    from .reference import read_versioned_tsv
+
+    version, table = read_versioned_tsv(text, "table version", TABLE_VERSION)
     rows = []
-    header = None
-    for line in text.splitlines():
-        if line.startswith("#"):
-            if "table version" in line:
-                version = int(line.rsplit(" ", 1)[-1])
-            continue
-        if not line.strip():
-            continue
-        parts = line.split("\t")
-        if header is None:
-            header = parts
-            continue
-        r = dict(zip(header, parts))
+    for r in table:
         rows.append(Marker(r["class"], r["mutation"], r["kind"], int(r["pos"]), r["ref"], r["alt"], r.get("aa", ""),
                            r.get("role", "marker"), r.get("source", ""),
                            float(r["train_share"]) if r.get("train_share") else None, int(r.get("train_genomes") or 0),

@@ -326,19 +326,11 @@ def write_clade_profiles(rows: Iterable[ProfileRow], path=None) -> None:
 
 
 def parse_clade_profiles(text: str) -> CladeProfiles:
-    version, header, rows = PROFILE_VERSION, None, []
-    for line in text.splitlines():
-        if line.startswith("#"):
-            if "profile version" in line:
-                version = int(line.rsplit(" ", 1)[-1])
-            continue
-        if not line.strip():
-            continue
-        parts = line.split("\t")
-        if header is None:
-            header = parts
-            continue
-        r = dict(zip(header, parts))
+    from .reference import read_versioned_tsv
+
+    version, table = read_versioned_tsv(text, "profile version", PROFILE_VERSION)
+    rows = []
+    for r in table:
         rows.append(ProfileRow(r["clade"], r["class"], r["change"], r["gene"], r["nucleotides"], r["source"],
                                float(r["share"]) if r["share"] else None, int(r["n_genomes"] or 0)))
     return CladeProfiles(tuple(rows), version)

@@ -229,3 +229,22 @@ def reference_spike_protein() -> str:
     prot = translate(reference_spike())
     assert prot.endswith("*") and len(prot) == SPIKE_AA_LEN + 1
     return prot[:-1]
+
+
+def read_versioned_tsv(text: str, version_tag: str, default_version: int) -> tuple[int, list[dict[str, str]]]:
+    """``(version, rows)`` of a shipped TSV table: ``#`` lines are comments, one of which may say
+    ``# <version_tag> N``; the first other line is the header; each row is a dict by column."""
+    version, header, rows = default_version, None, []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if version_tag in line:
+                version = int(line.rsplit(" ", 1)[-1])
+            continue
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if header is None:
+            header = parts
+            continue
+        rows.append(dict(zip(header, parts)))
+    return version, rows
