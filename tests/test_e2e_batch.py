@@ -122,7 +122,7 @@ def test_a_twenty_record_batch_stays_open_through_a_session_and_in_a_second_brow
     _no_error_box(page)
     expect(page.get_by_role("heading", name=records[5][0])).to_be_visible()  # still the row picked
 
-    for label, first_line in (("Download all predictions (CSV)", "name,predicted"),
+    for label, first_line in (("Download all predictions (CSV)", "name,original_name,predicted"),
                               ("Download result (CSV)", "name,predicted")):
         with page.expect_download() as info:
             page.get_by_role("button", name=label).click()

@@ -90,7 +90,7 @@ def test_set_uploads_on_cone_and_subspace_show_names_and_errors_as_text(server, 
     wait_idle(page)
     page.get_by_test_id("stButtonGroup").get_by_text("Per class over a set").click()
     wait_idle(page)
-    page.get_by_text("upload a labelled FASTA").click()
+    page.get_by_text("upload your own labelled FASTA").click()
     wait_idle(page)
     _upload(page.get_by_test_id("stMain").get_by_test_id("stFileUploaderDropzoneInput").first, FILE_NAME, fasta)
     wait_idle(page)

@@ -60,15 +60,11 @@ def test_minilm_claims_are_true_of_minilm(minilm):
     assert "many middle-layer heads" not in " ".join(facts.values())
 
 
-def test_home_tour_shows_the_computed_claims():
+def test_home_opens_with_the_guided_tour():
+    """The teachers' tour is the guided tour on the front (bertgeom.ui.tour): its steps are listed on
+    Home, and each step's sentence is computed from the view it opens (browser test: test_e2e_browser)."""
     at = AppTest.from_file(APP, default_timeout=180).run()
     assert not at.exception
-    closed = " ".join(m.value for m in at.markdown if "Every claim below" in m.value)
-    assert not closed  # closed: nothing computed while the home page is drawn
-    at.session_state["w_home_tour"] = True  # the teacher opens the tour
-    at.run()
-    assert not at.exception
-    tour = " ".join(m.value for m in at.markdown if "10-minute" in m.value or "Every claim below" in m.value)
-    assert "Every claim below was computed just now" in tour
-    assert "strongest previous-token head is **L" in tour and "[CLS]" in tour
-    assert "many middle-layer heads park their attention there" not in tour
+    titles = [m.value for m in at.markdown if m.value.startswith("### A guided tour in")]
+    assert titles and any("A head that reads the previous word" in m.value for m in at.markdown)
+    assert any(b.label == "Start the tour" for b in at.button)

@@ -484,9 +484,9 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _cmd_prepare_sets(args) -> int:
-    from bertgeom.models import DEFAULT_MODEL_ID, REGISTRY
+    from bertgeom.models import REGISTRY
 
-    ids = args.models or [DEFAULT_MODEL_ID] + [m for m in REGISTRY if m != DEFAULT_MODEL_ID]
+    ids = args.models or [REGISTRY.default_id] + [m for m in REGISTRY if m != REGISTRY.default_id]
     if args.with_parent:
         _exit_with_parent(os.getppid())
     if args.nice:
