@@ -77,8 +77,10 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def server():
-    """``streamlit run app.py`` on a free local port for one test module: its base URL."""
+def server(tmp_path_factory):
+    """``streamlit run app.py`` on a free local port for one test module: its base URL. Its disk
+    cache is a fresh folder, so a test sees what a new machine sees, whatever earlier runs left in
+    ``~/.cache/bertgeom``."""
     import sys
     from pathlib import Path
 
@@ -86,7 +88,7 @@ def server():
     from screenshots import free_port, start_server
 
     port = free_port()
-    proc = start_server(port)
+    proc = start_server(port, {"BERTGEOM_CACHE_DIR": str(tmp_path_factory.mktemp("server_cache"))})
     yield f"http://127.0.0.1:{port}"
     proc.terminate()
     proc.wait(timeout=20)
