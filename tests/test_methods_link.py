@@ -22,7 +22,8 @@ def test_a_reference_becomes_a_link_once():
 
 def test_every_linked_section_exists():
     doc = METHODS_PATH.read_text(encoding="utf-8")
-    ui = [p for folder in ("bertgeom/ui", "app_pages") for p in (ROOT / folder).rglob("*") if p.suffix in {".py", ".md"}]
+    ui = [p for folder in ("bertgeom/ui", "app_pages") for p in (ROOT / folder).rglob("*")
+          if p.suffix in {".py", ".md"}]
     sections = set()
     for p in ui:
         sections |= set(re.findall(r"view=methods&section=([\d.]+)", p.read_text(encoding="utf-8")))
