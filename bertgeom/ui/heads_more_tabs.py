@@ -100,7 +100,8 @@ def flow_tab(v: PageView) -> None:
     chart(token_bars({"flow (max-flow)": res["flow"][layer], "rollout (product)": res["rollout"][layer]}, tokens,
                      ylabel="into the output token"), "w_flow_bars")
     st.caption("Rollout values of one layer add up to 1 over the input tokens; so do the flow values here, each "
-               "layer's max-flows divided by their sum (the released code's normalisation; see docs/methods.md)."
+               "layer's max-flows divided by their sum (the released code's normalisation; see "
+               "[docs/methods.md](/?view=methods))."
                if normalize else
                "Rollout values of one layer add up to 1 over the input tokens; raw flow values do not (each token's "
                "flow is its own max-flow problem, bounded by 1), so compare their shapes, not their sums.")
