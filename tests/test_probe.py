@@ -52,6 +52,8 @@ def test_cone_page_shows_the_probe_for_the_variant_set(tiny_variant_dir, tmp_pat
         y = np.asarray(plotly_values(trace["y"]), dtype=float)
         # embeddings + 2 layers: the [CLS] embedding is one vector for every input, so it is left blank
         assert y.shape == (3,) and np.isnan(y[0]) and ((0 <= y[1:]) & (y[1:] <= 1)).all()
+    chance = next(t for t in curve["data"] if t.get("name") == "chance")  # drawn only where a score exists
+    assert plotly_values(chance["x"]) == [1, 2] and plotly_values(chance["y"]) == [0.5, 0.5]
     assert len(at.selectbox(key="w_cone_probe_cls").options) >= 2
 
 

@@ -302,15 +302,22 @@ def pareto_chart(ratios: np.ndarray, *, title: str = "") -> go.Figure:
 
 def layer_score_curve(scores: Mapping[str, np.ndarray], *, x: Sequence[int] | None = None, title: str = "",
                       y_title: str = "score", x_title: str = "layer (0 = embeddings)",
-                      selected: int | None = None) -> go.Figure:
-    """One line per score over layers (e.g. silhouette per layer); ``selected`` marks a layer."""
+                      selected: int | None = None, chance: float | None = None) -> go.Figure:
+    """One line per score over layers (e.g. silhouette per layer); ``selected`` marks a layer;
+    ``chance`` draws the chance level, dashed, over the layers where a score exists (a layer left
+    blank, NaN, has no chance level to compare with)."""
     fig = go.Figure()
     colours = category_colours(list(scores))
+    scored = None
     for name, v in scores.items():
         v = np.asarray(v, float)
         xs = np.arange(len(v)) if x is None else np.asarray(x)
+        scored = xs[np.isfinite(v)] if scored is None else np.union1d(scored, xs[np.isfinite(v)])
         fig.add_trace(go.Scatter(x=xs, y=v, mode="lines+markers", name=name, line=dict(color=colours[name], width=2.5),
                                  hovertemplate="layer %{x}: %{y:.3f}<extra>" + name + "</extra>"))
+    if chance is not None and scored is not None and len(scored):
+        fig.add_trace(go.Scatter(x=[scored.min(), scored.max()], y=[chance, chance], mode="lines", name="chance",
+                                 line=dict(color="#888888", dash="dash", width=1.5), hoverinfo="skip"))
     if selected is not None:
         fig.add_vline(x=selected, line=dict(color="#e4572e", dash="dot"))
     fig.update_xaxes(title_text=x_title, tickmode="linear", dtick=1)

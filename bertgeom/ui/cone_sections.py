@@ -389,7 +389,7 @@ def probe_block(feats: np.ndarray, groups: np.ndarray, order: list[str], layer: 
                        format_func=lambda c: f"{display.get(c, c)} ({counts[c]}) vs the rest ({len(groups) - counts[c]})")
     res = cone_cache.probe(feats, groups, pos)
     chart(fc.layer_score_curve({"balanced accuracy": res["balanced_accuracy"], "ROC AUC": res["auc"]},
-                               selected=layer, y_title="held-out score",
+                               selected=layer, y_title="held-out score", chance=0.5,
                                title=f"{display.get(pos, pos)} vs the rest: held-out probe score per layer "
                                      f"({res['folds']}-fold)"),
           "w_cone_probe")
