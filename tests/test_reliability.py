@@ -220,21 +220,10 @@ def test_a_rerun_into_a_folder_with_linked_shards_writes_nothing_outside(run_tem
 
 def test_the_dashboard_refuses_a_linked_results_folder_in_one_sentence(run_template, tiny_variant_dir, tmp_path,
                                                                         monkeypatch):
-    from streamlit.testing.v1 import AppTest
 
-    from bertgeom.variant.spec import genome_set
 
     _planted(run_template, tmp_path, _link_one_shard)
-    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
-    monkeypatch.setenv("BERTGEOM_RESULTS_DIR", str(tmp_path / "results"))
-    monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
-    at.session_state["model_id"] = str(tiny_variant_dir)
-    at.session_state["genome_value"] = genome_set("demo")[-1].text
-    at.session_state["w_cone_section"] = "classes"
-    at.session_state["w_cone_set"] = "precomputed"
-    at.run()
-    at.switch_page("app_pages/cone_index.py").run()
+    at = _cone_page_on_precomputed_sets(tiny_variant_dir, tmp_path, monkeypatch, cache=True)
     assert not at.exception
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "symbolic link" in errors[0], errors
@@ -244,10 +233,8 @@ def test_the_dashboard_refuses_a_linked_results_folder_in_one_sentence(run_templ
 def test_a_manifest_model_id_is_shown_as_text(run_template, tiny_variant_dir, tmp_path, monkeypatch):
     import json
 
-    from streamlit.testing.v1 import AppTest
 
     from bertgeom.safety import plain
-    from bertgeom.variant.spec import genome_set
 
     def poison(run, outside):
         m = json.loads((run / "manifest.json").read_text())
@@ -255,15 +242,7 @@ def test_a_manifest_model_id_is_shown_as_text(run_template, tiny_variant_dir, tm
         (run / "manifest.json").write_text(json.dumps(m))
 
     _planted(run_template, tmp_path, poison)
-    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
-    monkeypatch.setenv("BERTGEOM_RESULTS_DIR", str(tmp_path / "results"))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
-    at.session_state["model_id"] = str(tiny_variant_dir)
-    at.session_state["genome_value"] = genome_set("demo")[-1].text
-    at.session_state["w_cone_section"] = "classes"
-    at.session_state["w_cone_set"] = "precomputed"
-    at.run()
-    at.switch_page("app_pages/cone_index.py").run()
+    at = _cone_page_on_precomputed_sets(tiny_variant_dir, tmp_path, monkeypatch)
     assert not at.exception
     notes = [c.value for c in at.caption if "genomes precomputed" in c.value]
     assert notes and plain(HOSTILE_NAMES[0]) in notes[0] and HOSTILE_NAMES[0] not in notes[0]
@@ -376,3 +355,22 @@ def test_the_atomic_writer_replaces_only_on_commit(tmp_path):
         fh.write("new\n")
         fh.commit()
     assert target.read_text() == "new\n" and not (tmp_path / "out.csv.partial").exists()
+
+
+def _cone_page_on_precomputed_sets(tiny_variant_dir, tmp_path, monkeypatch, *, cache: bool = False):
+    """The Cone page's per-class section on the precomputed results under ``tmp_path/results``."""
+    from streamlit.testing.v1 import AppTest
+
+    from bertgeom.variant.spec import genome_set
+
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    monkeypatch.setenv("BERTGEOM_RESULTS_DIR", str(tmp_path / "results"))
+    if cache:
+        monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.session_state["model_id"] = str(tiny_variant_dir)
+    at.session_state["genome_value"] = genome_set("demo")[-1].text
+    at.session_state["w_cone_section"] = "classes"
+    at.session_state["w_cone_set"] = "precomputed"
+    at.run()
+    return at.switch_page("app_pages/cone_index.py").run()
