@@ -69,14 +69,14 @@ def _tab(page, name: str) -> None:
 
 
 def _genomes(n: int) -> str:
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     return "\n".join(it.text for it in genome_set()[:n])
 
 
 def scenarios(quick: bool) -> list[tuple[str, object]]:
     """``(name, run(page, base, timeout) -> seconds)`` in the order a visitor might meet them."""
-    from bertgeom.sets.inputs import genome_set
+    from bertgeom.variant.spec import genome_set
 
     heads = f"?view=heads&model={SPIKE}&layer=1&head=1"
     T = time.perf_counter
