@@ -19,7 +19,6 @@ from bertgeom.ui.classifier.cache import (
     MAX_BATCH_RECORDS,
     batch_chunks,
     classify_chunk,
-    duplicate_names_notice,
     name_rows_apart,
     integrated_gradients_for,
     probabilities_for,
@@ -121,10 +120,10 @@ if len(records) > 1:
         rows += call_heavy(classify_chunk, model_id, chunk, what="classifying the records", priority=BATCH)
         bar.progress(len(rows) / n_rows, text=f"Classified {len(rows)} of {n_rows} records…")
     bar.empty()
-    rows = name_rows_apart(rows)  # records sharing a name: name, name#2 (original_name keeps the header's)
+    rows, renamed = name_rows_apart(rows)  # records sharing a name: name, name#2 (original_name keeps the header's)
     table = batch_table(rows)
-    if duplicate_names_notice(rows):
-        st.caption("ℹ️ " + plain(duplicate_names_notice(rows)))
+    if renamed:
+        st.caption("ℹ️ " + plain(renamed))
     st.caption("One row per record (sortable). Click a row to open that genome's full view below."
                + (" The table's forward passes run in bf16 (this CPU has bf16 units), the genome view in fp32, "
                   "so a probability may differ in its last digit." if rows and rows[0].get("model_precision") == "bf16"

@@ -21,16 +21,6 @@ from bertgeom.ui.workqueue import BATCH, free_slot_or_raise
 BatchRecord = tuple[str, str, str]
 
 
-def duplicate_names_notice(rows: list[dict]) -> str:
-    """The one sentence on batch rows whose name was told apart from an earlier record's (or "")."""
-    from bertgeom.safety import NameDeduper
-
-    names = NameDeduper()
-    for r in rows:
-        names(str(r.get("original_name", r["name"])))
-    return names.notice()
-
-
 @st.cache_data(max_entries=8, show_spinner="Reading the records…")
 def split_records(text: str) -> list[BatchRecord]:
     """``(name, single-record FASTA, error)`` for every record of the input. A bad record among
@@ -76,13 +66,14 @@ def classify_chunk(model_id: str, chunk: tuple[BatchRecord, ...]) -> list[dict]:
                 for p in classify_stream(loaded, recs, batch_size=len(recs), precision=precision)]
 
 
-def name_rows_apart(rows: list[dict]) -> list[dict]:
+def name_rows_apart(rows: list[dict]) -> tuple[list[dict], str]:
     """Batch rows whose names an earlier record already had, told apart (``name#2``; the header's
-    name stays in ``original_name``), as in the CLI: run over the whole table, after its chunks."""
+    name stays in ``original_name``), as in the CLI: run over the whole table, after its chunks.
+    Returns the rows and the one sentence on the renamed ones (empty when none)."""
     from bertgeom.safety import NameDeduper
 
     names = NameDeduper()
-    return [names.row(dict(r)) for r in rows]
+    return [names.row(dict(r)) for r in rows], names.notice()
 
 
 @st.cache_data(max_entries=16, show_spinner="Integrated gradients (a few forward and backward passes)…")
