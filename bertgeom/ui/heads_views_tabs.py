@@ -177,7 +177,7 @@ def _choose_set(v: PageView) -> tuple[InputItem, ...] | None:
     if src == "shipped":
         return shipped_set(kind)[:MAX_SET_INPUTS]
     spec = input_kind_of(kind)
-    if spec.read_set is not None and not spec.link_text:  # inputs too long to type one per line: a file
+    if spec.read_set is not None and spec.labelled_uploads:  # a labelled file, as the Cone page's own set
         from bertgeom.ui.cone_cache import uploaded_set
 
         up = st.file_uploader(spec.set_upload_label.capitalize(), type=list(spec.set_upload_types), key="w_qk_fasta")
