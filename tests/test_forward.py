@@ -50,6 +50,39 @@ def test_the_recomputation_reproduces_the_models_own_forward(tiny_variant, atten
 
 
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_logits_only_computes_the_last_layer_for_cls_alone_with_the_same_logits(tiny_variant, attention):
+    """The classification forward: last layer for the [CLS] query only, against the model's own full forward,
+    with padding (row 2) and with a disabled head (the intervention still reaches the shortened layer)."""
+    ids, mask = _batch(tiny_variant)
+    ref = _hf(tiny_variant.model, ids, mask)
+    out = run_forward(tiny_variant, ids, mask, attention=attention, logits_only=True)
+    assert tuple(out.last_hidden.shape) == (2, 1, tiny_variant.model.config.hidden_size)
+    np.testing.assert_allclose(out.logits.numpy(), ref.logits.numpy(), atol=1e-5)
+    np.testing.assert_allclose(out.cls[:, -1].numpy(), ref.hidden_states[-1][:, 0].numpy(), atol=1e-5)
+    dis = np.zeros((tiny_variant.num_layers, tiny_variant.num_heads), bool)
+    dis[-1, 1] = True
+    full = run_forward(tiny_variant, ids, mask, disabled=dis, disable_as="zero", attention=attention).arrays()
+    short = run_forward(tiny_variant, ids, mask, disabled=dis, disable_as="zero", attention=attention,
+                        logits_only=True).arrays()
+    np.testing.assert_allclose(short["logits"], full["logits"], atol=1e-5)
+    np.testing.assert_allclose(short["cls"], full["cls"], atol=1e-5)
+    # the removed head changed the last [CLS] vector (the tiny random model's logits barely move)
+    assert np.abs(full["cls"][:, -1] - ref.hidden_states[-1][:, 0].numpy()).max() > 1e-3
+    with pytest.raises(ValueError, match="logits_only"):
+        run_forward(tiny_variant, ids, mask, logits_only=True, hidden_states=True)
+    # gradients through the shortened layer equal the full forward's (integrated gradients uses it)
+    emb = tiny_variant.model.base_model.embeddings.word_embeddings
+    grads = []
+    for short_layer in (False, True):
+        x = emb(torch.as_tensor(ids[:1])).detach().requires_grad_(True)
+        out = run_forward(tiny_variant, inputs_embeds=x, grad=True, attention=attention, logits_only=short_layer)
+        out.logits[0, 3].backward()
+        grads.append(x.grad.numpy().copy())
+    np.testing.assert_allclose(grads[1], grads[0], atol=1e-6)
+    assert np.abs(grads[0]).max() > 0
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
 def test_a_zeroed_head_equals_a_model_whose_head_writes_nothing(tiny_variant, attention):
     """disable_as='zero' against an independent construction: a copy whose head's value projection is zero."""
     ids, mask = _batch(tiny_variant)

@@ -90,7 +90,8 @@ def _ig_setup(loaded: LoadedModel, input_ids: np.ndarray, target: int, precision
     path = _PathEmbedding(x, base)
 
     def forward_func(alpha):
-        out = run_forward(loaded, inputs_embeds=path(alpha), grad=True, attention="sdpa", precision=precision)
+        out = run_forward(loaded, inputs_embeds=path(alpha), grad=True, attention="sdpa", precision=precision,
+                          logits_only=True)  # only a logit is read: the last layer for [CLS] alone
         return out.logits[:, target].float()
 
     return path, forward_func

@@ -78,6 +78,8 @@ class FastClassifier:
     SDPA attention, no attention weights kept) on ``device`` (``auto``: a GPU when there is one), with
     bf16 weights where :func:`bertgeom.forward.resolve_precision` says so for classification (``auto``:
     a GPU or CPU with bf16 units), else fp32. The shared model (eager, fp32, for the analyses) is untouched.
+    Its forward is :func:`bertgeom.forward.run_forward` with ``logits_only``: the last layer computes
+    the [CLS] row alone, since the classifier reads nothing else (~15% less work, same logits).
 
     ``FastClassifier(loaded, "cpu", "fp32").logits(ids)`` equals :func:`logits_for_ids` to ~1e-5.
     """
@@ -99,12 +101,21 @@ class FastClassifier:
         self.device = private.device
         self.dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         self.model = private.model.to(dtype=self.dtype)
+        self.own_forward = False  #: set when the model is not one :func:`bertgeom.forward.run_forward` recomputes
 
     def logits(self, ids: np.ndarray) -> np.ndarray:
-        from bertgeom.forward import run_forward
+        from bertgeom.forward import ForwardError, run_forward
 
         ids = np.asarray(ids)
-        out = run_forward(self.model, ids, (ids != 0), attention="model", precision=self.precision)
+        if self.own_forward:
+            out = run_forward(self.model, ids, (ids != 0), attention="model", precision=self.precision)
+            return out.logits.float().cpu().numpy()
+        try:  # fused attention, the last layer for the [CLS] query alone (all the pooler reads)
+            out = run_forward(self.model, ids, (ids != 0), attention="sdpa", precision=self.precision,
+                              logits_only=True)
+        except ForwardError:  # a model the recomputation does not follow: its own forward
+            self.own_forward = True
+            return self.logits(ids)
         return out.logits.float().cpu().numpy()
 
 
