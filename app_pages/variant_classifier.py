@@ -19,6 +19,7 @@ from bertgeom.ui.classifier.cache import (
     MAX_BATCH_RECORDS,
     batch_chunks,
     classify_chunk,
+    import_attributions_in_background,
     name_rows_apart,
     integrated_gradients_for,
     probabilities_for,
@@ -220,12 +221,14 @@ domains = trace.encoded.extra["domains"]
 cls_att = cls_attention_by_layer(trace)
 rollout = attention_rollout(trace)
 c1, c2 = st.columns([3, 1])
+import_attributions_in_background()  # the checkbox below then starts without captum's import
 with c2:
     layer = st.number_input("[CLS] attention of layer", 1, trace.num_layers, trace.num_layers, key="w_cls_layer")
     use_ig = st.checkbox("Integrated gradients", value=False, key="w_ig",
                          help="Attribution of each k-mer to the predicted class (Gauss-Legendre quadrature, "
                               "refined until the attributions add up to f(input) - f(baseline) within 5%). "
-                              "Tens of seconds on a small server: the node cap below trades exactness for time.")
+                              "About 3 s on a 2-core server for a typical genome, longer when the check "
+                              "needs more nodes: the node cap below trades exactness for time.")
     ig_nodes = st.select_slider("Integrated gradients: nodes at most", [8, 16, 32, 64, 128], value=128,
                                 key="w_ig_nodes",
                                 help="Integrated gradients starts at 16 Gauss-Legendre nodes in segments of 4 "

@@ -15,10 +15,15 @@ diagram (PNG).
 perturbations (:mod:`bertgeom.variant.calibration`) and, with ``--write-calibration``, stores it
 in the model directory's ``calibration.json``.
 
+``--split calibration`` scores the calibration genomes instead: that is where retraining candidates
+are compared against the release gates, so the evaluation genomes never take part in choosing the
+weights they are reported on (it refuses ``--update-readme`` and ``--write-calibration``).
+
 Not a timed test: it measures the model. Usage::
 
     python bench/bench_robustness.py [--model DIR] [--checkpoint WORK_DIR/checkpoint.pt --base DIR]
         [--max-per-class 30] [--fit-temperature [--write-calibration]] [--plot PNG] [--update-readme]
+        [--split evaluation|calibration]
 
 Writes ``bench/out/robustness.json`` (and, with ``--update-readme``, the README's robustness block).
 """
@@ -63,11 +68,15 @@ def cap_per_class(genomes: list, max_per_class: int | None, seed: int = 0) -> li
     return capped
 
 
-def validation_genomes(max_per_class: int | None, seed: int = 0):
-    """(all evaluation genomes, a per-class-capped subset) as :class:`Genome` records."""
+def validation_genomes(max_per_class: int | None, seed: int = 0, split: str = "evaluation"):
+    """(all genomes of ``split``, a per-class-capped subset) as :class:`Genome` records.
+
+    ``split="evaluation"`` is what the README and the model card report; ``"calibration"`` is the
+    selection split: retraining candidates are compared there, so that the evaluation genomes
+    never take part in choosing the weights they are reported on."""
     from bertgeom.variant.train import real_genome_parts
 
-    out = _genomes(real_genome_parts()["evaluation"])
+    out = _genomes(real_genome_parts()[split])
     return out, cap_per_class(out, max_per_class, seed)
 
 
@@ -188,12 +197,12 @@ def fit_model_temperature(logits, labels, max_per_class: int, seed: int, draws: 
 
 def run(model_dir: Path, max_per_class: int, seed: int, fit: bool = False, write: bool = False,
         plot: Path | None = None, draws: dict | None = None, cal_max_per_class: int | None = None,
-        bf16: bool = False) -> dict:
+        bf16: bool = False, split: str = "evaluation") -> dict:
     from bertgeom.variant.calibration import write_calibration
     from bertgeom.variant.robustness import KINDS, reliability_bins, score_kinds, wide_perturbations
 
     t0 = time.time()
-    all_val, capped = validation_genomes(max_per_class, seed)
+    all_val, capped = validation_genomes(max_per_class, seed, split)
     index = {g.name: i for i, g in enumerate(all_val)}
     pert = [p.__class__(index[capped[p.base].name], p.kind, p.change, p.aligned, p.insertions)
             for p in wide_perturbations(capped, seed=seed, draws=draws)]
@@ -238,7 +247,7 @@ def run(model_dir: Path, max_per_class: int, seed: int, fit: bool = False, write
         evaluation[key] = eval_report(name, truth, calls, labels).__dict__
     evaluation["skipped"] = []
     result = {"model": str(model_dir.name), "weights": loaded.weights_hash, "temperature": temperature,
-              "evaluation": evaluation,
+              "evaluation": evaluation, "split": split,
               "calibration": calibration, "evaluation_genomes": len(all_val), "perturbed_bases": len(capped),
               "max_per_class": max_per_class, "seed": seed, "perturbations": len(pert), "draws": draws or {},
               "precision": "bf16 autocast (CPU)" if bf16 else "fp32",
@@ -330,9 +339,15 @@ def main(argv=None) -> int:
     ap.add_argument("--draws", action="append", default=[], metavar="KIND=N",
                     help="perturbations per genome of one kind (bertgeom.variant.robustness.DEFAULT_DRAWS)")
     ap.add_argument("--bf16", action="store_true", help="forward passes under bf16 autocast (about 2x faster on a CPU)")
+    ap.add_argument("--split", choices=("evaluation", "calibration"), default="evaluation",
+                    help="genomes scored: evaluation (reported) or calibration (where candidates are compared)")
     ap.add_argument("--out", default=str(OUT / "robustness.json"))
     ap.add_argument("--update-readme", action="store_true")
     args = ap.parse_args(argv)
+    if args.split != "evaluation" and (args.update_readme or args.write_calibration):
+        print("--update-readme and --write-calibration report and ship results of the evaluation split only: "
+              "--split calibration compares candidates", file=sys.stderr)
+        return 2
     if args.threads:
         import torch
 
@@ -346,7 +361,8 @@ def main(argv=None) -> int:
         model_dir = export_checkpoint(Path(args.checkpoint), Path(args.base), Path(tempfile.mkdtemp()) / "checkpoint_model")
     draws = {k: int(v) for k, _, v in (d.partition("=") for d in args.draws)}
     result = run(model_dir, args.max_per_class, args.seed, args.fit_temperature, args.write_calibration,
-                 Path(args.plot) if args.plot else None, draws, args.cal_max_per_class or None, args.bf16)
+                 Path(args.plot) if args.plot else None, draws, args.cal_max_per_class or None, args.bf16,
+                 args.split)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     from bertgeom.variant.robustness import release_gates

@@ -211,3 +211,25 @@ def test_the_model_card_shows_the_wide_benchmark_calibration_and_reliability_dia
     assert "T = 1.700" in text and "91 real **calibration** genomes" in text
     assert "+2 markers of one other class" in text and "0.013" in text
     assert json.loads((model / "metrics.json").read_text())["robustness"]["temperature"] == 1.7
+
+
+def test_the_benchmark_compares_candidates_on_the_calibration_genomes_never_the_evaluation_ones(capsys):
+    """``bench_robustness.py --split calibration`` (how retraining candidates are chosen) scores exactly the
+    calibration genomes, none of the evaluation genomes the README reports, and refuses to publish them."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import bench_robustness
+
+    cal, _ = bench_robustness.validation_genomes(None, split="calibration")
+    ev, capped = bench_robustness.validation_genomes(5, split="evaluation")
+    from bertgeom.genome.dataset import read_labels
+    from bertgeom.genome.reference import data_path
+
+    split = split_calibration(read_labels(data_path("genomes", "open_genomes_dev_labels.tsv")))
+    assert {g.name for g in cal} <= set(split.calibration) and len(cal) >= 0.95 * len(split.calibration)
+    assert not {g.name for g in cal} & {g.name for g in ev}
+    assert {g.name for g in capped} <= {g.name for g in ev}
+    assert bench_robustness.main(["--split", "calibration", "--update-readme"]) == 2
+    assert "evaluation split only" in capsys.readouterr().err

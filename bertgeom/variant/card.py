@@ -33,7 +33,7 @@ def _stage_line(stage: dict) -> str:
     summ = stage.get("summary") or {}
     src = f"continued from `{stage['init_from']}`" if stage.get("init_from") else "from the bundled MiniLM-L6"
     aug = "no augmentation" if (stage.get("augment") or {}).get("off") or "augment" not in stage else "per-step augmentation"
-    return (f"{src}; {stage.get('epochs')} epoch(s) of batch {stage.get('batch_size')} "
+    return (f"{src}; seed {stage.get('seed', 42)}; {stage.get('epochs')} epoch(s) of batch {stage.get('batch_size')} "
             f"({summ.get('steps', 'n/a')} steps, {summ.get('train_examples', 'n/a')} pool examples), encoder lr "
             f"{stage.get('lr_encoder')}, new-parameter lr {stage.get('lr_new')}, {aug}; "
             f"{summ.get('train_seconds', 'n/a')} s on {summ.get('device', 'cpu')}"
@@ -55,9 +55,10 @@ def write_card(model_dir: Path, evaluation: dict, robustness: dict | None = None
     cmd = "python -m bertgeom train"
     if train_cfg.get("init_from"):
         cmd += f" --init-from {train_cfg['init_from'].split(' ')[0]}"
-    cmd += (f" --epochs {train_cfg.get('epochs')} --batch-size {train_cfg.get('batch_size')} --lr-encoder "
+    cmd += (f" --seed {train_cfg.get('seed', 42)} --epochs {train_cfg.get('epochs')} --batch-size {train_cfg.get('batch_size')} --lr-encoder "
             f"{train_cfg.get('lr_encoder')} --lr-new {train_cfg.get('lr_new')} --threads {train_cfg.get('threads') or 0}")
-    cmd += "".join(f" --augment {k}={v}" for k, v in (train_cfg.get("augment") or {}).items() if k != "off")
+    cmd += "".join(f" --augment {k}={json.dumps(v, separators=(',', ':'))}"
+                   for k, v in (train_cfg.get("augment") or {}).items() if k != "off")
     rob_block, cal_line = "", ""
     if robustness and "kinds" in robustness:
         from bertgeom.variant.robustness import markdown_tables, release_gates
@@ -70,7 +71,7 @@ def write_card(model_dir: Path, evaluation: dict, robustness: dict | None = None
             cal_line = (f"\n**Calibration.** Temperature scaling (Guo et al. 2017, arXiv:1706.04599): the logits are "
                         f"divided by T = {robustness['temperature']:.3f} (`calibration.json`, tied to the weights' hash), "
                         f"fitted by NLL on the {cal.get('genomes')} real **calibration** genomes (never trained on, never "
-                        f"evaluated) and {cal.get('perturbed')} perturbations of them (half the weight each), in "
+                        f"evaluated; retraining candidates are compared on them too, `--split calibration`) and {cal.get('perturbed')} perturbations of them (half the weight each), in "
                         f"{cal.get('seconds', 'n/a')} s on {cal.get('device', 'cpu')} ({robustness.get('precision', 'fp32')}). Every probability the CLI, the page "
                         "and its low-confidence warning show is the calibrated one; the call itself does not change.\n")
         rob_block = f"""
@@ -104,8 +105,8 @@ arXiv:2502.12033, §5) at the scale of a laptop CPU.
 geometry), {cfg.get('vocab_size')} tokens (5 special + the training pool's 12-mers; MiniLM's English rows
 were dropped since spike inputs never use them). Weights: fp16 safetensors, {size_mb:.1f} MB.
 
-**Recipe.** Training stages, oldest first (each from `python -m bertgeom train`, seed
-{train_cfg.get('seed')}; the last one is `{cmd}`):
+**Recipe.** Training stages, oldest first (each from `python -m bertgeom train`; the last one is
+`{cmd}`):
 
 {stage_lines}
 {cal_line}
