@@ -10,9 +10,12 @@ Measured in the same run, so that a shared, busy machine still gives honest rati
 
 * the machine's own fp32 and bf16 matmul rate (``[2048 x 2048] @ [2048 x 2048]``, best of a few):
   the forward's achieved FLOP/s is reported as a share of the measured peak (a forward of the
-  variant model is ~10.7 GFLOP: 6 layers, 427 tokens, hidden 384, FFN 1536);
+  variant model is ~9.2 GFLOP: 6 layers, 427 tokens, hidden 384, FFN 1536, the last layer for [CLS] alone);
+* the fused attention kernels alone at the forward's shapes (bf16): their share of the bf16 forward
+  and the throughput the forward could not exceed even with free matmuls;
 * the analysis model's forward (eager attention, fp32), the classifier's forward in fp32 and bf16
-  (SDPA), and end to end in the policy's precision (``--precision auto``) with 1 and ``--workers``
+  (SDPA, last layer for [CLS] alone), end to end with and without the preparing thread (``prefetch``),
+  and end to end in the policy's precision (``--precision auto``) with 1 and ``--workers``
   preparation processes.
 
 Usage: python bench/bench_classify.py [--n 64] [--batch-size 16] [--model ID|DIR] [--device auto]
@@ -55,12 +58,43 @@ def matmul_peak(dtype_name: str, n: int = 2048, repeats: int = 5) -> float:
     return 2 * n**3 / best
 
 
-def forward_flop(loaded, tokens: int) -> float:
-    """Multiply-add FLOPs of one forward of ``tokens`` tokens (projections, attention, FFN, x2)."""
+def forward_flop(loaded, tokens: int, cls_only_last: bool = True) -> float:
+    """Multiply-add FLOPs of one forward of ``tokens`` tokens (projections, attention, FFN, x2).
+
+    ``cls_only_last``: the classification forward's last layer (``run_forward(logits_only=True)``):
+    keys and values for every token, the query, attention, output projection and FFN for [CLS] alone."""
     cfg = loaded.config
     d, f, L = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
     per_layer = 2 * tokens * (4 * d * d + 2 * d * f) + 2 * 2 * tokens * tokens * d
-    return L * per_layer
+    if not cls_only_last:
+        return L * per_layer
+    last = 2 * tokens * 2 * d * d + 2 * (2 * d * d + 2 * d * f) + 2 * 2 * tokens * d
+    return (L - 1) * per_layer + last
+
+
+def attention_kernel_seconds(loaded, batch: int, tokens: int, dtype_name: str, repeats: int = 3) -> float:
+    """Seconds of the fused attention kernels alone for one batch's forward (``L - 1`` full layers at
+    ``[batch, heads, tokens, head_dim]`` plus the [CLS]-only last layer), best of ``repeats``: the part
+    of the forward that no matmul unit speeds up (its softmax is exp-bound on a CPU)."""
+    import torch
+
+    cfg = loaded.config
+    H, L = cfg.num_attention_heads, cfg.num_hidden_layers
+    dh = cfg.hidden_size // H
+    dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
+    q, k, v = (torch.randn(batch, H, tokens, dh).to(dtype) for _ in range(3))
+    q1 = q[:, :, :1].contiguous()
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    best = float("inf")
+    with torch.inference_mode():
+        sdpa(q, k, v)
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(L - 1):
+                sdpa(q, k, v)
+            sdpa(q1, k, v)
+            best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def main(argv=None) -> dict:
@@ -108,6 +142,8 @@ def main(argv=None) -> dict:
             fn(padded[s : s + args.batch_size])
         return time.perf_counter() - t0
 
+    t_attn = attention_kernel_seconds(loaded, min(args.batch_size, len(ids)), width, "bf16") * (
+        len(ids) / min(args.batch_size, len(ids)))
     t_eager = bound(lambda x: logits_for_ids(loaded, x))
     fast = {p: fast_classifier(loaded, device, p) for p in ("fp32", "bf16")}
     t_fast = {p: bound(fast[p].logits) for p in fast}
@@ -117,6 +153,12 @@ def main(argv=None) -> dict:
     n_ok = sum(p.error == "" for p in classify_stream(loaded, records, batch_size=args.batch_size,
                                                         device=device, precision=policy))
     t_e2e = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    n_serial = sum(p.error == "" for p in classify_stream(loaded, records, batch_size=args.batch_size,
+                                                           device=device, precision=policy, prefetch=False))
+    t_serial = time.perf_counter() - t0
+    assert n_serial == n_ok
 
     t0 = time.perf_counter()
     for r in records:
@@ -156,9 +198,12 @@ def main(argv=None) -> dict:
         "forward_fp32_share_of_fp32_peak": flop / t_fast["fp32"] / peak["fp32"],
         "forward_bf16_share_of_bf16_peak": flop / t_fast["bf16"] / peak["bf16"],
         "bf16_over_fp32_forward": t_fast["fp32"] / t_fast["bf16"],
+        "attention_share_of_bf16_forward": t_attn / t_fast["bf16"],
+        "bf16_ceiling_attention_only_per_s": n / t_attn,
         "preprocessing_ms_per_genome": 1000 * t_prep / n,
         "end_to_end_genomes_per_s": n / t_e2e,
         "end_to_end_share_of_bound": t_fast[policy] / t_e2e,
+        "end_to_end_no_prefetch_per_s": n / t_serial,
         "workers": args.workers,
         "end_to_end_parallel_genomes_per_s": n / t_par,
         "parallel_share_of_bound": t_fast[policy] / t_par,
@@ -166,9 +211,9 @@ def main(argv=None) -> dict:
         "fp32_bf16_same_call": same,
         "fp32_bf16_max_abs_logit_diff": float(np.abs(lg["fp32"] - lg["bf16"]).max()),
     }
-    print(f"{'measure':36s} value")
+    print(f"{'measure':40s} value")
     for k, v in out.items():
-        print(f"{k:36s} {v:.3f}" if isinstance(v, float) else f"{k:36s} {v}")
+        print(f"{k:40s} {v:.3f}" if isinstance(v, float) else f"{k:40s} {v}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return out

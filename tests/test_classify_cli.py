@@ -160,3 +160,54 @@ def test_evaluate_on_the_shipped_held_out_genomes_reports_bert_rules_and_baselin
     bad = subprocess.run([sys.executable, "-m", "bertgeom", "evaluate", "--model", str(tiny_variant_dir)],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--held-out" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_prefetched_keeps_order_raises_where_the_producer_failed_and_stops_when_closed():
+    import threading
+
+    from bertgeom.variant.predict import prefetched
+
+    assert list(prefetched(iter(range(50)), 3)) == list(range(50))
+
+    def failing():
+        yield 1
+        yield 2
+        raise ValueError("record 3 unreadable")
+
+    got = []
+    with pytest.raises(ValueError, match="record 3"):
+        for x in prefetched(failing(), 2):
+            got.append(x)
+    assert got == [1, 2]
+
+    produced = []
+    released = threading.Event()
+
+    def endless():
+        i = 0
+        while True:
+            produced.append(i)
+            yield i
+            i += 1
+            if i > 10_000:
+                released.set()
+                return
+
+    before = set(threading.enumerate())
+    gen = prefetched(endless(), 2)
+    assert [next(gen) for _ in range(3)] == [0, 1, 2]
+    (producer,) = [t for t in threading.enumerate() if t not in before and t.name == "bertgeom-prepare"]
+    gen.close()  # the producer stops at its next hand-over instead of running on
+    producer.join(timeout=10)
+    assert not producer.is_alive() and len(produced) < 20 and not released.is_set()
+
+
+def test_classify_stream_gives_the_same_predictions_with_and_without_prefetching(tiny_variant):
+    from bertgeom.variant.predict import classify_stream
+
+    records = [r for r, _ in load_demo_genomes()][:5] + ["ACGT" * 3, ">x\nNNNN"]
+    a = list(classify_stream(tiny_variant, records, batch_size=2, precision="fp32", prefetch=True))
+    b = list(classify_stream(tiny_variant, records, batch_size=2, precision="fp32", prefetch=False))
+    assert [p.name for p in a] == [p.name for p in b] and [p.error for p in a] == [p.error for p in b]
+    assert [p.predicted for p in a] == [p.predicted for p in b]
+    assert any(p.error for p in a) and any(p.predicted for p in a)
