@@ -14,8 +14,7 @@ Measured in the same run, so that a shared, busy machine still gives honest rati
 * the fused attention kernels alone at the forward's shapes (bf16): their share of the bf16 forward
   and the throughput the forward could not exceed even with free matmuls;
 * the analysis model's forward (eager attention, fp32), the classifier's forward in fp32 and bf16
-  (SDPA, last layer for [CLS] alone), end to end with and without the preparing thread (``prefetch``),
-  and end to end in the policy's precision (``--precision auto``) with 1 and ``--workers``
+  (SDPA, last layer for [CLS] alone), and end to end in the policy's precision (``--precision auto``) with 1 and ``--workers``
   preparation processes.
 
 Usage: python bench/bench_classify.py [--n 64] [--batch-size 16] [--model ID|DIR] [--device auto]
@@ -155,12 +154,6 @@ def main(argv=None) -> dict:
     t_e2e = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    n_serial = sum(p.error == "" for p in classify_stream(loaded, records, batch_size=args.batch_size,
-                                                           device=device, precision=policy, prefetch=False))
-    t_serial = time.perf_counter() - t0
-    assert n_serial == n_ok
-
-    t0 = time.perf_counter()
     for r in records:
         analyse_sequence(r, vocab=loaded.tokenizer)
     t_prep = time.perf_counter() - t0
@@ -203,7 +196,6 @@ def main(argv=None) -> dict:
         "preprocessing_ms_per_genome": 1000 * t_prep / n,
         "end_to_end_genomes_per_s": n / t_e2e,
         "end_to_end_share_of_bound": t_fast[policy] / t_e2e,
-        "end_to_end_no_prefetch_per_s": n / t_serial,
         "workers": args.workers,
         "end_to_end_parallel_genomes_per_s": n / t_par,
         "parallel_share_of_bound": t_fast[policy] / t_par,

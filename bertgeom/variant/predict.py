@@ -191,58 +191,11 @@ def prepared_stream(records: Iterable, vocab, max_tokens: int, workers: int = 1,
             yield from pool.imap(_prepare_in_worker, chunk, chunksize=4)
 
 
-def prefetched(items: Iterable, depth: int) -> Iterator:
-    """``items`` produced by a background thread up to ``depth`` ahead, in order: a one-process
-    classification prepares the next records (alignment releases the interpreter lock) while the
-    forward pass of the last batch runs. An exception of the producer is raised here, at its place in
-    the stream; closing this generator stops the producer."""
-    import queue
-    import threading
-
-    q: queue.Queue = queue.Queue(maxsize=max(1, int(depth)))
-    stop = threading.Event()
-    done = object()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put((True, item)):
-                    return
-        except BaseException as exc:  # handed to the consumer, raised there
-            put((False, exc))
-            return
-        put((True, done))
-
-    worker = threading.Thread(target=produce, name="bertgeom-prepare", daemon=True)
-    worker.start()
-    try:
-        while True:
-            ok, item = q.get()
-            if not ok:
-                raise item
-            if item is done:
-                return
-            yield item
-    finally:
-        stop.set()
-
-
 def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int = 16, workers: int = 1,
-                    device: str | None = None, precision: str = "auto", window: int = 4,
-                    prefetch: bool = True) -> Iterator[Prediction]:
+                    device: str | None = None, precision: str = "auto", window: int = 4) -> Iterator[Prediction]:
     """Classify records (``SequenceRecord``/``RecordError``/str) lazily, in input order.
 
-    ``workers``: processes for the CPU part (parse, align, tokenise); with one, a background thread
-    prepares the next records while a batch's forward pass runs (``prefetch``, :func:`prefetched`). The forward passes run on the
+    ``workers``: processes for the CPU part (parse, align, tokenise). The forward passes run on the
     model's :func:`fast_classifier` (SDPA; bf16 where ``precision`` resolves to it for classification,
     see :func:`bertgeom.forward.resolve_precision`) on ``device`` (``None``: the CPU). Up to
     ``window * batch_size`` prepared records are held, sorted by length and cut into batches, so each
@@ -270,10 +223,7 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
             yield pred
         pending.clear()
 
-    stream = prepared_stream(records, loaded.tokenizer, loaded.max_tokens, workers)
-    if workers <= 1 and prefetch:
-        stream = prefetched(stream, batch_size)
-    for pred, ids in stream:
+    for pred, ids in prepared_stream(records, loaded.tokenizer, loaded.max_tokens, workers):
         pending.append((pred, ids))
         if sum(i is not None for _, i in pending) >= batch_size * max(1, int(window)):
             yield from flush()
