@@ -43,6 +43,7 @@ from bertgeom.variant.result import (
     csv_bytes,
     mutation_events,
     mutation_tokens,
+    probability_label,
     result_record,
     result_row,
     second_opinion,
@@ -194,7 +195,7 @@ with left:
 with right:
     st.markdown("#### Prediction")
     min_conf = st.slider("Warn below this confidence", 0.5, 0.99, 0.9, 0.01, key="w_min_conf")
-    st.markdown(f"### {CLASS_DISPLAY.get(pred, pred)} — {confidence:.1%}")
+    st.markdown(f"### {CLASS_DISPLAY.get(pred, pred)} — {probability_label(confidence)}")
     opinion = second_opinion(analysis, pred, confidence, min_conf)
     mark = ":green[:material/check_circle: agrees]" if opinion["agrees"] else ":red[:material/error: disagrees]"
     st.markdown(f"**Second opinion** (rule-based, from each class's characteristic spike mutations): "
@@ -281,7 +282,7 @@ if changes:
                  hide_index=True, width="stretch")
     new_pred = labels[int(np.argmax(new_probs))]
     st.markdown(f"Prediction after {n_events} change(s): **{CLASS_DISPLAY.get(new_pred, new_pred)}** "
-                f"({new_probs.max():.1%})")
+                f"({probability_label(new_probs.max())})")
 
 # ---- downloads -------------------------------------------------------------------------------
 c1, c2 = st.columns(2)

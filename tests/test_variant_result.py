@@ -73,3 +73,11 @@ def test_private_rows_are_exactly_what_the_qc_counts(demo):
         every = sum(r[private_column(a)] == "yes" for g in a.genes + ["nuc"] for r in mutation_rows(a, cls, gene=g)[0])
         assert every == a.qc_score.rules["private mutations"].count == len(a.private.private), cls
         assert np.mean([r[col] == "yes" for r in rows]) < 0.5
+
+
+def test_a_shown_probability_is_never_rounded_to_certainty():
+    from bertgeom.variant.result import probability_label
+
+    assert probability_label(0.99971) == "> 99.9%" and probability_label(1.0) == "100.0%"
+    assert probability_label(0.9994) == "99.9%" and probability_label(0.5) == "50.0%"
+    assert probability_label(0.0002) == "< 0.1%" and probability_label(0.0) == "0.0%"

@@ -246,6 +246,17 @@ def matrix_heatmap(
     return fig
 
 
+def probability_label(p: float) -> str:
+    """A shown probability to one decimal, never rounded to a certainty it is not: ``> 99.9%`` for
+    p >= 0.9995 and ``< 0.1%`` for 0 < p < 0.0005 (a calibrated 0.9997 is not "100.0%")."""
+    p = float(p)
+    if p >= 0.9995 and p < 1.0:
+        return "> 99.9%"
+    if 0.0 < p < 0.0005:
+        return "< 0.1%"
+    return f"{p:.1%}"
+
+
 def probability_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, display: dict | None = None,
                      highlight: str | None = None, title: str = "") -> go.Figure:
     """Horizontal bars of class probabilities: one series (the predicted class ``highlight``ed)
@@ -259,7 +270,7 @@ def probability_bars(labels: Sequence[str], series: dict[str, Sequence[float]], 
         colour = ([SELECTED_COLOUR if c == highlight else colours[0] for c in labels] if len(series) == 1
                   else colours[i % 2])
         fig.add_trace(go.Bar(x=p, y=names, orientation="h", name=name, marker_color=colour,
-                             text=[f"{v:.1%}" for v in p], textposition="outside", cliponaxis=False,
+                             text=[probability_label(v) for v in p], textposition="outside", cliponaxis=False,
                              hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
     layout(fig, title=title, height=60 + 28 * len(labels) * max(1, len(series)) + (40 if title else 0),
            barmode="group", showlegend=len(series) > 1, legend=dict(orientation="h", y=-0.2))

@@ -4,6 +4,7 @@ downloadable result with its manifest."""
 
 from __future__ import annotations
 
+from bertgeom.figures.base import probability_label  # noqa: F401 - the page's wording of a probability
 from bertgeom.version import __version__
 from bertgeom.genome.classes import CLASS_DISPLAY
 
