@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertgeom.figures.base import probability_bars
+from bertgeom.figures.base import probability_bars, probability_label
 from bertgeom.variant.figures import layer_strip, spike_track
 from bertgeom.genome.classes import CLASS_DISPLAY
 from bertgeom.variant import VARIANT_MODEL_ID
@@ -43,7 +43,6 @@ from bertgeom.variant.result import (
     csv_bytes,
     mutation_events,
     mutation_tokens,
-    probability_label,
     result_record,
     result_row,
     second_opinion,
@@ -228,8 +227,9 @@ with c2:
     use_ig = st.checkbox("Integrated gradients", value=False, key="w_ig",
                          help="Attribution of each k-mer to the predicted class (Gauss-Legendre quadrature, "
                               "refined until the attributions add up to f(input) - f(baseline) within 5%). "
-                              "About 3 s on a 2-core server for a typical genome, longer when the check "
-                              "needs more nodes: the node cap below trades exactness for time.")
+                              "About 5-7 s on a 2-core server for a typical genome (a request computes on "
+                              "one core), longer when the check needs more nodes: the node cap below "
+                              "trades exactness for time.")
     ig_nodes = st.select_slider("Integrated gradients: nodes at most", [8, 16, 32, 64, 128], value=128,
                                 key="w_ig_nodes",
                                 help="Integrated gradients starts at 16 Gauss-Legendre nodes in segments of 4 "

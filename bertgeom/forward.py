@@ -320,9 +320,9 @@ def run_forward(
         mask_cpu = np.asarray(attention_mask).reshape(B, T).astype(bool)
     if logits_only and (attentions or hidden_states):
         raise ValueError("logits_only computes only the [CLS] row of the last layer: no attentions or hidden states")
-    intervened = disabled is not None or start_layer or start_hidden is not None or grad or logits_only
-    if logits_only and attention == "model":
-        attention = "auto"  # the model's own forward computes every row: recompute instead
+    intervened = disabled is not None or start_layer or start_hidden is not None or grad
+    if logits_only and attention in ("auto", "model"):
+        attention = "sdpa"  # the model's own forward computes every row, and no attention weights are wanted
     if attention == "auto":
         attention = "model" if not intervened else ("eager" if attentions else "sdpa")
     if attention == "model" and intervened and (disabled is not None or start_layer or start_hidden is not None):

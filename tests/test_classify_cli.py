@@ -105,6 +105,15 @@ def test_the_fast_classifier_matches_the_analysis_model(tiny_variant):
     np.testing.assert_allclose(half.logits(ids), logits_for_ids(tiny_variant, ids), atol=0.05)
     assert next(tiny_variant.model.parameters()).dtype == __import__("torch").float32  # the shared model stays fp32
     assert tiny_variant.model.config._attn_implementation == "eager"  # the shared model keeps attentions
+    assert fast.attention == "sdpa"  # the [CLS]-only last layer
+    # a model the recomputation does not follow (a decoder config): its own forward, the same logits
+    import dataclasses
+
+    other = dataclasses.replace(tiny_variant, model=__import__("copy").deepcopy(tiny_variant.model))
+    other.model.config.is_decoder = True
+    own = FastClassifier(other, "cpu", "fp32")
+    assert own.attention == "model"
+    np.testing.assert_allclose(own.logits(ids), logits_for_ids(other, ids), atol=1e-5)
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no GPU here (CI has none)")
@@ -160,4 +169,3 @@ def test_evaluate_on_the_shipped_held_out_genomes_reports_bert_rules_and_baselin
     bad = subprocess.run([sys.executable, "-m", "bertgeom", "evaluate", "--model", str(tiny_variant_dir)],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--held-out" in bad.stderr and "Traceback" not in bad.stderr
-

@@ -76,7 +76,7 @@ def test_private_rows_are_exactly_what_the_qc_counts(demo):
 
 
 def test_a_shown_probability_is_never_rounded_to_certainty():
-    from bertgeom.variant.result import probability_label
+    from bertgeom.figures.base import probability_label
 
     assert probability_label(0.99971) == "> 99.9%" and probability_label(1.0) == "100.0%"
     assert probability_label(0.9994) == "99.9%" and probability_label(0.5) == "50.0%"

@@ -79,7 +79,8 @@ class FastClassifier:
     bf16 weights where :func:`bertgeom.forward.resolve_precision` says so for classification (``auto``:
     a GPU or CPU with bf16 units), else fp32. The shared model (eager, fp32, for the analyses) is untouched.
     Its forward is :func:`bertgeom.forward.run_forward` with ``logits_only``: the last layer computes
-    the [CLS] row alone, since the classifier reads nothing else (~15% less work, same logits).
+    the [CLS] row alone, since the classifier reads nothing else (~15% less work, same logits); a model
+    the recomputation does not follow (:func:`bertgeom.forward.model_parts` says which) runs its own forward.
 
     ``FastClassifier(loaded, "cpu", "fp32").logits(ids)`` equals :func:`logits_for_ids` to ~1e-5.
     """
@@ -101,21 +102,20 @@ class FastClassifier:
         self.device = private.device
         self.dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         self.model = private.model.to(dtype=self.dtype)
-        self.own_forward = False  #: set when the model is not one :func:`bertgeom.forward.run_forward` recomputes
+        from bertgeom.forward import ForwardError, model_parts
+
+        try:  # the recomputation follows this model: its [CLS]-only last layer can be used
+            model_parts(self.model)
+            self.attention = "sdpa"
+        except ForwardError:  # a model the recomputation does not follow: its own forward, every row
+            self.attention = "model"
 
     def logits(self, ids: np.ndarray) -> np.ndarray:
-        from bertgeom.forward import ForwardError, run_forward
+        from bertgeom.forward import run_forward
 
         ids = np.asarray(ids)
-        if self.own_forward:
-            out = run_forward(self.model, ids, (ids != 0), attention="model", precision=self.precision)
-            return out.logits.float().cpu().numpy()
-        try:  # fused attention, the last layer for the [CLS] query alone (all the pooler reads)
-            out = run_forward(self.model, ids, (ids != 0), attention="sdpa", precision=self.precision,
-                              logits_only=True)
-        except ForwardError:  # a model the recomputation does not follow: its own forward
-            self.own_forward = True
-            return self.logits(ids)
+        out = run_forward(self.model, ids, (ids != 0), attention=self.attention, precision=self.precision,
+                          logits_only=self.attention == "sdpa")
         return out.logits.float().cpu().numpy()
 
 

@@ -4,7 +4,6 @@ downloadable result with its manifest."""
 
 from __future__ import annotations
 
-from bertgeom.figures.base import probability_label  # noqa: F401 - the page's wording of a probability
 from bertgeom.version import __version__
 from bertgeom.genome.classes import CLASS_DISPLAY
 
