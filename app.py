@@ -12,7 +12,7 @@ rest of the process (``PagesManager.uses_pages_directory``; streamlit/streamlit#
 
 import streamlit as st
 
-from bertgeom.runtime import configure_server_threads
+from bertgeom.runtime import configure_server_threads, script_run
 
 from bertgeom.ui.prepared_cache import start_background
 from bertgeom.ui.sidebar import render_sidebar
@@ -20,28 +20,36 @@ from bertgeom.ui.state import follow_view_link, init_state, page_available, writ
 from bertgeom.ui.tour import tour_bar
 
 st.set_page_config(page_title="bertgeom · geometry of BERT attention", page_icon="🧭", layout="wide")
-init_state()
-configure_server_threads()  # torch threads per request, set deliberately (see bertgeom.runtime)
-start_background()  # once per server: the shipped sets' summaries, prepared at low priority (bertgeom.ui.prepared_cache)
 
-PAGES = {
-    "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
-              st.Page("app_pages/methods.py", title="Methods", icon=":material/menu_book:", url_path="methods")],
-    "Explore": [
-        st.Page("app_pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:", url_path="heads"),
-        st.Page("app_pages/subspace_directions.py", title="Subspace Directions", icon=":material/explore:", url_path="subspace"),
-        st.Page("app_pages/cone_index.py", title="Cone Index per Layer", icon=":material/change_history:", url_path="cone"),
-    ],
-}
-if page_available("classifier"):  # only pages that can work are listed
-    PAGES["Classify"] = [
-        st.Page("app_pages/variant_classifier.py", title="Variant Classifier", icon=":material/coronavirus:",
-                url_path="classifier"),
-    ]
 
-navigation = st.navigation(PAGES)
-follow_view_link(PAGES, navigation)
-tour_bar(PAGES, navigation)  # the guided tour's page switch and its bar (bertgeom/ui/tour.py)
-render_sidebar(navigation.url_path)
-navigation.run()
-write_query_params(navigation)
+def main() -> None:
+    """One script run: state, threads, background preparation, navigation, sidebar, the page."""
+    init_state()
+    configure_server_threads()  # torch threads per request, set deliberately (see bertgeom.runtime)
+    start_background()  # once per server: the shipped sets' summaries, prepared at low priority (bertgeom.ui.prepared_cache)
+
+    PAGES = {
+        "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
+                  st.Page("app_pages/methods.py", title="Methods", icon=":material/menu_book:", url_path="methods")],
+        "Explore": [
+            st.Page("app_pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:", url_path="heads"),
+            st.Page("app_pages/subspace_directions.py", title="Subspace Directions", icon=":material/explore:", url_path="subspace"),
+            st.Page("app_pages/cone_index.py", title="Cone Index per Layer", icon=":material/change_history:", url_path="cone"),
+        ],
+    }
+    if page_available("classifier"):  # only pages that can work are listed
+        PAGES["Classify"] = [
+            st.Page("app_pages/variant_classifier.py", title="Variant Classifier", icon=":material/coronavirus:",
+                    url_path="classifier"),
+        ]
+
+    navigation = st.navigation(PAGES)
+    follow_view_link(PAGES, navigation)
+    tour_bar(PAGES, navigation)  # the guided tour's page switch and its bar (bertgeom/ui/tour.py)
+    render_sidebar(navigation.url_path)
+    navigation.run()
+    write_query_params(navigation)
+
+
+with script_run():  # counted, so a heavy computation alone on the server may take every core (bertgeom.runtime)
+    main()

@@ -89,6 +89,50 @@ def test_parallel_preparation_keeps_input_order_and_bad_records_in_place(tiny_va
     assert [r["name"] for r in one][:2] == [recs[0].name, "broken"] and one[1]["error"]
 
 
+def test_forward_streams_give_the_one_stream_rows_in_input_order(tiny_variant):
+    """Two streams (threads that each prepare and classify their own batches) give row for row what
+    one stream gives, bad records in place, and leave the caller's torch threads as they were."""
+    import torch
+
+    from bertgeom.genome.fasta import RecordError
+    from bertgeom.variant.predict import classify_stream, default_streams
+
+    recs = [r for r, _ in load_demo_genomes()]
+    stream = [recs[0], RecordError("broken", 1, "Record 'broken' contains no sequence."), *recs[1:7], "ACGT" * 3]
+    before = torch.get_num_threads()
+    one = [p.row(tiny_variant.labels, "v") for p in classify_stream(tiny_variant, stream, batch_size=4, streams=1)]
+    two = [p.row(tiny_variant.labels, "v")
+           for p in classify_stream(tiny_variant, iter(stream), batch_size=4, streams=2)]
+    assert one == two and len(two) == len(stream)
+    assert [r["name"] for r in two][:2] == [recs[0].name, "broken"] and two[1]["error"] and two[-1]["error"]
+    assert torch.get_num_threads() == before
+    assert default_streams("cuda") == 1 and default_streams("cpu", workers=2) == 1 and default_streams("cpu") >= 1
+    with pytest.raises(ValueError):
+        list(classify_stream(tiny_variant, stream, streams=2, workers=2))
+
+
+def test_a_consumer_that_stops_early_leaves_no_stream_running(tiny_variant):
+    import threading
+
+    from bertgeom.variant.predict import classify_stream
+
+    recs = [r for r, _ in load_demo_genomes()] * 3
+    gen = classify_stream(tiny_variant, recs, batch_size=2, streams=2)
+    first = next(gen)
+    gen.close()  # the pool is shut down: no thread of it is left behind
+    assert first.name == recs[0].name
+    assert not [t for t in threading.enumerate() if t.name.startswith("bertgeom-classify")]
+
+
+def test_streams_and_workers_together_are_refused_in_one_sentence(tiny_variant_dir, tmp_path, demo_blocks):
+    good = tmp_path / "g.fasta.gz"
+    good.write_bytes(demo_blocks[0][1])
+    r = _run(good, "--model", tiny_variant_dir, "--streams", "2", "--workers", "2")
+    assert r.returncode == 2 and "not both" in r.stderr and "Traceback" not in r.stderr
+    r = _run(good, "--model", tiny_variant_dir, "--streams", "two")
+    assert r.returncode == 2 and "positive whole number" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_the_fast_classifier_matches_the_analysis_model(tiny_variant):
     import numpy as np
 

@@ -30,6 +30,56 @@ def test_slots_from_the_environment_or_half_the_cores():
     assert heavy_slots({"BERTGEOM_HEAVY_SLOTS": "²"}, cpu_count=4) == 2
 
 
+def test_a_slot_holder_alone_gets_every_core_and_shares_them_when_others_are_busy():
+    """heavy_threads: all cores when nothing else runs, the per-request count otherwise or when the
+    operator fixed it; a slot holder runs with that count and the thread's own count comes back."""
+    import torch
+
+    from bertgeom.runtime import heavy_threads
+
+    assert heavy_threads(False, {}, cpu_count=2) == 2 and heavy_threads(True, {}, cpu_count=2) == 1
+    assert heavy_threads(False, {"BERTGEOM_TORCH_THREADS": "1"}, cpu_count=8) == 1
+    assert heavy_threads(True, {}, cpu_count=16) == 8
+
+    suite_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _slot_threads_seen(WorkQueue(2, poll=0.01, threads_for=lambda busy: 1 if busy else 3))
+    finally:
+        torch.set_num_threads(suite_threads)
+
+
+def _slot_threads_seen(q: WorkQueue) -> None:
+    import torch
+
+    from bertgeom.runtime import script_run, script_runs_in_flight
+
+    seen = {}
+    with script_run():  # this script run alone
+        with q.slot():
+            seen["alone"] = torch.get_num_threads()
+        with script_run():  # a second script run in flight (another session)
+            assert script_runs_in_flight() == 2
+            with q.slot():
+                seen["shared"] = torch.get_num_threads()
+    inside, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with q.slot():
+            inside.set()
+            release.wait(5)
+
+    t = threading.Thread(target=other)
+    t.start()
+    assert inside.wait(5)
+    with q.slot_if_free() as got:  # another computation holds the other slot
+        seen["beside another"] = torch.get_num_threads() if got else None
+    release.set()
+    t.join()
+    assert seen == {"alone": 3, "shared": 1, "beside another": 1}
+    assert torch.get_num_threads() == 1 and script_runs_in_flight() == 0
+
+
 def test_one_slot_runs_one_at_a_time_in_arrival_order_and_reports_who_is_ahead():
     q = WorkQueue(1, poll=0.01)
     order, seen, running, peak = [], {}, [0], [0]

@@ -18,6 +18,9 @@ already computed stays as fast as before):
   the page: the cached function creates no element at all, and a miss that must wait does so in
   the page's code, outside the cache (batches and integrated gradients do this).
 
+A slot holder that has the server to itself (no other script run in flight, nobody queued) runs
+torch on every core; otherwise on the per-request count (:func:`bertgeom.runtime.heavy_threads`).
+
 One rule keeps the queue free of deadlocks: **code holding a slot never calls another queued cached
 function**; fetch such inputs (``get_trace``) first, then take the slot for the leaf computation.
 Streamlit holds a per-value lock while a cached function computes: a session waiting for a slot
@@ -63,9 +66,11 @@ class WorkQueue:
     instead of waiting for the whole table.
     """
 
-    def __init__(self, slots: int, poll: float = 0.5):
+    def __init__(self, slots: int, poll: float = 0.5, threads_for: Callable[[bool], int] | None = None):
         self.slots = max(1, int(slots))
         self.poll = poll
+        #: ``threads_for(others_busy) -> n``: torch threads of a slot holder (None: left as they are)
+        self.threads_for = threads_for
         self._cv = threading.Condition()
         self._waiting: list[tuple[int, int]] = []  # tickets: (priority, arrival number)
         self._arrivals = itertools.count()
@@ -106,11 +111,26 @@ class WorkQueue:
         """True in a thread that is inside :meth:`slot` (nested heavy calls pass straight through)."""
         return bool(getattr(self._local, "depth", 0))
 
+    def others_busy(self) -> bool:
+        """True when another computation holds a slot, someone waits for one, or another script run
+        of the server is in flight (:func:`bertgeom.runtime.script_runs_in_flight`)."""
+        from bertgeom.runtime import script_runs_in_flight
+
+        with self._cv:
+            queue_busy = self._running > 1 or bool(self._waiting)
+        return queue_busy or script_runs_in_flight() > 1
+
     @contextmanager
     def _held(self):
         self._local.depth = 1
         try:
-            yield
+            if self.threads_for is None:
+                yield
+            else:
+                from bertgeom.runtime import torch_threads
+
+                with torch_threads(self.threads_for(self.others_busy())):
+                    yield
         finally:
             self._local.depth = 0
             with self._cv:
@@ -189,7 +209,9 @@ def work_queue() -> WorkQueue:
     global _QUEUE
     with _QUEUE_LOCK:
         if _QUEUE is None:
-            _QUEUE = WorkQueue(heavy_slots())
+            from bertgeom.runtime import heavy_threads
+
+            _QUEUE = WorkQueue(heavy_slots(), threads_for=heavy_threads)
         return _QUEUE
 
 

@@ -120,6 +120,27 @@ def _device(name: str) -> str:
 
 from bertgeom.safety import csv_cell as csv_safe  # the one CSV cell rule (kept under its old name)
 
+_STREAMS_HELP = ("threads that each prepare and classify whole batches, one torch thread each on the CPU "
+                 "(auto: one per core, at most 8; 1 on a GPU or with --workers); the calls do not change")
+
+
+def _streams_arg(text: str):
+    """``--streams``: ``auto`` or a positive integer (argparse reports anything else in one line)."""
+    import argparse
+
+    t = text.strip().lower()
+    if t == "auto":
+        return t
+    if t.isascii() and t.isdigit() and int(t) > 0:
+        return int(t)
+    raise argparse.ArgumentTypeError(f"'{text}' is neither auto nor a positive whole number")
+
+
+def _check_streams(args) -> None:
+    """``--streams N`` (N > 1) and ``--workers M`` (M > 1) do not combine: said before any work."""
+    if args.workers > 1 and args.streams != "auto" and args.streams > 1:
+        raise CliError("use --workers (preparation processes) or --streams (forward threads), not both.", EXIT_INPUT)
+
 
 def _output_target(out: str) -> Path | None:
     """The ``--out`` path (``None`` for standard output), checked before any work starts; rows are
@@ -145,6 +166,7 @@ def _cmd_classify(args) -> int:
     try:
         if not Path(args.input).is_file():
             raise CliError(f"No file at '{args.input}'.", EXIT_INPUT)
+        _check_streams(args)
         final = _output_target(args.out)
         device = _device(args.device)
         loaded = _load(args.model)
@@ -173,7 +195,7 @@ def _cmd_classify(args) -> int:
 
     try:
         for pred in classify_stream(loaded, records(), batch_size=args.batch_size, workers=args.workers,
-                                    device=device, precision=precision):
+                                    device=device, precision=precision, streams=args.streams):
             row = names.row(pred.row(loaded.labels, loaded.weights_hash, precision))
             row = {k: csv_safe(v) for k, v in row.items()}
             if writer is None:
@@ -239,6 +261,7 @@ def _cmd_evaluate(args) -> int:
             print(f"error: no file at '{p}'.", file=sys.stderr)
             return EXIT_INPUT
     try:
+        _check_streams(args)
         device = _device(args.device)
         loaded = _load(args.model)
     except CliError as exc:
@@ -247,7 +270,7 @@ def _cmd_evaluate(args) -> int:
     bar = _progress_bar()
     result = evaluate(loaded, None if args.held_out else args.fasta, args.labels, baseline_data=None if args.no_baseline else (args.data or True),
                       batch_size=args.batch_size, progress=lambda i, n: (setattr(bar, "total", n), bar.update(1)),
-                      workers=args.workers, device=device, precision=args.precision)
+                      workers=args.workers, device=device, precision=args.precision, streams=args.streams)
     bar.close()
     print(f"forward passes in {result['precision']}")
     print(result["model"].table())
@@ -304,6 +327,7 @@ def register(sub) -> None:
     p.add_argument("--model", default=None, help="variant model id or directory (default: the shipped one)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--workers", type=int, default=1, help="processes that parse, align and tokenise (default 1)")
+    p.add_argument("--streams", type=_streams_arg, default="auto", help=_STREAMS_HELP)
     p.add_argument("--device", default="auto", help="where the forward passes run: auto (a GPU when there is one), cpu, cuda, mps")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
                    help="auto: bf16 where the device has bf16 units (a GPU, or a CPU with AVX-512/AMX bf16), else fp32")
@@ -323,6 +347,7 @@ def register(sub) -> None:
     p.add_argument("--json", default="", help="also write the reports as JSON")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--workers", type=int, default=1, help="processes that parse, align and tokenise (default 1)")
+    p.add_argument("--streams", type=_streams_arg, default="auto", help=_STREAMS_HELP)
     p.add_argument("--device", default="auto", help="where the forward passes run: auto, cpu, cuda, mps")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
                    help="auto: bf16 where the device has bf16 units (a GPU, or a CPU with AVX-512/AMX bf16), else fp32")
