@@ -12,7 +12,7 @@ rest of the process (``PagesManager.uses_pages_directory``; streamlit/streamlit#
 
 import streamlit as st
 
-from bertgeom.runtime import configure_server_threads, script_run
+from bertgeom.runtime import configure_server_threads, import_in_background, script_run
 
 from bertgeom.ui.prepared_cache import start_background
 from bertgeom.ui.sidebar import render_sidebar
@@ -49,6 +49,7 @@ def main() -> None:
     render_sidebar(navigation.url_path)
     navigation.run()
     write_query_params(navigation)
+    import_in_background("torch", "transformers")  # the models' pages need them: imported while this one is read
 
 
 with script_run():  # counted, so a heavy computation alone on the server may take every core (bertgeom.runtime)

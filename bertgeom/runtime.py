@@ -41,10 +41,17 @@ def server_threads(env: Mapping[str, str] | None = None, cpu_count: int | None =
 
 
 def configure_server_threads() -> int:
-    """Apply :func:`server_threads` to the current thread's torch and return it."""
-    import torch
+    """Apply :func:`server_threads` to the current thread's torch and return it. Before anything
+    has imported torch there is nothing to configure (a page that needs no model, the home page,
+    then never waits ~1 s for the import). A run that imports torch later keeps torch's default
+    count for the rest of that run; heavy work sets its own (:func:`heavy_threads`)."""
+    import sys
 
     n = server_threads()
+    if "torch" not in sys.modules:
+        return n
+    import torch
+
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     return n
@@ -108,3 +115,30 @@ def heavy_threads(others_busy: bool, env: Mapping[str, str] | None = None, cpu_c
     if others_busy or (raw.isascii() and raw.isdigit() and int(raw) > 0):
         return server_threads(env, cpu_count)
     return max(1, cpu_count if cpu_count is not None else usable_cores())
+
+
+_BACKGROUND_IMPORTS: set[str] = set()
+
+
+def import_in_background(*modules: str) -> bool:
+    """Import ``modules`` once per process in a daemon thread (False when they were already asked
+    for): a page that will need them soon (torch after the home page, captum on the classifier page)
+    starts the import while the visitor reads, instead of on their next click. A module that fails
+    to import is left for the code that needs it to report, in its own words."""
+    import importlib
+
+    with _RUNS_LOCK:
+        todo = [m for m in modules if m not in _BACKGROUND_IMPORTS]
+        _BACKGROUND_IMPORTS.update(todo)
+    if not todo:
+        return False
+
+    def run() -> None:
+        for name in todo:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - reported where the module is used
+                pass
+
+    threading.Thread(target=run, name="bertgeom-import-" + todo[0].split(".")[0], daemon=True).start()
+    return True

@@ -10,7 +10,6 @@ browser). Progress bars and the queue's notice belong to the page; heavy work ta
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import streamlit as st
@@ -78,23 +77,12 @@ def name_rows_apart(rows: list[dict]) -> tuple[list[dict], str]:
     return [names.row(dict(r)) for r in rows], names.notice()
 
 
-_ATTRIBUTION_IMPORT = threading.Event()
-
-
 def import_attributions_in_background() -> None:
     """Import captum (integrated gradients) once per server, in a daemon thread, while the page is
     read: its import costs ~0.5 s of the first attribution otherwise. Creates no element."""
-    if _ATTRIBUTION_IMPORT.is_set():
-        return
-    _ATTRIBUTION_IMPORT.set()
+    from bertgeom.runtime import import_in_background
 
-    def run() -> None:
-        try:
-            import captum.attr  # noqa: F401
-        except Exception:  # the attribution itself reports a missing captum, in its own words
-            pass
-
-    threading.Thread(target=run, name="bertgeom-import-captum", daemon=True).start()
+    import_in_background("captum.attr")
 
 
 @st.cache_data(max_entries=16, show_spinner="Integrated gradients (a few forward and backward passes)…")
