@@ -49,7 +49,9 @@ def main() -> None:
     render_sidebar(navigation.url_path)
     navigation.run()
     write_query_params(navigation)
-    import_in_background("torch", "transformers")  # the models' pages need them: imported while this one is read
+    # the models' pages need torch: imported while this page is read (not transformers, whose lazy
+    # module is not safe to import from two threads at once)
+    import_in_background("torch")
 
 
 with script_run():  # counted, so a heavy computation alone on the server may take every core (bertgeom.runtime)
