@@ -28,7 +28,7 @@ def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant)
 
     mid = tiny_variant.spec.id
     items = stratified(shipped_set(tiny_variant.spec.input_kind), 1)  # one genome per class keeps it quick
-    tasks = prepared.prepare_tasks(mid, tiny_variant, subspace=False, sweeps=False, items=items)
+    tasks = prepared.prepare_tasks(mid, tiny_variant, subspace=False, sweeps=False, items=items, examples=False)
     counts = prepared.run_tasks(tasks)
     assert counts == {"done_before": 0, "computed": len(tasks), "failed": 0}
 
@@ -59,11 +59,54 @@ def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant)
 
     # a second run (a server restart, a second `prepare-sets`) computes nothing; with the summary on
     # disk the class-mean maps are listed one task per class
-    again = prepared.prepare_tasks(mid, tiny_variant, subspace=False, sweeps=False, items=items)
+    again = prepared.prepare_tasks(mid, tiny_variant, subspace=False, sweeps=False, items=items, examples=False)
     assert len(again) == 2 + len(set(groups.values()))
     assert prepared.run_tasks(again) == {"done_before": len(again), "computed": 0, "failed": 0}
     rows = prepared.read_json(prepared.status_path())["tasks"]
     assert {r["state"] for r in rows} == {"done"} and len(rows) == len(again)
+
+
+def test_an_examples_flow_and_checkpoint_comparison_are_prepared_as_the_page_computes_them(cache, minilm):
+    """MiniLM's first example: its attention flow at the page's defaults and its comparison with the
+    variant model (the one same-shape checkpoint) land under the keys the page reads, equal to a
+    direct computation; a second run computes nothing."""
+    from bertgeom.analysis.ablation import checkpoint_cosines
+    from bertgeom.analysis.flow import FLOW_MAX_TOKENS, FLOW_WINDOW, attention_flow, flow_view, flow_window
+    from bertgeom.inputs import INPUT_KINDS
+    from bertgeom.models import load_model
+    from bertgeom.trace import run_trace
+    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.weights import extract_layer_weights
+
+    tasks = [t for t in prepared.prepare_tasks("minilm-l6", minilm, subspace=False, sweeps=False, items=[])
+             if t.group == "examples"]
+    text = INPUT_KINDS.of(minilm.spec).examples()[0].text
+    assert len(tasks) == len(INPUT_KINDS.of(minilm.spec).examples()) and prepared.same_shape_partners(
+        "minilm-l6", minilm) == [VARIANT_MODEL_ID]
+    assert prepared.run_tasks(tasks[:1]) == {"done_before": 0, "computed": 1, "failed": 0}
+    tr = run_trace(minilm, text)
+    n = flow_window(tr.encoded.n_tokens)
+    assert n == tr.encoded.n_tokens  # a sentence is shorter than FLOW_MAX_TOKENS: flow on all of it
+    flow = _read(prepared.flow_key(minilm, text, n, 0.5, 0, True))
+    direct = flow_view(tr.attentions, n, 0.5, 0, True)
+    np.testing.assert_allclose(flow["flow"], direct["flow"], atol=1e-12)
+    np.testing.assert_allclose(flow["rollout"], direct["rollout"], atol=1e-12)
+    np.testing.assert_allclose(direct["flow"], attention_flow(tr.attentions, target=0), atol=1e-12)
+
+    variant = load_model(VARIANT_MODEL_ID)
+    cos = _read(prepared.compare_key(minilm, variant, text))
+    fresh = checkpoint_cosines(extract_layer_weights(minilm.model), extract_layer_weights(variant.model),
+                               tr.hidden_states[:-1])
+    assert set(cos) == {"qk", "ov", "maps"}
+    for k in fresh:
+        np.testing.assert_allclose(cos[k], fresh[k], atol=1e-6, err_msg=k)
+    assert prepared.run_tasks(tasks[:1]) == {"done_before": 1, "computed": 0, "failed": 0}
+    # a long input gets the page's window; each row of the window sums to 1 before flow and rollout
+    assert flow_window(FLOW_MAX_TOKENS + 1) == FLOW_WINDOW and flow_window(FLOW_MAX_TOKENS) == FLOW_MAX_TOKENS
+    win = flow_view(tr.attentions, 5, 0.5, 0, False)
+    a = np.asarray(tr.attentions[:, :, :5, :5], np.float64)
+    np.testing.assert_allclose(win["flow"], attention_flow(a / a.sum(-1, keepdims=True), target=0, normalize=False),
+                               atol=1e-12)
 
 
 def test_subspace_heads_prepared_from_one_pass_equal_the_page_route(cache, tiny_bert):

@@ -70,6 +70,7 @@ __all__ = [
     "weight_cosine",
     "bilinear_cosine",
     "map_cosine_on_shared_inputs",
+    "checkpoint_cosines",
 ]
 
 
@@ -356,3 +357,12 @@ def map_cosine_by_layer(weights_a, weights_b, layer_inputs: np.ndarray) -> np.nd
     return np.stack([cosine_similarity_maps(correct_attention(X[l], wa), correct_attention(X[l], wb))
                      for l, (wa, wb) in enumerate(zip(weights_a, weights_b))])
 
+
+
+def checkpoint_cosines(weights_a, weights_b, hidden_states: np.ndarray) -> dict[str, np.ndarray]:
+    """Two checkpoints of one shape compared head by head, each ``[L, H]``: the cosines of their
+    query-key and value-output circuits (:func:`weight_cosine`) and of their attention maps on the same
+    layer inputs ``hidden_states [L, T, D]`` (:func:`map_cosine_by_layer`; Kovaleva et al. 2019 §4.3)."""
+    out = weight_cosine(weights_a, weights_b)
+    out["maps"] = map_cosine_by_layer(weights_a, weights_b, hidden_states)
+    return out

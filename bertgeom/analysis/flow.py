@@ -24,7 +24,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["residual_attention", "rollout", "attention_flow", "flow_graph"]
+__all__ = ["residual_attention", "rollout", "attention_flow", "flow_graph", "flow_view", "flow_window",
+           "FLOW_MAX_TOKENS", "FLOW_WINDOW"]
+
+#: Inputs longer than this get flow and rollout on a window of their first tokens (one max-flow
+#: problem per token and layer); :data:`FLOW_WINDOW` tokens by default, as the 2025 paper's notebook
+#: does for its genomes (their first 12 tokens).
+FLOW_MAX_TOKENS = 48
+FLOW_WINDOW = 24
 
 #: Residual capacity below which a pipe counts as full (rounding left over by earlier augmentations;
 #: without it, paths carrying ~1e-17 would be augmented one by one).
@@ -162,3 +169,24 @@ def _max_flow_dense(cap: np.ndarray, source: int, sink: int) -> float:
         r[us, vs] -= bottleneck
         r[vs, us] += bottleneck
         total += bottleneck
+
+
+def flow_window(n_tokens: int) -> int:
+    """The tokens flow and rollout use by default: all of a short input, the first
+    :data:`FLOW_WINDOW` of one longer than :data:`FLOW_MAX_TOKENS`."""
+    return int(n_tokens) if n_tokens <= FLOW_MAX_TOKENS else FLOW_WINDOW
+
+
+def flow_view(attentions: np.ndarray, n: int, residual: float = 0.5, target: int = 0,
+              normalize: bool = True) -> dict[str, np.ndarray]:
+    """``{"flow": [L, n], "rollout": [L, n]}`` into token ``target`` on the first ``n`` tokens of one
+    input's ``[L, H, T, T]`` attention (what the Attention Heads page draws). In a window (``n < T``)
+    each query's attention inside it is renormalised to 1 first, so that r stays the attention's weight
+    against the residual (unrenormalised, the little mass left in 24 of 427 tokens made the identity
+    weigh ~0.87 instead of 1 - r)."""
+    full = np.asarray(attentions)
+    a = np.asarray(full[:, :, :n, :n], dtype=np.float64)
+    if n < full.shape[-1]:
+        a = a / np.maximum(a.sum(axis=-1, keepdims=True), 1e-12)
+    return {"flow": attention_flow(a, target=target, residual=residual, normalize=normalize),
+            "rollout": rollout(a, residual=residual)[:, target, :]}

@@ -16,6 +16,9 @@ Tasks, in the order a visitor meets them (:func:`prepare_tasks`):
   (:func:`bertgeom.sets.heads.class_mean_over_set`);
 * the Subspace page's D1-D3 across inputs for every head (:func:`bertgeom.sets.subspace.head_set_reducer`
   on one padded forward pass per input, shared by all heads);
+* the model's examples at the pages' defaults: attention flow and rollout into token 0, and the
+  comparison with every same-shape checkpoint (:func:`bertgeom.analysis.flow.flow_view`,
+  :func:`bertgeom.analysis.ablation.checkpoint_cosines`);
 * head disabling over the page's default subset (one input per class, :mod:`bertgeom.sets.ablation`).
 
 A status file (:func:`status_path`) tells the app what is queued, running and done, so a page can
@@ -49,6 +52,9 @@ CONE_DISK_VERSION = "cone-v1"
 #: Version of the Subspace page's across-inputs arrays (v2: D1 is delta_A; v3: faithful reads the
 #: next layer; v4: and is padded to 512).
 ACROSS_VERSION = "subspace-across/v4"
+#: Versions of the examples' attention flow (page defaults) and checkpoint comparison on disk.
+FLOW_VERSION = "flow-v1"
+COMPARE_VERSION = "compare-checkpoints-v1"
 #: The pages' default parameters that the prepared views use.
 CONE_TOKEN_SET = "content"
 SUBSPACE_EPS = 1e-3
@@ -56,7 +62,7 @@ SUBSPACE_TOKEN_SET = "all"
 SWEEP_PER_CLASS = 1
 SWEEP_TEXT_INPUTS = 8
 #: The order in which several models' tasks run: every model's quick views first.
-GROUP_ORDER = ("heads-set", "cone-set", "class-mean", "subspace-across", "head-sweep")
+GROUP_ORDER = ("heads-set", "cone-set", "class-mean", "examples", "subspace-across", "head-sweep")
 
 
 # -------------------------------------------------------------------------------------------
@@ -80,6 +86,23 @@ def cone_set_key(model_id: str, loaded, fingerprint: str, token_set: str, pad_to
 def across_key(model_id: str, weights_hash: str, fingerprint: str, layer: int, head: int, eps: float,
                token_set: str) -> tuple:
     return (ACROSS_VERSION, model_id, weights_hash, fingerprint, int(layer), int(head), float(eps), token_set)
+
+
+def _text_digest(text: str) -> str:
+    from bertgeom.inputs import normalise_text
+
+    return hashlib.sha256(normalise_text(text).encode()).hexdigest()[:16]
+
+
+def flow_key(loaded, text: str, n: int, residual: float, target: int, normalize: bool) -> tuple:
+    """The disk key of one input's attention flow and rollout (:func:`bertgeom.analysis.flow.flow_view`)."""
+    return (FLOW_VERSION, loaded.weights_hash, _text_digest(text), int(n), float(residual), int(target),
+            bool(normalize))
+
+
+def compare_key(loaded, partner, text: str) -> tuple:
+    """The disk key of two checkpoints compared head by head on one input (weight and map cosines)."""
+    return (COMPARE_VERSION, loaded.weights_hash, partner.weights_hash, _text_digest(text))
 
 
 def key_id(key_parts) -> str:
@@ -167,7 +190,8 @@ class _Context:
 
 
 def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: bool = True,
-                  items: Sequence[InputItem] | None = None, subspace_heads: int | None = None) -> list[PreparedTask]:
+                  items: Sequence[InputItem] | None = None, subspace_heads: int | None = None,
+                  examples: bool = True) -> list[PreparedTask]:
     """The summaries of ``model_id``'s shipped set (or of ``items``), most visited view first (see
     module docstring).
 
@@ -182,6 +206,8 @@ def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: 
     ctx = _Context(model_id, loaded, items, set_fingerprint(items))
     tasks = [_heads_set_task(ctx), _cone_set_task(ctx)]
     tasks += _class_mean_tasks(ctx)
+    if examples:
+        tasks += _example_tasks(ctx)
     if subspace:
         tasks += _subspace_tasks(ctx)[:subspace_heads]
     if sweeps:
@@ -253,6 +279,65 @@ def _class_mean_tasks(ctx: _Context) -> list[PreparedTask]:
 
         tasks.append(PreparedTask(key, f"class-mean map of {cls or 'all inputs'} ({len(names)} inputs)", run,
                                   group="class-mean", model_id=ctx.model_id))
+    return tasks
+
+
+def same_shape_partners(model_id: str, loaded) -> list[str]:
+    """The other registered models with ``loaded``'s layers, heads and width: the checkpoints the
+    Attention Heads page offers to compare with it (none that fails to load)."""
+    from bertgeom.models import REGISTRY, ModelLoadError, load_model
+
+    shape = (loaded.num_layers, loaded.num_heads, int(loaded.config.hidden_size))
+    out = []
+    for mid in REGISTRY:
+        if mid == model_id:
+            continue
+        try:
+            other = load_model(mid)
+        except ModelLoadError:
+            continue
+        if (other.num_layers, other.num_heads, int(other.config.hidden_size)) == shape:
+            out.append(mid)
+    return out
+
+
+def _example_tasks(ctx: _Context) -> list[PreparedTask]:
+    """The model's examples at the pages' defaults: attention flow and rollout into token 0 (the
+    Attention Heads page's *Attention flow* tab) and the comparison with every same-shape checkpoint
+    (*Compare checkpoints*), one task per example."""
+    from bertgeom.analysis.ablation import checkpoint_cosines
+    from bertgeom.analysis.flow import flow_view, flow_window
+    from bertgeom.inputs import INPUT_KINDS
+    from bertgeom.models import load_model
+    from bertgeom.sets.cone import single_threaded
+    from bertgeom.trace import run_trace
+    from bertgeom.weights import extract_layer_weights
+
+    partners: list = []
+
+    def run_for(text: str, key: tuple):
+        def run(progress):
+            from bertgeom.inputs import normalise_text
+
+            if not partners:
+                others = [load_model(m) for m in same_shape_partners(ctx.model_id, ctx.loaded)]
+                partners.append([(o, extract_layer_weights(o.model)) for o in others])
+            tr = run_trace(ctx.loaded, normalise_text(text))
+            n = flow_window(tr.encoded.n_tokens)
+            _store(flow_key(ctx.loaded, text, n, 0.5, 0, True), flow_view(tr.attentions, n, 0.5, 0, True))
+            for other, other_weights in partners[0]:
+                with single_threaded():  # small matrices: one thread is faster
+                    cos = checkpoint_cosines(ctx.layer_weights, other_weights, tr.hidden_states[:-1])
+                _store(compare_key(ctx.loaded, other, text), cos)
+            _store(key, {"done": np.ones(1)})  # the task's own mark: the runner skips it next time
+            progress(1, 1)
+        return run
+
+    tasks = []
+    for k, ex in enumerate(INPUT_KINDS.of(ctx.loaded.spec).examples()):
+        key = ("example-views", FLOW_VERSION, COMPARE_VERSION, ctx.loaded.weights_hash, _text_digest(ex.text))
+        tasks.append(PreparedTask(key, f"attention flow and checkpoint comparison of example {k + 1}",
+                                  run_for(ex.text, key), group="examples", model_id=ctx.model_id))
     return tasks
 
 

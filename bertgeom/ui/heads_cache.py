@@ -187,16 +187,21 @@ def model_shape(model_id: str) -> tuple[int, int, int]:
 
 @st.cache_data(max_entries=8, show_spinner="Comparing the two checkpoints head by head…")
 def cached_compare(model_id: str, partner_id: str, text: str) -> dict:
-    """Weight-space cosines (QK, OV) and map cosine on shared layer inputs, each ``[L, H]``."""
-    from bertgeom.analysis.ablation import map_cosine_by_layer, weight_cosine
+    """Weight-space cosines (QK, OV) and map cosine on shared layer inputs, each ``[L, H]``
+    (:func:`bertgeom.analysis.ablation.checkpoint_cosines`), read from disk where ``prepare-sets`` wrote
+    it (the examples), else computed in a heavy-work slot."""
+    from bertgeom.analysis.ablation import checkpoint_cosines
     from bertgeom.sets.cone import single_threaded
+    from bertgeom.sets.prepared import compare_key, is_on_disk
 
+    loaded, partner = cached_model(model_id), cached_model(partner_id)
+    key = compare_key(loaded, partner, text)
+    if is_on_disk(key):
+        return disk_cached_arrays(key, dict)
     wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
     X = get_trace(model_id, text).hidden_states[:-1]
     with heavy("comparing the two checkpoints"), single_threaded():  # small matrices: 1 thread is faster
-        out = weight_cosine(wa, wb)
-        out["maps"] = map_cosine_by_layer(wa, wb, X)
-    return out
+        return disk_cached_arrays(key, lambda: checkpoint_cosines(wa, wb, X))
 
 
 @st.cache_data(max_entries=8, show_spinner=False)

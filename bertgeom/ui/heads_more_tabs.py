@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from bertgeom.analysis.flow import FLOW_MAX_TOKENS, FLOW_WINDOW
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, matrix_heatmap, probability_bars
 from bertgeom.figures.further import difference_map, significance_grid, token_bars
@@ -20,8 +21,6 @@ from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
 from bertgeom.ui.workqueue import heavy
 
-#: Inputs longer than this get attention flow on a window of their first tokens (one max-flow per token and layer).
-FLOW_MAX_TOKENS = 48
 #: Seconds one input's single-head sweep takes on this 2-core machine (shown as an estimate).
 #: Word pairs that make the default second input of a sentence a one-word edit.
 _SWAPS = {"cat": "dog", "dog": "cat", "he": "she", "she": "he", "his": "her", "her": "his", "big": "small",
@@ -53,18 +52,18 @@ def word_view(trace, layer: int, head: int) -> tuple[np.ndarray, list[str], list
 
 @st.cache_data(max_entries=16, show_spinner="Solving one max-flow problem per token and layer…")
 def cached_flow(model_id: str, text: str, n: int, residual: float, target: int, normalize: bool = True) -> dict:
-    from bertgeom.analysis.flow import attention_flow, rollout
+    """:func:`bertgeom.analysis.flow.flow_view` of the input, read from disk where ``prepare-sets``
+    wrote it (the examples at the page's defaults), else computed in a heavy-work slot."""
+    from bertgeom.analysis.flow import flow_view
+    from bertgeom.sets.inputs import disk_cached_arrays
+    from bertgeom.sets.prepared import flow_key, is_on_disk
 
+    key = flow_key(cached_model(model_id), text, n, residual, target, normalize)
+    if is_on_disk(key):
+        return disk_cached_arrays(key, dict)
     full = get_trace(model_id, text).attentions  # before the slot (see bertgeom.ui.workqueue)
-    A = np.asarray(full[:, :, :n, :n], dtype=np.float64)
-    if n < full.shape[-1]:
-        # a window: each query's attention inside it, renormalised to 1, so that r is the attention's real
-        # weight against the residual (unrenormalised, the little mass left in 24 of 427 tokens made the
-        # identity weigh ~0.87 instead of 1 - r)
-        A = A / np.maximum(A.sum(axis=-1, keepdims=True), 1e-12)
     with heavy("solving the max-flow problems"):
-        return {"flow": attention_flow(A, target=target, residual=residual, normalize=normalize),
-                "rollout": rollout(A, residual=residual)[:, target, :]}
+        return disk_cached_arrays(key, lambda: flow_view(full, n, residual, target, normalize))
 
 
 def flow_tab(v: PageView) -> None:
@@ -80,7 +79,7 @@ def flow_tab(v: PageView) -> None:
                          help="Each layer's graph is r · mean-head attention + (1 − r) · identity, rows summing to 1; "
                               "0.5 as in Abnar & Zuidema (attention plus identity, renormalised).")
     if T > FLOW_MAX_TOKENS:
-        n = c2.slider("Tokens in the window", 8, FLOW_MAX_TOKENS, 24, 4, key="w_flow_n", bind="query-params",
+        n = c2.slider("Tokens in the window", 8, FLOW_MAX_TOKENS, FLOW_WINDOW, 4, key="w_flow_n", bind="query-params",
                       help="Max-flow runs once per token and layer, so long inputs use their first tokens.")
         st.info(f"This input has {T} tokens: flow and rollout are computed on its first {n} tokens, as the 2025 "
                 "paper's notebook does for its genomes (their first 12 tokens). Each token's attention inside the "
