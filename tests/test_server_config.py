@@ -27,3 +27,36 @@ def test_threads_per_request_come_from_the_environment_or_half_the_cores():
 def test_the_app_configures_threads_on_every_run():
     source = (ROOT / "app.py").read_text()
     assert "configure_server_threads()" in source
+
+
+def test_the_home_page_needs_no_torch_and_torch_comes_in_the_background_after_it():
+    """The home page's first run imports no torch (threads are configured once something imported it);
+    after the page, torch is imported by a background thread, so the next page does not wait for it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys, threading\n"
+        "os.environ['BERTGEOM_PREPARE_SETS'] = '0'\n"
+        "from streamlit.testing.v1 import AppTest\n"
+        f"at = AppTest.from_file({str(ROOT / 'app.py')!r}, default_timeout=120)\n"
+        "import bertgeom.runtime as rt\n"
+        "rt.configure_server_threads()\n"
+        "assert 'torch' not in sys.modules, 'configuring threads imported torch'\n"
+        "asked = []\n"
+        "real, rt.import_in_background = rt.import_in_background, lambda *m: asked.extend(m)\n"
+        "at.run()\n"
+        "assert not at.exception, at.exception\n"
+        "assert 'Start here' in [h.value for h in at.subheader]\n"
+        "assert 'torch' not in sys.modules, 'the home page imported torch'\n"
+        "assert asked == ['torch'], asked\n"
+        "rt.import_in_background = real\n"
+        "at.run()\n"
+        "for t in threading.enumerate():\n"
+        "    if t.name.startswith('bertgeom-import-torch'):\n"
+        "        t.join(120)\n"
+        "assert 'torch' in sys.modules and hasattr(sys.modules['torch'], 'tensor')\n"
+        "print('ok')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]

@@ -156,6 +156,12 @@ class GenomeQC:
     checks: dict[str, str] = field(default_factory=dict)
 
 
+def count_other_than_bases(text: str) -> int:
+    """Characters of ``text`` other than A, C, G, T, N and '-' (IUPAC ambiguity codes in an aligned
+    read), counted in C: a Python loop over a 30 kb genome took ~0.3 ms of each genome's preparation."""
+    return len(text.encode("ascii", "replace").translate(None, b"ACGTN-"))
+
+
 def genome_qc(aln) -> GenomeQC:
     """QC of the whole alignment (:class:`~bertgeom.genome.align.GenomeAlignment`).
 
@@ -166,7 +172,7 @@ def genome_qc(aln) -> GenomeQC:
     text = aln.aligned
     missing = text.count("N")
     coverage = 1 - missing / len(text)  # called share, as on every card
-    ambiguous = sum(1 for c in text if c not in "ACGTN-") if text.strip("ACGTN-") else 0
+    ambiguous = count_other_than_bases(text)
     shifts = []
     for p, n in aln.deletions:
         gene = gene_at(p) or gene_at(p + n - 1)
@@ -248,7 +254,7 @@ def qc_score(report, aligned: str, private, gene_names=None) -> QCScore:
     p = NEXTCLADE_QC
     called = len(aligned) - aligned.count("N")
     missing = REFERENCE_LEN - called
-    mixed = sum(1 for c in aligned if c not in "ACGTN-") if aligned.strip("ACGTN-") else 0
+    mixed = count_other_than_bases(aligned)
     fs = sorted({n for g in report.genes.values() for n in g.frameshifts})
     stops = [f"{g}:{s}" for g, gr in report.genes.items() for s in gr.stops]
     stops = [s for s in stops if s not in p["stop codons"]["ignored"]]
