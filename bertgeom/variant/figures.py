@@ -52,12 +52,14 @@ def spike_track(
     t = len(axis_labels)
     x = np.arange(t)
     fig = go.Figure()
+    shapes, notes = [], []  # set once below: add_shape/add_annotation re-validate the whole list on every call
     for dom, a, b in _domain_spans(list(domains)):
-        fig.add_shape(type="rect", x0=a - 0.5, x1=b + 0.5, y0=0, y1=1, xref="x", yref="y2",
-                      fillcolor=DOMAIN_COLOURS.get(dom, NO_DOMAIN_COLOUR), line_width=0, layer="below")
+        shapes.append(dict(type="rect", x0=a - 0.5, x1=b + 0.5, y0=0, y1=1, xref="x", yref="y2",
+                           fillcolor=DOMAIN_COLOURS.get(dom, NO_DOMAIN_COLOUR), line_width=0, layer="below"))
         named = dom in DOMAIN_COLOURS
-        fig.add_annotation(x=(a + b) / 2, y=0.5, xref="x", yref="y2", text=dom if named and b - a > 6 else "",
-                           showarrow=False, font=dict(size=10, color="white"))
+        notes.append(dict(x=(a + b) / 2, y=0.5, xref="x", yref="y2", text=dom if named and b - a > 6 else "",
+                          showarrow=False, font=dict(size=10, color="white")))
+    fig.update_layout(shapes=shapes, annotations=notes)
     fig.add_trace(go.Scatter(x=[0], y=[0.5], yaxis="y2", mode="markers", marker=dict(opacity=0), hoverinfo="skip",
                              showlegend=False))  # registers the bar's axis
     low = 0.0
