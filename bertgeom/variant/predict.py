@@ -237,7 +237,8 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
     ``streams`` (``"auto"``: :func:`default_streams`): threads that each prepare and classify whole
     batches, sharing the caller's torch threads (one each on 2 cores) and ``batch_size`` (each stream's
     batch is ``batch_size // streams`` records, so as many records are in a forward at once as with
-    one stream); the calls are the same as with one stream. Not combined with ``workers > 1``.
+    one stream, and each sorts only its own batch by length); the calls are the same as with one
+    stream. Not combined with ``workers > 1``.
     """
     n_streams = default_streams(device, workers) if streams == "auto" else int(streams)
     if n_streams < 1:
