@@ -63,8 +63,11 @@ def classify_chunk(model_id: str, chunk: tuple[BatchRecord, ...]) -> list[dict]:
     loaded = cached_model(model_id)  # before the slot: loading is not queued
     precision = fast_classifier(loaded, "cpu").precision  # the policy's (bf16 on a CPU with bf16 units)
     with free_slot_or_raise(BATCH):
+        import torch
+
+        streams = max(1, torch.get_num_threads())  # the slot's threads (every core when alone), one per stream
         return [p.row(loaded.labels, loaded.weights_hash, precision)
-                for p in classify_stream(loaded, recs, batch_size=len(recs), precision=precision)]
+                for p in classify_stream(loaded, recs, batch_size=len(recs), precision=precision, streams=streams)]
 
 
 def name_rows_apart(rows: list[dict]) -> tuple[list[dict], str]:
