@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from bertgeom.figures.base import probability_bars, probability_label
+from bertgeom.runtime import import_in_background
 from bertgeom.variant.figures import layer_strip, spike_track
 from bertgeom.genome.classes import CLASS_DISPLAY
 from bertgeom.variant import VARIANT_MODEL_ID
@@ -19,7 +20,6 @@ from bertgeom.ui.classifier.cache import (
     MAX_BATCH_RECORDS,
     batch_chunks,
     classify_chunk,
-    import_attributions_in_background,
     name_rows_apart,
     integrated_gradients_for,
     probabilities_for,
@@ -221,15 +221,15 @@ domains = trace.encoded.extra["domains"]
 cls_att = cls_attention_by_layer(trace)
 rollout = attention_rollout(trace)
 c1, c2 = st.columns([3, 1])
-import_attributions_in_background()  # the checkbox below then starts without captum's import
+import_in_background("captum.attr")  # the checkbox below then starts without captum's ~0.5 s import
 with c2:
     layer = st.number_input("[CLS] attention of layer", 1, trace.num_layers, trace.num_layers, key="w_cls_layer")
     use_ig = st.checkbox("Integrated gradients", value=False, key="w_ig",
                          help="Attribution of each k-mer to the predicted class (Gauss-Legendre quadrature, "
                               "refined until the attributions add up to f(input) - f(baseline) within 5%). "
-                              "About 5-7 s on a 2-core server for a typical genome (a request computes on "
-                              "one core), longer when the check needs more nodes: the node cap below "
-                              "trades exactness for time.")
+                              "About 5 s on a 2-core server for a typical genome when nobody else is "
+                              "computing (then it takes every core; about twice as long on one), longer when "
+                              "the check needs more nodes: the node cap below trades exactness for time.")
     ig_nodes = st.select_slider("Integrated gradients: nodes at most", [8, 16, 32, 64, 128], value=128,
                                 key="w_ig_nodes",
                                 help="Integrated gradients starts at 16 Gauss-Legendre nodes in segments of 4 "

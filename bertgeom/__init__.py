@@ -121,4 +121,4 @@ def classify(genomes, model=None, *, batch_size: int = 16):
         records = parse_sequences(genomes, tolerant=True)
     except SequenceInputError as exc:
         raise InputError(str(exc)) from None
-    return list(classify_stream(loaded, records, batch_size=batch_size, streams="auto"))
+    return list(classify_stream(loaded, records, batch_size=batch_size))

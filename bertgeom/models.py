@@ -186,6 +186,11 @@ class LoadedModel:
         return int(self.config.num_attention_heads)
 
     @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(layers, heads, hidden size)``: two checkpoints of one shape can be compared head by head."""
+        return self.num_layers, self.num_heads, int(self.config.hidden_size)
+
+    @property
     def head_dim(self) -> int:
         return int(self.config.hidden_size) // self.num_heads
 

@@ -23,13 +23,19 @@ from contextlib import contextmanager
 ENV_THREADS = "BERTGEOM_TORCH_THREADS"
 
 
-def half_the_cores_or(name: str, env: Mapping[str, str] | None = None, cpu_count: int | None = None) -> int:
-    """``$name`` when it is a positive integer (ASCII digits only: ``"²"`` is not one), else half the
-    cores, at least 1: the server's rule for sizing its thread and work pools."""
+def positive_count(name: str, env: Mapping[str, str] | None = None) -> int | None:
+    """``$name`` when it is a positive integer (ASCII digits only: ``"²"`` is not one), else None."""
     env = os.environ if env is None else env
     raw = (env.get(name) or "").strip()
-    if raw.isascii() and raw.isdigit() and int(raw) > 0:
-        return int(raw)
+    return int(raw) if raw.isascii() and raw.isdigit() and int(raw) > 0 else None
+
+
+def half_the_cores_or(name: str, env: Mapping[str, str] | None = None, cpu_count: int | None = None) -> int:
+    """``$name`` when it is a positive integer, else half the cores, at least 1: the server's rule for
+    sizing its thread and work pools."""
+    n = positive_count(name, env)
+    if n is not None:
+        return n
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 2)
     return max(1, cores // 2)
 
@@ -110,13 +116,12 @@ def heavy_threads(others_busy: bool, env: Mapping[str, str] | None = None, cpu_c
     """Torch threads for a heavy computation that holds a work slot: every usable core when nothing
     else runs on the server (``others_busy`` False), else the per-request count
     (:func:`server_threads`). ``$BERTGEOM_TORCH_THREADS``, when set, is the count in both cases."""
-    env = os.environ if env is None else env
-    raw = (env.get(ENV_THREADS) or "").strip()
-    if others_busy or (raw.isascii() and raw.isdigit() and int(raw) > 0):
+    if others_busy or positive_count(ENV_THREADS, env) is not None:
         return server_threads(env, cpu_count)
     return max(1, cpu_count if cpu_count is not None else usable_cores())
 
 
+_IMPORTS_LOCK = threading.Lock()
 _BACKGROUND_IMPORTS: set[str] = set()
 
 
@@ -127,7 +132,7 @@ def import_in_background(*modules: str) -> bool:
     to import is left for the code that needs it to report, in its own words."""
     import importlib
 
-    with _RUNS_LOCK:
+    with _IMPORTS_LOCK:
         todo = [m for m in modules if m not in _BACKGROUND_IMPORTS]
         _BACKGROUND_IMPORTS.update(todo)
     if not todo:

@@ -81,8 +81,8 @@ def test_an_examples_flow_and_checkpoint_comparison_are_prepared_as_the_page_com
     tasks = [t for t in prepared.prepare_tasks("minilm-l6", minilm, subspace=False, sweeps=False, items=[])
              if t.group == "examples"]
     text = INPUT_KINDS.of(minilm.spec).examples()[0].text
-    assert len(tasks) == len(INPUT_KINDS.of(minilm.spec).examples()) and prepared.same_shape_partners(
-        "minilm-l6", minilm) == [VARIANT_MODEL_ID]
+    assert len(tasks) == len(INPUT_KINDS.of(minilm.spec).examples())
+    assert [m.spec.id for m in prepared.same_shape_models("minilm-l6", minilm)] == [VARIANT_MODEL_ID]
     assert prepared.run_tasks(tasks[:1]) == {"done_before": 0, "computed": 1, "failed": 0}
     tr = run_trace(minilm, text)
     n = flow_window(tr.encoded.n_tokens)

@@ -358,7 +358,6 @@ def map_cosine_by_layer(weights_a, weights_b, layer_inputs: np.ndarray) -> np.nd
                      for l, (wa, wb) in enumerate(zip(weights_a, weights_b))])
 
 
-
 def checkpoint_cosines(weights_a, weights_b, hidden_states: np.ndarray) -> dict[str, np.ndarray]:
     """Two checkpoints of one shape compared head by head, each ``[L, H]``: the cosines of their
     query-key and value-output circuits (:func:`weight_cosine`) and of their attention maps on the same

@@ -25,13 +25,15 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["residual_attention", "rollout", "attention_flow", "flow_graph", "flow_view", "flow_window",
-           "FLOW_MAX_TOKENS", "FLOW_WINDOW"]
+           "FLOW_MAX_TOKENS", "FLOW_WINDOW", "FLOW_RESIDUAL"]
 
 #: Inputs longer than this get flow and rollout on a window of their first tokens (one max-flow
 #: problem per token and layer); :data:`FLOW_WINDOW` tokens by default, as the 2025 paper's notebook
 #: does for its genomes (their first 12 tokens).
 FLOW_MAX_TOKENS = 48
 FLOW_WINDOW = 24
+#: The attention's weight against the residual by default (Abnar & Zuidema: attention plus identity).
+FLOW_RESIDUAL = 0.5
 
 #: Residual capacity below which a pipe counts as full (rounding left over by earlier augmentations;
 #: without it, paths carrying ~1e-17 would be augmented one by one).
@@ -178,7 +180,7 @@ def flow_window(n_tokens: int) -> int:
     return int(n_tokens) if n_tokens <= FLOW_MAX_TOKENS else FLOW_WINDOW
 
 
-def flow_view(attentions: np.ndarray, n: int, residual: float = 0.5, target: int = 0,
+def flow_view(attentions: np.ndarray, n: int, residual: float = FLOW_RESIDUAL, target: int = 0,
               normalize: bool = True) -> dict[str, np.ndarray]:
     """``{"flow": [L, n], "rollout": [L, n]}`` into token ``target`` on the first ``n`` tokens of one
     input's ``[L, H, T, T]`` attention (what the Attention Heads page draws). In a window (``n < T``)

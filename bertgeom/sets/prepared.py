@@ -282,12 +282,11 @@ def _class_mean_tasks(ctx: _Context) -> list[PreparedTask]:
     return tasks
 
 
-def same_shape_partners(model_id: str, loaded) -> list[str]:
-    """The other registered models with ``loaded``'s layers, heads and width: the checkpoints the
-    Attention Heads page offers to compare with it (none that fails to load)."""
+def same_shape_models(model_id: str, loaded) -> list:
+    """The other registered models (loaded) with ``loaded``'s shape: the checkpoints the Attention
+    Heads page offers to compare with it (none that fails to load)."""
     from bertgeom.models import REGISTRY, ModelLoadError, load_model
 
-    shape = (loaded.num_layers, loaded.num_heads, int(loaded.config.hidden_size))
     out = []
     for mid in REGISTRY:
         if mid == model_id:
@@ -296,8 +295,8 @@ def same_shape_partners(model_id: str, loaded) -> list[str]:
             other = load_model(mid)
         except ModelLoadError:
             continue
-        if (other.num_layers, other.num_heads, int(other.config.hidden_size)) == shape:
-            out.append(mid)
+        if other.shape == loaded.shape:
+            out.append(other)
     return out
 
 
@@ -306,9 +305,8 @@ def _example_tasks(ctx: _Context) -> list[PreparedTask]:
     Attention Heads page's *Attention flow* tab) and the comparison with every same-shape checkpoint
     (*Compare checkpoints*), one task per example."""
     from bertgeom.analysis.ablation import checkpoint_cosines
-    from bertgeom.analysis.flow import flow_view, flow_window
+    from bertgeom.analysis.flow import FLOW_RESIDUAL, flow_view, flow_window
     from bertgeom.inputs import INPUT_KINDS
-    from bertgeom.models import load_model
     from bertgeom.sets.cone import single_threaded
     from bertgeom.trace import run_trace
     from bertgeom.weights import extract_layer_weights
@@ -320,11 +318,13 @@ def _example_tasks(ctx: _Context) -> list[PreparedTask]:
             from bertgeom.inputs import normalise_text
 
             if not partners:
-                others = [load_model(m) for m in same_shape_partners(ctx.model_id, ctx.loaded)]
+                others = same_shape_models(ctx.model_id, ctx.loaded)
                 partners.append([(o, extract_layer_weights(o.model)) for o in others])
             tr = run_trace(ctx.loaded, normalise_text(text))
             n = flow_window(tr.encoded.n_tokens)
-            _store(flow_key(ctx.loaded, text, n, 0.5, 0, True), flow_view(tr.attentions, n, 0.5, 0, True))
+            # the page's defaults: r = FLOW_RESIDUAL, into token 0 ([CLS]), each layer normalised
+            _store(flow_key(ctx.loaded, text, n, FLOW_RESIDUAL, 0, True),
+                   flow_view(tr.attentions, n, FLOW_RESIDUAL, 0, True))
             for other, other_weights in partners[0]:
                 with single_threaded():  # small matrices: one thread is faster
                     cos = checkpoint_cosines(ctx.layer_weights, other_weights, tr.hidden_states[:-1])

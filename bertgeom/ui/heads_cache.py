@@ -181,8 +181,7 @@ def cached_sweep(model_id: str, text: str, kind: str) -> dict:
 
 
 def model_shape(model_id: str) -> tuple[int, int, int]:
-    cfg = cached_model(model_id).config
-    return int(cfg.num_hidden_layers), int(cfg.num_attention_heads), int(cfg.hidden_size)
+    return cached_model(model_id).shape
 
 
 @st.cache_data(max_entries=8, show_spinner="Comparing the two checkpoints head by head…")
@@ -192,16 +191,15 @@ def cached_compare(model_id: str, partner_id: str, text: str) -> dict:
     it (the examples), else computed in a heavy-work slot."""
     from bertgeom.analysis.ablation import checkpoint_cosines
     from bertgeom.sets.cone import single_threaded
-    from bertgeom.sets.prepared import compare_key, is_on_disk
+    from bertgeom.sets.prepared import compare_key
 
-    loaded, partner = cached_model(model_id), cached_model(partner_id)
-    key = compare_key(loaded, partner, text)
-    if is_on_disk(key):
-        return disk_cached_arrays(key, dict)
-    wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
-    X = get_trace(model_id, text).hidden_states[:-1]
-    with heavy("comparing the two checkpoints"), single_threaded():  # small matrices: 1 thread is faster
-        return disk_cached_arrays(key, lambda: checkpoint_cosines(wa, wb, X))
+    def compute() -> dict:  # only on a miss: a prepared result needs no trace
+        wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
+        X = get_trace(model_id, text).hidden_states[:-1]
+        with heavy("comparing the two checkpoints"), single_threaded():  # small matrices: 1 thread is faster
+            return checkpoint_cosines(wa, wb, X)
+
+    return disk_cached_arrays(compare_key(cached_model(model_id), cached_model(partner_id), text), compute)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)

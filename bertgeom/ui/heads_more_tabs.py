@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertgeom.analysis.flow import FLOW_MAX_TOKENS, FLOW_WINDOW
+from bertgeom.analysis.flow import FLOW_MAX_TOKENS, FLOW_RESIDUAL, FLOW_WINDOW
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, matrix_heatmap, probability_bars
 from bertgeom.figures.further import difference_map, significance_grid, token_bars
@@ -56,14 +56,14 @@ def cached_flow(model_id: str, text: str, n: int, residual: float, target: int, 
     wrote it (the examples at the page's defaults), else computed in a heavy-work slot."""
     from bertgeom.analysis.flow import flow_view
     from bertgeom.sets.inputs import disk_cached_arrays
-    from bertgeom.sets.prepared import flow_key, is_on_disk
+    from bertgeom.sets.prepared import flow_key
 
-    key = flow_key(cached_model(model_id), text, n, residual, target, normalize)
-    if is_on_disk(key):
-        return disk_cached_arrays(key, dict)
-    full = get_trace(model_id, text).attentions  # before the slot (see bertgeom.ui.workqueue)
-    with heavy("solving the max-flow problems"):
-        return disk_cached_arrays(key, lambda: flow_view(full, n, residual, target, normalize))
+    def compute() -> dict:  # only on a miss: a prepared result needs no trace
+        full = get_trace(model_id, text).attentions  # before the slot (see bertgeom.ui.workqueue)
+        with heavy("solving the max-flow problems"):
+            return flow_view(full, n, residual, target, normalize)
+
+    return disk_cached_arrays(flow_key(cached_model(model_id), text, n, residual, target, normalize), compute)
 
 
 def flow_tab(v: PageView) -> None:
@@ -75,7 +75,7 @@ def flow_tab(v: PageView) -> None:
                "add the residual connection (Abnar & Zuidema 2020).")
     T = trace.encoded.n_tokens
     c1, c2, c3 = st.columns(3)
-    residual = c1.slider("Attention's weight against the residual (r)", 0.0, 1.0, 0.5, 0.05, key="w_flow_r", bind="query-params",
+    residual = c1.slider("Attention's weight against the residual (r)", 0.0, 1.0, FLOW_RESIDUAL, 0.05, key="w_flow_r", bind="query-params",
                          help="Each layer's graph is r · mean-head attention + (1 − r) · identity, rows summing to 1; "
                               "0.5 as in Abnar & Zuidema (attention plus identity, renormalised).")
     if T > FLOW_MAX_TOKENS:

@@ -225,7 +225,7 @@ def _fill_predictions(loaded: LoadedModel, forward, pending: list, batch_size: i
 
 def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int = 16, workers: int = 1,
                     device: str | None = None, precision: str = "auto", window: int = 4,
-                    streams: int | str = 1) -> Iterator[Prediction]:
+                    streams: int | str = "auto") -> Iterator[Prediction]:
     """Classify records (``SequenceRecord``/``RecordError``/str) lazily, in input order.
 
     ``workers``: processes for the CPU part (parse, align, tokenise). The forward passes run on the

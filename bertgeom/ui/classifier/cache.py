@@ -10,7 +10,6 @@ browser). Progress bars and the queue's notice belong to the page; heavy work ta
 
 from __future__ import annotations
 
-
 import numpy as np
 import streamlit as st
 
@@ -78,14 +77,6 @@ def name_rows_apart(rows: list[dict]) -> tuple[list[dict], str]:
 
     names = NameDeduper()
     return [names.row(dict(r)) for r in rows], names.notice()
-
-
-def import_attributions_in_background() -> None:
-    """Import captum (integrated gradients) once per server, in a daemon thread, while the page is
-    read: its import costs ~0.5 s of the first attribution otherwise. Creates no element."""
-    from bertgeom.runtime import import_in_background
-
-    import_in_background("captum.attr")
 
 
 @st.cache_data(max_entries=16, show_spinner="Integrated gradients (a few forward and backward passes)…")
