@@ -233,7 +233,8 @@ with c2:
     ig_nodes = st.select_slider("Integrated gradients: nodes at most", [8, 16, 32, 64, 128], value=128,
                                 key="w_ig_nodes",
                                 help="Integrated gradients starts at 16 Gauss-Legendre nodes in segments of 4 "
-                                     "(fewer if capped) and halves the segments whose completeness check fails "
+                                     "(fewer if capped), narrow where a quick probe sees the logit move along the "
+                                     "path, and halves the segments whose completeness check fails "
                                      "until the gap is within 5% or this cap is reached; the line under the track "
                                      "says how complete the result is.")
 tracks = {f"[CLS] attention, layer {layer}": cls_att[layer - 1], "attention rollout": rollout[-1]}

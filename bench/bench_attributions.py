@@ -1,10 +1,13 @@
 """Integrated gradients on the demo genomes: today's refined composite quadrature against the former
-global one, measured in the same run (wall and CPU seconds, nodes, completeness gap).
+global one, and against its own first partition into equal segments, measured in the same run (wall
+and CPU seconds, nodes, completeness gap).
 
 The former method (kept here only as the baseline): Gauss-Legendre on all of ``[0, 1]`` with 16
 nodes, doubled until the gap is within 5% (at most 128), eager attention, fp32, 8 path points per
 pass. Today's: :func:`bertgeom.variant.explain.integrated_gradients_checked` (segments refined where
-their own completeness check fails, SDPA, the precision policy's bf16 where the CPU has bf16 units).
+their own completeness check fails, SDPA, the precision policy's bf16 where the CPU has bf16 units,
+first segments placed by a probe of the logit along the path); ``equal_*``: the same with equal first
+segments (``probe=0``), as before the probe.
 On a shared machine the absolute seconds are high; the ratio is what this measures.
 
 Usage: python bench/bench_attributions.py [--classes omicron alpha] [--json out.json]
@@ -80,10 +83,14 @@ def main(argv=None) -> dict:
         c1, w1 = time.process_time(), time.perf_counter()
         gap_old, n_old = former_ig(loaded, tr.encoded.input_ids, y)
         c2, w2 = time.process_time(), time.perf_counter()
+        equal = integrated_gradients_checked(loaded, tr.encoded.input_ids, y, probe=0)
+        w3 = time.perf_counter()
         out[cls] = {"now_wall_s": w1 - w0, "now_cpu_s": c1 - c0, "now_nodes": res.steps, "now_gap": res.gap,
                     "now_precision": res.precision, "now_note": res.note,
                     "former_wall_s": w2 - w1, "former_cpu_s": c2 - c1, "former_nodes": n_old, "former_gap": gap_old,
-                    "speed_up_wall": (w2 - w1) / (w1 - w0), "speed_up_cpu": (c2 - c1) / (c1 - c0)}
+                    "equal_wall_s": w3 - w2, "equal_nodes": equal.steps, "equal_gap": equal.gap,
+                    "speed_up_wall": (w2 - w1) / (w1 - w0), "speed_up_cpu": (c2 - c1) / (c1 - c0),
+                    "speed_up_over_equal": (w3 - w2) / (w1 - w0)}
         print(cls, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in out[cls].items()}, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

@@ -152,6 +152,33 @@ def test_checked_integrated_gradients_report_their_completeness_gap(tiny_variant
     assert "refin" in loose.note and ((loose.steps == 2) == ("is kept" in loose.note))
 
 
+def test_first_segments_narrow_where_the_logit_moves_and_stay_equal_on_a_flat_path():
+    """The probe's partition: equal segments on a flat (or linear) path, narrow ones around a jump."""
+    from bertgeom.variant.explain import path_edges
+
+    grid = np.linspace(0.0, 1.0, 9)
+    np.testing.assert_allclose(path_edges(grid, np.zeros(9), 4), [0, 0.25, 0.5, 0.75, 1])
+    np.testing.assert_allclose(path_edges(grid, 3 * grid, 4), [0, 0.25, 0.5, 0.75, 1])
+    jump = np.where(grid >= 0.375, 5.0, 0.0)  # the logit jumps between 0.25 and 0.375
+    edges = path_edges(grid, jump, 4)
+    assert edges[0] == 0 and edges[-1] == 1 and np.all(np.diff(edges) > 0)
+    inside = np.sum((edges > 0.25) & (edges < 0.375))
+    assert inside >= 1 and edges[2] - edges[1] < 0.125 < edges[-1] - edges[-2]
+    np.testing.assert_allclose(path_edges(grid, jump, 4, mix=0.0), [0, 0.25, 0.5, 0.75, 1])
+
+
+def test_probe_placed_and_equal_first_segments_both_reach_completeness(tiny_variant, omicron_trace):
+    """The probe changes where the first segments lie, never what the check accepts."""
+    from bertgeom.variant.explain import integrated_gradients_checked
+
+    ids = omicron_trace.encoded.input_ids
+    target = int(np.argmax(omicron_trace.logits))
+    for probe in (0, 8):
+        res = integrated_gradients_checked(tiny_variant, ids, target, steps=8, tolerance=0.02, max_steps=64,
+                                           precision="fp32", probe=probe)
+        assert res.complete, (probe, res.summary())
+
+
 def test_refined_integrated_gradients_agree_with_a_dense_midpoint_sum(tiny_variant, omicron_trace):
     """The composite Gauss-Legendre result (fp32, refined until complete) sums like a dense midpoint rule."""
     from bertgeom.variant.explain import integrated_gradients, integrated_gradients_checked

@@ -150,14 +150,39 @@ class IGResult:
                 + ")" + (f"; {self.note}" if self.note else ""))
 
 
+#: Intervals of the probe grid that places the first segments (0: equal segments, no probe).
+PROBE_INTERVALS = 8
+#: Share of a first segment's width given by the logit's change along the path (the rest is uniform).
+PROBE_MIX = 0.5
+
+
+def path_edges(alphas: np.ndarray, values: np.ndarray, segments: int, mix: float = PROBE_MIX) -> np.ndarray:
+    """``segments + 1`` increasing edges on ``[0, 1]`` that give every segment an equal share of
+    ``mix * |Δf| + (1 - mix) * dα`` (piecewise linear between the probe points ``alphas``, where the
+    logit is ``values``): segments narrow where the logit moves and stay wide where it is flat, and a
+    flat path (or ``mix = 0``) gives equal segments. Equidistribution is the textbook way to place
+    the breakpoints of a composite rule (de Boor 1973; Carey & Dinh 1985)."""
+    alphas = np.asarray(alphas, dtype=np.float64)
+    widths = np.diff(alphas)
+    change = np.abs(np.diff(np.asarray(values, dtype=np.float64)))
+    moved = change / change.sum() if change.sum() > 0 else widths
+    cum = np.concatenate([[0.0], np.cumsum(mix * moved + (1 - mix) * widths)])
+    inner = np.interp(np.arange(1, segments) / segments * cum[-1], cum, alphas)
+    return np.concatenate([[0.0], inner, [1.0]])
+
+
 def integrated_gradients_checked(loaded: LoadedModel, input_ids: np.ndarray, target: int, *, steps: int = 16,
                                  tolerance: float = 0.05, max_steps: int = 128, batch_size: int = 16,
-                                 precision: str = "auto", nodes_per_segment: int = 4) -> IGResult:
+                                 precision: str = "auto", nodes_per_segment: int = 4,
+                                 probe: int = PROBE_INTERVALS) -> IGResult:
     """Integrated gradients by composite Gauss-Legendre quadrature on ``[0, 1]``, refined where the
     completeness check fails, until the gap is at most ``tolerance`` or ``max_steps`` nodes are used.
 
-    The first attempt splits ``[0, 1]`` into ``steps / nodes_per_segment`` equal segments of
-    ``nodes_per_segment`` Gauss-Legendre nodes. Completeness holds on every segment ``[a, b]`` of the
+    The first attempt splits ``[0, 1]`` into ``steps / nodes_per_segment`` segments of
+    ``nodes_per_segment`` Gauss-Legendre nodes, placed by :func:`path_edges` from the logit at the
+    ``probe - 1`` inner points of an even grid (one forward pass without gradients, the attribution
+    precision): the variant model's logit jumps on a short stretch of the path, and equal segments
+    put all of it in one, which then had to be halved (``probe = 0``: equal segments). Completeness holds on every segment ``[a, b]`` of the
     path (its attributions sum to ``f(b) - f(a)``; the difference is captum's convergence delta, taken with
     fp32 values of ``f`` at the breakpoints, one batched forward per round), so each
     round halves only the segments whose delta exceeds their share ``tolerance * |Δ| * (b - a)``, worst
@@ -175,8 +200,9 @@ def integrated_gradients_checked(loaded: LoadedModel, input_ids: np.ndarray, tar
     with torch.no_grad():
         ends = f32(torch.tensor([[[1.0]], [[0.0]]], device=loaded.encoder.embeddings.word_embeddings.weight.device))
     f_x, f_b = float(ends[0]), float(ends[1])
-    kw = dict(steps=steps, tolerance=tolerance, max_steps=max_steps, batch_size=batch_size,
-              nodes_per_segment=nodes_per_segment)
+    k = max(1, min(int(nodes_per_segment), int(steps)))
+    edges = _first_edges(loaded, input_ids, target, prec, f_b, f_x, max(1, int(steps) // k), int(probe))
+    kw = dict(edges=edges, tolerance=tolerance, max_steps=max_steps, batch_size=batch_size, nodes_per_segment=k)
     res = _refine(loaded, input_ids, target, f_x, f_b, prec, **kw)
     if prec == "bf16" and not res.complete:
         again = _refine(loaded, input_ids, target, f_x, f_b, "fp32", **kw)
@@ -187,9 +213,24 @@ def integrated_gradients_checked(loaded: LoadedModel, input_ids: np.ndarray, tar
     return res
 
 
-def _refine(loaded: LoadedModel, input_ids, target: int, f_x: float, f_b: float, prec: str, *, steps: int,
+def _first_edges(loaded: LoadedModel, input_ids, target: int, prec: str, f_b: float, f_x: float, segments: int,
+                 probe: int) -> np.ndarray:
+    """The first attempt's segment edges (see :func:`integrated_gradients_checked`)."""
+    if segments < 2 or probe < 2:
+        return np.linspace(0.0, 1.0, segments + 1)
+    import torch
+
+    path, f = _ig_setup(loaded, input_ids, target, prec)
+    grid = np.linspace(0.0, 1.0, probe + 1)
+    with torch.no_grad():
+        inner = f(torch.tensor(grid[1:-1], dtype=torch.float32, device=path.x.device)[:, None, None])
+    values = np.concatenate([[f_b], inner.float().cpu().numpy(), [f_x]])  # the ends in fp32, as known
+    return path_edges(grid, values, segments)
+
+
+def _refine(loaded: LoadedModel, input_ids, target: int, f_x: float, f_b: float, prec: str, *, edges: np.ndarray,
             tolerance: float, max_steps: int, batch_size: int, nodes_per_segment: int) -> IGResult:
-    """The refinement loop of :func:`integrated_gradients_checked` in one precision."""
+    """The refinement loop of :func:`integrated_gradients_checked` in one precision, from ``edges``."""
     import torch
     from captum.attr import LayerIntegratedGradients
 
@@ -206,10 +247,8 @@ def _refine(loaded: LoadedModel, input_ids, target: int, f_x: float, f_b: float,
                 vals = f32(torch.tensor(new, dtype=torch.float32, device=dev)[:, None, None])
             f_at.update(zip(new, vals.float().cpu().numpy().tolist()))
 
-    k = max(1, min(int(nodes_per_segment), int(steps)))
-    n0 = max(1, int(steps) // k)
-    edges = np.linspace(0.0, 1.0, n0 + 1)
-    todo = list(zip(edges[:-1], edges[1:]))  # segments to (re)compute
+    k = int(nodes_per_segment)
+    todo = [(float(a), float(b)) for a, b in zip(edges[:-1], edges[1:])]  # segments to (re)compute
     done: dict[tuple[float, float], tuple[np.ndarray, float]] = {}  # segment -> (attributions [T], delta)
     span = max(abs(f_x - f_b), 1e-6)
     best: IGResult | None = None
