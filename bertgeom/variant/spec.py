@@ -60,8 +60,11 @@ def genome_examples() -> tuple[Example, ...]:
     return tuple(Example(example_label(g), g["text"], g["class"] or None) for g in demo_genomes())
 
 
+@lru_cache(maxsize=2)
 def genome_set(which: str = "validation_small") -> tuple[InputItem, ...]:
-    """Shipped real genomes with their class: ``validation_small`` (~35) or ``demo`` (one per class)."""
+    """Shipped real genomes with their class: ``validation_small`` (~35) or ``demo`` (one per class).
+    Read once per process (immutable items): every set view asked for it several times per rerun,
+    and decompressing and parsing the ~1 MB of FASTA took ~0.05 s each time."""
     from bertgeom.genome.dataset import load_demo_genomes, load_validation_small
 
     pairs = load_validation_small() if which == "validation_small" else load_demo_genomes()
