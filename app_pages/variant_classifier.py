@@ -227,9 +227,10 @@ with c2:
     use_ig = st.checkbox("Integrated gradients", value=False, key="w_ig",
                          help="Attribution of each k-mer to the predicted class (Gauss-Legendre quadrature, "
                               "refined until the attributions add up to f(input) - f(baseline) within 5%). "
-                              "About 5 s on a 2-core server for a typical genome when nobody else is "
-                              "computing (then it takes every core; about twice as long on one), longer when "
-                              "the check needs more nodes: the node cap below trades exactness for time.")
+                              "About 2-3 s of computing on a 2-core server for a typical genome when nobody "
+                              "else is computing (then it takes every core; about twice as long on one), "
+                              "longer when the check needs more nodes: the node cap below trades exactness "
+                              "for time.")
     ig_nodes = st.select_slider("Integrated gradients: nodes at most", [8, 16, 32, 64, 128], value=128,
                                 key="w_ig_nodes",
                                 help="Integrated gradients starts at 16 Gauss-Legendre nodes in segments of 4 "
