@@ -72,6 +72,9 @@ def test_label_charts_distributions_and_lines():
     box = fh.distribution({"alpha": np.arange(5), "beta": np.arange(3)}, kind="box")
     vio = fh.distribution({"all": np.arange(300)}, kind="violin")
     assert [t.type for t in box.data] == ["box", "box"] and vio.data[0].type == "violin"
+    assert vio.data[0].points == "outliers" and vio.data[0].spanmode == "hard"  # never past the data (k90 >= 1)
+    many = fh.distribution({"rows": np.arange(fh.VIOLIN_POINTS_MAX + 1)}, kind="violin")
+    assert many.data[0].points is False  # thousands of rows: the density only, no SVG marker per outlier
     bars = fh.layer_bars([1, 2, 3])
     assert list(bars.data[0].x) == ["L1", "L2", "L3"]
     lines = fh.layer_lines({"a": [0.1, 0.2], "b": [0.3, 0.4]}, xlabels=["emb", "L1"])

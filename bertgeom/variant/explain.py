@@ -16,6 +16,14 @@
   aligned spike (reference coordinates, so a change never shifts other tokens);
   :func:`revertible_events` names what can be reverted as the mutation table does (``N501Y``,
   ``del69-70``), one entry per event however many bases it spans.
+
+References
+----------
+Abnar & Zuidema 2020, *Quantifying attention flow in transformers* (arXiv:2005.00928): rollout.
+Sundararajan, Taly & Yan 2017, *Axiomatic attribution for deep networks* (arXiv:1703.01365, §3):
+integrated gradients and completeness. Kokhlikyan et al. 2020, *Captum* (arXiv:2009.07896).
+de Boor 1973, *Good approximation by splines with variable knots*: breakpoints that equidistribute a
+measure of change, the placement :func:`path_edges` uses. docs/methods.md, "Integrated gradients".
 """
 
 from __future__ import annotations
@@ -160,8 +168,8 @@ def path_edges(alphas: np.ndarray, values: np.ndarray, segments: int, mix: float
     """``segments + 1`` increasing edges on ``[0, 1]`` that give every segment an equal share of
     ``mix * |Δf| + (1 - mix) * dα`` (piecewise linear between the probe points ``alphas``, where the
     logit is ``values``): segments narrow where the logit moves and stay wide where it is flat, and a
-    flat path (or ``mix = 0``) gives equal segments. Equidistribution is the textbook way to place
-    the breakpoints of a composite rule (de Boor 1973; Carey & Dinh 1985)."""
+    flat path (or ``mix = 0``) gives equal segments: equidistribution, the textbook placement of a
+    composite rule's breakpoints (see the module's References)."""
     alphas = np.asarray(alphas, dtype=np.float64)
     widths = np.diff(alphas)
     change = np.abs(np.diff(np.asarray(values, dtype=np.float64)))
@@ -182,16 +190,18 @@ def integrated_gradients_checked(loaded: LoadedModel, input_ids: np.ndarray, tar
     ``nodes_per_segment`` Gauss-Legendre nodes, placed by :func:`path_edges` from the logit at the
     ``probe - 1`` inner points of an even grid (one forward pass without gradients, the attribution
     precision): the variant model's logit jumps on a short stretch of the path, and equal segments
-    put all of it in one, which then had to be halved (``probe = 0``: equal segments). Completeness holds on every segment ``[a, b]`` of the
-    path (its attributions sum to ``f(b) - f(a)``; the difference is captum's convergence delta, taken with
-    fp32 values of ``f`` at the breakpoints, one batched forward per round), so each
-    round halves only the segments whose delta exceeds their share ``tolerance * |Δ| * (b - a)``, worst
-    first, within the node budget; the others keep their result. All segments of a round go through
-    one captum call, ``batch_size`` path points per forward and backward pass. When a round makes the
-    total gap worse, the best attempt is kept and the result says so. ``f(input)`` and ``f(baseline)``
-    are always fp32. ``precision``: ``auto`` follows :func:`bertgeom.forward.resolve_precision` for
-    attributions (bf16 where the device has bf16 units); a bf16 run that stays above the tolerance is
-    redone in fp32 and the better of the two kept (said in the result).
+    put all of it in one, which then had to be halved (``probe = 0``: equal segments).
+
+    Completeness holds on every segment ``[a, b]`` of the path (its attributions sum to ``f(b) - f(a)``;
+    the difference is captum's convergence delta, taken with fp32 values of ``f`` at the breakpoints,
+    one batched forward per round), so each round halves only the segments whose delta exceeds their
+    share ``tolerance * |Δ| * (b - a)``, worst first, within the node budget; the others keep their
+    result. All segments of a round go through one captum call, ``batch_size`` path points per forward
+    and backward pass. When a round makes the total gap worse, the best attempt is kept and the result
+    says so. ``f(input)`` and ``f(baseline)`` are always fp32. ``precision``: ``auto`` follows
+    :func:`bertgeom.forward.resolve_precision` for attributions (bf16 where the device has bf16 units);
+    a bf16 run that stays above the tolerance is redone in fp32 and the better of the two kept (said in
+    the result).
     """
     import torch
 

@@ -83,9 +83,9 @@ def name_rows_apart(rows: list[dict]) -> tuple[list[dict], str]:
 def integrated_gradients_for(model_id: str, input_ids: np.ndarray, target: int, steps: int,
                              max_steps: int = 128) -> tuple[np.ndarray, str, bool]:
     """``(attributions, completeness summary, complete)`` of the record's token ids: see
-    ``integrated_gradients_checked`` (``steps`` nodes first, doubled up to ``max_steps``). Keyed by the ids, \
-not the text, so it calls no other queued
-    cached function while it holds a slot (see bertgeom.ui.workqueue). Call it through ``call_heavy``."""
+    ``integrated_gradients_checked`` (``steps`` nodes first, refined up to ``max_steps``). Keyed by
+    the ids, not the text, so it calls no other queued cached function while it holds a slot (see
+    bertgeom.ui.workqueue). Call it through ``call_heavy``."""
     from bertgeom.variant.explain import integrated_gradients_checked
 
     loaded = cached_model(model_id)
