@@ -120,10 +120,19 @@ def _settle(page, text: str | list[str], timeout_s: float, exact: bool = False, 
                 else first_complete_frame())
 
 
+#: Resolves once the browser's main thread has had an idle moment (at most 3 s).
+QUIET = "() => new Promise(done => requestAnimationFrame(() => requestIdleCallback(done, {timeout: 3000})))"
+
+
 def _open(page, base: str, query: str, text: str, timeout_s: float, exact: bool = False) -> float:
-    """Open ``query`` and wait until complete; seconds since the navigation started."""
+    """Open ``query`` and wait until complete; seconds since the navigation started. Then, untimed,
+    until the browser is idle: the page can look complete while it still draws (a 427 x 427 map),
+    and a click made then waited for that drawing before its rerun was even asked for (0.1-0.8 s
+    between the click and the request, measured) -- a visitor reads a page before clicking in it."""
     page.goto(f"{base}/{query}")
-    return _settle(page, text, timeout_s, exact=exact)
+    secs = _settle(page, text, timeout_s, exact=exact)
+    page.evaluate(QUIET)
+    return secs
 
 
 def _tab(page, name: str) -> None:

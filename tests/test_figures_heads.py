@@ -24,10 +24,12 @@ def test_attention_map_masks_below_theta_and_uses_unique_category_labels():
     assert np.isnan(z[1, 0]) and z[0, 1] == np.float32(0.3) and np.isnan(z[2, 1])
     assert list(tr.x) == ["[CLS]", "1-4 · SP", "4-7 · SP"] and list(tr.y) == list(tr.x)
     assert "%{z" in tr.hovertemplate and tr.text is None  # no T x T hover strings
+    assert len(fig.data) == 1  # the heatmap's own x/y register the categories: no marker per position
     assert list(fig.layout.xaxis.ticktext) == ["[CLS]", "x", "x"]
     # duplicate names are made unique; all-masked maps keep their axes
     fig2 = fh.attention_map(a, ["a", "a", "a"], theta=0.95)
     assert len(set(fig2.data[0].x)) == 3 and tuple(fig2.layout.xaxis.range) == (-0.5, 2.5)
+    assert len(fig2.data) == 2 and list(fig2.data[1].x) == list(fig2.data[0].x)  # the invisible category trace
 
 
 def test_long_maps_thin_their_ticks_and_stay_small():

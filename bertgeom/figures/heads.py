@@ -97,10 +97,12 @@ def attention_map(
             hoverongaps=False, colorbar=dict(title=dict(text=bar_title, side="right"), thickness=12),
         )
     )
-    # an invisible trace registers every category, so the axes keep their labels even when
-    # theta hides every weight (a heatmap of NaNs alone defines no categories)
-    fig.add_trace(go.Scatter(x=cats, y=cats, mode="markers", marker=dict(opacity=0), hoverinfo="skip",
-                             showlegend=False))
+    if not np.isfinite(shown).any():
+        # theta hides every weight and a heatmap of NaNs alone defines no categories: an invisible
+        # trace registers them, so the axes keep their labels. Only then: its T markers were SVG
+        # nodes of their own (427 per spike map, two maps on the comparison tab).
+        fig.add_trace(go.Scatter(x=cats, y=cats, mode="markers", marker=dict(opacity=0), hoverinfo="skip",
+                                 showlegend=False))
     step = max(1, int(np.ceil(n / max_ticks)))
     ticks = list(range(0, n, step))
     fig.update_layout(
