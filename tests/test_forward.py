@@ -163,7 +163,7 @@ def meta_model(tiny_variant):
 def test_every_forward_path_moves_its_inputs_to_the_models_device(meta_model):
     from bertgeom.analysis.ablation import forward_with_disabled_heads
     from bertgeom.analysis.gradients import attention_gradients
-    from bertgeom.variant.explain import integrated_gradients
+    from bertgeom.variant.explain import _first_edges, integrated_gradients
 
     ids, mask = _batch(meta_model)  # numpy, on the CPU
     dis = np.zeros((meta_model.num_layers, meta_model.num_heads), bool)
@@ -188,6 +188,8 @@ def test_every_forward_path_moves_its_inputs_to_the_models_device(meta_model):
         "head disabling": lambda: forward_with_disabled_heads(meta_model, ids, dis, attention_mask=mask),
         "attention gradients": lambda: attention_gradients(meta_model, ids[0]),
         "integrated gradients": lambda: integrated_gradients(meta_model, ids[0], 0, steps=2, batch_size=2),
+        "integrated gradients' probe of the path": lambda: _first_edges(meta_model, ids[0], 0, "fp32", 0.0, 1.0,
+                                                                        segments=4, probe=8),
     }
     for name, call in callers.items():
         rec = DeviceRecorder()
