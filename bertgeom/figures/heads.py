@@ -58,6 +58,11 @@ def contrast_max(*maps, theta: float = 0.0, quantile: float = 0.995) -> float:
     return max(float(np.quantile(shown, quantile)), 1e-9)
 
 
+#: Tick labels of a map drawn in half the page's width, side by side with another: 30 crowded
+#: the spike model's rotated labels into one another at the top of the comparison maps.
+SIDE_BY_SIDE_TICKS = 15
+
+
 def attention_map(
     attention: np.ndarray,
     labels: Sequence[str],

@@ -211,10 +211,10 @@ def compare_inputs_tab(v: PageView) -> None:
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**A (current input)**")
-        chart(fh.attention_map(a, labels, zmax=zmax, max_ticks=30), "w_cmpin_a")
+        chart(fh.attention_map(a, labels, zmax=zmax, max_ticks=fh.SIDE_BY_SIDE_TICKS), "w_cmpin_a")
     with c2:
         st.markdown("**B**")
-        chart(fh.attention_map(b, labels, zmax=zmax, max_ticks=30), "w_cmpin_b_map")
+        chart(fh.attention_map(b, labels, zmax=zmax, max_ticks=fh.SIDE_BY_SIDE_TICKS), "w_cmpin_b_map")
     st.markdown("**A − B** (red: more in A, blue: more in B)")
     chart(difference_map(a - b, labels, max_ticks=60), "w_cmpin_diff")
     csv_button(per_head_frame({"tv_change": tv}), "compare_inputs_per_head.csv", "w_cmpin_csv")

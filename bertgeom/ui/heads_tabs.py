@@ -520,10 +520,10 @@ def compare_tab(v: View) -> None:
     c1, c2 = st.columns(2)
     with c1:
         st.markdown("**this model**")
-        chart(fh.attention_map(a[head], axis, hover_labels=hov, zmax=zmax, max_ticks=30), "w_cmp_a")
+        chart(fh.attention_map(a[head], axis, hover_labels=hov, zmax=zmax, max_ticks=fh.SIDE_BY_SIDE_TICKS), "w_cmp_a")
     with c2:
         st.markdown("**compared checkpoint**")
-        chart(fh.attention_map(b[head], axis, hover_labels=hov, zmax=zmax, max_ticks=30), "w_cmp_b")
+        chart(fh.attention_map(b[head], axis, hover_labels=hov, zmax=zmax, max_ticks=fh.SIDE_BY_SIDE_TICKS), "w_cmp_b")
     cdf = per_head_frame({f"cos_{m}": res[m] for m in metrics})
     csv_button(cdf, f"compare_{partner.replace('/', '_')}.csv", "w_cmp_csv")
 
