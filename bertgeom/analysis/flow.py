@@ -40,7 +40,7 @@ FLOW_RESIDUAL = 0.5
 _EPS = 1e-13
 
 
-def residual_attention(attentions: np.ndarray, residual: float = 0.5) -> np.ndarray:
+def residual_attention(attentions: np.ndarray, residual: float = FLOW_RESIDUAL) -> np.ndarray:
     """``[L, T, T]`` raw attention graph ``Â_l = r · mean_h A_l + (1 - r) I``, rows renormalised.
 
     ``attentions`` is ``[L, H, T, T]`` (one input); ``residual`` is r, the weight of attention
@@ -55,7 +55,7 @@ def residual_attention(attentions: np.ndarray, residual: float = 0.5) -> np.ndar
     return m / m.sum(axis=-1, keepdims=True)
 
 
-def rollout(attentions: np.ndarray, residual: float = 0.5) -> np.ndarray:
+def rollout(attentions: np.ndarray, residual: float = FLOW_RESIDUAL) -> np.ndarray:
     """``[L, T, T]`` rollout after every layer, ``R_l = Â_l ⋯ Â_1`` (rows: output tokens, columns:
     input tokens; every row sums to 1)."""
     m = residual_attention(attentions, residual)
@@ -67,7 +67,7 @@ def rollout(attentions: np.ndarray, residual: float = 0.5) -> np.ndarray:
     return out
 
 
-def flow_graph(attentions: np.ndarray, residual: float = 0.5, *, min_weight: float = 0.0):
+def flow_graph(attentions: np.ndarray, residual: float = FLOW_RESIDUAL, *, min_weight: float = 0.0):
     """The layered :class:`networkx.DiGraph` of :func:`residual_attention`: node ``(l, i)``, edge
     ``(l-1, j) -> (l, i)`` with ``capacity = Â_l[i, j]``; edges below ``min_weight`` are left out."""
     import networkx as nx
@@ -86,7 +86,7 @@ def flow_graph(attentions: np.ndarray, residual: float = 0.5, *, min_weight: flo
 def attention_flow(
     attentions: np.ndarray,
     target: int = 0,
-    residual: float = 0.5,
+    residual: float = FLOW_RESIDUAL,
     *,
     layers: list[int] | None = None,
     min_weight: float = 0.0,

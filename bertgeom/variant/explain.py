@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertgeom.analysis.flow import residual_attention
+from bertgeom.analysis.flow import FLOW_RESIDUAL, residual_attention
 from bertgeom.models import LoadedModel
 from bertgeom.trace import Trace
 
@@ -43,7 +43,7 @@ def cls_attention_by_layer(trace: Trace) -> np.ndarray:
     return trace.attentions[:, :, 0, :].mean(axis=1)
 
 
-def attention_rollout(trace: Trace, residual: float = 0.5) -> np.ndarray:
+def attention_rollout(trace: Trace, residual: float = FLOW_RESIDUAL) -> np.ndarray:
     """``[L, T]``: the [CLS] row of the attention rollout after each layer (Abnar & Zuidema 2020).
 
     Rollout after layer l is ``R_l = M_l ... M_1`` with ``M = residual * A_mean + (1 - residual) * I``,
