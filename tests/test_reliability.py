@@ -113,7 +113,7 @@ def test_every_csv_cell_that_looks_like_a_formula_is_neutralised():
 
 def test_no_page_writes_a_csv_but_through_the_one_writer():
     offenders = []
-    for path in [*(ROOT / "bertgeom" / "ui").rglob("*.py"), *(ROOT / "pages").glob("*.py"), ROOT / "app.py"]:
+    for path in [*(ROOT / "bertgeom" / "ui").rglob("*.py"), *(ROOT / "app_pages").glob("*.py"), ROOT / "app.py"]:
         for m in re.finditer(r"\.to_csv\(|csv\.(writer|DictWriter)\(", path.read_text()):
             offenders.append(f"{path.relative_to(ROOT)}: {m.group(0)}")
     assert offenders == []
