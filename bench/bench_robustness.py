@@ -25,7 +25,7 @@ Not a timed test: it measures the model. Usage::
         [--max-per-class 30] [--fit-temperature [--write-calibration]] [--plot PNG] [--update-readme]
         [--split evaluation|calibration]
 
-Writes ``bench/out/robustness.json`` (and, with ``--update-readme``, the README's robustness block).
+Writes ``bench/out/robustness.json`` (and, with ``--update-readme``, the robustness block of docs/case_study.md).
 """
 
 from __future__ import annotations
