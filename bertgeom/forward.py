@@ -252,10 +252,6 @@ def _layer(layer, x, key_real, uniform_w, dis_bh, *, need_attn: bool, fused: boo
     return out, (probs if need_attn else None)
 
 
-def _is_eager(model) -> bool:
-    return getattr(model.config, "_attn_implementation", "eager") in (None, "eager")
-
-
 def run_forward(
     loaded,
     input_ids=None,

@@ -121,11 +121,6 @@ def register(spec: ModelSpec, *, first: bool = False) -> ModelSpec:
     return REGISTRY.add(spec, first=first)
 
 
-def default_model_id() -> str:
-    """The id of the default model (the first of the picker)."""
-    return REGISTRY.default_id
-
-
 def custom_models_allowed() -> bool:
     """True when the environment lets the web UI load arbitrary hub ids or paths."""
     return os.environ.get(ALLOW_CUSTOM_ENV, "").strip().lower() in {"1", "true", "yes"}

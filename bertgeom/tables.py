@@ -23,11 +23,6 @@ def head_labels(num_layers: int, num_heads: int) -> list[str]:
     return [head_label(l, h) for l in range(num_layers) for h in range(num_heads)]
 
 
-def layer_labels(num_layers: int, *, embeddings: bool = False) -> list[str]:
-    """``["L1", "L2", …]``, after ``"embeddings"`` when ``embeddings``."""
-    return (["embeddings"] if embeddings else []) + [f"L{l + 1}" for l in range(num_layers)]
-
-
 def per_head_frame(columns: Mapping[str, np.ndarray], *, prefix: str = "") -> pd.DataFrame:
     """One row per head (1-based ``layer`` and ``head``), one column per ``[L, H]`` array."""
     first = np.asarray(next(iter(columns.values())))

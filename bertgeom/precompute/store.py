@@ -242,10 +242,6 @@ class PrecomputeResults:
     def num_heads(self) -> int:
         return int(self.manifest["model"]["heads"])
 
-    @property
-    def map_mode(self) -> str:
-        return self.manifest["params"]["maps"]
-
     def ok(self) -> np.ndarray:
         """``[N]`` bool: genomes that were analysed (no error)."""
         return (self.genomes["error"].fillna("") == "").to_numpy(dtype=bool, copy=True)
