@@ -43,57 +43,9 @@ def _stage_line(stage: dict) -> str:
             + (f". {(stage.get('extra') or {}).get('note')}" if (stage.get("extra") or {}).get("note") else ""))
 
 
-def write_card(model_dir: Path, evaluation: dict, robustness: dict | None = None) -> str:
-    cfg = json.loads((model_dir / "config.json").read_text())
-    train_cfg = cfg.get("bertgeom_train_config", {})
-    summary_path = model_dir / "train_summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-    stages = list(cfg.get("bertgeom_train_history") or []) + [{**train_cfg, "summary": summary}]
-    model, base, rules = evaluation["model"], evaluation.get("baseline"), evaluation.get("rules")
-    size_mb = (model_dir / "model.safetensors").stat().st_size / 2**20
-    stage_lines = "\n".join(f"{i}. {_stage_line(st)}." for i, st in enumerate(stages, 1))
-    cmd = "python -m bertgeom train"
-    if train_cfg.get("init_from"):
-        cmd += f" --init-from {train_cfg['init_from'].split(' ')[0]}"
-    cmd += (f" --seed {train_cfg.get('seed', 42)} --epochs {train_cfg.get('epochs')} --batch-size {train_cfg.get('batch_size')} --lr-encoder "
-            f"{train_cfg.get('lr_encoder')} --lr-new {train_cfg.get('lr_new')} --threads {train_cfg.get('threads') or 0}")
-    cmd += "".join(f" --augment {k}={json.dumps(v, separators=(',', ':'))}"
-                   for k, v in (train_cfg.get("augment") or {}).items() if k != "off")
-    rob_block, cal_line = "", ""
-    if robustness and "kinds" in robustness:
-        from bertgeom.variant.robustness import markdown_tables, release_gates
-
-        gates = "\n".join(f"* {'met' if g['ok'] else '**not met**'}: {k}" for k, g in release_gates(robustness).items())
-
-        png = "\n![Reliability diagram](reliability.png)\n" if (model_dir / "reliability.png").is_file() else ""
-        cal = robustness.get("calibration") or {}
-        if cal:
-            cal_line = (f"\n**Calibration.** Temperature scaling (Guo et al. 2017, arXiv:1706.04599): the logits are "
-                        f"divided by T = {robustness['temperature']:.3f} (`calibration.json`, tied to the weights' hash), "
-                        f"fitted by NLL on the {cal.get('genomes')} real **calibration** genomes (never trained on, never "
-                        f"evaluated; retraining candidates are compared on them too, `--split calibration`) and {cal.get('perturbed')} perturbations of them (half the weight each), in "
-                        f"{cal.get('seconds', 'n/a')} s on {cal.get('device', 'cpu')} ({robustness.get('precision', 'fp32')}). Every probability the CLI, the page "
-                        "and its low-confidence warning show is the calibrated one; the call itself does not change.\n")
-        rob_block = f"""
-## Robustness and calibration
-
-`python bench/bench_robustness.py` ({robustness.get('precision', 'fp32')} forward passes) on the
-{robustness['evaluation_genomes']} real evaluation genomes (the plain row) and {robustness['perturbations']} perturbations of {robustness['perturbed_bases']} of them (at most
-{robustness['max_per_class']} per class, seed {robustness['seed']}): two and three markers of **one** other
-class with every own marker kept (convergent evolution: a rule-based caller keeps the class), own
-markers reverted, 1-10 private substitutions at non-marker sites, real ARTIC V3/V4.1 amplicon
-dropouts over the spike, random N runs of 100-500 nt and partial spikes. Flips count calls that
-differ from the same classifier's call on the plain genome (in brackets: among the perturbations
-where the rule-based call keeps its class). The k-mer baseline is trained on this model's recipe in
-the same run; the rule-based marker call gives no probabilities.
-
-{markdown_tables(robustness)}
-{png}
-Release criteria of the project's robustness issue, on these genomes:
-
-{gates}
-"""
-    text = f"""# SARS-CoV-2 variant BERT (spike 12-mers) — model card
+def _introduction(cfg: dict, train_cfg: dict, size_mb: float, stage_lines: str, cmd: str, cal_line: str) -> str:
+    """The card from its title to the training data: what the model does, its architecture, recipe and data."""
+    return f"""# SARS-CoV-2 variant BERT (spike 12-mers) — model card
 
 **What it does.** Reads the spike gene of a SARS-CoV-2 genome as overlapping 12-mers (stride 9,
 425 tokens between [CLS] and [SEP]) and predicts one of 8 classes: gh (pre-VOC: GISAID clade GH
@@ -136,7 +88,66 @@ rules; at most half of each class is used for training (`split_real_genomes`, se
 third per class calibrates the temperature (`split_calibration`, seed 0) and the others are the
 evaluation genomes below. The model never saw an evaluation or calibration genome.
 
-## Metrics on real held-out genomes
+"""
+
+
+def _training_command(train_cfg: dict) -> str:
+    """The ``python -m bertgeom train`` command line of the last training stage."""
+    cmd = "python -m bertgeom train"
+    if train_cfg.get("init_from"):
+        cmd += f" --init-from {train_cfg['init_from'].split(' ')[0]}"
+    cmd += (f" --seed {train_cfg.get('seed', 42)} --epochs {train_cfg.get('epochs')} --batch-size {train_cfg.get('batch_size')} --lr-encoder "
+            f"{train_cfg.get('lr_encoder')} --lr-new {train_cfg.get('lr_new')} --threads {train_cfg.get('threads') or 0}")
+    return cmd + "".join(f" --augment {k}={json.dumps(v, separators=(',', ':'))}"
+                         for k, v in (train_cfg.get("augment") or {}).items() if k != "off")
+
+
+def _calibration_paragraph(robustness: dict) -> str:
+    """The card's **Calibration** paragraph ("" when the run fitted no temperature)."""
+    cal = robustness.get("calibration") or {}
+    if not cal:
+        return ""
+    return (f"\n**Calibration.** Temperature scaling (Guo et al. 2017, arXiv:1706.04599): the logits are "
+            f"divided by T = {robustness['temperature']:.3f} (`calibration.json`, tied to the weights' hash), "
+            f"fitted by NLL on the {cal.get('genomes')} real **calibration** genomes (never trained on, never "
+            f"evaluated; retraining candidates are compared on them too, `--split calibration`) and {cal.get('perturbed')} perturbations of them (half the weight each), in "
+            f"{cal.get('seconds', 'n/a')} s on {cal.get('device', 'cpu')} ({robustness.get('precision', 'fp32')}). Every probability the CLI, the page "
+            "and its low-confidence warning show is the calibrated one; the call itself does not change.\n")
+
+
+def _robustness_section(model_dir: Path, robustness: dict) -> str:
+    """The card's *Robustness and calibration* section: the per-kind tables, the reliability diagram
+    when it sits beside the card, and the release gates."""
+    from bertgeom.variant.robustness import markdown_tables, release_gates
+
+    gates = "\n".join(f"* {'met' if g['ok'] else '**not met**'}: {k}" for k, g in release_gates(robustness).items())
+    png = "\n![Reliability diagram](reliability.png)\n" if (model_dir / "reliability.png").is_file() else ""
+    return f"""
+## Robustness and calibration
+
+`python bench/bench_robustness.py` ({robustness.get('precision', 'fp32')} forward passes) on the
+{robustness['evaluation_genomes']} real evaluation genomes (the plain row) and {robustness['perturbations']} perturbations of {robustness['perturbed_bases']} of them (at most
+{robustness['max_per_class']} per class, seed {robustness['seed']}): two and three markers of **one** other
+class with every own marker kept (convergent evolution: a rule-based caller keeps the class), own
+markers reverted, 1-10 private substitutions at non-marker sites, real ARTIC V3/V4.1 amplicon
+dropouts over the spike, random N runs of 100-500 nt and partial spikes. Flips count calls that
+differ from the same classifier's call on the plain genome (in brackets: among the perturbations
+where the rule-based call keeps its class). The k-mer baseline is trained on this model's recipe in
+the same run; the rule-based marker call gives no probabilities.
+
+{markdown_tables(robustness)}
+{png}
+Release criteria of the project's robustness issue, on these genomes:
+
+{gates}
+"""
+
+
+def _metrics_section(evaluation: dict) -> str:
+    """The card's *Metrics on real held-out genomes*: BERT beside the rule-based call and the k-mer
+    baseline, per class, and the confusion matrix."""
+    model, base, rules = evaluation["model"], evaluation.get("baseline"), evaluation.get("rules")
+    return f"""## Metrics on real held-out genomes
 
 Evaluated with `python -m bertgeom evaluate` on the {model['n']} real evaluation genomes (open data,
 not trained on, not used for calibration), next to the rule-based marker call (`bertgeom.genome.markers`, the second opinion the
@@ -155,8 +166,12 @@ Per class (BERT):
 Confusion matrix (BERT):
 
 {_confusion(model)}
-{rob_block}
-## Limits
+"""
+
+
+def _limits_section() -> str:
+    """The card's *Limits*: what the model cannot be trusted with."""
+    return """## Limits
 
 * The VOC classes have few real genomes here (lambda and mu: 6 each in the whole open set, so 3
   held out); per-class recall on those rests on a handful of genomes. The paper's GISAID test set
@@ -174,8 +189,27 @@ Confusion matrix (BERT):
   coordinates (deletions as '-', insertions recorded, not inserted).
 * k-mers never seen in training are read as [UNK]; the UNK rate is reported per genome.
 """
+
+
+def write_card(model_dir: Path, evaluation: dict, robustness: dict | None = None) -> str:
+    """Write ``MODEL_CARD.md`` and ``metrics.json`` in ``model_dir`` from an evaluation run (and the
+    robustness benchmark's result); return the card's text."""
+    cfg = json.loads((model_dir / "config.json").read_text())
+    train_cfg = cfg.get("bertgeom_train_config", {})
+    summary_path = model_dir / "train_summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    stages = list(cfg.get("bertgeom_train_history") or []) + [{**train_cfg, "summary": summary}]
+    size_mb = (model_dir / "model.safetensors").stat().st_size / 2**20
+    stage_lines = "\n".join(f"{i}. {_stage_line(st)}." for i, st in enumerate(stages, 1))
+    with_robustness = bool(robustness and "kinds" in robustness)
+    cal_line = _calibration_paragraph(robustness) if with_robustness else ""
+    text = (_introduction(cfg, train_cfg, size_mb, stage_lines, _training_command(train_cfg), cal_line)
+            + _metrics_section(evaluation)
+            + (_robustness_section(model_dir, robustness) if with_robustness else "") + "\n"
+            + _limits_section())
     (model_dir / "MODEL_CARD.md").write_text(text)
-    metrics = {"model": model, "rules": rules, "baseline": base, "skipped": evaluation.get("skipped", [])}
+    metrics = {"model": evaluation["model"], "rules": evaluation.get("rules"), "baseline": evaluation.get("baseline"),
+               "skipped": evaluation.get("skipped", [])}
     if robustness:
         metrics["robustness"] = robustness
     (model_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
