@@ -388,20 +388,11 @@ def step_batch(pool: list[Example], idx: np.ndarray, vocab, seed: int, step: int
     return ids, np.array([CLASS_TO_ID[pool[int(i)].cls] for i in idx], dtype=np.int64)
 
 
-def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
-    """Run (or resume) training; writes the model to ``out_dir`` and returns a summary."""
-    import torch
-
+def _training_pool(cfg: TrainConfig, work_dir: Path, t0: float):
+    """The examples and k-mer vocabulary of a run: read back from ``work_dir`` when a run left them there
+    (a half-written pool is reported and rebuilt), built and saved otherwise."""
     from bertgeom.genome.kmers import KmerVocab
-    from bertgeom.variant import save_variant_model
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    device = resolve_device(cfg.device)
-    bf16 = use_bf16(device, cfg.precision)
-    augment = cfg.augment_config()
-    work_dir.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
     pool_file = work_dir / "train_pool.npz"
     vocab_file = work_dir / "kmer_vocab.json"
     pool = None
@@ -425,14 +416,14 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
         vocab.save(vocab_file)
         _save_pool(pool_file, pool)
         _log(f"vocabulary: {len(vocab)} tokens; data prepared in {time.time() - t0:.0f} s")
+    return pool, vocab
 
-    if cfg.init_from:
-        model, init_vocab = init_from_variant(Path(cfg.init_from))
-        if len(init_vocab) != len(vocab):
-            raise ValueError(f"the work directory's vocabulary does not match the model at {cfg.init_from}")
-    else:
-        model = init_from_minilm(len(vocab), cfg.seed)
-    model.to(device)
+
+def _optimizer_and_schedule(model, cfg: TrainConfig, n_examples: int):
+    """AdamW with its own learning rate for the new parameters (k-mer embeddings, classifier) and a linear
+    warm-up and decay over the run's steps: ``(optimizer, scheduler, total steps)``."""
+    import torch
+
     new_params = [p for n, p in model.named_parameters() if "word_embeddings" in n or n.startswith("classifier")]
     new_ids = {id(p) for p in new_params}
     enc_params = [p for p in model.parameters() if id(p) not in new_ids]
@@ -440,8 +431,7 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
         {"params": enc_params, "lr": cfg.lr_encoder},
         {"params": new_params, "lr": cfg.lr_new},
     ], weight_decay=cfg.weight_decay, eps=1e-8)
-    n = len(pool)
-    steps_per_epoch = math.ceil(n / cfg.batch_size)
+    steps_per_epoch = math.ceil(n_examples / cfg.batch_size)
     total = max(1, int(round(steps_per_epoch * cfg.epochs)))
     warm = max(1, int(total * cfg.warmup_share))
 
@@ -451,6 +441,46 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
         return max(0.0, (total - step) / max(1, total - warm))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
+    return opt, sched, total
+
+
+def _save_trained(model, vocab, cfg: TrainConfig, out_dir: Path) -> None:
+    """Write the trained model to ``out_dir`` (CPU, no machine path in its config) with its training
+    config and, when it continued from another model, that model's lineage."""
+    from bertgeom.variant import save_variant_model
+
+    model.eval()
+    model.to("cpu")
+    model.config.name_or_path = ""  # no machine path in the shipped config
+    config_extra = {"bertgeom_k": vocab.k, "bertgeom_stride": vocab.stride, "bertgeom_train_config": public_config(cfg)}
+    save_variant_model(model, vocab, out_dir, extra_config=config_extra)
+    if cfg.init_from:
+        record_lineage(out_dir, Path(cfg.init_from))
+
+
+def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
+    """Run (or resume) training; writes the model to ``out_dir`` and returns a summary."""
+    import torch
+
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = resolve_device(cfg.device)
+    bf16 = use_bf16(device, cfg.precision)
+    augment = cfg.augment_config()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    pool, vocab = _training_pool(cfg, work_dir, t0)
+
+    if cfg.init_from:
+        model, init_vocab = init_from_variant(Path(cfg.init_from))
+        if len(init_vocab) != len(vocab):
+            raise ValueError(f"the work directory's vocabulary does not match the model at {cfg.init_from}")
+    else:
+        model = init_from_minilm(len(vocab), cfg.seed)
+    model.to(device)
+    n = len(pool)
+    opt, sched, total = _optimizer_and_schedule(model, cfg, n)
     rng = np.random.default_rng(cfg.seed)
     order = np.concatenate([rng.permutation(n) for _ in range(math.ceil(cfg.epochs) + 1)])
     step = 0
@@ -529,13 +559,7 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
                 break
     if interrupted:
         raise TrainingInterrupted(step, total, work_dir)
-    model.eval()
-    model.to("cpu")
-    model.config.name_or_path = ""  # no machine path in the shipped config
-    config_extra = {"bertgeom_k": vocab.k, "bertgeom_stride": vocab.stride, "bertgeom_train_config": public_config(cfg)}
-    save_variant_model(model, vocab, out_dir, extra_config=config_extra)
-    if cfg.init_from:
-        record_lineage(out_dir, Path(cfg.init_from))
+    _save_trained(model, vocab, cfg, out_dir)
     summary = {"train_examples": int(n), "vocab_size": len(vocab), "steps": step, "schedule_steps": total,
                "examples_seen": int(step * cfg.batch_size), "device": device, "bf16": bf16,
                "train_seconds": round(elapsed_before + time.time() - t0, 1),
