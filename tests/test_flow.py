@@ -97,3 +97,16 @@ def test_normalised_flow_is_each_layers_raw_flow_over_its_sum_as_the_released_co
     np.testing.assert_allclose(norm, raw / raw.sum(axis=1, keepdims=True), atol=1e-12)
     independent = _networkx_flow(A, 0, 0.5)
     np.testing.assert_allclose(norm, independent / independent.sum(axis=1, keepdims=True), atol=1e-9)
+
+
+def test_rollout_row_is_the_row_of_the_full_rollout():
+    from bertgeom.analysis.flow import rollout_row
+
+    rng = np.random.default_rng(3)
+    A = rng.random((4, 3, 7, 7))
+    A /= A.sum(-1, keepdims=True)
+    full = rollout(A, residual=0.7)
+    for row in (0, 4):
+        np.testing.assert_allclose(rollout_row(A, row, residual=0.7), full[:, row, :], rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError):
+        rollout_row(A, 7)

@@ -67,6 +67,25 @@ def rollout(attentions: np.ndarray, residual: float = FLOW_RESIDUAL) -> np.ndarr
     return out
 
 
+def rollout_row(attentions: np.ndarray, row: int = 0, residual: float = FLOW_RESIDUAL) -> np.ndarray:
+    """``[L, T]``: row ``row`` of the rollout after every layer, ``e_row^T Â_l ⋯ Â_1`` (what one output
+    token, [CLS] by default, has gathered from every input token).
+
+    The row is pushed through from the left, vector-matrix products only: O(L^2 T^2) instead of the
+    O(L T^3) of :func:`rollout`'s whole products (a 427-token genome: ~20x less work)."""
+    m = residual_attention(attentions, residual)
+    L, t = m.shape[0], m.shape[-1]
+    if not 0 <= row < t:
+        raise ValueError(f"row must lie in [0, {t}), got {row}")
+    rows = np.empty((L, t))
+    for layer in range(L):  # L^2 / 2 vector-matrix products: a handful, not a hot loop
+        v = m[layer, row]
+        for earlier in range(layer - 1, -1, -1):
+            v = v @ m[earlier]
+        rows[layer] = v
+    return rows
+
+
 def flow_graph(attentions: np.ndarray, residual: float = FLOW_RESIDUAL, *, min_weight: float = 0.0):
     """The layered :class:`networkx.DiGraph` of :func:`residual_attention`: node ``(l, i)``, edge
     ``(l-1, j) -> (l, i)`` with ``capacity = Â_l[i, j]``; edges below ``min_weight`` are left out."""

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertgeom.analysis.flow import FLOW_RESIDUAL, residual_attention
+from bertgeom.analysis.flow import FLOW_RESIDUAL, rollout_row
 from bertgeom.models import LoadedModel
 from bertgeom.trace import Trace
 
@@ -44,22 +44,9 @@ def cls_attention_by_layer(trace: Trace) -> np.ndarray:
 
 
 def attention_rollout(trace: Trace, residual: float = FLOW_RESIDUAL) -> np.ndarray:
-    """``[L, T]``: the [CLS] row of the attention rollout after each layer (Abnar & Zuidema 2020).
-
-    Rollout after layer l is ``R_l = M_l ... M_1`` with ``M = residual * A_mean + (1 - residual) * I``,
-    rows renormalised. Only row 0 ([CLS]) is wanted, so it is pushed through from the left,
-    ``e_0^T M_l ... M_1``: vector-matrix products, O(L^2 T^2) instead of the O(L T^3) of the full
-    products (a 427-token genome: ~20x less work on every page run).
-    """
-    m = residual_attention(trace.attentions, residual)  # [L, T, T], the graph flow.rollout multiplies out
-    L, t = m.shape[0], m.shape[-1]
-    rows = np.empty((L, t))
-    for layer in range(L):  # L^2 / 2 vector-matrix products: a handful, not a hot loop
-        v = m[layer, 0]
-        for earlier in range(layer - 1, -1, -1):
-            v = v @ m[earlier]
-        rows[layer] = v
-    return rows
+    """``[L, T]``: the [CLS] row of the attention rollout after each layer (Abnar & Zuidema 2020), by
+    :func:`bertgeom.analysis.flow.rollout_row` (the one rollout, the one the Attention flow tab uses)."""
+    return rollout_row(trace.attentions, 0, residual)
 
 
 class _PathEmbedding:
