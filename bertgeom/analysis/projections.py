@@ -71,33 +71,28 @@ def _check_k(n_components: int) -> None:
         raise ValueError("n_components must be >= 1")
 
 
-def pca(X, n_components: int = 2, *, center: bool = True) -> Projection:
-    """PCA by SVD of the centred data. Signs are fixed (largest-|loading| entry of each component
-    positive) so the output is deterministic. If ``n_components`` exceeds ``min(N, d)`` the extra
-    columns are zero (ratio 0), so plots always get the requested dimensionality."""
+def pca(X, n_components: int = 2) -> Projection:
+    """PCA of the centred data, by scikit-learn's exact SVD solver, whose signs are deterministic
+    (each component's largest-|loading| entry positive). If ``n_components`` exceeds ``min(N, d)``
+    the extra columns are zero (ratio 0), so plots always get the requested dimensionality."""
+    from sklearn.decomposition import PCA
+
     _check_k(n_components)
     X = _as2d(X)
     N, d = X.shape
-    Xc = X - X.mean(0) if center else X
-    U, s, Vt = np.linalg.svd(Xc, full_matrices=False)
-    # deterministic signs
-    idx = np.argmax(np.abs(Vt), axis=1)
-    signs = np.sign(Vt[np.arange(Vt.shape[0]), idx])
-    signs[signs == 0] = 1.0
-    U, Vt = U * signs, Vt * signs[:, None]
-    var = s**2
-    tot = var.sum()
-    ratio = var / tot if tot > 0 else np.zeros_like(var)
-    k = min(n_components, len(s))
+    k = min(n_components, N, d)
+    fitted = PCA(n_components=k, svd_solver="full")
     coords = np.zeros((N, n_components))
-    coords[:, :k] = U[:, :k] * s[:k]
+    with np.errstate(invalid="ignore", divide="ignore"):  # constant data: zero total variance
+        coords[:, :k] = fitted.fit_transform(X)
     evr = np.zeros(n_components)
-    evr[:k] = ratio[:k]
+    if fitted.explained_variance_.sum() > 0:
+        evr[:k] = fitted.explained_variance_ratio_
     return Projection(
         coords=coords,
         method="pca",
         explained_variance_ratio=evr,
-        params={"n_components": n_components, "center": center, "components": Vt[:k]},
+        params={"n_components": n_components, "components": fitted.components_},
     )
 
 
