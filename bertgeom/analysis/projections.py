@@ -1,6 +1,6 @@
 """Low-dimensional projections and per-layer separability: the one PCA of the library, UMAP and t-SNE.
 
-* :func:`pca` (numpy SVD, deterministic signs) with explained-variance ratios for a Pareto chart
+* :func:`pca` (scikit-learn, exact SVD, deterministic signs) with explained-variance ratios for a Pareto chart
   (:func:`pca_pareto`);
 * :func:`umap_project` (``umap-learn`` imported lazily, fixed ``random_state``);
 * :func:`tsne_project` (scikit-learn, seeded, perplexity clipped for small N);
