@@ -4,7 +4,7 @@ and CPU seconds, nodes, completeness gap).
 
 The former method (kept here only as the baseline): Gauss-Legendre on all of ``[0, 1]`` with 16
 nodes, doubled until the gap is within 5% (at most 128), eager attention, fp32, 8 path points per
-pass. Today's: :func:`bertgeom.variant.explain.integrated_gradients_checked` (segments refined where
+pass. Today's: :func:`bertgeom.analysis.attributions.integrated_gradients_checked` (segments refined where
 their own completeness check fails, SDPA, the precision policy's bf16 where the CPU has bf16 units,
 first segments placed by a probe of the logit along the path); ``equal_*``: the same with equal first
 segments (``probe=0``), as before the probe.
@@ -69,7 +69,7 @@ def main(argv=None) -> dict:
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
     from bertgeom.variant import VARIANT_MODEL_ID
-    from bertgeom.variant.explain import integrated_gradients_checked
+    from bertgeom.analysis.attributions import integrated_gradients_checked
 
     loaded = load_model(VARIANT_MODEL_ID)
     demos = {meta.get("class", ""): rec for rec, meta in load_demo_genomes()}

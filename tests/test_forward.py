@@ -163,7 +163,7 @@ def meta_model(tiny_variant):
 def test_every_forward_path_moves_its_inputs_to_the_models_device(meta_model):
     from bertgeom.analysis.ablation import forward_with_disabled_heads
     from bertgeom.analysis.gradients import attention_gradients
-    from bertgeom.variant.explain import _first_edges, integrated_gradients
+    from bertgeom.analysis.attributions import _first_edges, integrated_gradients
 
     ids, mask = _batch(meta_model)  # numpy, on the CPU
     dis = np.zeros((meta_model.num_layers, meta_model.num_heads), bool)

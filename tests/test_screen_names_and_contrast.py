@@ -108,7 +108,8 @@ def test_box_and_violin_colours_follow_the_display_name(sentence_features):
 
 
 def test_integrated_gradients_track_never_overlaps_the_domain_bar(tiny_variant):
-    from bertgeom.variant.explain import attention_rollout, cls_attention_by_layer, integrated_gradients_checked
+    from bertgeom.analysis.attributions import integrated_gradients_checked
+    from bertgeom.variant.explain import attention_rollout, cls_attention_by_layer
 
     trace = run_trace(tiny_variant, genome_set("demo")[3].text)
     ig = integrated_gradients_checked(tiny_variant, trace.encoded.input_ids, int(np.argmax(trace.logits)), steps=4)

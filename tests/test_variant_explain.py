@@ -12,11 +12,11 @@ import pytest
 from bertgeom.genome.reference import SPIKE_START, reference_spike
 from bertgeom.variant.spec import genome_set
 from bertgeom.trace import run_trace
+from bertgeom.analysis.attributions import integrated_gradients
 from bertgeom.variant.explain import (
     apply_changes,
     attention_rollout,
     cls_attention_by_layer,
-    integrated_gradients,
     parse_change,
     probabilities_for_spike,
 )
@@ -137,7 +137,7 @@ def test_classify_cli_writes_one_row_per_record(tiny_variant_dir, tmp_path):
 
 
 def test_checked_integrated_gradients_report_their_completeness_gap(tiny_variant, omicron_trace):
-    from bertgeom.variant.explain import integrated_gradients_checked
+    from bertgeom.analysis.attributions import integrated_gradients_checked
 
     ids = omicron_trace.encoded.input_ids
     target = int(np.argmax(omicron_trace.logits))
@@ -154,7 +154,7 @@ def test_checked_integrated_gradients_report_their_completeness_gap(tiny_variant
 
 def test_first_segments_narrow_where_the_logit_moves_and_stay_equal_on_a_flat_path():
     """The probe's partition: equal segments on a flat (or linear) path, narrow ones around a jump."""
-    from bertgeom.variant.explain import path_edges
+    from bertgeom.analysis.attributions import path_edges
 
     grid = np.linspace(0.0, 1.0, 9)
     np.testing.assert_allclose(path_edges(grid, np.zeros(9), 4), [0, 0.25, 0.5, 0.75, 1])
@@ -169,7 +169,7 @@ def test_first_segments_narrow_where_the_logit_moves_and_stay_equal_on_a_flat_pa
 
 def test_probe_placed_and_equal_first_segments_both_reach_completeness(tiny_variant, omicron_trace):
     """The probe changes where the first segments lie, never what the check accepts."""
-    from bertgeom.variant.explain import integrated_gradients_checked
+    from bertgeom.analysis.attributions import integrated_gradients_checked
 
     ids = omicron_trace.encoded.input_ids
     target = int(np.argmax(omicron_trace.logits))
@@ -181,7 +181,7 @@ def test_probe_placed_and_equal_first_segments_both_reach_completeness(tiny_vari
 
 def test_refined_integrated_gradients_agree_with_a_dense_midpoint_sum(tiny_variant, omicron_trace):
     """The composite Gauss-Legendre result (fp32, refined until complete) sums like a dense midpoint rule."""
-    from bertgeom.variant.explain import integrated_gradients, integrated_gradients_checked
+    from bertgeom.analysis.attributions import integrated_gradients, integrated_gradients_checked
 
     ids = omicron_trace.encoded.input_ids
     target = int(np.argmax(omicron_trace.logits))

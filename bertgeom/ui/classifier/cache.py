@@ -86,7 +86,7 @@ def integrated_gradients_for(model_id: str, input_ids: np.ndarray, target: int, 
     ``integrated_gradients_checked`` (``steps`` nodes first, refined up to ``max_steps``). Keyed by
     the ids, not the text, so it calls no other queued cached function while it holds a slot (see
     bertgeom.ui.workqueue). Call it through ``call_heavy``."""
-    from bertgeom.variant.explain import integrated_gradients_checked
+    from bertgeom.analysis.attributions import integrated_gradients_checked
 
     loaded = cached_model(model_id)
     with free_slot_or_raise():
