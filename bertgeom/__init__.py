@@ -11,9 +11,12 @@ The face a notebook uses (see docs/library.md)::
     bg.classify(">my genome\\nATG...")    # SARS-CoV-2 variant calls, one per record
 
 The package is plain Python (numpy / torch / transformers); Streamlit is imported only inside
-:mod:`bertgeom.ui` and the app pages. Model families register explicitly: the shipped
-SARS-CoV-2 family is registered below, once, by :func:`bertgeom.variant.spec.register`; a new
-family calls :func:`register_model`, :func:`register_loader` and :func:`register_input_kind`.
+:mod:`bertgeom.ui` and the app pages. Model families are plug-ins: each registers its loader, input
+kind and models (:func:`register_model`, :func:`register_loader`, :func:`register_input_kind`) from
+a function named under the ``bertgeom.plugins`` entry-point group, called the first time a registry
+is read (:func:`bertgeom.models.load_plugins`). So ``import bertgeom`` loads no genome code; the
+shipped SARS-CoV-2 family (:func:`bertgeom.variant.spec.register`) is loaded when a model list,
+model or input kind is first looked up.
 """
 
 from bertgeom.version import __version__
@@ -37,9 +40,6 @@ from bertgeom.models import (  # noqa: E402
 from bertgeom.models import register as register_model  # noqa: E402
 from bertgeom.tokens import TokenKinds  # noqa: E402
 from bertgeom.trace import Trace, run_trace  # noqa: E402
-from bertgeom.variant import spec as _variant_spec  # noqa: E402
-
-_variant_spec.register()  # the shipped case study's family (its loader, the genome kind, its model)
 
 __all__ = [
     "__version__",

@@ -83,33 +83,101 @@ TINY_RANDOM = ModelSpec(
     licence="n/a (random weights)",
 )
 
+#: The entry-point group a model family registers itself under (``[project.entry-points."bertgeom.plugins"]``):
+#: each entry is a function that calls :func:`register`, :func:`register_loader` and
+#: :func:`bertgeom.inputs.register_input_kind` for its family.
+PLUGIN_GROUP = "bertgeom.plugins"
+#: Plug-ins this checkout ships, loaded also where the package's metadata is absent (run from a copy
+#: of the tree without ``pip install``): the SARS-CoV-2 case study.
+SHIPPED_PLUGINS = ("bertgeom.variant.spec:register",)
+_plugins_state = {"loaded": False}
+
+
+def load_plugins() -> None:
+    """Register every installed model family, once, the first time anything asks the registries.
+
+    The core imports no family: ``import bertgeom`` loads no genome code, and a family's modules are
+    imported only when a model list, a model, an input kind or a loader is first looked up."""
+    if _plugins_state["loaded"]:
+        return
+    _plugins_state["loaded"] = True  # set first: a plug-in's own registration reads the registries
+    from importlib import import_module
+    from importlib.metadata import entry_points
+
+    targets = list(SHIPPED_PLUGINS)
+    for ep in entry_points(group=PLUGIN_GROUP):
+        if ep.value not in targets:
+            targets.append(ep.value)
+    for target in targets:
+        module, _, attr = target.partition(":")
+        getattr(import_module(module), attr)()
+
+
 class ModelRegistry(dict):
     """The registered models by id, in the order the picker shows them, with the default model.
 
     One object, changed in place: an earlier ``from bertgeom.models import REGISTRY`` always sees
-    the models registered since (a plug-in adds its own with :meth:`add`)."""
+    the models registered since (a plug-in adds its own with :meth:`add`). Reading it first loads
+    the installed plug-ins (:func:`load_plugins`)."""
 
     def __init__(self, specs=(), default_id: str = ""):
         super().__init__((spec.id, spec) for spec in specs)
-        self.default_id = default_id or next(iter(self), "")
+        self._default_id = default_id or next(iter(dict.keys(self)), "")
+
+    @property
+    def default_id(self) -> str:
+        load_plugins()
+        return self._default_id
+
+    def __getitem__(self, model_id):
+        load_plugins()
+        return super().__getitem__(model_id)
+
+    def __contains__(self, model_id) -> bool:
+        load_plugins()
+        return super().__contains__(model_id)
+
+    def __iter__(self):
+        load_plugins()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        load_plugins()
+        return super().__len__()
+
+    def get(self, model_id, default=None):
+        load_plugins()
+        return super().get(model_id, default)
+
+    def keys(self):
+        load_plugins()
+        return super().keys()
+
+    def values(self):
+        load_plugins()
+        return super().values()
+
+    def items(self):
+        load_plugins()
+        return super().items()
 
     def add(self, spec: ModelSpec, *, first: bool = False) -> ModelSpec:
         """Register ``spec``; ``first`` puts it at the head of the picker and makes it the default."""
         if first:
-            rest = [(k, v) for k, v in self.items() if k != spec.id]
-            self.clear()
-            self[spec.id] = spec
-            self.update(rest)
-            self.default_id = spec.id
+            rest = [(k, v) for k, v in dict.items(self) if k != spec.id]
+            dict.clear(self)
+            dict.__setitem__(self, spec.id, spec)
+            dict.update(self, rest)
+            self._default_id = spec.id
         else:
-            self[spec.id] = spec
+            dict.__setitem__(self, spec.id, spec)
         return spec
 
     def remove(self, model_id: str) -> None:
         """Take a model out (the default falls back to the first one left)."""
         self.pop(model_id, None)
-        if self.default_id == model_id:
-            self.default_id = next(iter(self), "")
+        if self._default_id == model_id:
+            self._default_id = next(iter(dict.keys(self)), "")
 
 
 #: The models bertgeom knows, in the order the picker shows them; ``REGISTRY.default_id`` is the default.
@@ -395,6 +463,7 @@ def load_model(model: str | ModelSpec, *, device: str = "cpu") -> LoadedModel:
     spec = model if isinstance(model, ModelSpec) else resolve_spec(model)
     dev = resolve_device(device)
     _quiet_transformers()
+    load_plugins()
     loader = _LOADERS.get(spec.loader)
     if loader is None:
         raise ModelLoadError(f"Model '{spec.id}' needs the '{spec.loader}' loader, which is not available.")

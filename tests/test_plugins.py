@@ -1,0 +1,44 @@
+"""Model families are plug-ins: ``import bertgeom`` loads no genome code, and the shipped SARS-CoV-2
+family is registered the first time a registry is read (issue 35)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_PROBE = """
+import sys
+import bertgeom, bertgeom.analysis.cone, bertgeom.trace, bertgeom.sets.heads, bertgeom.figures.heads
+case_study = sorted(m for m in sys.modules if m.startswith(("bertgeom.genome", "bertgeom.variant")))
+print("after import:", case_study)
+from bertgeom.models import REGISTRY
+print("default:", REGISTRY.default_id)
+print("kinds:", sorted(bertgeom.INPUT_KINDS))
+"""
+
+
+def test_import_bertgeom_loads_no_genome_module_and_the_registry_finds_the_family():
+    done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, cwd=ROOT, check=True)
+    lines = dict(line.split(": ", 1) for line in done.stdout.strip().splitlines())
+    assert lines["after import"] == "[]"
+    assert lines["default"] == "sars-cov-2-variant"  # the case study's model is the picker's first once loaded
+    assert "'spike'" in lines["kinds"] and "'text'" in lines["kinds"]
+
+
+def test_the_shipped_family_is_named_as_an_entry_point():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    from bertgeom.models import SHIPPED_PLUGINS
+
+    assert list(project["entry-points"]["bertgeom.plugins"].values()) == list(SHIPPED_PLUGINS)
+
+
+def test_a_local_variant_directory_is_recognised_without_touching_a_registry_first():
+    probe = ("from bertgeom.models import resolve_spec\n"
+             "print(resolve_spec('bertgeom/data/variant_model').loader)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "variant"
