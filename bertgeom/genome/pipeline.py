@@ -119,14 +119,15 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
     try:
         aln = align_genome(record.sequence)
         res.alignment = aln
-        res.genome_qc = genome_qc(aln)
         cut = cut_spike(aln)
         res.notes += [n for n in cut.notes if n not in res.notes]
         if cut.coverage == 0:
+            res.genome_qc = genome_qc(aln)
             res.error = "The sequence aligns to SARS-CoV-2 but does not cover the spike (S gene)."
             return res
         res.spike = cut
         res.mutations = call_mutations(aln, cut=cut)
+        res.genome_qc = genome_qc(aln, res.mutations)
         res.clade = nearest_clade(aln)
         res.private = private_changes(res.mutations, aln.aligned, 1, res.clade.clade)
         res.qc = spike_qc(cut, res.mutations, cls or res.clade.cls, private=res.private)
