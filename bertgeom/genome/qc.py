@@ -376,5 +376,5 @@ def qc_score(report, aligned: str, private, gene_names=None) -> QCScore:
                         + (f" ({n_known[1]} known to the Nextclade dataset, no points)" if n_known[1] else "")),
     }
     rules = {k: QCRule(k, round(v, 1), qc_status(v), n, msg) for k, (v, n, msg) in scores.items()}
-    total = round(sum(r.score ** 2 for r in rules.values()) / 100, 1)
+    total = round(sum(v ** 2 for v, _, _ in scores.values()) / 100, 1)  # from the unrounded rule scores
     return QCScore(rules, total, qc_status(total))
