@@ -198,7 +198,7 @@ def mutation_table(analysis: GenomeAnalysis) -> list[dict]:
     rep = analysis.mutations
     if rep is None:
         return []
-    private = set(analysis.private.private) if analysis.private else set()
+    private = set(analysis.private.rows) if analysis.private else set()  # rows holding a private nucleotide
     rows = []
     for g, gr in rep.genes.items():
         for e in gr.events:
