@@ -275,12 +275,12 @@ with st.expander("[CLS] attention of every layer"):
 st.markdown("#### What if? In-silico mutagenesis")
 st.caption("Revert mutations to the reference or add substitutions, and see the probabilities change. "
            "Changes are written at reference coordinates, so no other token moves.")
-# one entry per event of the mutation table, named as there (H69- + V70-, N501Y), however many bases it spans
+# one entry per event of the mutation table, named as there (S:H69- + S:V70-, S:N501Y), however many bases it spans
 revertible = revertible_events(report, mutation_events(report))
 c1, c2 = st.columns(2)
 revert = c1.multiselect("Revert", range(len(revertible)), key="w_revert",
                         format_func=lambda i: revertible[i].label if i < len(revertible) else "?",
-                        help="Type a name from the mutation table (e.g. H69- or N501Y) to find it.")
+                        help="Type a name from the mutation table (e.g. S:H69- or N501Y) to find it.")
 add_text = c2.text_input("Add substitutions (e.g. A23063T, G22813T)", key="w_add")
 changes, problems, n_events = [], [], 0
 for i in (i for i in revert if i < len(revertible)):

@@ -203,8 +203,8 @@ def test_revertible_events_are_the_mutation_tables_events_one_entry_each():
     report = analyse_sequence(genome_set("demo")[7].text).mutations  # OP339227, an Omicron (BA.2-like)
     events = revertible_events(report, mutation_events(report))
     by_name = {e.name: e for e in events}
-    assert [m.name for m in by_name["G339H"].mutations] == ["G22577C", "G22578A"]  # one codon, one entry
-    name = "L24- + P25- + P26- + A27S"  # Nextclade's per-residue rows of one deletion: one entry
+    assert [m.name for m in by_name["S:G339H"].mutations] == ["G22577C", "G22578A"]  # one codon, one entry
+    name = "S:L24- + S:P25- + S:P26- + S:A27S"  # Nextclade's per-residue rows of one deletion: one entry
     assert name in by_name and len(by_name[name].mutations) == 1
     silent = [e for e in events if e.silent]
     assert silent and all(e.mutations[0].aa is None and "no amino-acid change" in e.label for e in silent)
@@ -212,4 +212,4 @@ def test_revertible_events_are_the_mutation_tables_events_one_entry_each():
     assert reverted == sorted(m.name for m in report.spike_nucleotide if m.kind in ("sub", "del"))
     alpha = analyse_sequence(genome_set("demo")[3].text).mutations
     names = [e.name for e in revertible_events(alpha, mutation_events(alpha))]
-    assert "H69- + V70-" in names and not any(n.startswith("2176") for n in names)
+    assert "S:H69- + S:V70-" in names and not any(n.startswith("2176") for n in names)

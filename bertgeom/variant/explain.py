@@ -14,7 +14,7 @@
   reported, never hidden (docs/methods.md, "Integrated gradients").
 * :func:`apply_changes` / :func:`probabilities_for_spike` — in-silico mutagenesis on the
   aligned spike (reference coordinates, so a change never shifts other tokens);
-  :func:`revertible_events` names what can be reverted as the mutation table does (``N501Y``,
+  :func:`revertible_events` names what can be reverted as the mutation table does (``S:N501Y``,
   ``del69-70``), one entry per event however many bases it spans.
 
 References

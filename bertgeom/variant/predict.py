@@ -161,6 +161,7 @@ def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray 
     pred.spike = a.spike.aligned
     pred.gate = a.gate.verdict if a.gate else ""
     if a.gate is not None and not a.gate.passed:  # outside the model's world: no probability, no call
+        pred.rule_call = pred.rule_evidence = ""  # nor the marker rule's class: it assumes SARS-CoV-2 too
         pred.notes = a.gate.reason + (f" Input: {pred.notes}." if pred.notes else "")
         return pred, None
     return pred, ids

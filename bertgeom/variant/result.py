@@ -14,19 +14,19 @@ def defining_flag(pred: str) -> str:
 
 
 def _events(report) -> list[dict]:
-    """The spike amino-acid changes as events, one per table row, named as Nextclade names them
-    (``N501Y``; one ``H69-`` per deleted residue; ``214:EPE``; a frameshift's codon range)."""
+    """The spike amino-acid changes as events, one per table row, named as the table and Nextclade name
+    them (``S:N501Y``; one ``S:H69-`` per deleted residue; ``S:214:EPE``; a frameshift's codon range)."""
     from bertgeom.genome.reference import readable_region
 
-    return [{"kind": m.kind, "start": m.pos, "end": m.end or m.pos, "name": m.name, "nuc": list(m.nuc),
+    return [{"kind": m.kind, "start": m.pos, "end": m.end or m.pos, "name": m.qualified, "nuc": list(m.nuc),
              "domain": readable_region(m.pos)} for m in report.amino_acid]
 
 
 def mutation_events(report) -> list[dict]:
-    """The spike's amino-acid events as the mutation table names them (``N501Y``, ``H69-``), each
+    """The spike's amino-acid events as the mutation table names them (``S:N501Y``, ``S:H69-``), each
     with ``name`` and its nucleotide changes ``nuc``: what the what-if lists too, so the two use one
     name for one change (residues deleted by one deletion share its nucleotides and become one
-    what-if entry, ``H69- + V70-``)."""
+    what-if entry, ``S:H69- + S:V70-``)."""
     return _events(report)
 
 
