@@ -35,5 +35,5 @@ def test_gene_tables_nearest_clade_and_qc_score_read_the_one_analysis(tiny_varia
     at.segmented_control(key="w_gene").set_value("ORF8").run()
     assert not at.exception
     orf8 = at.dataframe[0].value
-    assert {"Q27*", "K68*"} <= set(orf8["mutation"]) and "domain" not in orf8.columns
+    assert {"ORF8:Q27*", "ORF8:K68*"} <= set(orf8["mutation"]) and "domain" not in orf8.columns
     assert any("ORF8:" in c.value and "premature stop" in c.value for c in at.caption)
