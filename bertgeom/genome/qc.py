@@ -55,7 +55,7 @@ class QCResult:
     n_share: float  #: N or uncovered share of the spike
     n_count: int
     ambiguous: int
-    frameshifts: list[str]  # nucleotide names of frameshifting indels
+    frameshifts: list[str]  # codon ranges read out of frame ("257-276"), those the dataset knows apart
     stops: list[str]  # premature stop codons, e.g. "Q1071*"
     private: list[str]  # private spike substitutions
     qc_class: str | None  # the class the private mutations were judged against
@@ -187,7 +187,7 @@ GENOME_PARTIAL = 0.5  #: a query covering less of the genome is a partial sequen
 
 @dataclass
 class GenomeQC:
-    """Whole-genome QC: coverage, missing and ambiguous bases, frameshifting indels in the coding region."""
+    """Whole-genome QC: coverage, missing and ambiguous bases, frameshifts in coding sequences (known ones apart)."""
 
     verdict: str  #: pass / warn / fail, or "partial" for a spike-only or partial sequence
     reasons: list[str]
@@ -248,7 +248,7 @@ def genome_qc(aln, report=None) -> GenomeQC:
 
 
 # ------------------------------------------------------------------------------------------
-# Nextclade-like QC score, rule by rule
+# Nextclade's QC score, rule by rule
 # ------------------------------------------------------------------------------------------
 
 #: Rule parameters of Nextclade's SARS-CoV-2 dataset (``pathogen.json``'s ``qc``, :func:`dataset_qc`),
@@ -312,7 +312,7 @@ class QCRule:
 
 @dataclass(frozen=True)
 class QCScore:
-    """Nextclade-like QC of one sequence: the rules and the overall score and status."""
+    """Nextclade's QC of one sequence: the rules and the overall score and status."""
 
     rules: dict[str, QCRule]
     score: float

@@ -30,7 +30,7 @@ class Prediction:
     rule_call: str = ""  #: the rule-based marker call (bertgeom.genome.markers), a second opinion
     rule_evidence: str = ""  #: its evidence, e.g. "delta: 7/7 markers"
     clade: str = ""  #: nearest Nextstrain clade (display name, e.g. "21J (Delta)")
-    qc_score: float | None = None  #: Nextclade-like QC score (bertgeom.genome.qc.qc_score)
+    qc_score: float | None = None  #: Nextclade QC score (bertgeom.genome.qc.qc_score)
     qc_status: str = ""  #: good / mediocre / bad
     spike: str = field(default="", repr=False)  #: the aligned spike read (not a CSV column)
     gate: str = ""  #: SARS-CoV-2 / too divergent / not SARS-CoV-2 (bertgeom.genome.gate); no call unless SARS-CoV-2

@@ -78,7 +78,7 @@ def private_column(analysis) -> str:
 
 def batch_table(rows: list[dict]):
     """The batch view of ``classify`` rows: name, BERT call ("no call" below the gate), confidence, rule
-    call, agreement, nearest clade, Nextclade-like QC score and status, spike and whole-genome QC,
+    call, agreement, nearest clade, Nextclade QC score and status, spike and whole-genome QC,
     mutations, the gate's verdict, notes, error (a pandas DataFrame, sortable on the page)."""
     import pandas as pd
 

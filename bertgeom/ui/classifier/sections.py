@@ -1,5 +1,5 @@
 """Sections of the Variant Classifier page built on the genome pipeline's one result object
-(:class:`bertgeom.genome.pipeline.GenomeAnalysis`): the nearest clade, the Nextclade-like QC score
+(:class:`bertgeom.genome.pipeline.GenomeAnalysis`): the nearest clade, Nextclade's QC score
 rule by rule, and the mutation table of every gene (S first).
 
 Everything shown is read from the analysis; nothing is recomputed here.
@@ -42,7 +42,7 @@ def render_nearest_clade(analysis) -> None:
 
 
 def render_qc_score(analysis) -> None:
-    """The Nextclade-like QC score: overall status and score, and one row per rule."""
+    """Nextclade's QC score (its six rules): overall status and score, and one row per rule."""
     q = analysis.qc_score
     if q is None:
         return
