@@ -751,10 +751,11 @@ MISMATCH_WEIGHT = 4
 def nearest_clade(aln: GenomeAlignment | SpikeCut, classes: Iterable[str] | None = None,
                   defs: CladeDefinitions | None = None, mismatch_weight: int = MISMATCH_WEIGHT) -> CladeCall:
     """The deepest clade the genome is consistent with: score = matches - ``mismatch_weight`` x
-    mismatches over the clade's inherited sites (N or uncovered sites count neither way); ties go
-    to the deeper clade, and between siblings of equal depth (23A and 23D, whose own sites an
-    XBB.1.9 genome all carries: F486P and ORF8:G8* arose in both) to the later-designated one, the
-    more specific name (Nextstrain numbers clades in order of designation)."""
+    mismatches over the clade's inherited sites (N or uncovered sites count neither way). Ties go to
+    a clade one of whose own sites (those its parent lacks) the genome carries (a descendant whose
+    own sites are all N, e.g. outside a spike-only input, is not credited), then to the deeper clade, and between siblings of equal depth (23A and
+    23D, whose own sites an XBB.1.9 genome all carries: F486P and ORF8:G8* arose in both) to the
+    later-designated one, the more specific name (Nextstrain numbers clades in order of designation)."""
     defs = defs or load_clade_definitions()
     if isinstance(aln, GenomeAlignment):
         text, offset = aln.aligned, 1
@@ -776,12 +777,20 @@ def nearest_clade(aln: GenomeAlignment | SpikeCut, classes: Iterable[str] | None
                 m += 1
             else:
                 mm += 1
-        key = (m - mismatch_weight * mm, defs.depth(c), order)
+        own = defs.own[c]
+        supported = not own or any(_base_at(text, offset, p) == b for p, b in own.items())
+        key = (m - mismatch_weight * mm, supported, defs.depth(c), order)
         if best is None or key > best[0]:
             best = (key, CladeCall(c, cls, defs.display.get(c, c), m, mm, miss))
     if best is None:
         raise ValueError("no clade in the requested classes")
     return best[1]
+
+
+def _base_at(text: str, offset: int, pos: int) -> str:
+    """The base of an aligned text (starting at genome ``offset``) at genome ``pos`` (N outside it)."""
+    i = pos - offset
+    return text[i] if 0 <= i < len(text) else "N"
 
 
 def spike_sites_of(aligned_spike: str, sites: Iterable[tuple[int, str]]) -> dict[str, str]:
