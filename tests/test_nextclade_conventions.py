@@ -262,3 +262,14 @@ def test_cli_no_call_below_the_gate_and_a_call_on_shipped_genomes(tmp_path):
     assert "no call" in r.stderr
     assert len(called) == 8 and all(c["predicted"] and c["gate"] == SARS2 for c in called)
     assert all("spike (21563-25384) was cut" in c["notes"] for c in called)
+
+
+def test_a_spike_only_input_is_not_credited_with_a_descendant_told_apart_outside_the_spike():
+    from bertgeom.genome.align import align_genome, cut_spike
+    from bertgeom.genome.mutations import nearest_clade
+
+    delta = next(r for r in iter_fasta_file(REPO / "bertgeom/data/genomes/demo_genomes.fasta")
+                 if r.name == "USA/MA-CDCBI-CRSP_6WUXOVDJ3B5G2RNQ/2021")
+    aln = align_genome(delta.sequence)
+    assert nearest_clade(aln).clade == "21J"
+    assert nearest_clade(cut_spike(aln)).clade == "21A"  # 21J's own sites lie outside the spike
