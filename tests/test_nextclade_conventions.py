@@ -273,3 +273,17 @@ def test_a_spike_only_input_is_not_credited_with_a_descendant_told_apart_outside
     aln = align_genome(delta.sequence)
     assert nearest_clade(aln).clade == "21J"
     assert nearest_clade(cut_spike(aln)).clade == "21A"  # 21J's own sites lie outside the spike
+
+
+def test_library_no_call_below_the_gate_and_notes_say_what_was_done_to_the_input():
+    import bertgeom as bg
+    from bertgeom.genome.reference import reverse_complement
+
+    delta = cases()["USA/NC-CDC-LC0171588/2021"]
+    rna_rc = reverse_complement(delta.sequence).replace("T", "U")
+    preds = bg.classify(f">rc_rna\n{rna_rc}\n>mutant79\n{mutant(0.79)}\n")
+    first, gated = preds
+    assert first.predicted and first.gate == SARS2 and first.probs
+    assert "reverse complement" in first.notes and "U" in first.notes and "spike (21563-25384) was cut" in first.notes
+    assert gated.predicted is None and gated.probs == {} and gated.rule_call == "" and gated.gate == NOT_SARS2
+    assert gated.notes.startswith("Not SARS-CoV-2") and gated.row(["gh"], "x")["confidence"] == ""
