@@ -287,3 +287,14 @@ def test_library_no_call_below_the_gate_and_notes_say_what_was_done_to_the_input
     assert "reverse complement" in first.notes and "U" in first.notes and "spike (21563-25384) was cut" in first.notes
     assert gated.predicted is None and gated.probs == {} and gated.rule_call == "" and gated.gate == NOT_SARS2
     assert gated.notes.startswith("Not SARS-CoV-2") and gated.row(["gh"], "x")["confidence"] == ""
+
+
+def test_the_what_if_finds_an_entry_by_either_name():
+    """The what-if lists Nextclade's names; a search for the earlier grouped form still finds them."""
+    from bertgeom.variant.explain import revertible_events
+    from bertgeom.variant.result import mutation_events
+
+    rep = analyse_sequence(genome(deletions=[(21765, 6), (21991, 3)], subs=[(23063, "T")])).mutations
+    labels = {e.name: e.label for e in revertible_events(rep, mutation_events(rep))}
+    assert labels["S:H69- + S:V70-"] == "S:H69- + S:V70- (21765-21770; also del69-70, del21765-21770)"
+    assert "del144" in labels["S:Y144-"] and labels["S:N501Y"] == "S:N501Y (A23063T)"
