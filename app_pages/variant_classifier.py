@@ -155,6 +155,11 @@ pred = trace.predicted
 confidence = float(probs.max())
 qc = analysis.qc
 
+gate = analysis.gate
+no_call = gate is not None and not gate.passed  # outside the model's world: no class probability as a call
+if no_call:  # above everything else about this record
+    st.error(f"**{gate.verdict}** — {plain(gate.reason)} ({gate.summary().split(': ', 1)[1]}; thresholds in "
+             "docs/methods.md, \"Which sequences get a call\".)", icon=":material/block:")
 st.subheader(plain(analysis.name), anchor=False)
 # the model reads a cleaned copy of the record (U already read as T): the record's reading notes come
 # from the pasted text, so the RNA note reads as on every other page that takes the same paste
@@ -186,33 +191,47 @@ with left:
         else:
             g_icon = {"pass": ":green[pass]", "warn": ":orange[warn]", "fail": ":red[fail]"}[gqc.verdict]
             st.markdown(f"Verdict: **{g_icon}** · coverage {gqc.coverage:.1%} · {gqc.missing:,} bases missing · "
-                        f"{gqc.ambiguous} ambiguous · {len(gqc.frameshifts)} frameshifting indel(s)")
+                        f"{gqc.ambiguous} ambiguous · {len(gqc.frameshifts)} frameshift(s) (known ones apart)")
             for reason in gqc.reasons:
                 st.caption(f"• {reason}")
     render_nearest_clade(analysis)
     render_qc_score(analysis)
 with right:
     st.markdown("#### Prediction")
-    min_conf = st.slider("Warn below this confidence", 0.5, 0.99, 0.9, 0.01, key="w_min_conf")
-    st.markdown(f"### {CLASS_DISPLAY.get(pred, pred)} — {probability_label(confidence)}")
-    opinion = second_opinion(analysis, pred, confidence, min_conf)
-    mark = ":green[:material/check_circle: agrees]" if opinion["agrees"] else ":red[:material/error: disagrees]"
-    st.markdown(f"**Second opinion** (rule-based, from each class's characteristic spike mutations): "
-                f"**{opinion['display']}** — {opinion['evidence']}, {mark}",
-                help="The table of characteristic mutations ships with the app "
-                     "(bertgeom/data/definitions/characteristic_mutations.tsv): mutations shared by every "
-                     "Nextstrain clade of a class, plus those carried by >= 75% of its training genomes. "
-                     "A class is called when >= 60% of its readable markers (and at least 3) are present.")
-    if qc.verdict == "fail":
-        st.warning("Low confidence: the sequence fails QC, so treat this prediction with caution.")
-    if opinion["warning"]:
-        (st.error if not opinion["agrees"] else st.warning)(opinion["warning"])
-    chart(probability_bars(labels, {"probability": probs}, display=CLASS_DISPLAY, highlight=pred), "w_probs")
+    if no_call:
+        st.markdown("### No call")
+        st.caption(plain(gate.reason) + " The QC and the mutation tables on this page are still computed "
+                   "against Wuhan-Hu-1, for what they are worth; the model's probabilities are not shown.")
+        opinion = {"call": None}
+    else:
+        min_conf = st.slider("Warn below this confidence", 0.5, 0.99, 0.9, 0.01, key="w_min_conf")
+        st.markdown(f"### {CLASS_DISPLAY.get(pred, pred)} — {probability_label(confidence)}")
+        opinion = second_opinion(analysis, pred, confidence, min_conf)
+        mark = ":green[:material/check_circle: agrees]" if opinion["agrees"] else ":red[:material/error: disagrees]"
+        st.markdown(f"**Second opinion** (rule-based, from each class's characteristic spike mutations): "
+                    f"**{opinion['display']}** — {opinion['evidence']}, {mark}",
+                    help="The table of characteristic mutations ships with the app "
+                         "(bertgeom/data/definitions/characteristic_mutations.tsv): mutations shared by every "
+                         "Nextstrain clade of a class, plus those carried by >= 75% of its training genomes. "
+                         "A class is called when >= 60% of its readable markers (and at least 3) are present.")
+        if qc.verdict == "fail":
+            st.warning("Low confidence: the sequence fails QC, so treat this prediction with caution.")
+        if opinion["warning"]:
+            (st.error if not opinion["agrees"] else st.warning)(opinion["warning"])
+        chart(probability_bars(labels, {"probability": probs}, display=CLASS_DISPLAY, highlight=pred), "w_probs")
 
 # ---- mutations -------------------------------------------------------------------------------
 report = analysis.mutations
 aligned = analysis.spike.aligned
-render_mutation_tables(analysis, pred, opinion["call"])
+# below the gate the tables shade what characterises the nearest clade's class, not the model's call
+render_mutation_tables(analysis, analysis.clade.cls if no_call else pred, opinion["call"])
+if no_call:  # nothing below reads anything but the model's call: the downloads say why there is none
+    c1, c2 = st.columns(2)
+    c1.download_button("Download result (JSON)", json.dumps(result_record(loaded, analysis, pred, labels, probs),
+                                                          indent=1).encode(), "variant_result.json", "application/json")
+    c2.download_button("Download result (CSV)", csv_bytes([result_row(loaded, analysis, pred, labels, probs)]),
+                       "variant_result.csv", "text/csv")
+    st.stop()
 
 # ---- explanation track ----------------------------------------------------------------------
 st.markdown("#### Which parts of the spike drove the prediction?")
@@ -256,12 +275,12 @@ with st.expander("[CLS] attention of every layer"):
 st.markdown("#### What if? In-silico mutagenesis")
 st.caption("Revert mutations to the reference or add substitutions, and see the probabilities change. "
            "Changes are written at reference coordinates, so no other token moves.")
-# one entry per event of the mutation table, named as there (del69-70, N501Y), however many bases it spans
+# one entry per event of the mutation table, named as there (S:H69- + S:V70-, S:N501Y), however many bases it spans
 revertible = revertible_events(report, mutation_events(report))
 c1, c2 = st.columns(2)
 revert = c1.multiselect("Revert", range(len(revertible)), key="w_revert",
                         format_func=lambda i: revertible[i].label if i < len(revertible) else "?",
-                        help="Type a name from the mutation table (e.g. del69-70 or N501Y) to find it.")
+                        help="Type a name from the mutation table (e.g. S:H69- or N501Y) to find it.")
 add_text = c2.text_input("Add substitutions (e.g. A23063T, G22813T)", key="w_add")
 changes, problems, n_events = [], [], 0
 for i in (i for i in revert if i < len(revertible)):

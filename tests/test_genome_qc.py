@@ -51,8 +51,8 @@ def test_frameshifts_warn_then_fail():
     res = run(one)
     assert res.verdict == "warn" and res.checks["frameshifts"] == "warn" and len(res.frameshifts) == 1
     two = one[: p2 - 2] + one[p2 - 1 :]
-    res = run(two)
-    assert res.verdict == "fail" and len(res.frameshifts) == 2
+    res = run(two)  # a second 1-nt deletion downstream keeps the frame shifted: one range, as Nextclade merges
+    assert res.verdict == "warn" and len(res.frameshifts) == 1
 
 
 def test_private_mutations_against_class():

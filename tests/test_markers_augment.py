@@ -27,7 +27,7 @@ def demo_cuts():
 
 def test_shipped_table_is_what_the_builder_makes_and_names_the_classic_markers():
     table = load_marker_table()
-    assert table.version == 2
+    assert table.version == 3
     rebuilt = build_characteristic_table()
     assert tuple(rebuilt) == table.markers  # the file is reproducible from the shipped definitions
     labels = {c: {m.label for m in table.of(c)} for c in CLASSES}
@@ -37,7 +37,7 @@ def test_shipped_table_is_what_the_builder_makes_and_names_the_classic_markers()
     assert not {"G339R", "G339D"} & labels["omicron"]  # G22577C + G22578A is one codon change: G339H
     g339h = next(m for m in table.of("omicron") if m.aa == "G339H")
     assert g339h.nucleotides == "G22577C G22578A" and (g339h.ref, g339h.alt) == ("GG", "CA")
-    assert {"del69-70", "del144", "N501Y", "P681H"} <= labels["alpha"]
+    assert {"H69- V70-", "Y144-", "N501Y", "P681H"} <= labels["alpha"]  # one row per deletion, Nextclade's names
     assert {"T76I", "L452Q", "F490S"} <= labels["lambda"]
     assert table.of("gh") == []  # pre-VOC has no marker of its own in the spike
     assert [m.label for m in table.of("gh", role=None)] == ["D614G"]
@@ -77,10 +77,10 @@ def test_marker_states_read_substitutions_deletions_and_missing_data(demo_cuts):
     alpha = demo_cuts["alpha"].aligned
     by_label = {m.label: m for m in table.of("alpha")}
     assert marker_state(by_label["N501Y"], alpha) == "present"
-    assert marker_state(by_label["del69-70"], alpha) == "present"
+    assert marker_state(by_label["H69- V70-"], alpha) == "present"
     ref = reference_spike()
     assert marker_state(by_label["N501Y"], ref) == "absent"
-    assert marker_state(by_label["del69-70"], ref) == "absent"
+    assert marker_state(by_label["H69- V70-"], ref) == "absent"
     masked = alpha[: 23063 - SPIKE_START] + "N" + alpha[23063 - SPIKE_START + 1 :]
     assert marker_state(by_label["N501Y"], masked) == "missing"
 
@@ -135,13 +135,13 @@ def test_training_batches_are_augmented_and_labelled(demo_cuts):
 
 def test_characteristic_table_file_is_shipped_with_provenance():
     text = data_path("definitions", "characteristic_mutations.tsv").read_text()
-    assert text.startswith("# bertgeom characteristic spike mutations per class, table version 2")
+    assert text.startswith("# bertgeom characteristic spike mutations per class, table version 3")
     assert all(c in text for c in VOC_CLASSES)
 
 
 def test_shipped_profiles_name_indels_as_every_other_table_does():
-    """The training profiles' indel rows carry the grouped Nextstrain names (Delta's E156G del157-158),
-    the same function as the characteristic table, not per-residue names such as F157-."""
+    """The training profiles' indel rows carry the names the characteristic table writes, from the same
+    function: Nextclade's per-residue deletions (Delta's E156G F157- R158-)."""
     from bertgeom.genome.shipped_files import profile_aa_name
     from bertgeom.genome.mutations import load_spike_profiles
 
@@ -149,5 +149,5 @@ def test_shipped_profiles_name_indels_as_every_other_table_does():
     assert indels
     for e in indels:
         assert e.aa == profile_aa_name(e.kind, e.pos, e.ref, e.alt), e
-        assert not e.aa.endswith("-"), e
-    assert any(e.aa == "del69-70" for e in indels)
+        assert not e.aa.startswith(("del", "ins")), e
+    assert any(e.aa == "H69- V70-" for e in indels)

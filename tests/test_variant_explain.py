@@ -194,7 +194,7 @@ def test_refined_integrated_gradients_agree_with_a_dense_midpoint_sum(tiny_varia
 
 
 def test_revertible_events_are_the_mutation_tables_events_one_entry_each():
-    """#21: the what-if listed del21765-21770 while the table says del69-70, and counted bases."""
+    """#21: the what-if listed the deletion's bases while the table named its residues, and counted bases."""
     from bertgeom.genome.pipeline import analyse_sequence
     from bertgeom.variant.spec import genome_set
     from bertgeom.variant.explain import revertible_events
@@ -203,12 +203,13 @@ def test_revertible_events_are_the_mutation_tables_events_one_entry_each():
     report = analyse_sequence(genome_set("demo")[7].text).mutations  # OP339227, an Omicron (BA.2-like)
     events = revertible_events(report, mutation_events(report))
     by_name = {e.name: e for e in events}
-    assert [m.name for m in by_name["G339H"].mutations] == ["G22577C", "G22578A"]  # one codon, one entry
-    assert "del24-26 + A27S" in by_name and len(by_name["del24-26 + A27S"].mutations) == 1  # one deletion, two rows
+    assert [m.name for m in by_name["S:G339H"].mutations] == ["G22577C", "G22578A"]  # one codon, one entry
+    name = "S:L24- + S:P25- + S:P26- + S:A27S"  # Nextclade's per-residue rows of one deletion: one entry
+    assert name in by_name and len(by_name[name].mutations) == 1
     silent = [e for e in events if e.silent]
     assert silent and all(e.mutations[0].aa is None and "no amino-acid change" in e.label for e in silent)
     reverted = sorted(m.name for e in events for m in e.mutations)  # every sub/del exactly once
     assert reverted == sorted(m.name for m in report.spike_nucleotide if m.kind in ("sub", "del"))
     alpha = analyse_sequence(genome_set("demo")[3].text).mutations
     names = [e.name for e in revertible_events(alpha, mutation_events(alpha))]
-    assert "del69-70" in names and not any(n.startswith("del2176") for n in names)
+    assert "S:H69- + S:V70-" in names and not any(n.startswith("2176") for n in names)

@@ -69,7 +69,7 @@ def test_the_rule_based_second_opinion_stands_beside_the_prediction(variant_app)
     table = at.dataframe[0].value
     assert {"mutation", "nucleotide", "domain", "carried by"} <= set(table.columns)
     assert any(c.startswith("private (not in ") for c in table.columns)
-    assert "del69-70" in set(table["mutation"]) and "H69-" not in set(table["mutation"])  # one row per deletion
+    assert {"S:H69-", "S:V70-"} <= set(table["mutation"]) and "del69-70" not in set(table["mutation"])  # Nextclade: per residue
 
 
 def test_markdown_in_a_fasta_header_is_shown_as_text(variant_app):
@@ -182,15 +182,16 @@ def test_a_link_made_on_a_pasted_genome_says_so_and_shows_no_other_genome(tiny_v
 
 
 def test_the_what_if_names_events_as_the_mutation_table_and_counts_them(variant_app):
-    at = variant_app(genome_set("demo")[3].text)  # Alpha: del69-70 (6 bases), del144, N501Y ...
+    at = variant_app(genome_set("demo")[3].text)  # Alpha: H69- V70- (one 6-base deletion), Y144-, N501Y ...
     assert not at.exception
     table_names = set(at.dataframe[0].value["mutation"])
     revert = at.multiselect(key="w_revert")
     labels = list(revert.options)  # as the user reads (and searches) them
     names = {lab.split(" (")[0] for lab in labels}
-    assert "del69-70" in names and "N501Y" in names and not any(lab.startswith("del21765") for lab in labels)
-    assert names - table_names <= {lab.split(" (")[0] for lab in labels if "no amino-acid change" in lab}
-    chosen = [i for i, lab in enumerate(labels) if lab.startswith(("del69-70 ", "N501Y "))]
+    assert "S:H69- + S:V70-" in names and "S:N501Y" in names and not any(lab.startswith("21765") for lab in labels)
+    parts = {part for n in names for part in n.split(" + ")}  # one deletion's residues are one entry
+    assert parts - table_names <= {lab.split(" (")[0] for lab in labels if "no amino-acid change" in lab}
+    chosen = [i for i, lab in enumerate(labels) if lab.startswith(("S:H69- + S:V70- ", "S:N501Y "))]
     assert len(chosen) == 2
     at.multiselect(key="w_revert").set_value(chosen).run()
     assert not at.exception

@@ -20,12 +20,12 @@ def test_gene_tables_nearest_clade_and_qc_score_read_the_one_analysis(tiny_varia
     at = at.switch_page("app_pages/variant_classifier.py").run()
     assert not at.exception
     assert any("Nearest Nextstrain clade: **20I (Alpha)**" in m.value for m in at.markdown)
-    assert any("QC score (Nextclade-like)" in m.value for m in at.markdown)
+    assert any("QC score (Nextclade's rules)" in m.value for m in at.markdown)
     rules = [c.value for c in at.caption if c.value.startswith("• **")]
-    assert [r.split("**")[1] for r in rules] == ["missing data", "mixed sites", "private mutations", "frameshifts",
-                                                 "stop codons"]
+    assert [r.split("**")[1] for r in rules] == ["missing data", "mixed sites", "private mutations", "snp clusters",
+                                                 "frameshifts", "stop codons"]  # Nextclade's six rules
     table = at.dataframe[0].value
-    assert "del69-70" in set(table["mutation"])  # S first
+    assert "S:H69-" in set(table["mutation"])  # S first, Nextclade's names
     private_col = next(c for c in table.columns if c.startswith("private (not in 20I"))
     spike_card = next(m for m in at.metric if m.label == "Private mutations")
     assert int(spike_card.value) == (table[private_col] == "yes").sum()  # one word, one count
@@ -35,5 +35,5 @@ def test_gene_tables_nearest_clade_and_qc_score_read_the_one_analysis(tiny_varia
     at.segmented_control(key="w_gene").set_value("ORF8").run()
     assert not at.exception
     orf8 = at.dataframe[0].value
-    assert {"Q27*", "K68*"} <= set(orf8["mutation"]) and "domain" not in orf8.columns
+    assert {"ORF8:Q27*", "ORF8:K68*"} <= set(orf8["mutation"]) and "domain" not in orf8.columns
     assert any("ORF8:" in c.value and "premature stop" in c.value for c in at.caption)

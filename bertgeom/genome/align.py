@@ -9,7 +9,7 @@ directly comparable position by position (and, for the spike, token by token):
 
 Insertions are not written into the text (that would shift coordinates); they are recorded as
 ``(pos, bases)`` where ``pos`` is the genome 1-based position of the reference base *after which*
-the bases are inserted (Nextclade's convention, e.g. Omicron BA.1 ``(22204, "GAGCCAGAA")`` = S:ins214EPE).
+the bases are inserted (Nextclade's convention, e.g. Omicron BA.1 ``(22204, "GAGCCAGAA")`` = S:214:EPE).
 
 This deviates from the paper (bwa mem on 150-nt chunks, deletions dropped, gaps filled from the
 reference, Bonino 2025 (arXiv:2502.12033), case study; the authors' released code); :meth:`SpikeCut.paper_sequence` rebuilds the paper's representation.

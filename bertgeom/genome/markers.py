@@ -36,7 +36,7 @@ import numpy as np
 from .classes import CLASSES, VOC_CLASSES
 from .reference import SPIKE_START, data_path, reference_sequence, translate_codon
 
-TABLE_VERSION = 2
+TABLE_VERSION = 3  #: 3: Nextclade names (H69- V70-, 143:T, 22299-22319); 2 wrote del69-70
 TABLE_FILE = ("definitions", "characteristic_mutations.tsv")
 PROFILE_MIN_SHARE = 0.75  #: share of a class's training genomes that must carry a mutation
 TABLE_COLUMNS = ("class", "gene", "aa", "nucleotides", "mutation", "kind", "pos", "ref", "alt", "role", "source",

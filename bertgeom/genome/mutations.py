@@ -1,19 +1,21 @@
 """Mutations against MN908947.3 and the Nextstrain clade definitions.
 
-Naming conventions (as Nextstrain / Nextclade write them):
+Naming conventions: exactly Nextclade's output form (its TSV/JSON columns), so a name can be pasted
+between the two tools:
 
 * nucleotide substitution ``A23063T`` (reference base, genome 1-based position, query base);
-  nucleotide deletion ``del21765-21770`` (first-last deleted base; ``del22031`` for one base);
-  nucleotide insertion ``ins22204:GAGCCAGAA`` (after reference base 22204);
-* spike amino acids, 1-based: ``N501Y``; per-codon deletion ``H69-`` and grouped ``del69-70``
-  (one residue: ``del144``); insertion ``ins214EPE`` (after residue 214); frameshift ``F157fs``;
-  a new stop codon ``Q1071*``.
+  nucleotide deletion ``21765-21770`` (first-last deleted base, a closed range; ``28271`` for one base);
+  nucleotide insertion ``22204:GAGCCAGAA`` (after reference base 22204);
+* amino acids, 1-based, qualified by the gene: ``S:N501Y``; one deletion per residue ``S:H69-``,
+  ``S:V70-``; insertion ``S:214:EPE`` (after residue 214); a frameshift as the codon range it shifts,
+  ``N:33-420`` (first shifted codon to the codon where the frame is restored, or the gene's last codon
+  counting its stop: a compensated pair of indels is one range); a new stop codon ``S:Q1071*``.
 
 Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are named as Nextclade's
 peptide alignment names them: the residue(s) the remaining bases make take the place among the
 affected codons that scores best by BLOSUM62, ties putting the gaps last; so Delta gives
-``E156G del157-158``, BA.1 ``G142D del143-145``, BA.2 ``del24-26 A27S``, Lambda ``del246-252 D253N``,
-Alpha 21765-21770 ``del69-70`` and 21991-21993 ``del144``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
+``E156G R157- F158-``, BA.1 ``G142D V143- Y144- Y145-``, BA.2 ``L24- P25- P26- A27S``, Lambda
+``R246- ... G252- D253N``, Alpha 21765-21770 ``H69- V70-`` and 21991-21993 ``Y144-``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
 
 The clade definitions (``definitions/nextstrain_clades.tsv``) list nucleotide sites only, each clade
 inheriting its parent's sites (a child's own row wins at the same site). Some rows give the
@@ -187,12 +189,13 @@ class AaMutation:
     pos: int  # residue (for insertions: the residue after which)
     ref: str
     alt: str
-    name: str  # "N501Y", "H69-", "ins214EPE", "F157fs", "Q1071*"
+    name: str  # "N501Y", "H69-", "214:EPE", "157-1274" (frameshift codon range), "Q1071*"
     domain: str | None = None
     coarse_domain: str | None = None
     nuc: tuple[str, ...] = ()  # underlying nucleotide mutation names
     defining_clades: tuple[str, ...] = ()
     gene: str = "S"  # Nextclade gene name (bertgeom.genome.genes)
+    end: int = 0  # a frameshift's last codon (its range's end, counting the stop); 0 otherwise
 
     @property
     def qualified(self) -> str:
@@ -202,15 +205,15 @@ class AaMutation:
 
 @dataclass(frozen=True)
 class AaEvent:
-    """One row of a gene's mutation table: a substitution, a premature stop, a frameshift, an
-    insertion, or a run of consecutive deleted residues grouped as Nextclade names it
-    (``S:del69-70``, ``ORF1a:del3675-3677``), with the nucleotide changes that make it."""
+    """One row of a gene's mutation table: a substitution, a premature stop, a frameshift (its codon
+    range), an insertion, or one deleted residue, named as Nextclade names it (``S:H69-``,
+    ``S:214:EPE``, ``ORF3a:257-276``), with the nucleotide changes that make it."""
 
     gene: str
     kind: str  # "sub", "del", "ins", "fs", "stop"
     start: int  # first residue (insertions: the residue after which)
     end: int
-    name: str  # "N501Y", "del69-70", "ins214EPE", "F157fs", "Q1071*"
+    name: str  # "N501Y", "H69-", "214:EPE", "157-1274", "Q1071*"
     nuc: tuple[str, ...] = ()
 
     @property
@@ -219,17 +222,28 @@ class AaEvent:
 
 
 def group_events(gene: str, aa: Iterable[AaMutation]) -> list[AaEvent]:
-    """Consecutive deleted residues become one ``del69-70`` event (union of their nucleotides)."""
-    out: list[AaEvent] = []
-    for m in aa:
-        last = out[-1] if out else None
-        if m.kind == "del" and last is not None and last.kind == "del" and m.pos == last.end + 1:
-            nuc = tuple(dict.fromkeys(last.nuc + m.nuc))
-            out[-1] = AaEvent(gene, "del", last.start, m.pos, f"del{last.start}-{m.pos}", nuc)
-            continue
-        name = f"del{m.pos}" if m.kind == "del" else m.name
-        out.append(AaEvent(gene, m.kind, m.pos, m.pos, name, m.nuc))
-    return out
+    """One table row per amino-acid change, as Nextclade lists them: a deletion per residue
+    (``H69-``, ``V70-``), a frameshift as its codon range (``start``..``end``)."""
+    return [AaEvent(gene, m.kind, m.pos, m.end or m.pos, m.name, m.nuc) for m in aa]
+
+
+def nuc_deletion_name(pos: int, length: int) -> str:
+    """Nextclade's name of a nucleotide deletion: ``21765-21770`` (closed range), ``28271`` for one base."""
+    return f"{pos}" if length == 1 else f"{pos}-{pos + length - 1}"
+
+
+def nuc_insertion_name(pos: int, bases: str) -> str:
+    """Nextclade's name of a nucleotide insertion after reference base ``pos``: ``22204:GAGCCAGAA``."""
+    return f"{pos}:{bases}"
+
+
+def split_change(change: str) -> tuple[str | None, str]:
+    """``("S", "N501Y")`` for a gene-qualified amino-acid change, ``(None, "22204:GAGCCAGAA")`` for a
+    nucleotide change (an insertion's ``:`` follows digits, a gene name starts with a letter)."""
+    gene, sep, name = change.partition(":")
+    if sep and gene[:1].isalpha():
+        return gene, name
+    return None, change
 
 
 @dataclass
@@ -242,7 +256,7 @@ class GeneReport:
     events: list[AaEvent]
     called: int  #: bases of the CDS read as a base or a deletion (not N, not uncovered)
     length: int
-    frameshifts: list[str]  #: nucleotide names of the indels that shift this gene's frame
+    frameshifts: list[str]  #: codon ranges this gene's frame is shifted over (``257-276``), merged
     stops: list[str]  #: premature stop codons ("Q1071*")
 
     @property
@@ -289,28 +303,9 @@ class MutationReport:
         return [m.name for m in (self.spike_nucleotide if spike_only else self.nucleotide)]
 
     def aa_names(self, grouped: bool = True) -> list[str]:
-        """Spike amino-acid names in order; with ``grouped`` consecutive deleted residues become
-        one ``del69-70`` entry, otherwise one ``H69-`` entry per residue."""
-        if not grouped:
-            return [m.name for m in self.amino_acid]
-        out: list[str] = []
-        run: list[int] = []
-
-        def flush() -> None:
-            if run:
-                out.append(f"del{run[0]}" if len(run) == 1 else f"del{run[0]}-{run[-1]}")
-                run.clear()
-
-        for m in self.amino_acid:
-            if m.kind == "del":
-                if run and m.pos != run[-1] + 1:
-                    flush()
-                run.append(m.pos)
-            else:
-                flush()
-                out.append(m.name)
-        flush()
-        return out
+        """Spike amino-acid names in order, as Nextclade names them (one ``H69-`` per deleted residue;
+        ``grouped`` is kept for callers of the earlier grouped form and no longer changes anything)."""
+        return [m.name for m in self.amino_acid]
 
     def has(self, name: str) -> bool:
         """True if a nucleotide or amino-acid mutation of that name is present (either style)."""
@@ -392,12 +387,12 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
         aa = aa_of_genome_pos(p)
         aa = aa if aa is not None and aa <= SPIKE_AA_LEN else None
         fine, coarse = _dom(aa)
-        name = f"del{p}" if n == 1 else f"del{p}-{p + n - 1}"
+        name = nuc_deletion_name(p, n)
         nuc.append(NucMutation("del", p, ref[p - 1 : p - 1 + n], "", name, aa, fine, coarse, codon_aa.get(aa)))
     for p, b in inss:
         aa = aa_of_genome_pos(p) if SPIKE_START <= p < SPIKE_END else None
         fine, coarse = _dom(aa)
-        nuc.append(NucMutation("ins", p, "", b, f"ins{p}:{b}", aa, fine, coarse, codon_aa.get(aa)))
+        nuc.append(NucMutation("ins", p, "", b, nuc_insertion_name(p, b), aa, fine, coarse, codon_aa.get(aa)))
     nuc.sort(key=lambda m: (m.pos, m.kind))
 
     # attach nucleotide names to amino-acid changes, gene by gene
@@ -420,18 +415,22 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
             for c in range(c0, c1 + 1):
                 by_codon.setdefault(c, []).append(m.name)
         full = []
+        shifting = [m for m in nuc if m.kind in ("del", "ins") and (len(m.ref) + len(m.alt)) % 3]
         for m in gene_aa[g][0]:
-            names = tuple(by_codon.get(m.pos, ()))
+            if m.kind == "fs":  # the indels that open or close the shifted range
+                lo, hi = gene.codon_span(max(m.pos - 1, 1))[0], gene.codon_span(m.end)[1]
+                names = tuple(x.name for x in shifting if x.pos <= hi and lo <= x.pos + max(len(x.ref), 1) - 1)
+            else:
+                names = tuple(by_codon.get(m.pos, ()))
             clades = tuple(sorted({c for n in names for c in _clades_of_name(n, defs)}))
-            full.append(AaMutation(m.kind, m.pos, m.ref, m.alt, m.name, m.domain, m.coarse_domain, names, clades, g))
+            full.append(replace(m, nuc=names, defining_clades=clades, gene=g))
         events = group_events(g, full)
         for e in events:
             for n in e.nuc:
                 events_of_nuc.setdefault(n, []).append(e.qualified)
         gtext = text[gene.start - offset : gene.end - offset + 1]
         called, _ = called_share(gtext)
-        fs = [m.name for m in nuc if m.kind in ("del", "ins") and (len(m.ref) + len(m.alt)) % 3
-              and gene.start <= m.pos <= gene.end - (1 if m.kind == "ins" else 0)]
+        fs = [m.name for m in full if m.kind == "fs"]
         reports[g] = GeneReport(g, full, events, called, gene.length, fs, [m.name for m in full if m.kind == "stop"])
     nuc = [replace(m, aa_changes=tuple(events_of_nuc.get(m.name, ()))) for m in nuc]
     aa_full = reports["S"].aa
@@ -488,6 +487,39 @@ def _deletion_placement(ref_aas: str, q_aas: str, k: int) -> int:
     return best
 
 
+def frameshift_ranges(gene, deletions: Iterable[tuple[int, int]], insertions: Iterable[tuple[int, str]]
+                      ) -> list[tuple[int, int]]:
+    """The codon ranges ``[begin, end)`` (0-based, Nextclade's JSON convention) over which the
+    indels shift ``gene``'s reading frame. A range opens at the first reference base read in the
+    shifted frame (after a deletion, or after an insertion's bases) and closes before the indel that
+    restores the frame, or at the gene's last codon (its stop counted, so ``N`` ends at 420):
+    two indels that compensate each other give one range, as in Nextclade."""
+    g0, g1 = gene.start, gene.end
+    events = []  # (first reference base of the indel, first reference base after it, frame change)
+    for p, n in deletions:
+        a, b = max(p, g0), min(p + n - 1, g1)
+        if a <= b and (b - a + 1) % 3:
+            events.append((a, b + 1, -(b - a + 1)))
+    for p, bases in insertions:
+        if g0 <= p < g1 and len(bases) % 3:
+            events.append((p + 1, p + 1, len(bases)))
+    n_codons = gene.length // 3
+    out: list[tuple[int, int]] = []
+    frame, since = 0, None
+    for start, after, delta in sorted(events):
+        before, frame = frame, (frame + delta) % 3
+        if before == 0 and frame != 0:
+            since = (after - g0) // 3
+        elif before != 0 and frame == 0 and since is not None:
+            end = (start - 1 - g0) // 3 + 1
+            if end > since:
+                out.append((since, min(end, n_codons)))
+            since = None
+    if since is not None and since < n_codons:
+        out.append((since, n_codons))
+    return out
+
+
 def gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], insertions: Iterable[tuple[int, str]]
                       ) -> tuple[list[AaMutation], dict[int, str]]:
     """Amino-acid changes of one gene from its aligned text (``gene.length`` characters in reference
@@ -516,8 +548,7 @@ def gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], ins
         cs, ce = s0 // 3, min(-(-e0 // 3), n_aa)
         if cs >= n_aa:
             continue
-        if n % 3:
-            add("fs", cs + 1, prot[cs], "fs", f"{prot[cs]}{cs + 1}fs")
+        if n % 3:  # named below as the codon range it shifts
             handled.update(range(cs, ce))
             continue
         k = n // 3
@@ -545,43 +576,35 @@ def gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], ins
         c = o // 3
         if c >= n_aa:
             continue
-        if L % 3:
-            add("fs", c + 1, prot[c], "fs", f"{prot[c]}{c + 1}fs")
+        if L % 3:  # named below as the codon range it shifts
             handled.add(c)
             continue
         if (o + 1) % 3 == 0:  # between codons c and c+1
-            add("ins", c + 1, "", translate(b), f"ins{c + 1}{translate(b)}")
+            add("ins", c + 1, "", translate(b), f"{c + 1}:{translate(b)}")
             continue
         codon = s[3 * c : 3 * c + 3]
         cut_at = o % 3 + 1
         aas = translate(codon[:cut_at] + b + codon[cut_at:])
         r = prot[c]
         if aas[0] == r:
-            add("ins", c + 1, "", aas[1:], f"ins{c + 1}{aas[1:]}")
+            add("ins", c + 1, "", aas[1:], f"{c + 1}:{aas[1:]}")
         elif aas[-1] == r:
-            add("ins", c, "", aas[:-1], f"ins{c}{aas[:-1]}")
+            add("ins", c, "", aas[:-1], f"{c}:{aas[:-1]}")
         else:
             if aas[0] != "X":
                 add("stop" if aas[0] == "*" else "sub", c + 1, r, aas[0], f"{r}{c + 1}{aas[0]}")
-            add("ins", c + 1, "", aas[1:], f"ins{c + 1}{aas[1:]}")
+            add("ins", c + 1, "", aas[1:], f"{c + 1}:{aas[1:]}")
         handled.add(c)
 
     # codons read out of frame (after a frameshifting indel, up to one that restores the frame):
-    # their residues are not called, as Nextclade masks a frameshift's range
-    shifts = sorted([(p, -min(p + n - 1, g1) + max(p, g0) - 1) for p, n in deletions
-                     if max(p, g0) <= min(p + n - 1, g1) and (min(p + n - 1, g1) - max(p, g0) + 1) % 3]
-                    + [(p + 1, len(b)) for p, b in insertions if g0 <= p < g1 and len(b) % 3])
-    frame, since = 0, None
-    for p, delta in shifts:
-        before = frame
-        frame = (frame + delta) % 3
-        if before == 0 and frame != 0:
-            since = (p - g0) // 3
-        elif before != 0 and frame == 0 and since is not None:
-            handled.update(range(since, min((p - g0) // 3 + 1, n_aa)))
-            since = None
-    if since is not None:
-        handled.update(range(since, n_aa))
+    # their residues are not called, as Nextclade masks a frameshift's range; each range is one
+    # frameshift named by its codons (a compensated pair of indels is one range)
+    for begin, end in frameshift_ranges(gene, deletions, insertions):
+        handled.update(range(begin, min(end, n_aa)))
+        ref_aa = prot[begin] if begin < n_aa else "*"
+        fine, coarse = _dom(begin + 1) if spike else (None, None)
+        out.append(AaMutation("fs", begin + 1, ref_aa, "fs", f"{begin + 1}-{end}", fine, coarse, gene=gene.name,
+                              end=end))
 
     # plain codon substitutions (vectorised pre-filter on differing codons)
     q = np.frombuffer(s[: 3 * n_aa].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
@@ -720,10 +743,19 @@ class CladeCall:
     missing: int
 
 
+#: A clade site the genome contradicts (another base read there) weighs this many matching sites: a
+#: deeper clade is chosen only when its extra matches clearly outweigh what contradicts it.
+MISMATCH_WEIGHT = 4
+
+
 def nearest_clade(aln: GenomeAlignment | SpikeCut, classes: Iterable[str] | None = None,
-                  defs: CladeDefinitions | None = None) -> CladeCall:
-    """Best-matching clade (score = matches - 2 x mismatches; ties -> the shallower clade, so a
-    spike-only input is not credited with a descendant it cannot be told apart from)."""
+                  defs: CladeDefinitions | None = None, mismatch_weight: int = MISMATCH_WEIGHT) -> CladeCall:
+    """The deepest clade the genome is consistent with: score = matches - ``mismatch_weight`` x
+    mismatches over the clade's inherited sites (N or uncovered sites count neither way). Ties go to
+    a clade one of whose own sites (those its parent lacks) the genome carries (a descendant whose
+    own sites are all N, e.g. outside a spike-only input, is not credited), then to the deeper clade, and between siblings of equal depth (23A and
+    23D, whose own sites an XBB.1.9 genome all carries: F486P and ORF8:G8* arose in both) to the
+    later-designated one, the more specific name (Nextstrain numbers clades in order of designation)."""
     defs = defs or load_clade_definitions()
     if isinstance(aln, GenomeAlignment):
         text, offset = aln.aligned, 1
@@ -731,7 +763,7 @@ def nearest_clade(aln: GenomeAlignment | SpikeCut, classes: Iterable[str] | None
         text, offset = aln.aligned, SPIKE_START
     allowed = set(classes) if classes is not None else None
     best = None
-    for c in defs.clades:
+    for order, c in enumerate(defs.clades):
         cls = clade_to_class(c)
         if allowed is not None and cls not in allowed:
             continue
@@ -745,12 +777,20 @@ def nearest_clade(aln: GenomeAlignment | SpikeCut, classes: Iterable[str] | None
                 m += 1
             else:
                 mm += 1
-        key = (m - 2 * mm, -len(defs.inherited(c)))
+        own = defs.own[c]
+        supported = not own or any(_base_at(text, offset, p) == b for p, b in own.items())
+        key = (m - mismatch_weight * mm, supported, defs.depth(c), order)
         if best is None or key > best[0]:
             best = (key, CladeCall(c, cls, defs.display.get(c, c), m, mm, miss))
     if best is None:
         raise ValueError("no clade in the requested classes")
     return best[1]
+
+
+def _base_at(text: str, offset: int, pos: int) -> str:
+    """The base of an aligned text (starting at genome ``offset``) at genome ``pos`` (N outside it)."""
+    i = pos - offset
+    return text[i] if 0 <= i < len(text) else "N"
 
 
 def spike_sites_of(aligned_spike: str, sites: Iterable[tuple[int, str]]) -> dict[str, str]:

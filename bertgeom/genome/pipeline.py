@@ -22,6 +22,7 @@ import numpy as np
 
 from .align import AlignmentError, GenomeAlignment, SpikeCut, align_genome, cut_spike
 from .fasta import RecordError, SequenceInputError, SequenceRecord, parse_single
+from .gate import Gate, sequence_gate
 from .kmers import MAX_LENGTH, KmerVocab, seq2kmer
 from .mutations import CladeCall, MutationReport, call_mutations, nearest_clade
 from .markers import RuleCall, call_cut, load_marker_table
@@ -48,6 +49,7 @@ class GenomeAnalysis:
     private: PrivateCall | None = None  # the genome's changes against its nearest clade's profile
     qc_score: QCScore | None = None  # Nextclade-like QC score, rule by rule
     rule: RuleCall | None = None  # the rule-based marker call of the spike (second opinion)
+    gate: Gate | None = None  # SARS-CoV-2 / too divergent / not SARS-CoV-2: whether the model's call is shown
     kmers: list[str] = field(default_factory=list)
     token_ids: np.ndarray | None = None  # only when a vocabulary was given
     unk_rate: float | None = None
@@ -57,6 +59,25 @@ class GenomeAnalysis:
     def ok(self) -> bool:
         """True when the spike could be cut (it may still fail QC)."""
         return self.error is None and self.spike is not None
+
+    @property
+    def callable(self) -> bool:
+        """True when the model's call may be shown: analysed, and the gate says SARS-CoV-2."""
+        return self.ok and self.gate is not None and self.gate.passed
+
+    def input_notes(self) -> list[str]:
+        """What was done to the input before the model read it: the parser's and aligner's notes
+        (reverse complement, U read as T ...), bases outside the alignment trimmed, and the spike cut
+        from a longer sequence."""
+        out = list(self.notes)
+        aln = self.alignment
+        if aln is not None and aln.segments:
+            lead, trail = aln.segments[0][0], aln.query_len - aln.segments[-1][1]
+            if lead or trail:
+                out.append(f"{lead} leading and {trail} trailing input bases outside the alignment trimmed")
+        if self.spike is not None and aln is not None and aln.coverage > 0.2:
+            out.append("the spike (21563-25384) was cut from the sequence for the model")
+        return out
 
     @property
     def genes(self) -> list[str]:
@@ -119,18 +140,20 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
     try:
         aln = align_genome(record.sequence)
         res.alignment = aln
-        res.genome_qc = genome_qc(aln)
         cut = cut_spike(aln)
         res.notes += [n for n in cut.notes if n not in res.notes]
         if cut.coverage == 0:
+            res.genome_qc = genome_qc(aln)
             res.error = "The sequence aligns to SARS-CoV-2 but does not cover the spike (S gene)."
             return res
         res.spike = cut
         res.mutations = call_mutations(aln, cut=cut)
+        res.genome_qc = genome_qc(aln, res.mutations)
         res.clade = nearest_clade(aln)
         res.private = private_changes(res.mutations, aln.aligned, 1, res.clade.clade)
         res.qc = spike_qc(cut, res.mutations, cls or res.clade.cls, private=res.private)
         res.qc_score = qc_score(res.mutations, aln.aligned, res.private)
+        res.gate = sequence_gate(aln.aligned, record.sequence, len(res.private.private))
         res.rule = call_cut(cut)
         text = cut.aligned if representation == "aligned" else cut.paper_sequence()
         res.model_input = text
@@ -175,7 +198,7 @@ def mutation_table(analysis: GenomeAnalysis) -> list[dict]:
     rep = analysis.mutations
     if rep is None:
         return []
-    private = set(analysis.private.private) if analysis.private else set()
+    private = set(analysis.private.rows) if analysis.private else set()  # rows holding a private nucleotide
     rows = []
     for g, gr in rep.genes.items():
         for e in gr.events:

@@ -14,11 +14,15 @@ The profile of a clade (``definitions/clade_profiles.tsv``, built with the chara
   developer genomes (a change's share is over the genomes whose bases there are read).
 
 A clade without training genomes borrows the training part of its nearest ancestor that has some.
-Private mutations are then what Nextclade calls them: changes of the genome absent from the
-profile of its nearest clade (:func:`~.mutations.nearest_clade`), the stand-in here for the nearest
-node of Nextclade's reference tree; *reversions* are firm profile substitutions (from the definition,
-or backed by at least :data:`FIRM_MIN_GENOMES` genomes) the genome does not carry where its bases
-are read. Clades with one or two training genomes have thin profiles (their ``n_genomes`` says so).
+Private mutations are then counted as Nextclade counts them, on nucleotides: the genome's
+substitutions and deletion ranges (a range once) absent from the nucleotides of its nearest clade's
+profile (:func:`~.mutations.nearest_clade`, the stand-in here for the nearest node of Nextclade's
+reference tree); *labelled* ones are in another clade's profile; *reversions* are firm profile
+substitutions (from the definition, or backed by at least :data:`FIRM_MIN_GENOMES` genomes) where the
+genome reads the reference base (a deleted or N site is no reversion, so nothing is inferred inside a
+frameshifted or deleted stretch). A table row (an amino-acid event) is marked private when one of its
+nucleotides is; rows of genes outside Nextclade's annotation (ORF10) never are. Clades with one or
+two training genomes have thin profiles (their ``n_genomes`` says so).
 
 References
 ----------
@@ -41,16 +45,17 @@ CLADE_MIN_SHARE = 0.5  #: share of a clade's training genomes that makes a chang
 #: a training-only profile row counts for reversions only when this many genomes back it
 FIRM_MIN_GENOMES = 3
 PROFILE_FILE = ("definitions", "clade_profiles.tsv")
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2  #: 2: Nextclade's names (per-residue deletions, 214:EPE, 21765-21770); 1 had del69-70
 PROFILE_COLUMNS = ("clade", "class", "change", "gene", "nucleotides", "source", "share", "n_genomes")
 
 
 def change_sites(report, change: str) -> list[int]:
     """Genome positions a change's read depends on (to judge whether a genome can show it)."""
     from .genes import load_genes
+    from .mutations import split_change
 
-    if ":" in change:
-        gene_name, _, name = change.partition(":")
+    gene_name, name = split_change(change)
+    if gene_name is not None:
         gene = load_genes().get(gene_name)
         ev = next((e for e in report.genes.get(gene_name, None).events if e.name == name), None) if (
             report is not None and gene_name in report.genes) else None
@@ -70,11 +75,12 @@ def change_sites(report, change: str) -> list[int]:
 
 
 def _residues_of(name: str) -> tuple[int, int] | None:
+    """Residues of an amino-acid change's name: ``N501Y``, ``H69-``, ``214:EPE``, ``257-276`` (frameshift)."""
     import re
 
-    m = re.match(r"^del(\d+)(?:-(\d+))?$", name)
+    m = re.match(r"^(\d+)-(\d+)$", name)
     if m:
-        return int(m.group(1)), int(m.group(2) or m.group(1))
+        return int(m.group(1)), int(m.group(2))
     r = _residue_of(name)
     return (r, r) if r is not None else None
 
@@ -82,25 +88,37 @@ def _residues_of(name: str) -> tuple[int, int] | None:
 def _residue_of(name: str) -> int | None:
     import re
 
-    m = re.match(r"^(?:del|ins)?[A-Z*]?(\d+)", name)
+    m = re.match(r"^[A-Z*]?(\d+)", name)
     return int(m.group(1)) if m else None
 
 
-def _nuc_sites(name: str) -> list[int]:
+def nuc_key(name: str) -> tuple | None:
+    """``("sub", 23063, "T")``, ``("del", 21765, 21770)`` or ``("ins", 22204, "GAGCCAGAA")`` of a
+    nucleotide change named as Nextclade names it (None for anything else)."""
     import re
 
-    m = re.match(r"^[ACGT](\d+)[ACGT]$", name)
+    m = re.match(r"^[ACGT](\d+)([ACGT])$", name)
     if m:
-        return [int(m.group(1))]
-    m = re.match(r"^del(\d+)(?:-(\d+))?$", name)
-    if m:
-        a = int(m.group(1))
-        return list(range(a, int(m.group(2) or a) + 1))
-    m = re.match(r"^ins(\d+):", name)
+        return ("sub", int(m.group(1)), m.group(2))
+    m = re.match(r"^(\d+)(?:-(\d+))?$", name)
     if m:
         a = int(m.group(1))
-        return [a, a + 1]
-    return []
+        return ("del", a, int(m.group(2) or a))
+    m = re.match(r"^(\d+):([A-Z]+)$", name)
+    if m:
+        return ("ins", int(m.group(1)), m.group(2))
+    return None
+
+
+def _nuc_sites(name: str) -> list[int]:
+    key = nuc_key(name)
+    if key is None:
+        return []
+    if key[0] == "sub":
+        return [key[1]]
+    if key[0] == "del":
+        return list(range(key[1], key[2] + 1))
+    return [key[1], key[1] + 1]
 
 
 def genome_changes(report) -> dict[str, str]:
@@ -192,6 +210,30 @@ class CladeProfiles:
         return self._classes_of.get(change, ())
 
     @functools.cached_property
+    def _nucs_by_clade(self) -> dict[str, dict[str, bool]]:
+        """``{clade: {nucleotide name: firm}}``: the nucleotides behind every row of a clade's profile."""
+        out: dict[str, dict[str, bool]] = defaultdict(dict)
+        for r in self.rows:
+            for n in r.nucleotides.split():
+                out[r.clade][n] = out[r.clade].get(n, False) or r.firm
+        return dict(out)
+
+    def nucleotides(self, clade: str) -> dict[str, bool]:
+        """``{nucleotide name: firm}`` of ``clade``'s profile (what private mutations are judged against)."""
+        return self._nucs_by_clade.get(clade, {})
+
+    @functools.cached_property
+    def _clades_of_nuc(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, set[str]] = defaultdict(set)
+        for clade, nucs in self._nucs_by_clade.items():
+            for n in nucs:
+                out[n].add(clade)
+        return {k: tuple(sorted(v)) for k, v in out.items()}
+
+    def clades_with_nucleotide(self, name: str) -> tuple[str, ...]:
+        return self._clades_of_nuc.get(name, ())
+
+    @functools.cached_property
     def _clades_of(self) -> dict[str, tuple[str, ...]]:
         out: dict[str, list[str]] = defaultdict(list)
         for r in self.rows:
@@ -207,57 +249,85 @@ class CladeProfiles:
 
 @dataclass(frozen=True)
 class PrivateCall:
-    """A genome's changes judged against one clade's profile (Nextclade's private mutations).
+    """A genome's nucleotide changes judged against one clade's profile (Nextclade's private mutations).
 
-    ``private``: the genome's changes not in the profile, in table order; ``labeled``: those of them
-    found in another clade's profile (Nextclade's "labelled" private mutations); ``reversions``:
-    substitutions of the profile the genome does not carry although its bases there are read."""
+    ``private``: the genome's substitutions and deletion ranges not in the profile's nucleotides,
+    genome order (insertions are not counted, as in Nextclade); ``labeled``: those of them in another
+    clade's profile (Nextclade's "labelled" private mutations); ``reversions``: firm profile
+    substitutions where the genome reads the reference base, named as the change back
+    (``G23403A``); ``rows``: the table rows (amino-acid events and nucleotide-only changes) holding a
+    private nucleotide, what the tables mark "private"."""
 
     clade: str
     private: tuple[str, ...]
     labeled: tuple[str, ...]
     reversions: tuple[str, ...]
+    rows: tuple[str, ...] = ()
 
     @property
     def unlabeled(self) -> tuple[str, ...]:
         return tuple(c for c in self.private if c not in set(self.labeled))
 
+    @property
+    def substitutions(self) -> tuple[str, ...]:
+        """Private substitutions (labelled or not; reversions apart)."""
+        return tuple(c for c in self.private if (nuc_key(c) or ("",))[0] == "sub")
+
+    @property
+    def deletion_ranges(self) -> tuple[str, ...]:
+        return tuple(c for c in self.private if (nuc_key(c) or ("",))[0] == "del")
+
     def in_gene(self, gene: str) -> tuple[str, ...]:
-        """Private changes of one gene (``"nuc"``: the nucleotide changes that change no amino acid)."""
+        """Table rows marked private of one gene (``"nuc"``: the nucleotide changes that change no amino acid)."""
+        from .mutations import split_change
+
         if gene == "nuc":
-            return tuple(c for c in self.private if ":" not in c)
-        return tuple(c for c in self.private if c.startswith(gene + ":"))
+            return tuple(c for c in self.rows if split_change(c)[0] is None)
+        return tuple(c for c in self.rows if split_change(c)[0] == gene)
 
 
 def private_changes(report, aligned: str, offset: int, clade: str,
                     profiles: CladeProfiles | None = None) -> PrivateCall:
     """:class:`PrivateCall` of one report against ``clade`` (``aligned`` starts at genome ``offset``:
-    1 for a whole genome, the spike start for a spike cut; only examined genes are judged)."""
+    1 for a whole genome, the spike start for a spike cut; only examined genes are judged).
+
+    Nucleotide changes in the first 100 and last 200 bases are left out (:data:`MASK_START`): the
+    profiles never hold them, as Nextstrain's builds mask the sequencing ends."""
+    from .genes import NOT_IN_NEXTCLADE, load_genes
+
     profiles = profiles or load_clade_profiles()
-    prof = profiles.profile(clade)
-    changes = genome_changes(report)
-    private = tuple(c for c in changes if c not in prof)
-    labeled = tuple(c for c in private if any(cl != clade for cl in profiles.clades_carrying(c)))
-    examined = set(report.genes)
+    prof = profiles.nucleotides(clade)
+    private, labeled = [], []
+    for m in report.nucleotide:
+        if m.kind == "ins" or not MASK_START < m.pos < MASK_END or m.name in prof:
+            continue
+        private.append(m.name)
+        if any(cl != clade for cl in profiles.clades_with_nucleotide(m.name)):
+            labeled.append(m.name)
+    private_set = set(private)
+    rows = [e.qualified for e in report.events if e.gene not in NOT_IN_NEXTCLADE and private_set & set(e.nuc)]
+    rows += [m.name for m in report.other_nucleotide if m.name in private_set]
+    genes = load_genes()
+    examined = [genes[g] for g in report.genes]
+    ref = reference_sequence()
     rev = []
-    for ch, row in prof.items():
-        if ch in changes or not row.firm:
+    for name, firm in prof.items():
+        key = nuc_key(name)
+        if not firm or key is None or key[0] != "sub" or not MASK_START < key[1] < MASK_END:
             continue
-        gene = ch.split(":", 1)[0] if ":" in ch else None
-        name = ch.split(":", 1)[1] if gene else ch
-        is_sub = (name[:1].isalpha() and not name.startswith(("del", "ins")) and not name.endswith("fs"))
-        if not is_sub or (gene is not None and gene not in examined):
-            continue
-        sites = change_sites(None, ch)
-        if sites and readable(aligned, sites, offset):
-            rev.append(ch)
-    return PrivateCall(clade, private, labeled, tuple(rev))
+        pos = key[1]
+        if not any(g.start <= pos <= g.end for g in examined) and report.spike_only:
+            continue  # a spike-only input: sites outside the spike are not judged
+        i = pos - offset
+        if 0 <= i < len(aligned) and aligned[i] == ref[pos - 1]:
+            rev.append(f"{key[2]}{pos}{ref[pos - 1]}")
+    return PrivateCall(clade, tuple(private), tuple(labeled), tuple(rev), tuple(rows))
 
 
 def build_clade_profiles(train_reports: Iterable[tuple[str, object, str]], defs=None,
                          min_share: float = CLADE_MIN_SHARE) -> list[ProfileRow]:
     """Profile rows from ``(clade, report, aligned genome text)`` of the training genomes and the definitions."""
-    from .mutations import load_clade_definitions
+    from .mutations import load_clade_definitions, split_change
 
     defs = defs or load_clade_definitions()
     per_clade: dict[str, list[tuple[object, str]]] = defaultdict(list)
@@ -295,16 +365,17 @@ def build_clade_profiles(train_reports: Iterable[tuple[str, object, str]], defs=
             share, n, nuc = train.get(ch, (None, 0, definition.get(ch, "")))
             if ch in train:
                 src.append("training" + borrowed)
-            rows.append(ProfileRow(clade, clade_to_class(clade), ch, ch.split(":")[0] if ":" in ch else "nuc",
+            rows.append(ProfileRow(clade, clade_to_class(clade), ch, split_change(ch)[0] or "nuc",
                                    nuc or definition.get(ch, ""), "; ".join(src), share, n))
     return rows
 
 
 def _sort_key(change: str):
     from .genes import GENE_ORDER
+    from .mutations import split_change
 
-    if ":" in change:
-        g, _, n = change.partition(":")
+    g, n = split_change(change)
+    if g is not None:
         return (GENE_ORDER.index(g) if g in GENE_ORDER else 99, _residue_of(n) or 0, n)
     sites = _nuc_sites(change)
     return (100, sites[0] if sites else 0, change)
@@ -343,6 +414,6 @@ def load_clade_profiles() -> CladeProfiles:
     return parse_clade_profiles(path.read_text()) if path.exists() else CladeProfiles(())
 
 
-__all__ = ["CLADE_MIN_SHARE", "CladeProfiles", "ProfileRow", "build_clade_profiles", "change_sites",
+__all__ = ["nuc_key", "CLADE_MIN_SHARE", "CladeProfiles", "ProfileRow", "build_clade_profiles", "change_sites",
            "definition_report", "genome_changes", "PrivateCall", "private_changes", "load_clade_profiles",
            "parse_clade_profiles", "readable", "write_clade_profiles"]

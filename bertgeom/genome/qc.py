@@ -10,8 +10,9 @@ come from N in the spike (one amplicon dropout is ~200-300 N = 5-8 %: warn; > 10
 * N share: share of spike positions that are ``N`` (uncovered or sequenced as N) - the k-mers
   holding them are unknown to the model;
 * ambiguous bases: IUPAC codes other than N (mixed infections, low-quality calls);
-* frameshifts: indels whose length is not a multiple of 3 (a broken spike or an assembly error);
-* premature stop codons in the spike;
+* frameshifts: codon ranges read in a shifted frame (a broken spike or an assembly error), those
+  the Nextclade dataset lists as known (:func:`known_frameshift`) apart;
+* premature stop codons in the spike, known ones apart;
 * private mutations: spike substitutions of neither the class's clades (definitions) nor >= 20 % of
   the class's real training genomes (:func:`~bertgeom.genome.mutations.class_expected_sites`),
   judged against the predicted class or the nearest clade's - many of them hint at a wrong class,
@@ -20,6 +21,8 @@ come from N in the spike (one amplicon dropout is ~200-300 N = 5-8 %: warn; > 10
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
 
 from .align import SpikeCut
@@ -52,7 +55,7 @@ class QCResult:
     n_share: float  #: N or uncovered share of the spike
     n_count: int
     ambiguous: int
-    frameshifts: list[str]  # nucleotide names of frameshifting indels
+    frameshifts: list[str]  # codon ranges read out of frame ("257-276"), those the dataset knows apart
     stops: list[str]  # premature stop codons, e.g. "Q1071*"
     private: list[str]  # private spike substitutions
     qc_class: str | None  # the class the private mutations were judged against
@@ -87,8 +90,9 @@ def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None, p
     n_share = n_count / n
     coverage = 1 - n_share
     amb = len(mutations.ambiguous_spike_positions)
-    fs = [m.name for m in mutations.spike_nucleotide if m.kind in ("del", "ins") and (len(m.ref) + len(m.alt)) % 3]
-    stops = [m.name for m in mutations.amino_acid if m.kind == "stop"]
+    s_report = mutations.genes.get("S")
+    fs = [f for f in (s_report.frameshifts if s_report else []) if not known_frameshift("S", f)]
+    stops = [m.name for m in mutations.amino_acid if m.kind == "stop" and not known_stop("S", m.pos)]
     if private is not None:
         judged = f"clade {private.clade}'s profile"
         cls = cls or clade_to_class(private.clade)
@@ -113,7 +117,7 @@ def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None, p
         "coverage": f"only {coverage:.1%} of the spike is called (the rest is N or not covered)",
         "missing data": f"{n_count} of {n} spike bases are N or not covered ({n_share:.1%})",
         "ambiguous bases": f"{amb} ambiguous bases (IUPAC codes) in the spike",
-        "frameshifts": f"{len(fs)} frameshift(s) in the spike: {', '.join(fs)}",
+        "frameshifts": f"{len(fs)} frameshift(s) in the spike (codon ranges): {', '.join(fs)}",
         "stop codons": f"premature stop codon(s): {', '.join(stops)}",
         "private mutations": private_msg,
     })
@@ -124,19 +128,57 @@ def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None, p
 # Whole-genome QC (separate from the spike checks that the model depends on)
 # ------------------------------------------------------------------------------------------
 
-#: Coding sequences of MN908947.3 (1-based, inclusive): the CDS features of Nextstrain's reference
-#: GenBank record (ORF1ab's two parts meet at the ribosomal slippage site 13468; ORF9b lies inside N)
-#: plus ORF10 as RefSeq NC_045512.2 annotates it. Intergenic spacers and UTRs are left out.
+#: Coding sequences of MN908947.3 (1-based, inclusive): the genes of :mod:`.genes` (Nextclade's
+#: annotation, ORF1ab's two parts meeting at the ribosomal slippage site 13468, ORF9b inside N, plus
+#: ORF10 as RefSeq annotates it). Intergenic spacers and UTRs are left out.
 CDS_INTERVALS: tuple[tuple[str, int, int], ...] = (
     ("ORF1ab", 266, 21555), ("S", 21563, 25384), ("ORF3a", 25393, 26220), ("E", 26245, 26472),
     ("M", 26523, 27191), ("ORF6", 27202, 27387), ("ORF7a", 27394, 27759), ("ORF7b", 27756, 27887),
-    ("ORF8", 27894, 28259), ("N", 28274, 29533), ("ORF10", 29558, 29674),
+    ("ORF8", 27894, 28259), ("N", 28274, 29533), ("ORF9b", 28284, 28577), ("ORF10", 29558, 29674),
 )
 
 
 def gene_at(pos: int) -> str | None:
     """The coding sequence holding genome position ``pos`` (first listed on overlaps), or None."""
     return next((g for g, a, b in CDS_INTERVALS if a <= pos <= b), None)
+
+
+# ------------------------------------------------------------------------------------------
+# Nextclade's SARS-CoV-2 dataset: QC parameters and its lists of known frameshifts and stops
+# ------------------------------------------------------------------------------------------
+
+DATASET_QC_FILE = ("definitions", "nextclade_qc_sars-cov-2.json")
+
+
+@functools.lru_cache(maxsize=1)
+def dataset_qc() -> dict:
+    """The ``qc`` object of Nextclade's SARS-CoV-2 dataset (``pathogen.json``, copied as data with its
+    provenance in the file and in PROVENANCE.md): rule parameters and ignore lists, 0-based codons."""
+    from .reference import data_path
+
+    return json.loads(data_path(*DATASET_QC_FILE).read_text())["qc"]
+
+
+@functools.lru_cache(maxsize=1)
+def _known() -> tuple[frozenset, frozenset]:
+    qc = dataset_qc()
+    fs = frozenset((f["cdsName"], f["codonRange"]["begin"], f["codonRange"]["end"])
+                   for f in qc["frameShifts"]["ignoredFrameShifts"])
+    stops = frozenset((s["cdsName"], s["codon"]) for s in qc["stopCodons"]["ignoredStopCodons"])
+    return fs, stops
+
+
+def known_frameshift(gene: str, codon_range: str) -> bool:
+    """True when the dataset lists this frameshift (``codon_range`` as the tables name it, ``257-276``,
+    1-based and closed; the dataset's are 0-based, half-open) as known: it costs no QC points."""
+    a, _, b = codon_range.partition("-")
+    return (gene, int(a) - 1, int(b or a)) in _known()[0]
+
+
+def known_stop(gene: str, residue: int) -> bool:
+    """True when the dataset lists a stop at this 1-based residue of ``gene`` as known (ORF8:Q27*,
+    ORF7a:Q90* ...): it costs no QC points."""
+    return (gene, residue - 1) in _known()[1]
 
 GENOME_N_WARN = 300  #: more missing bases (N or not covered) than this warns (Nextclade's "missing data" bias)
 GENOME_N_FAIL = 3000  #: more than this fails
@@ -145,7 +187,7 @@ GENOME_PARTIAL = 0.5  #: a query covering less of the genome is a partial sequen
 
 @dataclass
 class GenomeQC:
-    """Whole-genome QC: coverage, missing and ambiguous bases, frameshifting indels in the coding region."""
+    """Whole-genome QC: coverage, missing and ambiguous bases, frameshifts in coding sequences (known ones apart)."""
 
     verdict: str  #: pass / warn / fail, or "partial" for a spike-only or partial sequence
     reasons: list[str]
@@ -162,26 +204,32 @@ def count_other_than_bases(text: str) -> int:
     return len(text.encode("ascii", "replace").translate(None, b"ACGTN-"))
 
 
-def genome_qc(aln) -> GenomeQC:
+def genome_qc(aln, report=None) -> GenomeQC:
     """QC of the whole alignment (:class:`~bertgeom.genome.align.GenomeAlignment`).
 
-    Frameshifts are indels whose length is not a multiple of 3 inside a coding sequence
-    (:data:`CDS_INTERVALS`); indels in UTRs and intergenic spacers (e.g. Alpha's del28271 before N)
-    shift no frame.
+    Frameshifts are the codon ranges a gene is read in a shifted frame (``ORF3a:257-276``, from the
+    mutation ``report``; a compensated pair of indels is one), those Nextclade's dataset lists as
+    known apart; indels in UTRs and intergenic spacers (e.g. Alpha's 28271 before N) shift no frame.
+    Without a report, frameshifting indels inside a coding sequence are listed by their nucleotides.
     """
+    from .mutations import nuc_deletion_name, nuc_insertion_name
+
     text = aln.aligned
     missing = text.count("N")
     coverage = 1 - missing / len(text)  # called share, as on every card
     ambiguous = count_other_than_bases(text)
     shifts = []
-    for p, n in aln.deletions:
-        gene = gene_at(p) or gene_at(p + n - 1)
-        if n % 3 and gene:
-            shifts.append((f"del{p}" if n == 1 else f"del{p}-{p + n - 1}") + f" ({gene})")
-    for p, b in aln.insertions:
-        gene = gene_at(p) if gene_at(p + 1) else None
-        if len(b) % 3 and gene:
-            shifts.append(f"ins{p}:{b} ({gene})")
+    if report is not None:
+        shifts = [f"{g}:{f}" for g, gr in report.genes.items() for f in gr.frameshifts if not known_frameshift(g, f)]
+    else:
+        for p, n in aln.deletions:
+            gene = gene_at(p) or gene_at(p + n - 1)
+            if n % 3 and gene:
+                shifts.append(nuc_deletion_name(p, n) + f" ({gene})")
+        for p, b in aln.insertions:
+            gene = gene_at(p) if gene_at(p + 1) else None
+            if len(b) % 3 and gene:
+                shifts.append(nuc_insertion_name(p, b) + f" ({gene})")
     if float(aln.covered.mean()) < GENOME_PARTIAL:
         return GenomeQC("partial", [f"the sequence spans {float(aln.covered.mean()):.0%} of the genome ({coverage:.0%} "
                                     "called): whole-genome checks do not apply"],
@@ -194,26 +242,57 @@ def genome_qc(aln) -> GenomeQC:
     verdict, reasons = _judge(checks, {
         "missing data": f"{missing:,} bases missing (N or not covered) in the genome",
         "ambiguous bases": f"{ambiguous} ambiguous bases in the genome",
-        "frameshifts": "frameshifting indels in coding sequences: " + ", ".join(shifts[:5]),
+        "frameshifts": "frameshifts in coding sequences: " + ", ".join(shifts[:5]),
     })
     return GenomeQC(verdict, reasons, coverage, missing, ambiguous, shifts, checks)
 
 
 # ------------------------------------------------------------------------------------------
-# Nextclade-like QC score, rule by rule
+# Nextclade's QC score, rule by rule
 # ------------------------------------------------------------------------------------------
 
-#: Rule parameters, reconstructed from the Nextclade documentation ("Quality Control", and the
-#: SARS-CoV-2 dataset's pathogen.json defaults as documented there); not Nextclade's code. Each rule
-#: gives a score (0 = perfect, 100 = the "bad" threshold); overall = sum of score^2 / 100.
-NEXTCLADE_QC = {
-    "missing data": {"score_bias": 300, "threshold": 2700},  # (N - bias) * 100 / threshold
-    "mixed sites": {"threshold": 10},  # 100 * mixed / threshold
-    "private mutations": {"typical": 8, "cutoff": 24, "labeled": 4, "unlabeled": 1, "reversion": 6},
-    "frameshifts": {"per": 75},
-    "stop codons": {"per": 75, "ignored": ("ORF8:Q27*", "ORF8:K68*")},  # Alpha's known ORF8 stops
-}
+#: Rule parameters of Nextclade's SARS-CoV-2 dataset (``pathogen.json``'s ``qc``, :func:`dataset_qc`),
+#: scored as Nextclade's documentation ("Quality Control") describes each rule (not its code). Each
+#: rule gives a score (0 = perfect, 100 = the "bad" threshold); overall = sum of score^2 / 100.
+def _params() -> dict:
+    q = dataset_qc()
+    pm = q["privateMutations"]
+    return {
+        "missing data": {"score_bias": q["missingData"]["scoreBias"], "threshold": q["missingData"]["missingDataThreshold"]},
+        "mixed sites": {"threshold": q["mixedSites"]["mixedSitesThreshold"]},
+        "private mutations": {"typical": pm["typical"], "cutoff": pm["cutoff"], "labeled": pm["weightLabeledSubstitutions"],
+                              "unlabeled": pm["weightUnlabeledSubstitutions"],
+                              "reversion": pm["weightReversionSubstitutions"]},
+        "snp clusters": {"window": q["snpClusters"]["windowSize"], "cutoff": q["snpClusters"]["clusterCutOff"],
+                         "per": q["snpClusters"]["scoreWeight"]},
+        "frameshifts": {"per": 75},
+        "stop codons": {"per": 75},
+    }
+
+
+#: The rule parameters by rule name (from the dataset file; frameshifts and stops: 75 points each, as
+#: Nextclade's documentation states).
+NEXTCLADE_QC: dict = _params()
 QC_GOOD, QC_BAD = 30.0, 100.0  #: status: good below 30, mediocre below 100, bad from 100 on
+
+
+def snp_clusters(positions, window: int = 100, cutoff: int = 6) -> list[tuple[int, int]]:
+    """Clusters of private substitutions: every ``window``-nt stretch holding more than ``cutoff`` of
+    them is flagged, and overlapping flagged stretches merge into one cluster ``(first, last)``
+    (Nextclade's "SNP clusters" rule: 7 SNPs within 100 nt make one cluster)."""
+    pos = sorted(set(positions))
+    clusters: list[list[int]] = []
+    j = 0
+    for i, p in enumerate(pos):
+        while pos[j] <= p - window:
+            j += 1
+        if i - j + 1 > cutoff:
+            first = pos[j]
+            if clusters and first <= clusters[-1][1]:
+                clusters[-1][1] = p
+            else:
+                clusters.append([first, p])
+    return [tuple(c) for c in clusters]
 
 
 def qc_status(score: float) -> str:
@@ -233,7 +312,7 @@ class QCRule:
 
 @dataclass(frozen=True)
 class QCScore:
-    """Nextclade-like QC of one sequence: the rules and the overall score and status."""
+    """Nextclade's QC of one sequence: the rules and the overall score and status."""
 
     rules: dict[str, QCRule]
     score: float
@@ -245,22 +324,37 @@ class QCScore:
 
 def qc_score(report, aligned: str, private, gene_names=None) -> QCScore:
     """Score a mutation report (:class:`~.mutations.MutationReport`) with its aligned text (the whole
-    genome, or the spike for a spike-only input) and its :class:`~.profiles.PrivateCall`.
+    genome, or the spike for a spike-only input) and its :class:`~.profiles.PrivateCall`: the six
+    rules of Nextclade's QC with the SARS-CoV-2 dataset's parameters and ignore lists.
 
-    Missing data counts N (uncovered positions are N) over the whole genome, so a spike-only or
-    partial sequence scores "bad" on it, as in Nextclade."""
+    * missing data counts N (uncovered positions are N) over the whole genome, so a spike-only or
+      partial sequence scores "bad" on it, as in Nextclade;
+    * private mutations: reversions x 6 + labelled substitutions x 4 + unlabelled x 1 + deletion
+      ranges x 1, less the typical 8, over the cutoff 24;
+    * SNP clusters: 50 points per cluster of more than 6 private substitutions within 100 nt;
+    * frameshifts (merged codon ranges) and premature stops: 75 points each, those the dataset knows
+      (Mu's ORF3a:257-276, Alpha's ORF8:Q27*, Lambda's ORF7a:Q90* ...) apart."""
+    from .profiles import nuc_key
     from .reference import REFERENCE_LEN
 
     p = NEXTCLADE_QC
     called = len(aligned) - aligned.count("N")
     missing = REFERENCE_LEN - called
     mixed = count_other_than_bases(aligned)
-    fs = sorted({n for g in report.genes.values() for n in g.frameshifts})
-    stops = [f"{g}:{s}" for g, gr in report.genes.items() for s in gr.stops]
-    stops = [s for s in stops if s not in p["stop codons"]["ignored"]]
+    all_fs = [f"{g}:{f}" for g, gr in report.genes.items() for f in gr.frameshifts]
+    fs = [f for f in all_fs if not known_frameshift(*f.split(":", 1))]
+    all_stops = [(g, m) for g, gr in report.genes.items() for m in gr.aa if m.kind == "stop"]
+    stops = [f"{g}:{m.name}" for g, m in all_stops if not known_stop(g, m.pos)]
+    n_known = len(all_fs) - len(fs), len(all_stops) - len(stops)
     pm = p["private mutations"]
-    weighted = pm["labeled"] * len(private.labeled) + pm["unlabeled"] * len(private.unlabeled) + \
-        pm["reversion"] * len(private.reversions)
+    n_del = len(private.deletion_ranges)
+    labeled = [c for c in private.labeled if c in set(private.substitutions)]
+    unlabeled = [c for c in private.substitutions if c not in set(labeled)]
+    weighted = pm["labeled"] * len(labeled) + pm["unlabeled"] * len(unlabeled) + \
+        pm["reversion"] * len(private.reversions) + n_del
+    sc = p["snp clusters"]
+    snp_pos = [nuc_key(c)[1] for c in private.substitutions] + [nuc_key(c)[1] for c in private.reversions if nuc_key(c)]
+    clusters = snp_clusters(snp_pos, sc["window"], sc["cutoff"])
     md = p["missing data"]
     scores = {
         "missing data": (max(0.0, (missing - md["score_bias"]) * 100 / md["threshold"]), missing,
@@ -268,14 +362,19 @@ def qc_score(report, aligned: str, private, gene_names=None) -> QCScore:
                          f"{called / REFERENCE_LEN:.1%})"),
         "mixed sites": (100 * mixed / p["mixed sites"]["threshold"], mixed, f"{mixed} mixed (ambiguous) sites"),
         "private mutations": (max(0.0, weighted - pm["typical"]) * 100 / pm["cutoff"], len(private.private),
-                              f"{len(private.private)} private changes against clade {private.clade}'s profile "
-                              f"({len(private.labeled)} found in other clades, {len(private.unlabeled)} in none; "
-                              f"the rows marked 'private' in the tables) and {len(private.reversions)} reversion(s)"),
+                              f"{len(private.private)} private nucleotide change(s) against clade {private.clade}'s "
+                              f"profile ({len(labeled)} substitution(s) found in other clades, {len(unlabeled)} in "
+                              f"none, {n_del} deletion range(s)) and {len(private.reversions)} reversion(s)"),
+        "snp clusters": (sc["per"] * len(clusters), len(clusters),
+                         f"{len(clusters)} cluster(s) of more than {sc['cutoff']} private substitutions within "
+                         f"{sc['window']} nt" + (": " + ", ".join(f"{a}-{b}" for a, b in clusters[:5]) if clusters else "")),
         "frameshifts": (p["frameshifts"]["per"] * len(fs), len(fs),
-                        f"{len(fs)} frameshift(s)" + (": " + ", ".join(fs[:5]) if fs else "")),
+                        f"{len(fs)} frameshift(s)" + (": " + ", ".join(fs[:5]) if fs else "")
+                        + (f" ({n_known[0]} known to the Nextclade dataset, no points)" if n_known[0] else "")),
         "stop codons": (p["stop codons"]["per"] * len(stops), len(stops),
-                        f"{len(stops)} premature stop codon(s)" + (": " + ", ".join(stops[:5]) if stops else "")),
+                        f"{len(stops)} premature stop codon(s)" + (": " + ", ".join(stops[:5]) if stops else "")
+                        + (f" ({n_known[1]} known to the Nextclade dataset, no points)" if n_known[1] else "")),
     }
     rules = {k: QCRule(k, round(v, 1), qc_status(v), n, msg) for k, (v, n, msg) in scores.items()}
-    total = round(sum(r.score ** 2 for r in rules.values()) / 100, 1)
+    total = round(sum(v ** 2 for v, _, _ in scores.values()) / 100, 1)  # from the unrounded rule scores
     return QCScore(rules, total, qc_status(total))

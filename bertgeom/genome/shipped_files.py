@@ -87,8 +87,8 @@ def demo_genome_names(genomes: list[LabelledGenome], seed: int = 0) -> list[str]
 
 
 def profile_aa_name(kind: str, pos: int, ref: str, alt: str) -> str:
-    """The amino-acid name of one indel as every table of the project writes it (Nextstrain style
-    on the reference background: ``E156G del157-158``, not the per-residue ``F157-``). Substitutions
+    """The amino-acid name of one indel as every table of the project writes it (Nextclade's form on
+    the reference background: ``E156G F157- R158-``, one deletion per residue). Substitutions
     keep the name read in their genomes (a codon with two changes reads as one amino-acid change)."""
     from .markers import _aa_name
 

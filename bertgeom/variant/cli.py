@@ -180,7 +180,7 @@ def _cmd_classify(args) -> int:
         return exc.code
     partial = getattr(out, "partial", None)
     writer = None
-    n = n_err = 0
+    n = n_err = n_gated = 0
     bar = _progress_bar()
     status = 0
     stream_errors: list[str] = []
@@ -205,6 +205,7 @@ def _cmd_classify(args) -> int:
             out.flush()
             n += 1
             n_err += bool(pred.error)
+            n_gated += bool(pred.gate) and pred.predicted is None
             bar.update(1)
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED
@@ -237,7 +238,10 @@ def _cmd_classify(args) -> int:
         return status
     for note in notices + ([names.notice()] if names.renamed else []):
         print(f"note: {note}", file=sys.stderr)
-    print(f"classified {n - n_err} of {n} records{where} ({n_err} could not be read or aligned; see their "
+    if n_gated:  # the gate (bertgeom.genome.gate): outside the model's world, no call
+        print(f"note: {n_gated} record(s) are not SARS-CoV-2 or too divergent for the variant model: no call "
+              "(their 'gate' and 'notes' columns say why).", file=sys.stderr)
+    print(f"classified {n - n_err - n_gated} of {n} records{where} ({n_err} could not be read or aligned; see their "
           "'error' column)", file=sys.stderr)
     return 0
 

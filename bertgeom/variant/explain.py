@@ -8,7 +8,7 @@
   generic analyses, :mod:`bertgeom.analysis.attributions`.
 * :func:`apply_changes` / :func:`probabilities_for_spike` — in-silico mutagenesis on the
   aligned spike (reference coordinates, so a change never shifts other tokens);
-  :func:`revertible_events` names what can be reverted as the mutation table does (``N501Y``,
+  :func:`revertible_events` names what can be reverted as the mutation table does (``S:N501Y``,
   ``del69-70``), one entry per event however many bases it spans.
 
 References
@@ -96,12 +96,13 @@ def reversion_changes(aligned_spike: str, mutation) -> list[SpikeChange]:
 @dataclass(frozen=True)
 class RevertibleEvent:
     """One thing the what-if can put back to the reference: a mutation event of the spike's table
-    (a substitution, a grouped deletion; events sharing a base are one entry, e.g. ``L24S + del25-27``
-    from one deletion) or a base change with no amino-acid effect."""
+    (a substitution, a deletion; events sharing a base are one entry, e.g. ``S:L24- + S:P25- +
+    S:P26- + S:A27S`` from one deletion) or a base change with no amino-acid effect."""
 
-    name: str  #: as the mutation table writes it (``N501Y``, ``del69-70``); a silent change by its base
+    name: str  #: as the mutation table writes it (``S:N501Y``, ``S:H69- + S:V70-``); a silent change by its base
     mutations: tuple  #: the NucMutations it reverts
     silent: bool = False  #: a base change with no amino-acid effect (in no table row)
+    aliases: tuple = ()  #: earlier names the search also finds (``del69-70``, ``del21765-21770``)
 
     @property
     def nucleotides(self) -> str:
@@ -109,9 +110,28 @@ class RevertibleEvent:
 
     @property
     def label(self) -> str:
+        also = f"; also {', '.join(self.aliases)}" if self.aliases else ""
         if self.silent:
-            return f"{self.name} (no amino-acid change)"
-        return f"{self.name} ({self.nucleotides})"
+            return f"{self.name} (no amino-acid change{also})"
+        return f"{self.name} ({self.nucleotides}{also})"
+
+
+def legacy_names(names: list[str], mutations) -> tuple[str, ...]:
+    """The grouped forms bertgeom wrote before it took Nextclade's (``del69-70`` for ``S:H69- +
+    S:V70-``, ``del21765-21770`` for ``21765-21770``), so a what-if search in either form finds the entry."""
+    import re
+
+    residues = sorted(int(m.group(1)) for n in names if (m := re.match(r"^S:[A-Z*](\d+)-$", n)))
+    out = []
+    if residues:
+        runs, start = [], residues[0]
+        for a, b in zip(residues, residues[1:] + [None]):
+            if b != a + 1:
+                runs.append((start, a))
+                start = b
+        out += [f"del{a}" if a == b else f"del{a}-{b}" for a, b in runs]
+    out += [f"del{m.name}" for m in mutations if m.kind == "del"]
+    return tuple(out)
 
 
 def revertible_events(report, events: list[dict]) -> list[RevertibleEvent]:
@@ -134,7 +154,8 @@ def revertible_events(report, events: list[dict]) -> list[RevertibleEvent]:
             members = g[1] + [m for m in members if m not in g[1]]
         groups.append((list(dict.fromkeys(names)), list(dict.fromkeys(members))))
     grouped = {id(m) for _, ms in groups for m in ms}
-    out = [RevertibleEvent(" + ".join(names), tuple(sorted(ms, key=lambda m: m.pos))) for names, ms in groups]
+    out = [RevertibleEvent(" + ".join(names), tuple(sorted(ms, key=lambda m: m.pos)), aliases=legacy_names(names, ms))
+           for names, ms in groups]
     out += [RevertibleEvent(m.name, (m,), silent=True) for m in nuc if id(m) not in grouped]
     return sorted(out, key=lambda e: e.mutations[0].pos)
 

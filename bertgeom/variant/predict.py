@@ -30,9 +30,11 @@ class Prediction:
     rule_call: str = ""  #: the rule-based marker call (bertgeom.genome.markers), a second opinion
     rule_evidence: str = ""  #: its evidence, e.g. "delta: 7/7 markers"
     clade: str = ""  #: nearest Nextstrain clade (display name, e.g. "21J (Delta)")
-    qc_score: float | None = None  #: Nextclade-like QC score (bertgeom.genome.qc.qc_score)
+    qc_score: float | None = None  #: Nextclade QC score (bertgeom.genome.qc.qc_score)
     qc_status: str = ""  #: good / mediocre / bad
     spike: str = field(default="", repr=False)  #: the aligned spike read (not a CSV column)
+    gate: str = ""  #: SARS-CoV-2 / too divergent / not SARS-CoV-2 (bertgeom.genome.gate); no call unless SARS-CoV-2
+    notes: str = ""  #: what was done to the input (reverse complement, U->T, trimmed, cut spike) and, with no call, why
     error: str = ""
 
     def row(self, labels: Iterable[str], model_version: str, precision: str = "") -> dict:
@@ -48,7 +50,7 @@ class Prediction:
                    rule_call=self.rule_call, rule_evidence=self.rule_evidence, clade=self.clade,
                    qc_score="" if self.qc_score is None else self.qc_score, qc_status=self.qc_status,
                    agrees="" if not (self.predicted and self.rule_call) else ("yes" if self.predicted == self.rule_call else "no"),
-                   error=self.error, model_version=model_version)
+                   gate=self.gate, notes=self.notes, error=self.error, model_version=model_version)
         if precision:
             out["model_precision"] = precision
         return out
@@ -140,6 +142,7 @@ def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray 
 
     a = analyse_sequence(rec, vocab=vocab, max_length=max_tokens)
     pred = Prediction(name=a.name)
+    pred.notes = "; ".join(a.input_notes())
     if a.error:
         pred.error = a.error
         return pred, None
@@ -156,6 +159,11 @@ def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray 
     pred.clade, pred.qc_status = summary["clade"], summary["qc_status"]
     pred.qc_score = summary["qc_score"] if summary["qc_score"] != "" else None
     pred.spike = a.spike.aligned
+    pred.gate = a.gate.verdict if a.gate else ""
+    if a.gate is not None and not a.gate.passed:  # outside the model's world: no probability, no call
+        pred.rule_call = pred.rule_evidence = ""  # nor the marker rule's class: it assumes SARS-CoV-2 too
+        pred.notes = a.gate.reason + (f" Input: {pred.notes}." if pred.notes else "")
+        return pred, None
     return pred, ids
 
 

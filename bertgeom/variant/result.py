@@ -14,29 +14,19 @@ def defining_flag(pred: str) -> str:
 
 
 def _events(report) -> list[dict]:
-    """The spike amino-acid changes as events: consecutive deleted residues become one ``del69-70``
-    row (as Nextstrain writes them), with the union of their nucleotide changes."""
+    """The spike amino-acid changes as events, one per table row, named as the table and Nextclade name
+    them (``S:N501Y``; one ``S:H69-`` per deleted residue; ``S:214:EPE``; a frameshift's codon range)."""
     from bertgeom.genome.reference import readable_region
 
-    events: list[dict] = []
-    for m in report.amino_acid:
-        last = events[-1] if events else None
-        if m.kind == "del" and last is not None and last["kind"] == "del" and m.pos == last["end"] + 1:
-            last["end"] = m.pos
-            last["nuc"] = list(dict.fromkeys(last["nuc"] + list(m.nuc)))
-            continue
-        events.append({"kind": m.kind, "start": m.pos, "end": m.pos, "name": m.name, "nuc": list(m.nuc),
-                       "domain": readable_region(m.pos)})
-    for e in events:
-        if e["kind"] == "del":
-            e["name"] = f"del{e['start']}" if e["start"] == e["end"] else f"del{e['start']}-{e['end']}"
-    return events
+    return [{"kind": m.kind, "start": m.pos, "end": m.end or m.pos, "name": m.qualified, "nuc": list(m.nuc),
+             "domain": readable_region(m.pos)} for m in report.amino_acid]
 
 
 def mutation_events(report) -> list[dict]:
-    """The spike's amino-acid events as the mutation table names them (``N501Y``, ``del69-70``),
-    each with ``name`` and its nucleotide changes ``nuc``: what the what-if lists too, so the two
-    use one name for one change."""
+    """The spike's amino-acid events as the mutation table names them (``S:N501Y``, ``S:H69-``), each
+    with ``name`` and its nucleotide changes ``nuc``: what the what-if lists too, so the two use one
+    name for one change (residues deleted by one deletion share its nucleotides and become one
+    what-if entry, ``S:H69- + S:V70-``)."""
     return _events(report)
 
 
@@ -60,7 +50,8 @@ def mutation_rows(analysis, pred: str, rule_call: str | None = None, gene: str =
         if r["gene"] != gene:
             continue
         owners = list(r["carried by"])
-        row = {"mutation": r["mutation"], "nucleotide": r["nucleotides"].replace(" ", ", ")}
+        row = {"mutation": r["mutation"] if gene == "nuc" else f"{gene}:{r['mutation']}",
+               "nucleotide": r["nucleotides"].replace(" ", ", ")}
         if gene == "S":
             row["domain"] = readable_region(r["position"])
         row.update({flag: "yes" if pred in owners else "",
@@ -86,19 +77,20 @@ def private_column(analysis) -> str:
 
 
 def batch_table(rows: list[dict]):
-    """The batch view of ``classify`` rows: name, BERT call, confidence, rule call, agreement, nearest
-    clade, Nextclade-like QC score and status, spike and whole-genome QC, mutations, error (a pandas
-    DataFrame, sortable on the page)."""
+    """The batch view of ``classify`` rows: name, BERT call ("no call" below the gate), confidence, rule
+    call, agreement, nearest clade, Nextclade QC score and status, spike and whole-genome QC,
+    mutations, the gate's verdict, notes, error (a pandas DataFrame, sortable on the page)."""
     import pandas as pd
 
-    out = [{"name": r["name"], "BERT call": CLASS_DISPLAY.get(r["predicted"], r["predicted"]),
+    out = [{"name": r["name"], "BERT call": CLASS_DISPLAY.get(r["predicted"], r["predicted"]) or (
+                "no call" if r.get("gate") and r.get("gate") != "SARS-CoV-2" else ""),
             "confidence": r["confidence"] if r["confidence"] != "" else None,
             "rule call": CLASS_DISPLAY.get(r["rule_call"], r["rule_call"]), "agree": r["agrees"],
             "nearest clade": r.get("clade", ""),
             "QC score": r.get("qc_score") if r.get("qc_score") not in ("", None) else None,
             "QC status": r.get("qc_status", ""),
             "spike QC": r["qc"], "genome QC": r["genome_qc"], "mutations": r["n_mutations"] if r["n_mutations"] != "" else None,
-            "error": r["error"]} for r in rows]
+            "gate": r.get("gate", ""), "notes": r.get("notes", ""), "error": r["error"]} for r in rows]
     return pd.DataFrame(out)
 
 
@@ -155,12 +147,16 @@ def manifest(loaded) -> dict:
 def result_record(loaded, analysis, pred: str, labels, probs) -> dict:
     """The full result of one genome (the JSON download)."""
     qc, report = analysis.qc, analysis.mutations
+    gate = getattr(analysis, "gate", None)
+    called = gate is None or gate.passed  # below the gate: no class probability, no call
     return {
-        "manifest": manifest(loaded), "name": analysis.name, "predicted": pred,
-        "probabilities": {c: float(p) for c, p in zip(labels, probs)},
+        "manifest": manifest(loaded), "name": analysis.name, "predicted": pred if called else None,
+        "probabilities": {c: float(p) for c, p in zip(labels, probs)} if called else {},
+        **({"gate": {"verdict": gate.verdict, "identity": gate.identity, "aligned_share": gate.aligned_share,
+                     "private": gate.private, "reason": gate.reason}} if gate is not None else {}),
         "qc": {"verdict": qc.verdict, "reasons": qc.reasons, "coverage": qc.coverage, "n_share": qc.n_share,
-               "frameshifts": qc.frameshifts, "private": qc.private},
-        "mutations": report.aa_names(), "nucleotide_mutations": report.nuc_names(spike_only=True),
+               "frameshifts": [f"S:{f}" for f in qc.frameshifts], "private": qc.private},
+        "mutations": [m.qualified for m in report.amino_acid], "nucleotide_mutations": report.nuc_names(spike_only=True),
         **_genome_fields(analysis),
     }
 
@@ -183,7 +179,12 @@ def _genome_fields(analysis) -> dict:
 def result_row(loaded, analysis, pred: str, labels, probs) -> dict:
     """One flat row of the result (the CSV download)."""
     extra = analysis.summary_row() if hasattr(analysis, "summary_row") else {}
-    return {"name": analysis.name, "predicted": pred, **{f"p_{c}": float(p) for c, p in zip(labels, probs)},
+    gate = getattr(analysis, "gate", None)
+    called = gate is None or gate.passed  # below the gate: no class probability, no call
+    return {"name": analysis.name, "predicted": pred if called else "",
+            **{f"p_{c}": float(p) if called else "" for c, p in zip(labels, probs)},
             "qc": analysis.qc.verdict, "clade": extra.get("clade", ""), "qc_score": extra.get("qc_score", ""),
-            "qc_status": extra.get("qc_status", ""), "mutations": " ".join(analysis.mutations.aa_names()),
+            "qc_status": extra.get("qc_status", ""),
+            "mutations": " ".join(m.qualified for m in analysis.mutations.amino_acid),
+            "gate": gate.verdict if gate else "", "notes": gate.reason if gate and not called else "",
             **manifest(loaded)}

@@ -1,5 +1,5 @@
 """Sections of the Variant Classifier page built on the genome pipeline's one result object
-(:class:`bertgeom.genome.pipeline.GenomeAnalysis`): the nearest clade, the Nextclade-like QC score
+(:class:`bertgeom.genome.pipeline.GenomeAnalysis`): the nearest clade, Nextclade's QC score
 rule by rule, and the mutation table of every gene (S first).
 
 Everything shown is read from the analysis; nothing is recomputed here.
@@ -42,17 +42,20 @@ def render_nearest_clade(analysis) -> None:
 
 
 def render_qc_score(analysis) -> None:
-    """The Nextclade-like QC score: overall status and score, and one row per rule."""
+    """Nextclade's QC score (its six rules): overall status and score, and one row per rule."""
     q = analysis.qc_score
     if q is None:
         return
-    st.markdown(f"##### QC score (Nextclade-like): **{_STATUS.get(q.status, q.status)}** · {q.score:.0f}",
-                help="Reconstructed from the Nextclade documentation (not its code): each rule scores 0 (clean) to "
-                     "100 (the 'bad' threshold) and beyond; overall = sum of squared rule scores / 100; good < 30, "
-                     "mediocre < 100, bad otherwise. Missing data: (N - 300) x 100 / 2700 over the whole genome; "
-                     "mixed sites: 10 per 100; private changes: 4 per change seen in another clade, 1 per other "
-                     "change, 6 per reversion, minus 8 typical, x 100 / 24; frameshifts and premature stops: 75 "
-                     "each (Alpha's ORF8 Q27* and K68* ignored).")
+    st.markdown(f"##### QC score (Nextclade's rules): **{_STATUS.get(q.status, q.status)}** · {q.score:.0f}",
+                help="The six rules of Nextclade's QC with the parameters of its SARS-CoV-2 dataset (pathogen.json, "
+                     "shipped as data), scored as its documentation describes (not its code): each rule scores 0 "
+                     "(clean) to 100 (the 'bad' threshold) and beyond; overall = sum of squared rule scores / 100; "
+                     "good < 30, mediocre < 100, bad otherwise. Missing data: (N - 300) x 100 / 2700 over the whole "
+                     "genome; mixed sites: 10 per 100; private mutations (nucleotides): 4 per substitution seen in "
+                     "another clade, 1 per other substitution, 1 per deletion range, 6 per reversion, minus 8 "
+                     "typical, x 100 / 24; SNP clusters: 50 per cluster of more than 6 private substitutions in "
+                     "100 nt; frameshifts and premature stops: 75 each, except the ~320 frameshifts and 90 stops "
+                     "the dataset lists as known (Mu's ORF3a:257-276, Alpha's ORF8:Q27* ...).")
     for r in q.rules.values():
         st.caption(f"• **{r.name}** — {_STATUS.get(r.status, r.status)} ({r.score:.0f}): {r.message}")
     genome_cov = 1 - q.rules["missing data"].count / 29903
@@ -86,9 +89,12 @@ def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) ->
     else:
         gr = rep.genes[gene]
         n_private = sum(r[col] == "yes" for r in rows)
+        from bertgeom.genome.qc import known_frameshift
+
+        shifts = [f"{gene}:{f}" + (" known, no QC points" if known_frameshift(gene, f) else "") for f in gr.frameshifts]
         st.caption(f"{gene}: {len(gr.events)} amino-acid change(s) against Wuhan-Hu-1 · coverage {gr.coverage:.1%} "
                    f"(called bases) · {len(gr.frameshifts)} frameshift(s)"
-                   + (f" ({', '.join(gr.frameshifts)})" if gr.frameshifts else "")
+                   + (f" ({', '.join(shifts)})" if shifts else "")
                    + f" · {len(gr.stops)} premature stop(s)" + (f" ({', '.join(gr.stops)})" if gr.stops else "")
                    + f" · {n_private} private")
     if gene != "nuc" and rep.genes[gene].coverage == 0:
@@ -100,9 +106,11 @@ def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) ->
                      hide_index=True, width="stretch")
     else:
         st.write(f"No change in {gene} against Wuhan-Hu-1." if gene != "nuc" else "No such nucleotide change.")
-    st.caption("Compared with the Wuhan-Hu-1 reference (MN908947.3) and its GenBank genes; 'carried by' lists the "
-               "classes whose characteristic table or clade profiles hold exactly this change (not another change "
-               "at the same site); 'private' = not in the profile of the nearest clade, "
+    st.caption("Compared with the Wuhan-Hu-1 reference (MN908947.3) and the genes of Nextclade's SARS-CoV-2 "
+               "annotation (ORF10 as RefSeq has it, never private), named as Nextclade names them (S:H69-, "
+               "S:214:EPE, 21765-21770, ORF3a:257-276); 'carried by' lists the classes whose characteristic table "
+               "or clade profiles hold exactly this change (not another change at the same site); 'private' = one "
+               "of its nucleotides is not in the profile of the nearest clade, "
                f"{analysis.clade.display if analysis.clade else 'n/a'}.")
     if missing:
         st.caption("Characteristic mutations expected but missing: " + "; ".join(missing))
