@@ -29,7 +29,9 @@ def render_nearest_clade(analysis) -> None:
 
     prof = load_clade_profiles().profile(c.clade)
     n_genomes = max((r.n_genomes for r in prof.values()), default=0)
-    st.markdown(f"Nearest Nextstrain clade: **{c.display}** ({CLASS_DISPLAY.get(c.cls, c.cls)})",
+    cls = CLASS_DISPLAY.get(c.cls, c.cls)
+    named = f" ({cls})" if cls.lower() not in c.display.lower() else ""  # "21H (Mu)" already says Mu
+    st.markdown(f"Nearest Nextstrain clade: **{c.display}**{named}",
                 help="The clade of the Nextstrain definitions (clades.tsv) whose defining sites the genome matches "
                      "best. Its profile — the changes its definition implies plus those of at least 60% of its "
                      "training genomes — is what 'private' is judged against, in place of the nearest node of "
