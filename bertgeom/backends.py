@@ -211,6 +211,28 @@ def exported_onnx(model) -> Path:
         return path
 
 
+def export_ahead(loaded, log=None) -> Path | None:
+    """Export ``loaded``'s classifier now when ``auto`` would run it on another runtime on this CPU
+    (``prepare-sets`` calls it, so a server's first batch does not wait for the export); None when
+    torch runs it or the model is not an exportable classifier. A failure is logged, never raised:
+    the backend reports it, in its own words, where it is used."""
+    try:
+        from bertgeom.forward import ForwardError, model_parts
+
+        if choose_backend("auto", "cpu")[0] == "torch":
+            return None
+        try:
+            if model_parts(loaded.model)[4] is None:
+                return None
+        except ForwardError:
+            return None
+        return exported_onnx(loaded.model)
+    except Exception as exc:  # noqa: BLE001 - ahead-of-time work only
+        if log:
+            log(f"export for the fast backend failed: {exc}")
+        return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Runtimes
 # ---------------------------------------------------------------------------------------------

@@ -138,3 +138,30 @@ def test_machine_names_the_cpu_and_its_units():
     fake = dict(m, vendor="GenuineIntel", model="Xeon X", avx512=False, avx2=True, amx=False, mkldnn_bf16=False,
                 avx512_bf16=False, avx512_vnni=False, isa="AVX2")
     assert "AVX2 only" in machine_line(fake) and "oneDNN bf16 no" in machine_line(fake)
+
+
+def test_classify_cli_names_the_backend_and_refuses_an_impossible_one(tiny_variant_dir, tmp_path, cache):
+    """The CSV says which runtime ran each row; an impossible choice is one sentence and exit 2, before any work."""
+    import csv
+    import os
+    import subprocess
+    import sys
+
+    from bertgeom.genome.dataset import load_demo_genomes
+
+    rec = load_demo_genomes()[0][0]
+    fasta = tmp_path / "g.fasta"
+    fasta.write_text(f">{rec.name}\n{rec.sequence}\n")
+    env = {**os.environ, "BERTGEOM_CACHE_DIR": str(cache)}
+
+    def run(*extra):
+        return subprocess.run([sys.executable, "-m", "bertgeom", "classify", str(fasta), "--model", str(tiny_variant_dir),
+                               *extra], capture_output=True, text=True, env=env, timeout=600)
+
+    r = run("--out", str(tmp_path / "t.csv"), "--backend", "torch", "--precision", "fp32")
+    assert r.returncode == 0, r.stderr
+    row = next(csv.DictReader(open(tmp_path / "t.csv")))
+    assert (row["model_backend"], row["model_precision"]) == ("torch", "fp32")
+    r = run("--out", str(tmp_path / "x.csv"), "--backend", "onnxruntime", "--precision", "bf16")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip().startswith("error:")
+    assert not (tmp_path / "x.csv").exists()
