@@ -9,9 +9,10 @@ final merge); ``first shard`` says how much of it is start-up.
 The model is the trained variant model when it is installed, otherwise a *random* model of the
 same shape (6 layers x 12 heads, width 384), which costs the same per genome.
 
-Two configurations (``--configs``): ``full``, the default run (class maps and per-head features,
-so an eager fp32 forward that returns every attention map), and ``slim`` (``--no-attentions``:
-prediction, QC, cone index, [CLS]; SDPA forwards, no maps or features). In the same run,
+Three configurations (``--configs``): ``full``, the default run (class maps and per-head features,
+so an eager fp32 forward that returns every attention map), ``slim`` (``--no-attentions``:
+prediction, QC, cone index, [CLS]; SDPA forwards, no maps or features) and ``slim-bf16`` (the same
+with ``--precision bf16``: the stored cone index then moves by up to ~0.005, docs/methods.md). In the same run,
 ``classify`` end to end on the same genomes (its default backend and precision) is the baseline:
 each row's rate is also given as a share of classify's (issue 34: >= 0.5). The machine is named
 (:func:`bertgeom.runtime.machine_line`); ``--update-readme`` writes the table into docs/speed.md.
@@ -72,7 +73,8 @@ def markdown(result: dict) -> str:
     """The precompute table: each configuration and worker count beside classify on the same genomes."""
     lines = ["| stored | engine | workers | genomes/s | s/genome | first shard s | vs 1 worker | share of classify's rate |",
              "|---|---|---|---|---|---|---|---|"]
-    what = {"full": "maps + 8 head features + cone + [CLS] (default)", "slim": "cone + [CLS] (--no-attentions)"}
+    what = {"full": "maps + 8 head features + cone + [CLS] (default)", "slim": "cone + [CLS] (--no-attentions)",
+            "slim-bf16": "cone + [CLS] in bf16 (--no-attentions --precision bf16)"}
     for r in result["rows"]:
         lines.append(f"| {what.get(r['config'], r['config'])} | {r['engine']} | {r['workers']} | {r['genomes_per_s']:.2f} | "
                      f"{r['s_per_genome']:.2f} | {r['first_shard_s'] or 0:.1f} | {r['speedup_vs_1'] or 0:.2f}x | "
@@ -91,8 +93,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--shard-size", type=int, default=0, help="default: N / 8 (so 2 workers stay balanced)")
     ap.add_argument("--model", default="")
     ap.add_argument("--no-attentions", action="store_true", help="only the slim configuration (= --configs slim)")
-    ap.add_argument("--configs", default="full,slim",
-                    help="full (class maps + per-head features, the default run) and/or slim (--no-attentions)")
+    ap.add_argument("--configs", default="full,slim,slim-bf16",
+                    help="full (class maps + per-head features, the default run), slim (--no-attentions), "
+                         "slim-bf16 (--no-attentions --precision bf16)")
     ap.add_argument("--update-readme", action="store_true", help="write the table into docs/speed.md")
     ap.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     ap.add_argument("--json", default="")
@@ -109,7 +112,8 @@ def main(argv=None) -> dict:
         model_id, model_desc = _model(args.model, work)
         loaded = load_model(model_id)
         configs = {"full": PrecomputeConfig(shard_size=shard),
-                   "slim": PrecomputeConfig(shard_size=shard, maps="none", features=())}
+                   "slim": PrecomputeConfig(shard_size=shard, maps="none", features=()),
+                   "slim-bf16": PrecomputeConfig(shard_size=shard, maps="none", features=(), precision="bf16")}
         names = ["slim"] if args.no_attentions else [c.strip() for c in args.configs.split(",") if c.strip()]
         engines = ["local", "ray"] if args.engine == "both" else [args.engine]
         rows = []

@@ -155,8 +155,8 @@ def test_classify_cli_names_the_backend_and_refuses_an_impossible_one(tiny_varia
     env = {**os.environ, "BERTGEOM_CACHE_DIR": str(cache)}
 
     def run(*extra):
-        return subprocess.run([sys.executable, "-m", "bertgeom", "classify", str(fasta), "--model", str(tiny_variant_dir),
-                               *extra], capture_output=True, text=True, env=env, timeout=600)
+        cmd = [sys.executable, "-m", "bertgeom", "classify", str(fasta), "--model", str(tiny_variant_dir), *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
     r = run("--out", str(tmp_path / "t.csv"), "--backend", "torch", "--precision", "fp32")
     assert r.returncode == 0, r.stderr
