@@ -165,3 +165,31 @@ def test_classify_cli_names_the_backend_and_refuses_an_impossible_one(tiny_varia
     r = run("--out", str(tmp_path / "x.csv"), "--backend", "onnxruntime", "--precision", "bf16")
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip().startswith("error:")
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_an_automatic_backend_that_fails_falls_back_to_torch(tiny_variant, cache, monkeypatch):
+    """``auto`` never leaves a user without a call: a runtime that cannot start (here: its compile
+    raises) gives way to torch with a warning; the same runtime asked for by name reports the error."""
+    import bertgeom.backends as backends
+    from bertgeom.variant.predict import FastClassifier, logits_for_ids
+
+    real_choose = backends.choose_backend
+
+    def choose(backend="auto", device="cpu", precision="auto", **kw):
+        if backend == "auto":
+            return "onnxruntime", "fp32"
+        return real_choose(backend, device, precision, **kw)
+
+    def broken(*a, **kw):
+        raise RuntimeError("no such CPU plugin")
+
+    monkeypatch.setattr(backends, "choose_backend", choose)
+    monkeypatch.setattr(backends, "runtime_classifier", broken)
+    ids = _padded_ids(tiny_variant)
+    with pytest.warns(RuntimeWarning, match="classifying with torch"):
+        fc = FastClassifier(tiny_variant, "cpu", "fp32", "auto")
+    assert fc.backend == "torch"
+    np.testing.assert_allclose(fc.logits(ids), logits_for_ids(tiny_variant, ids), atol=1e-4)
+    if "onnxruntime" in backends.available_backends():
+        with pytest.raises(RuntimeError, match="no such CPU plugin"):
+            FastClassifier(tiny_variant, "cpu", "fp32", "onnxruntime")

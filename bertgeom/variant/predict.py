@@ -123,13 +123,23 @@ class FastClassifier:
 
             raise BackendError(f"the {self.backend} backend runs BERT-layout classifiers only; use --backend torch.")
         self.device = private.device
-        self.dtype = torch.bfloat16 if self.precision == "bf16" and self.backend == "torch" else torch.float32
-        self.model = private.model.to(dtype=self.dtype)
         self.attention = "sdpa" if follows else "model"
         self._runs: dict[int, object] = {}
         self._lock = threading.Lock()
+        self.model = private.model
         if self.backend != "torch":
-            self._runtime(max(1, torch.get_num_threads()))  # export and compile now: errors surface here, once
+            try:
+                self._runtime(max(1, torch.get_num_threads()))  # export and compile now: errors surface here, once
+            except Exception as exc:  # noqa: BLE001 - an automatic choice falls back; an asked-for one reports
+                if (backend or "auto").strip().lower() != "auto":
+                    raise
+                import warnings
+
+                warnings.warn(f"the {self.backend} backend could not be used ({exc}); classifying with torch.",
+                              RuntimeWarning, stacklevel=2)
+                self.backend = "torch"
+        self.dtype = torch.bfloat16 if self.precision == "bf16" and self.backend == "torch" else torch.float32
+        self.model = self.model.to(dtype=self.dtype)
 
     def _runtime(self, threads: int):
         """The runtime compiled for callers with ``threads`` threads each (as many such calls at once as
