@@ -193,3 +193,21 @@ def test_an_automatic_backend_that_fails_falls_back_to_torch(tiny_variant, cache
     if "onnxruntime" in backends.available_backends():
         with pytest.raises(RuntimeError, match="no such CPU plugin"):
             FastClassifier(tiny_variant, "cpu", "fp32", "onnxruntime")
+
+
+def test_streams_on_a_runtime_give_torchs_calls_in_input_order(tiny_variant, cache):
+    """Two classify streams (one thread each: the runtime compiled for two requests at once) give the
+    torch path's calls and probabilities, in input order."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("openvino")
+    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.variant.predict import classify_stream
+
+    recs = [r for r, _ in load_demo_genomes()]
+    ref = list(classify_stream(tiny_variant, recs, batch_size=2, streams=1, precision="fp32", backend="torch"))
+    got = list(classify_stream(tiny_variant, recs, batch_size=2, streams=2, precision="fp32", backend="openvino"))
+    assert [p.name for p in got] == [r.name for r in recs]
+    assert [p.predicted for p in got] == [p.predicted for p in ref]
+    for a, b in zip(got, ref):
+        assert a.probs.keys() == b.probs.keys()
+        assert max(abs(a.probs[k] - b.probs[k]) for k in a.probs) < 1e-4
