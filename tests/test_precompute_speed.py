@@ -49,3 +49,20 @@ def test_local_precompute_uses_every_core_by_default(monkeypatch):
     assert cli._workers(args(workers=3)) == 3  # asked for: kept
     assert cli._workers(args(device="cuda")) is None  # a GPU run: one process (the engine's default)
     assert cli._workers(args(engine="ray")) is None  # Ray sizes its own actor pool
+
+
+def test_local_workers_never_outnumber_the_shards_left(tmp_path, tiny_variant):
+    """One shard to do runs in this process: a spawned worker would only add its start-up."""
+    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.precompute import PrecomputeConfig, load_results, precompute
+
+    recs = [r for r, _ in load_demo_genomes()][:2]
+    fasta, labels = tmp_path / "g.fasta", tmp_path / "l.tsv"
+    fasta.write_text("".join(f">{r.name}\n{r.sequence}\n" for r in recs))
+    labels.write_text("name\tclass\n" + "".join(f"{r.name}\talpha\n" for r in recs))
+    precompute(fasta, labels, tmp_path / "out", config=PrecomputeConfig(shard_size=8, maps="none", features=()),
+               workers=2, loaded=tiny_variant)
+    res = load_results(tmp_path / "out")
+    assert len(res.genomes) == 2
+    run = res.manifest["runs"][-1]
+    assert (run["workers"], run["workers_used"]) == (2, 1)  # what was asked, and what ran
