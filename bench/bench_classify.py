@@ -271,7 +271,8 @@ def main(argv=None) -> dict:
             continue
         t0 = time.perf_counter()
         fcs[backend, prec] = fc = fast_classifier(loaded, device, prec, backend)
-        print(f"  ready: {backend} {prec} ({time.perf_counter() - t0:.1f} s, export/compile cached on disk)", flush=True)
+        note = "" if backend == "torch" else ", its export and compiled blobs cached on disk"
+        print(f"  ready: {backend} {prec} ({time.perf_counter() - t0:.1f} s{note})", flush=True)
         add(backend + (" SDPA" if backend == "torch" else ""), prec, fc.logits, streams, each, args.batch_size,
             chosen_row=(backend, prec) == (chosen_backend, chosen_prec))
     if args.compile and device == "cpu":
