@@ -296,7 +296,9 @@ def summarise(all_times: dict, prepare_s: float) -> dict:
             xs = modes[mode]
             row[mode] = {"n": len(xs), "p50": percentile(xs, 50), "p95": percentile(xs, 95)}
         rows.append(row)
-    return {"rows": rows, "prepare_sets_s": prepare_s, "machine": f"{os.cpu_count()} cores",
+    from bertgeom.runtime import machine_line
+
+    return {"rows": rows, "prepare_sets_s": prepare_s, "machine": f"machine: {machine_line()}",
             "date": time.strftime("%Y-%m-%d")}
 
 
@@ -358,6 +360,7 @@ def main(argv=None) -> int:
     (OUT / "latency.json").write_text(json.dumps(res, indent=2))
     command = "python bench/bench_latency.py" + (" --quick" if args.quick else "") + " --update-readme"
     block = readme_block(res, command)
+    print(res["machine"])
     print(block)
     if args.update_readme:
         from bench.readme_blocks import replace_block

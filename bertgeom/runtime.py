@@ -147,3 +147,100 @@ def import_in_background(*modules: str) -> bool:
 
     threading.Thread(target=run, name="bertgeom-import-" + todo[0].split(".")[0], daemon=True).start()
     return True
+
+
+_MACHINE: dict | None = None
+
+
+def _cpu_identity() -> tuple[str, str, set[str]]:
+    """``(vendor, model name, flags)`` of this CPU from ``/proc/cpuinfo`` (Linux), else from
+    :mod:`platform` with no flags. The model name carries x86's family and model numbers (a virtual
+    machine may report only "AMD EPYC": family 25 model 17 says Zen 4)."""
+    import platform
+
+    vendor, model, flags = "", "", set()
+    family = number = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "vendor_id" and not vendor:
+                    vendor = value
+                elif key == "model name" and not model:
+                    model = value
+                elif key == "cpu family" and not family:
+                    family = value
+                elif key == "model" and not number:
+                    number = value
+                elif key in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+                if vendor and model and flags:
+                    break
+    except OSError:
+        pass
+    if model and family and number:
+        model = f"{model} (family {family} model {number})"
+    return vendor or platform.machine(), model or platform.processor() or platform.machine(), flags
+
+
+def machine(refresh: bool = False) -> dict:
+    """What this machine is, for every benchmark line and speed table: CPU vendor and model name,
+    usable cores, the instruction set torch dispatches to (``torch.backends.cpu.get_cpu_capability()``),
+    the CPU's AVX2/AVX-512/bf16/VNNI/AMX flags, whether oneDNN's bf16 kernels are available
+    (``bf16_units``: what :func:`bertgeom.forward.bf16_supported` reads), the GPU torch sees, and the
+    versions of Python, torch and the optional runtimes. Computed once per process."""
+    global _MACHINE
+    if _MACHINE is not None and not refresh:
+        return dict(_MACHINE)
+    import importlib.metadata
+    import platform
+
+    import torch
+
+    vendor, model, flags = _cpu_identity()
+    try:
+        isa = str(torch.backends.cpu.get_cpu_capability())
+    except Exception:  # noqa: BLE001 - an older torch
+        isa = "unknown"
+    try:
+        mkldnn_bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except Exception:  # noqa: BLE001
+        mkldnn_bf16 = False
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    for pkg in ("openvino", "onnxruntime", "onnx"):
+        try:
+            versions[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    info = {
+        "vendor": vendor,
+        "model": model,
+        "cores": usable_cores(),
+        "isa": isa,
+        "avx2": "avx2" in flags,
+        "avx512": "avx512f" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
+        "avx512_vnni": "avx512_vnni" in flags,
+        "amx": bool({"amx_bf16", "amx_tile"} & flags),
+        "mkldnn_bf16": mkldnn_bf16,
+        "bf16_units": isa.upper().startswith(("AVX512", "AMX")) and mkldnn_bf16,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "",
+        "versions": versions,
+    }
+    _MACHINE = info
+    return dict(info)
+
+
+def machine_line(info: dict | None = None) -> str:
+    """One line naming the machine, e.g. ``AuthenticAMD AMD EPYC, 2 cores, torch ISA AVX512 (avx512_bf16,
+    avx512_vnni, no AMX; oneDNN bf16 yes), torch 2.13.0, openvino 2026.4.1``."""
+    m = machine() if info is None else info
+    units = [u for u in ("avx512_bf16", "avx512_vnni") if m.get(u)]
+    units.append("AMX" if m.get("amx") else "no AMX")
+    if not m.get("avx512"):
+        units.insert(0, "AVX2 only" if m.get("avx2") else "no AVX2")
+    versions = ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items() if k != "python")
+    gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
+    return (f"{m.get('vendor', '?')} {m.get('model', '?')}, {m.get('cores', '?')} cores, torch ISA {m.get('isa', '?')} "
+            f"({', '.join(units)}; oneDNN bf16 {'yes' if m.get('mkldnn_bf16') else 'no'}){gpu}; {versions}")

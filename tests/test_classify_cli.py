@@ -141,10 +141,10 @@ def test_the_fast_classifier_matches_the_analysis_model(tiny_variant):
     texts = [r.sequence[21000:25500] for r, _ in load_demo_genomes()]
     ids, _ = tiny_variant.tokenizer.encode_batch([t[:3822] for t in texts], max_length=None)
     ids[2, 300:] = 0  # a shorter, padded row
-    fast = FastClassifier(tiny_variant, "cpu", "fp32")
+    fast = FastClassifier(tiny_variant, "cpu", "fp32", "torch")  # other runtimes: tests/test_backends.py
     assert fast.device == "cpu" and fast.model is not tiny_variant.model and fast.precision == "fp32"
     np.testing.assert_allclose(fast.logits(ids), logits_for_ids(tiny_variant, ids), atol=1e-4)
-    half = FastClassifier(tiny_variant, "cpu", "bf16")  # bf16 weights: the same logits to bf16 rounding
+    half = FastClassifier(tiny_variant, "cpu", "bf16", "torch")  # bf16 weights: the same logits to bf16 rounding
     assert half.precision == "bf16" and next(half.model.parameters()).dtype == __import__("torch").bfloat16
     np.testing.assert_allclose(half.logits(ids), logits_for_ids(tiny_variant, ids), atol=0.05)
     assert next(tiny_variant.model.parameters()).dtype == __import__("torch").float32  # the shared model stays fp32

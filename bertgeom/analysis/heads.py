@@ -400,6 +400,7 @@ def head_features(
     entropy_smoothing: float = 1e-4,
     n_jobs: int | None = None,
     chunk_mb: float = 4.0,
+    blocks: bool = True,
 ) -> HeadFeatureTable:
     """All per-head features of one input, for every head at once.
 
@@ -423,6 +424,9 @@ def head_features(
     chunk_mb : target float64 size of one chunk of heads, each chunk processed fully
         vectorised.  Small chunks stay in cache: 4 MB (2-3 heads at T=427, ~30 at T=128)
         was fastest in ``bench/bench_head_features.py``; peak extra memory is ~6x this per thread.
+    blocks : compute the block-graph features (:data:`BLOCK_FEATURES`, a connected-components pass
+        over every head's thresholded map: about a third of the time at T=427). ``False`` leaves
+        them NaN and every other feature unchanged (precompute skips them when none is stored).
     """
     kinds = TokenKinds.of(kinds)
     a4 = _as_lhtt(attn)
@@ -448,7 +452,7 @@ def head_features(
         a, b = span
         X = np.ascontiguousarray(flat[a:b], dtype=np.float64)
         src = np.asarray(flat[a:b], dtype=np.float32) if exact32 else None
-        return _chunk_features(X, plan, src)
+        return _chunk_features(X, plan, src, blocks)
 
     if n_jobs > 1 and len(spans) > 1:
         with ThreadPoolExecutor(max_workers=min(n_jobs, len(spans))) as ex:
@@ -580,7 +584,7 @@ def _offset_profile(X: np.ndarray, q: np.ndarray) -> np.ndarray:
     return Z.sum(axis=1)[:, : 2 * T - 1] / q.size
 
 
-def _chunk_features(X: np.ndarray, p: _Plan, sort_src: np.ndarray | None = None):
+def _chunk_features(X: np.ndarray, p: _Plan, sort_src: np.ndarray | None = None, blocks: bool = True):
     """Features of a contiguous float64 stack ``X`` of ``n`` maps ``[n, T, T]``.
 
     Per-row quantities are computed on all ``T`` rows (cheaper than copying the query
@@ -709,10 +713,17 @@ def _chunk_features(X: np.ndarray, p: _Plan, sort_src: np.ndarray | None = None)
     f["delta_row"] = np.linalg.norm(np.einsum("nij,ni->nj", X, inv), axis=1) / nq
 
     # ---- 7. block graph -------------------------------------------------------------------
-    f["block_mass"], f["block_inner"], f["n_blocks"] = _block_features(X, p)
+    if blocks:
+        f["block_mass"], f["block_inner"], f["n_blocks"] = _block_features(X, p)
+    else:
+        f["block_mass"] = f["block_inner"] = f["n_blocks"] = np.full(n, np.nan)
 
     f["template_residual"] = np.maximum(0.0, 1.0 - (f["sink"] + f["self"] + f["prev"] + f["next"]))
     return f, hist, k90, top_col
+
+
+#: The features of the block graph (:func:`head_features` ``blocks=False`` leaves them NaN).
+BLOCK_FEATURES = ("block_mass", "block_inner", "n_blocks")
 
 
 def _block_features(X: np.ndarray, p: _Plan):

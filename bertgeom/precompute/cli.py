@@ -60,7 +60,7 @@ def _cmd_precompute(args) -> int:
             engine_kwargs["split_prepare"] = args.ray_split_prepare
         summary = precompute(
             args.input, args.labels, args.out, model=args.variant_model, config=cfg, engine=args.engine,
-            workers=args.workers, address=args.address, max_shards=args.max_shards, progress=progress,
+            workers=_workers(args), address=args.address, max_shards=args.max_shards, progress=progress,
             engine_kwargs=engine_kwargs, device=args.device, wait=args.wait, on_wait=on_wait,
         )
     except PrecomputeError as exc:
@@ -80,6 +80,17 @@ def _cmd_precompute(args) -> int:
     _close(bar)
     print(summary.line(), file=sys.stderr)
     return 0
+
+
+def _workers(args) -> int | None:
+    """``--workers``, or for the local engine on the CPU one process per ``--threads`` cores (a
+    worker runs one shard with ``--threads`` threads: one worker left every other core idle, half the
+    machine on 2 cores). Ray decides its own default; a GPU run keeps one process."""
+    if args.workers is not None or args.engine != "local" or getattr(args, "device", "cpu") != "cpu":
+        return args.workers
+    from bertgeom.runtime import usable_cores
+
+    return max(1, usable_cores() // max(1, args.threads))
 
 
 def _close(bar) -> None:
@@ -119,7 +130,7 @@ def register(sub) -> None:
                    help="variant model id or directory (default: the shipped one)")
     p.add_argument("--engine", choices=("local", "ray"), default="local")
     p.add_argument("--workers", type=_positive, default=None,
-                   help="processes (local, default 1) or model actors (ray, default: cluster CPUs / threads)")
+                   help="processes (local, default: one per --threads cores on the CPU, 1 on a GPU) or model actors (ray, default: cluster CPUs / threads)")
     p.add_argument("--address", default=None, help="Ray cluster to join: 'auto' from a cluster node (or 'ray://head:10001', Ray "
                         "Client); default: start a local Ray instance")
     p.add_argument("--no-ship-code", action="store_true",

@@ -310,6 +310,11 @@ def _precompute_locked(inp: Path, lab: Path, out: Path, loaded, dims: ModelDims,
     run_info = {"engine": eng.name, "workers": workers, "address": address, "started": time.time()}
     model_source = str(loaded.spec.source)
     tasks = _shard_payloads(inp, cfg, truth, set(done), max_shards)
+    todo = n_shards - len(done) if max_shards is None else min(max_shards, n_shards - len(done))
+    if eng.name == "local" and eng.workers > max(1, todo):  # a worker per shard at most: start-up is 15-30 s each
+        eng.workers = max(1, todo)
+    if eng.name == "local":
+        run_info["workers_used"] = eng.workers
     try:
         eng.run(computer, model_source, tasks, on_result)
     finally:

@@ -538,8 +538,12 @@ def prepare_models(model_ids: Sequence[str], *, subspace: bool = True, sweeps: b
 
         tasks: list[PreparedTask] = []
         for mid in model_ids:
-            tasks += prepare_tasks(mid, load_model(mid), subspace=subspace, sweeps=sweeps,
+            loaded = load_model(mid)
+            tasks += prepare_tasks(mid, loaded, subspace=subspace, sweeps=sweeps,
                                    subspace_heads=subspace_heads)
+            from bertgeom.backends import export_ahead
+
+            export_ahead(loaded, log)  # the classifier's graph for the fast backend: the first batch does not wait
         # the quick views of every model before the long ones (a stable sort keeps the model order)
         tasks.sort(key=lambda t: GROUP_ORDER.index(t.group) if t.group in GROUP_ORDER else len(GROUP_ORDER))
         if log:

@@ -119,6 +119,7 @@ def _device(name: str) -> str:
 
 
 from bertgeom.safety import csv_cell as csv_safe  # the one CSV cell rule (kept under its old name)
+from bertgeom.backends import BACKENDS  # noqa: E402 - no heavy import: names only
 
 _STREAMS_HELP = ("threads that each prepare and classify whole batches, one torch thread each on the CPU "
                  "(auto: one per core, at most 8; 1 on a GPU or with --workers); the calls do not change")
@@ -170,7 +171,11 @@ def _cmd_classify(args) -> int:
         final = _output_target(args.out)
         device = _device(args.device)
         loaded = _load(args.model)
-        precision = fast_classifier(loaded, device, args.precision).precision
+        try:
+            fc = fast_classifier(loaded, device, args.precision, args.backend)
+        except ValueError as exc:  # BackendError: not installed, not for this device, bf16 on ONNX Runtime
+            raise CliError(str(exc), EXIT_INPUT) from None
+        precision, backend = fc.precision, fc.backend
         try:
             out = AtomicFile(final, "w", newline="") if final else sys.stdout
         except OSError as exc:
@@ -195,8 +200,8 @@ def _cmd_classify(args) -> int:
 
     try:
         for pred in classify_stream(loaded, records(), batch_size=args.batch_size, workers=args.workers,
-                                    device=device, precision=precision, streams=args.streams):
-            row = names.row(pred.row(loaded.labels, loaded.weights_hash, precision))
+                                    device=device, precision=precision, streams=args.streams, backend=backend):
+            row = names.row(pred.row(loaded.labels, loaded.weights_hash, precision, backend))
             row = {k: csv_safe(v) for k, v in row.items()}
             if writer is None:
                 writer = csv.DictWriter(out, fieldnames=list(row))
@@ -268,13 +273,20 @@ def _cmd_evaluate(args) -> int:
         _check_streams(args)
         device = _device(args.device)
         loaded = _load(args.model)
+        try:
+            from bertgeom.variant.predict import fast_classifier
+
+            fast_classifier(loaded, device, args.precision, args.backend)
+        except ValueError as exc:  # BackendError: said before any work
+            raise CliError(str(exc), EXIT_INPUT) from None
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
     bar = _progress_bar()
     result = evaluate(loaded, None if args.held_out else args.fasta, args.labels, baseline_data=None if args.no_baseline else (args.data or True),
                       batch_size=args.batch_size, progress=lambda i, n: (setattr(bar, "total", n), bar.update(1)),
-                      workers=args.workers, device=device, precision=args.precision, streams=args.streams)
+                      workers=args.workers, device=device, precision=args.precision, streams=args.streams,
+                      backend=args.backend)
     bar.close()
     print(f"forward passes in {result['precision']}")
     print(result["model"].table())
@@ -297,6 +309,11 @@ def _cmd_evaluate(args) -> int:
             print(f"error: --json '{args.json}' cannot be written ({exc.strerror or exc}).", file=sys.stderr)
             return EXIT_OUTPUT
     return 0
+
+
+_BACKEND_HELP = ("runtime of the forward passes: auto (what measured fastest on this kind of CPU, docs/speed.md: "
+                 "OpenVINO when installed, except torch on a CPU with AMX or on a GPU), torch, openvino, onnxruntime "
+                 "(the last two: pip install 'bertgeom[fast]')")
 
 
 def register(sub) -> None:
@@ -335,6 +352,7 @@ def register(sub) -> None:
     p.add_argument("--device", default="auto", help="where the forward passes run: auto (a GPU when there is one), cpu, cuda, mps")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
                    help="auto: bf16 where the device has bf16 units (a GPU, or a CPU with AVX-512/AMX bf16), else fp32")
+    p.add_argument("--backend", default="auto", choices=list(BACKENDS), help=_BACKEND_HELP)
     p.set_defaults(func=_cmd_classify)
 
     p = sub.add_parser("evaluate", help="accuracy, macro-F1, per-class metrics and confusion matrix on labelled genomes")
@@ -355,4 +373,5 @@ def register(sub) -> None:
     p.add_argument("--device", default="auto", help="where the forward passes run: auto, cpu, cuda, mps")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
                    help="auto: bf16 where the device has bf16 units (a GPU, or a CPU with AVX-512/AMX bf16), else fp32")
+    p.add_argument("--backend", default="auto", choices=list(BACKENDS), help=_BACKEND_HELP)
     p.set_defaults(func=_cmd_evaluate)

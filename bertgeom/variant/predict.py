@@ -37,9 +37,10 @@ class Prediction:
     notes: str = ""  #: what was done to the input (reverse complement, U->T, trimmed, cut spike) and, with no call, why
     error: str = ""
 
-    def row(self, labels: Iterable[str], model_version: str, precision: str = "") -> dict:
+    def row(self, labels: Iterable[str], model_version: str, precision: str = "", backend: str = "") -> dict:
         """Flat CSV row: name, prediction, one probability column per class, QC, mutations, version
-        (and ``model_precision``, the forward's fp32/bf16, when given)."""
+        (and ``model_precision``, the forward's fp32/bf16, and ``model_backend``, the runtime that ran
+        it, when given)."""
         out = {"name": self.name, "predicted": self.predicted or "", "confidence": max(self.probs.values(), default="")}
         for c in labels:
             p = self.probs.get(c)
@@ -53,6 +54,8 @@ class Prediction:
                    gate=self.gate, notes=self.notes, error=self.error, model_version=model_version)
         if precision:
             out["model_precision"] = precision
+        if backend:
+            out["model_backend"] = backend
         return out
 
 
@@ -77,61 +80,114 @@ def logits_for_ids(loaded: LoadedModel, ids: np.ndarray, precision: str = "fp32"
 
 class FastClassifier:
     """A copy of a variant model for classification only (:func:`bertgeom.models.inference_copy`:
-    SDPA attention, no attention weights kept) on ``device`` (``auto``: a GPU when there is one), with
-    bf16 weights where :func:`bertgeom.forward.resolve_precision` says so for classification (``auto``:
-    a GPU or CPU with bf16 units), else fp32. The shared model (eager, fp32, for the analyses) is untouched.
-    Its forward is :func:`bertgeom.forward.run_forward` with ``logits_only``: the last layer computes
-    the [CLS] row alone, since the classifier reads nothing else (~15% less work, same logits); a model
-    the recomputation does not follow (:func:`bertgeom.forward.model_parts` says which) runs its own forward.
+    SDPA attention, no attention weights kept) on ``device`` (``auto``: a GPU when there is one), run by
+    ``backend`` in ``precision`` as :func:`bertgeom.backends.choose_backend` decides (``auto``: what
+    measured fastest on this kind of CPU, docs/speed.md: torch bf16 with AMX, OpenVINO bf16 with
+    AVX-512 bf16 and no AMX, OpenVINO f32 with AVX2 only; torch when the ``fast`` extra is absent).
+    The shared model (eager, fp32, for the analyses) is untouched.
 
-    ``FastClassifier(loaded, "cpu", "fp32").logits(ids)`` equals :func:`logits_for_ids` to ~1e-5.
+    On torch the forward is :func:`bertgeom.forward.run_forward` with ``logits_only``: the last layer
+    computes the [CLS] row alone, since the classifier reads nothing else (~15% less work, same logits);
+    a model the recomputation does not follow (:func:`bertgeom.forward.model_parts` says which) runs its
+    own forward. OpenVINO and ONNX Runtime run the same graph exported once to ONNX (cached on disk by
+    the weights' hash, :func:`bertgeom.backends.exported_onnx`), compiled per calling thread count: a
+    caller's ``torch.get_num_threads()`` is its share of the cores, as for torch.
+
+    ``FastClassifier(loaded, "cpu", "fp32", "torch").logits(ids)`` equals :func:`logits_for_ids` to ~1e-5.
     """
 
-    def __init__(self, loaded: LoadedModel, device: str = "auto", precision: str = "auto"):
+    def __init__(self, loaded: LoadedModel, device: str = "auto", precision: str = "auto", backend: str = "auto"):
+        import threading
+
         import torch
 
-        from bertgeom.forward import resolve_precision
+        from bertgeom.backends import choose_backend
         from bertgeom.models import inference_copy, resolve_device
 
         dev = resolve_device(device)
-        self.precision = resolve_precision(precision, dev, "classify")
+        from bertgeom.forward import ForwardError, model_parts
+
         private = inference_copy(loaded, dev, attentions=False)  # SDPA, on the device, shared model untouched
         if private is loaded:  # nothing to copy was needed, but the dtype change must not reach the shared model
             import copy
             import dataclasses
 
             private = dataclasses.replace(loaded, model=copy.deepcopy(loaded.model))
-        self.device = private.device
-        self.dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
-        self.model = private.model.to(dtype=self.dtype)
-        from bertgeom.forward import ForwardError, model_parts
+        try:  # the recomputation follows this model: its [CLS]-only last layer can be used (and exported)
+            model_parts(private.model)
+            follows = True
+        except ForwardError:
+            follows = False
+        self.backend, self.precision = choose_backend(backend if follows or backend != "auto" else "torch",
+                                                      dev, precision)
+        if self.backend != "torch" and not follows:
+            from bertgeom.backends import BackendError
 
-        try:  # the recomputation follows this model: its [CLS]-only last layer can be used
-            model_parts(self.model)
-            self.attention = "sdpa"
-        except ForwardError:  # a model the recomputation does not follow: its own forward, every row
-            self.attention = "model"
+            raise BackendError(f"the {self.backend} backend runs BERT-layout classifiers only; use --backend torch.")
+        self.device = private.device
+        self.attention = "sdpa" if follows else "model"
+        self._runs: dict[int, object] = {}
+        self._lock = threading.Lock()
+        self.model = private.model
+        if self.backend != "torch":
+            try:
+                self._runtime(max(1, torch.get_num_threads()))  # export and compile now: errors surface here, once
+            except Exception as exc:  # noqa: BLE001 - an automatic choice falls back; an asked-for one reports
+                if (backend or "auto").strip().lower() != "auto":
+                    raise
+                import warnings
+
+                warnings.warn(f"the {self.backend} backend could not be used ({exc}); classifying with torch.",
+                              RuntimeWarning, stacklevel=2)
+                self.backend = "torch"
+        self.dtype = torch.bfloat16 if self.precision == "bf16" and self.backend == "torch" else torch.float32
+        self.model = self.model.to(dtype=self.dtype)
+
+    def _runtime(self, threads: int):
+        """The runtime compiled for callers with ``threads`` threads each (as many such calls at once as
+        the cores hold), made on first use."""
+        from bertgeom.backends import runtime_classifier
+        from bertgeom.runtime import usable_cores
+
+        with self._lock:
+            run = self._runs.get(threads)
+            if run is None:
+                run = self._runs[threads] = runtime_classifier(self.model, self.backend, self.precision, threads,
+                                                               streams=max(1, usable_cores() // threads))
+        return run
 
     def logits(self, ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids)
+        if self.backend != "torch":
+            import torch
+
+            return self._runtime(max(1, torch.get_num_threads()))(ids)
         from bertgeom.forward import run_forward
 
-        ids = np.asarray(ids)
         out = run_forward(self.model, ids, (ids != 0), attention=self.attention, precision=self.precision,
                           logits_only=self.attention == "sdpa")
         return out.logits.float().cpu().numpy()
 
+    @property
+    def label(self) -> str:
+        """``"bf16"`` on torch, ``"bf16 (openvino)"`` on another runtime: what ran, for CSVs and tables."""
+        return self.precision if self.backend == "torch" else f"{self.precision} ({self.backend})"
 
-def fast_classifier(loaded: LoadedModel, device: str = "auto", precision: str = "auto") -> FastClassifier:
-    """The :class:`FastClassifier` of ``loaded`` for ``(device, precision)``, made once per loaded model
-    (kept in ``loaded.extra``: a server classifies many requests with one copy)."""
-    from bertgeom.forward import resolve_precision
+
+def fast_classifier(loaded: LoadedModel, device: str = "auto", precision: str = "auto",
+                    backend: str = "auto") -> FastClassifier:
+    """The :class:`FastClassifier` of ``loaded`` for ``(device, backend, precision)``, made once per loaded
+    model (kept in ``loaded.extra``: a server classifies many requests with one copy)."""
+    from bertgeom.backends import choose_backend
     from bertgeom.models import resolve_device
 
     dev = resolve_device(device)
-    key = ("fast-classifier", dev, resolve_precision(precision, dev, "classify"))
+    key = ("fast-classifier", dev) + choose_backend(backend, dev, precision)
     fc = loaded.extra.get(key)
     if fc is None:
-        fc = loaded.extra[key] = FastClassifier(loaded, dev, key[2])
+        fc = FastClassifier(loaded, dev, key[3], key[2])
+        loaded.extra[key] = fc
+        loaded.extra[("fast-classifier", dev, fc.backend, fc.precision)] = fc
     return fc
 
 
@@ -233,12 +289,12 @@ def _fill_predictions(loaded: LoadedModel, forward, pending: list, batch_size: i
 
 def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int = 16, workers: int = 1,
                     device: str | None = None, precision: str = "auto", window: int = 4,
-                    streams: int | str = "auto") -> Iterator[Prediction]:
+                    streams: int | str = "auto", backend: str = "auto") -> Iterator[Prediction]:
     """Classify records (``SequenceRecord``/``RecordError``/str) lazily, in input order.
 
     ``workers``: processes for the CPU part (parse, align, tokenise). The forward passes run on the
-    model's :func:`fast_classifier` (SDPA; bf16 where ``precision`` resolves to it for classification,
-    see :func:`bertgeom.forward.resolve_precision`) on ``device`` (``None``: the CPU). Up to
+    model's :func:`fast_classifier` (``backend`` and ``precision`` as :func:`bertgeom.backends.choose_backend`
+    resolves them; bf16 where the device has bf16 units) on ``device`` (``None``: the CPU). Up to
     ``window * batch_size`` prepared records are held, sorted by length and cut into batches, so each
     batch pads only to its own longest row; predictions still come out in input order.
 
@@ -253,7 +309,7 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
         raise ValueError("streams must be at least 1 (or 'auto').")
     if n_streams > 1 and workers > 1:
         raise ValueError("use preparation workers or forward streams, not both.")
-    forward = fast_classifier(loaded, device or "cpu", precision).logits
+    forward = fast_classifier(loaded, device or "cpu", precision, backend).logits
     if n_streams > 1:
         yield from _classify_in_streams(loaded, forward, records, max(1, int(batch_size) // n_streams), n_streams)
         return
@@ -424,7 +480,7 @@ def held_out_genomes(data_dir: str | None = None):
 
 def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | None = None,
              batch_size: int = 16, progress=None, workers: int = 1, device: str | None = None,
-             precision: str = "auto", streams: int | str = "auto") -> dict:
+             precision: str = "auto", streams: int | str = "auto", backend: str = "auto") -> dict:
     """Model, rule-based call and k-mer logistic-regression baseline on labelled genomes (``fasta`` +
     ``labels_tsv``; ``fasta=None``: the held-out developer genomes); returns the reports.
 
@@ -442,7 +498,7 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
         records = [r for r in iter_fasta_file(fasta) if isinstance(r, RecordError) or r.name in truth]
     y_true, y_pred, y_rule, spikes, skipped = [], [], [], [], []
     for i, pred in enumerate(classify_stream(loaded, records, batch_size=batch_size, workers=workers, device=device,
-                                                 precision=precision, streams=streams)):
+                                                 precision=precision, streams=streams, backend=backend)):
         if progress:
             progress(i + 1, len(records))
         if pred.error or pred.name not in truth:
@@ -455,7 +511,7 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
     labels = list(loaded.labels)
     result = {"model": eval_report("BERT variant model", y_true, y_pred, labels),
               "rules": eval_report("rule-based marker call", y_true, y_rule, labels), "skipped": skipped,
-              "precision": fast_classifier(loaded, device or "cpu", precision).precision}
+              "precision": fast_classifier(loaded, device or "cpu", precision, backend).label}
     if baseline_data:
         clf = recipe_baseline(loaded, baseline_data if isinstance(baseline_data, str) else None)
         y_base = clf.predict(kmer_features(loaded.tokenizer, spikes))

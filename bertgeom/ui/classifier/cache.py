@@ -60,13 +60,15 @@ def classify_chunk(model_id: str, chunk: tuple[BatchRecord, ...]) -> list[dict]:
     recs = [RecordError(name, i, error) if error else SequenceRecord(name, fasta.split("\n", 1)[1])
             for i, (name, fasta, error) in enumerate(chunk)]
     loaded = cached_model(model_id)  # before the slot: loading is not queued
-    precision = fast_classifier(loaded, "cpu").precision  # the policy's (bf16 on a CPU with bf16 units)
+    fc = fast_classifier(loaded, "cpu")  # the policy's backend and precision for this CPU (docs/speed.md)
+    precision, backend = fc.precision, fc.backend
     with free_slot_or_raise(BATCH):
         import torch
 
         streams = max(1, torch.get_num_threads())  # the slot's threads (every core when alone), one per stream
-        return [p.row(loaded.labels, loaded.weights_hash, precision)
-                for p in classify_stream(loaded, recs, batch_size=len(recs), precision=precision, streams=streams)]
+        return [p.row(loaded.labels, loaded.weights_hash, precision, backend)
+                for p in classify_stream(loaded, recs, batch_size=len(recs), precision=precision, streams=streams,
+                                         backend=backend)]
 
 
 def name_rows_apart(rows: list[dict]) -> tuple[list[dict], str]:

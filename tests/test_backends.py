@@ -1,0 +1,213 @@
+"""The classification forward on OpenVINO / ONNX Runtime: same logits as torch, exports cached by the
+weights' hash, the auto choice from what the CPU reports, and the machine named."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _padded_ids(loaded, lengths=(40, 23, 31)) -> np.ndarray:
+    """Rows of different lengths (PAD = 0 after each): [CLS] k-mers [SEP]."""
+    rng = np.random.default_rng(0)
+    n_vocab = int(loaded.config.vocab_size)
+    ids = np.zeros((len(lengths), max(lengths)), np.int64)
+    for i, t in enumerate(lengths):
+        ids[i, 0], ids[i, 1 : t - 1], ids[i, t - 1] = 1, rng.integers(5, n_vocab, t - 2), 2
+    return ids
+
+
+@pytest.mark.parametrize("backend", ["openvino", "onnxruntime"])
+def test_runtime_logits_equal_torch_fp32(tiny_variant, cache, backend):
+    """The exported graph run by another runtime gives torch's fp32 logits (padding masked), and
+    the classifier built on it says which backend and precision ran."""
+    pytest.importorskip("onnx")
+    pytest.importorskip(backend)
+    from bertgeom.variant.predict import FastClassifier
+
+    ids = _padded_ids(tiny_variant)
+    ref = FastClassifier(tiny_variant, "cpu", "fp32", "torch").logits(ids)
+    fc = FastClassifier(tiny_variant, "cpu", "fp32", backend)
+    got = fc.logits(ids)
+    assert (fc.backend, fc.precision, fc.label) == (backend, "fp32", f"fp32 ({backend})")
+    assert got.shape == ref.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, atol=1e-4)
+    # one row alone (its own width) gives the logits it had inside the padded batch
+    np.testing.assert_allclose(fc.logits(ids[1:2, :23]), ref[1:2], atol=1e-4)
+
+
+def test_openvino_bf16_hint_keeps_the_calls(tiny_variant, cache):
+    pytest.importorskip("onnx")
+    pytest.importorskip("openvino")
+    from bertgeom.variant.predict import FastClassifier
+
+    ids = _padded_ids(tiny_variant)
+    ref = FastClassifier(tiny_variant, "cpu", "fp32", "torch").logits(ids)
+    got = FastClassifier(tiny_variant, "cpu", "bf16", "openvino").logits(ids)
+    assert np.abs(got - ref).max() < 0.05
+    assert (got.argmax(1) == ref.argmax(1)).all()
+
+
+def test_export_is_cached_by_the_weights_hash(tiny_variant, cache):
+    """The same weights reuse the file on disk (not rewritten); one changed weight makes a new export."""
+    pytest.importorskip("onnx")
+    import torch
+
+    from bertgeom.backends import exported_onnx, weights_key
+
+    model = tiny_variant.model
+    first = exported_onnx(model)
+    assert first.is_file() and first.parent == cache / "export" and weights_key(model) in first.name
+    stamp = first.stat().st_mtime_ns
+    again = exported_onnx(copy.deepcopy(model))  # equal weights, another object: the cached file
+    assert again == first and first.stat().st_mtime_ns == stamp
+    changed = copy.deepcopy(model)
+    with torch.no_grad():
+        p = changed.classifier.weight
+        p[-1, -1] += 0.5  # the very last weight: a hash of a prefix would miss it
+    assert weights_key(changed) != weights_key(model)
+    rebuilt = exported_onnx(changed)
+    assert rebuilt != first and rebuilt.is_file()
+    assert sorted(x.name for x in (cache / "export").glob("*.onnx")) == sorted([first.name, rebuilt.name])
+
+
+def test_changed_weights_change_the_runtime_logits(tiny_variant, cache):
+    """A classifier of retrained weights never runs a stale export of the old ones."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    import torch
+
+    from bertgeom.variant.predict import FastClassifier
+
+    ids = _padded_ids(tiny_variant)
+    before = FastClassifier(tiny_variant, "cpu", "fp32", "onnxruntime").logits(ids)
+    model = copy.deepcopy(tiny_variant.model)
+    with torch.no_grad():
+        model.classifier.bias += 1.0
+    other = dataclasses.replace(tiny_variant, model=model, extra={})
+    after = FastClassifier(other, "cpu", "fp32", "onnxruntime").logits(ids)
+    np.testing.assert_allclose(after, before + 1.0, atol=1e-4)
+
+
+def test_auto_choice_follows_the_cpu():
+    from bertgeom.backends import choose_backend
+
+    both = ["torch", "openvino", "onnxruntime"]
+    amx = {"amx": True, "bf16_units": True}
+    zen4 = {"amx": False, "bf16_units": True}
+    zen3 = {"amx": False, "bf16_units": False}
+    assert choose_backend("auto", "cpu", "fp32", info=amx, available=both) == ("torch", "fp32")
+    assert choose_backend("auto", "cpu", "fp32", info=zen4, available=both) == ("openvino", "fp32")
+    assert choose_backend("auto", "cpu", "fp32", info=zen3, available=both) == ("openvino", "fp32")
+    assert choose_backend("auto", "cpu", "fp32", info=zen3, available=["torch"]) == ("torch", "fp32")
+    assert choose_backend("auto", "cuda", "fp32", info=zen3, available=both) == ("torch", "fp32")
+    assert choose_backend("onnxruntime", "cpu", "fp32", available=both) == ("onnxruntime", "fp32")
+
+
+def test_backend_errors_are_one_sentence():
+    from bertgeom.backends import BackendError, choose_backend
+
+    with pytest.raises(BackendError, match="not installed"):
+        choose_backend("openvino", "cpu", "fp32", available=["torch"])
+    with pytest.raises(BackendError, match="no bf16"):
+        choose_backend("onnxruntime", "cpu", "bf16", available=["torch", "onnxruntime"])
+    with pytest.raises(BackendError, match="unknown backend"):
+        choose_backend("tensorrt", "cpu", "fp32")
+
+
+def test_machine_names_the_cpu_and_its_units():
+    import torch
+
+    from bertgeom.runtime import machine, machine_line
+
+    m = machine()
+    assert m["vendor"] and m["model"] and m["cores"] >= 1
+    assert m["isa"] == str(torch.backends.cpu.get_cpu_capability())
+    assert m["versions"]["torch"] == torch.__version__
+    line = machine_line(m)
+    assert m["model"] in line and f"torch ISA {m['isa']}" in line and ("AMX" in line)
+    fake = dict(m, vendor="GenuineIntel", model="Xeon X", avx512=False, avx2=True, amx=False, mkldnn_bf16=False,
+                avx512_bf16=False, avx512_vnni=False, isa="AVX2")
+    assert "AVX2 only" in machine_line(fake) and "oneDNN bf16 no" in machine_line(fake)
+
+
+def test_classify_cli_names_the_backend_and_refuses_an_impossible_one(tiny_variant_dir, tmp_path, cache):
+    """The CSV says which runtime ran each row; an impossible choice is one sentence and exit 2, before any work."""
+    import csv
+    import os
+    import subprocess
+    import sys
+
+    from bertgeom.genome.dataset import load_demo_genomes
+
+    rec = load_demo_genomes()[0][0]
+    fasta = tmp_path / "g.fasta"
+    fasta.write_text(f">{rec.name}\n{rec.sequence}\n")
+    env = {**os.environ, "BERTGEOM_CACHE_DIR": str(cache)}
+
+    def run(*extra):
+        cmd = [sys.executable, "-m", "bertgeom", "classify", str(fasta), "--model", str(tiny_variant_dir), *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+
+    r = run("--out", str(tmp_path / "t.csv"), "--backend", "torch", "--precision", "fp32")
+    assert r.returncode == 0, r.stderr
+    row = next(csv.DictReader(open(tmp_path / "t.csv")))
+    assert (row["model_backend"], row["model_precision"]) == ("torch", "fp32")
+    r = run("--out", str(tmp_path / "x.csv"), "--backend", "onnxruntime", "--precision", "bf16")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip().startswith("error:")
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_an_automatic_backend_that_fails_falls_back_to_torch(tiny_variant, cache, monkeypatch):
+    """``auto`` never leaves a user without a call: a runtime that cannot start (here: its compile
+    raises) gives way to torch with a warning; the same runtime asked for by name reports the error."""
+    import bertgeom.backends as backends
+    from bertgeom.variant.predict import FastClassifier, logits_for_ids
+
+    real_choose = backends.choose_backend
+
+    def choose(backend="auto", device="cpu", precision="auto", **kw):
+        if backend == "auto":
+            return "onnxruntime", "fp32"
+        return real_choose(backend, device, precision, **kw)
+
+    def broken(*a, **kw):
+        raise RuntimeError("no such CPU plugin")
+
+    monkeypatch.setattr(backends, "choose_backend", choose)
+    monkeypatch.setattr(backends, "runtime_classifier", broken)
+    ids = _padded_ids(tiny_variant)
+    with pytest.warns(RuntimeWarning, match="classifying with torch"):
+        fc = FastClassifier(tiny_variant, "cpu", "fp32", "auto")
+    assert fc.backend == "torch"
+    np.testing.assert_allclose(fc.logits(ids), logits_for_ids(tiny_variant, ids), atol=1e-4)
+    if "onnxruntime" in backends.available_backends():
+        with pytest.raises(RuntimeError, match="no such CPU plugin"):
+            FastClassifier(tiny_variant, "cpu", "fp32", "onnxruntime")
+
+
+def test_streams_on_a_runtime_give_torchs_calls_in_input_order(tiny_variant, cache):
+    """Two classify streams (one thread each: the runtime compiled for two requests at once) give the
+    torch path's calls and probabilities, in input order."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("openvino")
+    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.variant.predict import classify_stream
+
+    recs = [r for r, _ in load_demo_genomes()]
+    ref = list(classify_stream(tiny_variant, recs, batch_size=2, streams=1, precision="fp32", backend="torch"))
+    got = list(classify_stream(tiny_variant, recs, batch_size=2, streams=2, precision="fp32", backend="openvino"))
+    assert [p.name for p in got] == [r.name for r in recs]
+    assert [p.predicted for p in got] == [p.predicted for p in ref]
+    for a, b in zip(got, ref):
+        assert a.probs.keys() == b.probs.keys()
+        assert max(abs(a.probs[k] - b.probs[k]) for k in a.probs) < 1e-4
