@@ -132,7 +132,7 @@ def weights_key(model) -> str:
 
 def export_dir() -> Path:
     """``$BERTGEOM_CACHE_DIR/export`` (default ``~/.cache/bertgeom/export``)."""
-    from bertgeom.sets.inputs import cache_dir
+    from bertgeom.runtime import cache_dir
 
     return cache_dir() / "export"
 

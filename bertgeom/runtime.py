@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -244,3 +245,9 @@ def machine_line(info: dict | None = None) -> str:
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
     return (f"{m.get('vendor', '?')} {m.get('model', '?')}, {m.get('cores', '?')} cores, torch ISA {m.get('isa', '?')} "
             f"({', '.join(units)}; oneDNN bf16 {'yes' if m.get('mkldnn_bf16') else 'no'}){gpu}; {versions}")
+
+
+def cache_dir() -> Path:
+    """Where disk caches live (``$BERTGEOM_CACHE_DIR`` or ``~/.cache/bertgeom``): the prepared set
+    views, the on-demand set caches and the exported classifier graphs."""
+    return Path(os.environ.get("BERTGEOM_CACHE_DIR") or Path.home() / ".cache" / "bertgeom")

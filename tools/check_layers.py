@@ -33,7 +33,7 @@ from pathlib import Path
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"version", "examples", "metricdocs", "tables", "safety", "runtime", "tokens", "attention",
                "weights", "models", "forward", "genome"}),
-    frozenset({"analysis", "inputs"}),
+    frozenset({"analysis", "inputs", "backends"}),
     frozenset({"trace", "figures"}),
     frozenset({"sets", "variant"}),
     frozenset({"bertgeom"}),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bertgeom.runtime import cache_dir
 from bertgeom.models import LoadedModel
 from bertgeom.inputs import TEXT, EncodedInput, InputError, InputItem, encode_input, input_kind_of
 from bertgeom.trace import Trace, run_batch
@@ -119,11 +120,6 @@ def map_over_set(
     if progress:
         progress(len(items), len(items))
     return SetResult(ok_items, results, predicted, errors)
-
-
-def cache_dir() -> Path:
-    """Where disk caches live (``$BERTGEOM_CACHE_DIR`` or ``~/.cache/bertgeom``)."""
-    return Path(os.environ.get("BERTGEOM_CACHE_DIR") or Path.home() / ".cache" / "bertgeom")
 
 
 def disk_cache_path(key_parts: Iterable) -> Path:
