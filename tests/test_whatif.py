@@ -130,3 +130,21 @@ def test_genome_sentence_names_the_box_count_and_page_probabilities():
     text = genome_sentence(facts)
     assert "(> 99.9%, log-odds 10.1)" in text and "(29 changes in the *What if?* box below)" in text
     assert "falls to < 0.1%" in text and "from 10.1 to 9.9" in text
+
+
+def test_readme_tour_sentence_is_the_shipped_models():
+    """The README's tour sentence is computed (``python -m bertgeom tour --update README.md``), never
+    typed: it must equal what the shipped model gives now."""
+    from pathlib import Path
+
+    from bertgeom.__main__ import TOUR_BEGIN, TOUR_END, replace_tour_block, tour_genome_sentence
+    from bertgeom.models import REGISTRY
+    from bertgeom.variant import VARIANT_MODEL_ID
+
+    if VARIANT_MODEL_ID not in REGISTRY:
+        pytest.skip("the shipped variant model is not installed")
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split(TOUR_BEGIN, 1)[1].split(TOUR_END, 1)[0].strip()
+    sentence = tour_genome_sentence()
+    assert block == sentence, "run: python -m bertgeom tour --update README.md"
+    assert replace_tour_block(readme, sentence) == readme

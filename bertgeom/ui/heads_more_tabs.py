@@ -20,6 +20,7 @@ from bertgeom.ui.names import class_name
 from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
 from bertgeom.ui.workqueue import heavy
+from bertgeom.variant.predict import class_probabilities
 
 #: Seconds one input's single-head sweep takes on this 2-core machine (shown as an estimate).
 #: Word pairs that make the default second input of a sentence a one-word edit.
@@ -175,7 +176,8 @@ def compare_inputs_tab(v: PageView) -> None:
         st.warning("The two inputs share no token, so their maps cannot be paired.")
         return
     if v.loaded.labels:
-        chart(probability_bars(v.loaded.labels, {"A (current)": v.trace.probs, "B": tb.probs}, display=INPUT_KINDS.all_class_names(),
+        chart(probability_bars(v.loaded.labels, {"A (current)": class_probabilities(v.loaded, v.trace.logits),
+                                                         "B": class_probabilities(v.loaded, tb.logits)}, display=INPUT_KINDS.all_class_names(),
                                title=f"Predicted: A {class_name(v.trace.predicted)}, B {class_name(tb.predicted)}"),
               "w_cmpin_probs")
     n_a, n_b = v.trace.encoded.n_tokens, tb.encoded.n_tokens
