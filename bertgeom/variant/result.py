@@ -91,8 +91,11 @@ def batch_table(rows: list[dict]):
     DataFrame, sortable on the page)."""
     import pandas as pd
 
+    from bertgeom.figures.base import probability_label
+
     out = [{"name": r["name"], "BERT call": CLASS_DISPLAY.get(r["predicted"], r["predicted"]),
-            "confidence": r["confidence"] if r["confidence"] != "" else None,
+            # as every screen writes a probability: a calibrated 0.99996 is "> 99.9%", never "1"
+            "confidence": probability_label(r["confidence"]) if r["confidence"] != "" else None,
             "rule call": CLASS_DISPLAY.get(r["rule_call"], r["rule_call"]), "agree": r["agrees"],
             "nearest clade": r.get("clade", ""),
             "QC score": r.get("qc_score") if r.get("qc_score") not in ("", None) else None,

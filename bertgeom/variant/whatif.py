@@ -302,8 +302,8 @@ def what_if_frame(loaded, logits_before, logits_after, class_names):
     lb, la = class_log_odds(loaded, logits_before), class_log_odds(loaded, logits_after)
     return pd.DataFrame({"class": list(class_names), "before": [probability_label(p) for p in pb],
                          "after": [probability_label(p) for p in pa],
-                         "log-odds before": np.round(lb, 2), "log-odds after": np.round(la, 2),
-                         "change of log-odds": np.round(la - lb, 2)})
+                         "log-odds before": [f"{x:.2f}" for x in lb], "log-odds after": [f"{x:.2f}" for x in la],
+                         "change of log-odds": [f"{x:+.2f}" for x in la - lb]})
 
 
 def genome_facts(loaded, trace) -> dict:
