@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from bertgeom.figures.base import probability_bars, probability_label
@@ -42,6 +43,7 @@ from bertgeom.variant.result import (
     csv_bytes,
     mutation_events,
     mutation_tokens,
+    qc_verdicts,
     result_record,
     result_row,
     second_opinion,
@@ -190,6 +192,10 @@ with left:
                 st.caption(f"• {reason}")
     render_nearest_clade(analysis)
     render_qc_score(analysis)
+    with st.expander("The three QC verdicts side by side"):
+        st.caption("Spike QC judges the model's input; genome QC and the QC score judge the rest of the sequence, "
+                   "which the model never reads, so a genome can pass one and fail another.")
+        st.dataframe(pd.DataFrame(qc_verdicts(analysis)), hide_index=True, width="stretch")
 with right:
     st.markdown("#### Prediction")
     min_conf = st.slider("Warn below this confidence", 0.5, 0.99, 0.9, 0.01, key="w_min_conf")

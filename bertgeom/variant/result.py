@@ -190,3 +190,30 @@ def result_row(loaded, analysis, pred: str, labels, probs) -> dict:
             "qc": analysis.qc.verdict, "clade": extra.get("clade", ""), "qc_score": extra.get("qc_score", ""),
             "qc_status": extra.get("qc_status", ""), "mutations": " ".join(analysis.mutations.aa_names()),
             **manifest(loaded)}
+
+
+def qc_verdicts(analysis) -> list[dict]:
+    """The three QC verdicts of one genome side by side, each with what it reads and what it means
+    for the model's call: the spike QC (the model's input), the whole-genome QC (the rest of the
+    sequence, which the model never reads) and the Nextclade-like QC score (Nextclade's rules over
+    the whole genome, to set beside Nextclade). A row per verdict the analysis has."""
+    rows = []
+    qc = getattr(analysis, "qc", None)
+    if qc is not None:
+        rows.append({"check": "Spike QC", "verdict": qc.verdict,
+                     "reads": "the spike gene only: coverage, N, ambiguous bases, frameshifts, private changes",
+                     "for the call": "the model's whole input: a fail means the call may rest on missing data"})
+    gqc = getattr(analysis, "genome_qc", None)
+    if gqc is not None:
+        rows.append({"check": "Genome QC", "verdict": gqc.verdict,
+                     "reads": "the whole sequence outside the spike: coverage, missing and ambiguous bases, "
+                              "frameshifting indels",
+                     "for the call": "none directly (the model reads only the spike); says whether the "
+                                     "sequence is a good genome"})
+    score = getattr(analysis, "qc_score", None)
+    if score is not None:
+        rows.append({"check": "QC score (Nextclade-like)", "verdict": f"{score.status} ({score.score:.0f})",
+                     "reads": "Nextclade's rules over the whole genome: missing data, mixed sites, private "
+                              "mutations, frameshifts, stop codons",
+                     "for the call": "none directly; the number to set beside Nextclade's own qc.overallScore"})
+    return rows
