@@ -264,7 +264,7 @@ def set_disable_section(v: PageView) -> None:
         st.button("Run over the set", key="w_abl_set_run", type="primary",
                   on_click=lambda: st.session_state.update(abl_set_req=req))
         return
-    with progress("Disabling every head on every input…") as update:
+    with progress("Disabling every head on every input…", usually_prepared=being_prepared) as update:
         arrays = sweep_over_set(cached_model(v.model_id), chosen, update,
                                 around=lambda: heavy("disabling every head on one input"))
     errors_expander(zip(map(str, arrays["err_names"]), map(str, arrays["err_msgs"])))

@@ -110,7 +110,7 @@ def _set_summary(model_id: str) -> hc.SetSummary:
     if not hc.set_is_ready(model_id):
         wait_for(key, "The statistics over the set", model_id=model_id)
     show = not hc.set_is_ready(model_id) and not is_on_disk(key)
-    with progress("Running the model over the set…", show=show) as update:
+    with progress("Running the model over the set…", show=show, usually_prepared=True) as update:
         return hc.set_summary(model_id, update)
 
 

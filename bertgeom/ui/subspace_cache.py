@@ -114,7 +114,8 @@ def across_inputs(
     else:
         loaded = cached_model(model_id)
         lws = cached_layer_weights(model_id)
-        with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…") as update:
+        with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…",
+                                                           usually_prepared=True) as update:
             reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set)
 
             def reduce(result, item):
