@@ -143,8 +143,9 @@ def _share_link(page, shot: str) -> str:
     code = side.get_by_test_id("stCode")
     expect(code).to_be_visible()
     page.wait_for_timeout(300)
-    side.get_by_text("Share this view").scroll_into_view_if_needed()
-    side.screenshot(path=str(SHOTS / f"share_{shot}.png"))
+    box = side.get_by_test_id("stExpander").filter(has_text="Share this view")
+    box.scroll_into_view_if_needed()
+    box.screenshot(path=str(SHOTS / f"share_{shot}.png"))
     return code.inner_text().strip()
 
 
