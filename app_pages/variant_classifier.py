@@ -195,7 +195,7 @@ with left:
     with st.expander("The three QC verdicts side by side"):
         st.caption("Spike QC judges the model's input; genome QC and the QC score judge the rest of the sequence, "
                    "which the model never reads, so a genome can pass one and fail another.")
-        st.dataframe(pd.DataFrame(qc_verdicts(analysis)), hide_index=True, width="stretch")
+        st.table(pd.DataFrame(qc_verdicts(analysis)).set_index("check"))
 with right:
     st.markdown("#### Prediction")
     min_conf = st.slider("Warn below this confidence", 0.5, 0.99, 0.9, 0.01, key="w_min_conf")
