@@ -210,6 +210,8 @@ def test_colour_survives_an_emptied_input_and_theta_restarts_for_a_new_one(serve
     page.goto(page.url.replace("theta=0.3", "theta=0.1"))  # as a user who lowered θ (a link keeps its θ)
     wait_idle(page)
     assert "theta=0.1" in page.url
+    page.get_by_role("tab", name="All heads", exact=True).click()
+    wait_idle(page)
     box = page.get_by_test_id("stSidebar").get_by_role("textbox").first
     box.fill("")
     box.press("Control+Enter")
@@ -220,6 +222,28 @@ def test_colour_survives_an_emptied_input_and_theta_restarts_for_a_new_one(serve
     expect(colour).to_have_value("attention to [CLS]")  # the dropdown, the caption and the URL agree
     expect(page.get_by_test_id("stMain").get_by_text("attention to [CLS] = mean_i", exact=False).first).to_be_visible()
     assert "colour=cls" in page.url
+    expect(page.get_by_role("tab", name="All heads", exact=True)).to_have_attribute("aria-selected", "true")
+    page.get_by_role("tab", name="Head detail", exact=True).click()
+    wait_idle(page)
     assert "theta=0.3" in page.url  # θ restarted for the new input, as its help says
+    expect(page.get_by_text("Strongest links (weight ≥ 0.30)", exact=False)).to_be_visible()
+    _no_error(page)
+    ctx.close()
+
+
+def test_theta_restarts_when_the_sentence_is_replaced_in_place(server, browser):
+    """θ = 0.10 on one sentence, then another sentence typed over it (the slider drawn on every run):
+    θ starts again at 0.3, as its help says (it stayed at 0.10)."""
+    ctx = _context(browser)
+    page = ctx.new_page()
+    page.goto(f"{server}/?view=heads&model=minilm-l6&heads_tab=Head+detail&theta=0.1&example=1")
+    wait_idle(page, 300_000)
+    expect(page.get_by_text("Strongest links (weight ≥ 0.10)", exact=False)).to_be_visible()
+    box = page.get_by_test_id("stSidebar").get_by_role("textbox").first
+    box.fill("Another sentence, typed over the first one.")
+    box.press("Control+Enter")
+    wait_idle(page)
+    expect(page.get_by_text("Strongest links (weight ≥ 0.30)", exact=False)).to_be_visible()
+    assert "theta=0.3" in page.url
     _no_error(page)
     ctx.close()
