@@ -176,8 +176,6 @@ def steps() -> list[Step]:
 
 # ---- applying a step (button callbacks) -------------------------------------------------------
 def _apply(index: int) -> None:
-    from bertgeom.ui.state import select_head
-
     all_steps = steps()
     if not 0 <= index < len(all_steps):
         st.session_state.pop("_tour_step", None)
@@ -192,18 +190,24 @@ def _apply(index: int) -> None:
         st.session_state["text_value"] = st.session_state["w_text"] = text
     st.session_state["_tour_step"] = index
     st.session_state["_tour_go"] = step.page
-    try:
-        facts = step.facts()
-    except Exception:  # noqa: BLE001 - the bar says what failed; the step still opens its page
-        facts = {"head": None}
-    if facts.get("head") is not None:
-        select_head(*facts["head"])
+    # the step's numbers (and the head they name) are computed by the bar, under its spinner: a
+    # callback cannot show progress, so a first step computed here left the button frozen in silence
+    st.session_state["_tour_select"] = index
     if step.colour:
         st.session_state["w_feature"] = step.colour
     if step.tab:
         st.session_state[step.tab[0]] = step.tab[1]
     for key, value in step.settings:
         st.session_state[key] = value
+
+
+def _select_from(facts: dict) -> None:
+    """Apply what a step's facts name (its head, its what-if entries): once per step, from the bar,
+    before the page draws the widgets they set."""
+    from bertgeom.ui.state import select_head
+
+    if facts.get("head") is not None:
+        select_head(*facts["head"])
     if facts.get("what_if"):
         st.session_state["w_add"] = facts["what_if"]
         st.session_state.pop("w_revert", None)
@@ -241,8 +245,12 @@ def tour_bar(pages: dict, current) -> None:
             try:
                 with st.spinner("Computing this step's numbers…"):
                     facts = step.facts()
+                if st.session_state.get("_tour_select") == index:
+                    st.session_state.pop("_tour_select")
+                    _select_from(facts)
                 st.markdown(facts["sentence"])
             except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
+                st.session_state.pop("_tour_select", None)
                 st.warning(f"This step's numbers could not be computed: {str(exc).splitlines()[0][:160]}")
         with c2:
             b1, b2, b3 = st.columns([4, 4, 3])
