@@ -100,3 +100,32 @@ def test_three_qc_verdicts_side_by_side(tiny_variant):
     assert [r["check"] for r in rows] == ["Spike QC", "Genome QC", "QC score (Nextclade-like)"]
     assert rows[0]["verdict"] == analysis.qc.verdict and "never reads" not in rows[0]["for the call"]
     assert all(r["reads"] and r["for the call"] for r in rows)
+
+
+def test_faithful_geometry_layer_by_layer_reports_progress_and_equals_all_layers_at_once(tiny_bert):
+    """Faithful mode now runs one layer at a time so the page can show a bar with the time left; the
+    numbers are those of the whole stack at once (computed here the old way)."""
+    from bertgeom.analysis import subspace as sub
+    from bertgeom.sets.subspace import data_geometry, faithful_stack, padded_hidden_states, token_rows
+    from bertgeom.trace import run_trace
+    from bertgeom.weights import extract_layer_weights
+
+    trace = run_trace(tiny_bert, "The cat sat on the mat.")
+    lws = extract_layer_weights(tiny_bert.model)
+    padded = padded_hidden_states(tiny_bert, trace)
+    calls = []
+    geom, dev = data_geometry(trace, lws, faithful=True, padded_hidden=padded, token_set="content",
+                              progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(i + 1, len(lws)) for i in range(len(lws))]
+    A, Z = faithful_stack(padded, lws)  # every layer at once, as before
+    T, P = trace.attentions.shape[-1], A.shape[-1]
+    rows = np.concatenate([token_rows(trace, "content"), np.zeros(P - T, bool)])
+    whole = sub.head_data_geometry(A, Z, rows, eps=1e-3)
+    for k in whole.scalars:
+        np.testing.assert_allclose(geom.scalars[k], whole.scalars[k], rtol=1e-5, atol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(geom.spectra["attn_sv"], whole.spectra["attn_sv"], rtol=1e-5, atol=1e-6)
+    Ac = np.zeros(trace.attentions.shape[:-2] + (T, P), np.float32)
+    Ac[..., :T] = trace.attentions
+    ref = sub.attention_deviation(A[..., :T, :], Ac, rows=token_rows(trace, "content"))
+    for k in ref:
+        np.testing.assert_allclose(dev[k], ref[k], rtol=1e-6)
