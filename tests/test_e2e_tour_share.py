@@ -48,6 +48,15 @@ def _selected_head(page) -> str:
     return heading.inner_text().strip()
 
 
+def _feature_value(page, label: str) -> str:
+    """The value the selected head's feature-vector chart prints beside ``label`` (``0.42``)."""
+    chart = page.get_by_test_id("stPlotlyChart").filter(has_text="Feature vector")
+    expect(chart.first.locator(".bartext").first).to_be_attached(timeout=60_000)
+    values = chart.first.locator(".bartext").evaluate_all("els => els.map(e => e.textContent)")
+    names = chart.first.locator(".ytick").evaluate_all("els => els.map(e => e.textContent)")[::-1]  # top first
+    return dict(zip(names, values))[label]
+
+
 def _open_tab(page) -> str:
     return page.get_by_role("tab", selected=True).first.inner_text().strip()
 
@@ -78,8 +87,10 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     # 1: a previous-token head, opened in Head detail, grid coloured by it
     text = _bar(page)
     assert "step 1 of 6" in text
-    head = re.search(r"strongest previous-token head is (L\d+ H\d+)", text).group(1)
+    m = re.search(r"strongest previous-token head is (L\d+ H\d+) \((\d\.\d\d) of each token's attention\)", text)
+    head = m.group(1)
     assert _selected_head(page) == head and _open_tab(page) == "Head detail"
+    assert _feature_value(page, "attention to previous token") == m.group(2)  # the number the page prints
     expect(page.get_by_role("combobox", name="Colour the grid by")).to_have_value("attention to previous token")
     expect(page.get_by_text(f"{head} — who attends to whom")).to_be_visible()
     _no_error(page)
@@ -88,15 +99,18 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     _next(page)
     text = _bar(page)
     layer = re.search(r"All \d+ heads of layer (\d+)", text).group(1)
-    h = re.search(r"Hover a word: H(\d+)'s lines", text).group(1)
-    assert f"L{layer} H{h}" == head == _selected_head(page) and _open_tab(page) == "Head view"
+    m = re.search(r"Hover a word: H(\d+)'s lines go one word up \((\d\.\d\d) of its attention\)", text)
+    assert f"L{layer} H{m.group(1)}" == head == _selected_head(page) and _open_tab(page) == "Head view"
+    assert _feature_value(page, "attention to previous token") == m.group(2)
     _no_error(page)
 
     # 3: the [CLS] head, grid coloured by attention to [CLS]
     _next(page)
     text = _bar(page)
-    sink = re.search(r"strongest \[CLS\] head is (L\d+ H\d+)", text).group(1)
+    m = re.search(r"strongest \[CLS\] head is (L\d+ H\d+) \((\d\.\d\d) of its attention\)", text)
+    sink = m.group(1)
     assert _selected_head(page) == sink and _open_tab(page) == "Head detail"
+    assert _feature_value(page, "attention to [CLS]") == m.group(2)
     expect(page.get_by_role("combobox", name="Colour the grid by")).to_have_value("attention to [CLS]")
     _no_error(page)
 
