@@ -46,9 +46,12 @@ def main() -> None:
     navigation = st.navigation(PAGES)
     follow_view_link(PAGES, navigation)
     tour_bar(PAGES, navigation)  # the guided tour's page switch and its bar (bertgeom/ui/tour.py)
-    render_sidebar(navigation.url_path)
-    navigation.run()
-    write_query_params(navigation)
+    share_box = render_sidebar(navigation.url_path)
+    try:
+        navigation.run()
+        write_query_params(navigation)
+    finally:  # also when the page stopped early: the link is built from the state this run left
+        share_box()
     # the models' pages need torch: imported while this page is read (not transformers, whose lazy
     # module is not safe to import from two threads at once)
     import_in_background("torch")

@@ -88,8 +88,12 @@ left, right = st.columns([5, 4], gap="large")
 with right:
     layer, head = head_picker(L, H)
 with left:
-    if st.session_state.get("w_feature") not in colour_options:
-        st.session_state["w_feature"] = "prev" if "prev" in feature_names else feature_names[0]
+    current = st.session_state.get("w_feature")
+    if current not in colour_options:
+        current = "prev" if "prev" in feature_names else feature_names[0]
+    # set on every run: a selectbox that missed a run (the input box emptied) otherwise comes back
+    # showing its first option while the grid, caption and URL keep the kept value (issue #36)
+    st.session_state["w_feature"] = current
     colour = st.selectbox("Colour the grid by", colour_options, key="w_feature", format_func=_colour_name)
     if colour.startswith("label:"):
         lab = labels[colour[6:]]
@@ -143,7 +147,8 @@ def head_detail_tab() -> None:
     if st.session_state.get("_theta_input") != input_key:  # a new input: a θ that does not blank its maps
         st.session_state["_theta_input"] = input_key
         if not st.session_state.pop("_theta_from_link", False):
-            st.session_state["_theta_kept"] = fh.default_theta(trace.attentions)
+            # the help's promise: a new input restarts θ (the slider's own value would otherwise win)
+            st.session_state["_theta_kept"] = st.session_state["w_theta"] = fh.default_theta(trace.attentions)
     if "w_theta" not in st.session_state:  # Streamlit forgets an undrawn widget's value
         st.session_state["w_theta"] = st.session_state.get("_theta_kept", 0.3)
     theta = st.slider("Threshold θ (hide weights below)", 0.0, 1.0, step=0.01, key="w_theta",

@@ -22,7 +22,7 @@ from bertgeom.ui.classifier.cache import (
     classify_chunk,
     name_rows_apart,
     integrated_gradients_for,
-    probabilities_for,
+    logits_for,
     split_records,
 )
 from bertgeom.ui.workqueue import BATCH, call_heavy
@@ -30,11 +30,11 @@ from bertgeom.ui.names import input_notes, note_line
 from bertgeom.ui.classifier.sections import render_mutation_tables, render_nearest_clade, render_qc_score
 from bertgeom.ui.widgets import chart
 from bertgeom.variant.predict import class_probabilities
+from bertgeom.variant.whatif import parse_what_if, what_if_frame, what_if_label
 from bertgeom.variant.explain import (
     apply_changes,
     attention_rollout,
     cls_attention_by_layer,
-    parse_change,
     reversion_changes,
     revertible_events,
 )
@@ -43,6 +43,7 @@ from bertgeom.variant.result import (
     csv_bytes,
     mutation_events,
     mutation_tokens,
+    qc_verdicts,
     result_record,
     result_row,
     second_opinion,
@@ -196,6 +197,10 @@ with left:
                 st.caption(f"• {reason}")
     render_nearest_clade(analysis)
     render_qc_score(analysis)
+    with st.expander("The three QC verdicts side by side"):
+        st.caption("Spike QC judges the model's input; genome QC and the QC score judge the rest of the sequence, "
+                   "which the model never reads, so a genome can pass one and fail another.")
+        st.table(pd.DataFrame(qc_verdicts(analysis)).set_index("check"))
 with right:
     st.markdown("#### Prediction")
     if no_call:
@@ -279,31 +284,33 @@ st.caption("Revert mutations to the reference or add substitutions, and see the 
 revertible = revertible_events(report, mutation_events(report))
 c1, c2 = st.columns(2)
 revert = c1.multiselect("Revert", range(len(revertible)), key="w_revert",
-                        format_func=lambda i: revertible[i].label if i < len(revertible) else "?",
-                        help="Type a name from the mutation table (e.g. S:H69- or N501Y) to find it.")
-add_text = c2.text_input("Add substitutions (e.g. A23063T, G22813T)", key="w_add")
-changes, problems, n_events = [], [], 0
+                        format_func=lambda i: what_if_label(revertible[i]) if i < len(revertible) else "?",
+                        help="Type a name from the mutation table to find it, in bertgeom's or Nextclade's form "
+                             "(del69-70 or H69-, N501Y, del21765-21770 or 21765-21770).")
+add_text = c2.text_input("Add changes (e.g. A23063T, 22577GG, 21765-21770)", key="w_add",
+                         help="Substitutions as Nextclade writes them (A23063T or 23063T), a run of bases "
+                              "(22577GG), one deleted base (21765-) or a deletion range (21765-21770 or "
+                              "del21765-21770); separate entries by spaces or commas.")
+changes, n_events = [], 0
 for i in (i for i in revert if i < len(revertible)):
     n_events += 1
     for m in revertible[i].mutations:
         changes += reversion_changes(aligned, m)
-for tok in [t for t in add_text.replace(",", " ").split() if t]:
-    try:
-        changes.append(parse_change(tok))
-        n_events += 1
-    except ValueError as exc:
-        problems.append(str(exc))
+added, n_added, problems = parse_what_if(add_text)
+changes += added
+n_events += n_added
 for p in problems:
-    st.error(p)
+    st.warning(plain(p), icon=":material/edit_off:")  # one entry the box cannot read; the others still count
 if changes:
-    new_probs = probabilities_for(model_id, apply_changes(aligned, changes))
-    df = pd.DataFrame({"class": [CLASS_DISPLAY.get(c, c) for c in labels], "before": probs, "after": new_probs,
-                       "change": new_probs - probs})
-    st.dataframe(df.style.format({"before": "{:.4f}", "after": "{:.4f}", "change": "{:+.4f}"}),
+    after_logits = logits_for(model_id, apply_changes(aligned, changes))
+    st.dataframe(what_if_frame(loaded, trace.logits, after_logits, [CLASS_DISPLAY.get(c, c) for c in labels]),
                  hide_index=True, width="stretch")
+    new_probs = class_probabilities(loaded, after_logits)
     new_pred = labels[int(np.argmax(new_probs))]
     st.markdown(f"Prediction after {n_events} change(s): **{CLASS_DISPLAY.get(new_pred, new_pred)}** "
                 f"({probability_label(new_probs.max())})")
+    st.caption("Log-odds ln(p / (1 − p)) of the calibrated probability: they keep moving where the probability "
+               "shows as > 99.9% (+2.3 is ten times the odds).")
 
 # ---- downloads -------------------------------------------------------------------------------
 c1, c2 = st.columns(2)

@@ -30,11 +30,53 @@ def _cmd_trace(args) -> int:
     top = a.max(axis=-1).mean(axis=-1)  # [L, H] mean over queries of the row maximum
     for layer in range(trace.num_layers):
         print(f"L{layer + 1}: mean max weight per head " + " ".join(f"{v:.2f}" for v in top[layer]))
-    if trace.probs is not None:
-        order = np.argsort(-trace.probs)
-        print("prediction:", ", ".join(f"{trace.labels[i]} {trace.probs[i]:.3f}" for i in order[:3]))
+    if trace.logits is not None:
+        from bertgeom.variant.predict import class_probabilities
+
+        probs = class_probabilities(model, trace.logits)  # calibrated where the model has a temperature
+        order = np.argsort(-probs)
+        print("prediction:", ", ".join(f"{trace.labels[i]} {probs[i]:.3f}" for i in order[:3]))
     for note in trace.encoded.notes:
         print("note:", note)
+    return 0
+
+
+#: The guide's lines (docs/guide.md) computed by ``python -m bertgeom tour --update docs/guide.md`` (never typed).
+TOUR_BEGIN, TOUR_END = "<!-- tour-genome: python -m bertgeom tour --update docs/guide.md -->", "<!-- /tour-genome -->"
+
+
+def tour_genome_sentence() -> str:
+    """The tour's genome step sentence, computed from the shipped variant model on the demo genome
+    (:func:`bertgeom.variant.whatif.genome_sentence`; the tour shows the same)."""
+    from bertgeom.models import load_model
+    from bertgeom.trace import run_trace
+    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.variant.spec import demo_genomes
+    from bertgeom.variant.whatif import genome_facts, genome_sentence
+
+    loaded = load_model(VARIANT_MODEL_ID)
+    return genome_sentence(genome_facts(loaded, run_trace(loaded, demo_genomes()[7]["text"])))
+
+
+def replace_tour_block(text: str, sentence: str) -> str:
+    """``text`` with the lines between :data:`TOUR_BEGIN` and :data:`TOUR_END` replaced by ``sentence``."""
+    head, sep, rest = text.partition(TOUR_BEGIN)
+    _, sep2, tail = rest.partition(TOUR_END)
+    if not (sep and sep2):
+        raise ValueError(f"the file has no {TOUR_BEGIN} ... {TOUR_END} block")
+    indent = head[head.rfind("\n") + 1:]  # the block keeps its list item's indentation
+    return f"{head}{TOUR_BEGIN}\n{indent}{sentence}\n{indent}{TOUR_END}{tail}"
+
+
+def _cmd_tour(args) -> int:
+    from pathlib import Path
+
+    sentence = tour_genome_sentence()
+    print(sentence)
+    if args.update:
+        path = Path(args.update)
+        path.write_text(replace_tour_block(path.read_text(), sentence))
+        print(f"updated {path}")
     return 0
 
 
@@ -47,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", help="the input (a sentence, or a genome for a spike model)")
     p.add_argument("--model", default=None, help="model id, hub id or local directory (default: the app's default)")
     p.set_defaults(func=_cmd_trace)
+    p = sub.add_parser("tour", help="print the tour's genome sentence, computed from the shipped model")
+    p.add_argument("--update", metavar="FILE", help="write it into the tour-genome block of FILE (docs/guide.md)")
+    p.set_defaults(func=_cmd_tour)
     for register in _EXTRA_COMMANDS:
         register(sub)
     return parser

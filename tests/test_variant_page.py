@@ -44,8 +44,13 @@ def test_mutagenesis_and_bad_changes(variant_app):
     at = variant_app(genome_set("demo")[7].text)
     at.text_input(key="w_add").input("A23063T X1Y").run()
     assert not at.exception
-    assert any("not a nucleotide change" in e.value for e in at.error)
+    # a bad entry is named in a warning (not a red error) and the good one still counts
+    assert any("X1Y" in w.value and "is not a change the box reads" in w.value for w in at.warning)
+    assert not any("box reads" in e.value for e in at.error)
     assert any("Prediction after 1 change" in m.value for m in at.markdown)
+    at.text_input(key="w_add").input("22577GG 21765-21770 del21765-21770").run()  # Nextclade's and older forms
+    assert not at.exception and not at.warning
+    assert any("Prediction after 3 change" in m.value for m in at.markdown)
 
 
 def test_several_records_get_a_table_and_protein_text_gets_a_sentence(variant_app):

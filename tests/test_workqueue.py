@@ -356,3 +356,43 @@ def test_progress_bars_in_a_cached_function_are_never_replayed():
     at.run()  # a cache hit
     assert not at.exception, [e.value for e in at.exception]
     assert at.markdown[0].value == "total 10" and not at.get("progress")
+
+
+def _script_with_a_cancellable_bar():
+    import streamlit as st
+
+    from bertgeom.ui.widgets import progress
+
+    st.session_state.setdefault("runs_of_the_body", 0)
+    with progress("Running the model over 3 inputs…", usually_prepared=True) as update:
+        st.session_state["runs_of_the_body"] += 1
+        for i in range(3):
+            update(i + 1, 3)
+    st.write("done")
+
+
+def test_a_cancelled_set_view_says_so_and_waits_for_the_user():
+    """A set view's bar has a Cancel button; once cancelled, the view says so and offers to start
+    again instead of starting by itself (issue #36), and the note says it is usually prepared."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_script_with_a_cancellable_bar, default_timeout=60)
+    at.run()
+    assert not at.exception and at.session_state["runs_of_the_body"] == 1 and at.markdown[-1].value == "done"
+    # the Cancel button's callback (the button itself is gone once the bar finished: AppTest cannot
+    # click in the middle of a run, the browser's click asks Streamlit for a new run which stops this one)
+    at.session_state["_cancelled"] = "Running the model over 3 inputs…"
+    at.run()
+    assert at.session_state["runs_of_the_body"] == 1  # not started again by itself
+    assert "Cancelled" in at.info[0].value and at.button[0].label == "Start it again"
+    at.button[0].click().run()
+    assert at.session_state["runs_of_the_body"] == 2 and at.markdown[-1].value == "done"
+
+
+def test_time_left_comes_from_the_pace_so_far():
+    from bertgeom.ui.widgets import eta_text
+
+    assert eta_text(0, 10, 5.0) == "estimating the time left…"
+    assert eta_text(2, 10, 10.0) == "about 40 s left"
+    assert eta_text(1, 40, 10.0) == "about 6 min left"
+    assert eta_text(10, 10, 50.0) == "finishing…"

@@ -17,7 +17,7 @@ import numpy as np
 
 from bertgeom.tables import head_label
 
-__all__ = ["HeadFact", "strongest_head", "sink_summary", "tour_facts"]
+__all__ = ["HeadFact", "cone_summary", "isoscore_rank_note", "strongest_head", "sink_summary", "tour_facts"]
 
 #: feature -> (what the head does, Clark's threshold)
 BEHAVIOURS = {
@@ -97,3 +97,29 @@ def tour_facts(table) -> dict[str, str]:
         "prev_head": f"{prev.layer},{prev.head}",
         "sink_head": f"{sink.layer},{sink.head}",
     }
+
+
+def isoscore_rank_note(m: int, d: int) -> str:
+    """What ``m`` token vectors in ``d`` dimensions allow IsoScore to reach (Rudman et al. 2022,
+    arXiv:2108.07344): with ``m <= d`` the centred sample covariance has rank ``<= m - 1``, so
+    IsoScore stays below about ``(m - 1) / d`` even for random directions; with ``m > d`` it can
+    have full rank and IsoScore can reach 1. The sentence says which case this input is."""
+    if m <= d:
+        return (f"{m} token vectors in {d} dimensions. With no more vectors than dimensions the sample covariance "
+                f"has rank ≤ {m - 1}, so IsoScore cannot exceed about {(m - 1) / d:.2f} here even for random "
+                "directions (IsoScore*, I-STAR's shrinkage toward a reference covariance, lifts that limit).")
+    return (f"{m} token vectors in {d} dimensions: more vectors than dimensions, so the sample covariance can have "
+            "full rank and IsoScore can reach 1 for directions spread evenly (fewer vectors would cap it at "
+            "about (m − 1)/d).")
+
+
+def cone_summary(cone, iso, m: int) -> str:
+    """One sentence on a cloud's cone index ``I/m`` per layer (``cone``, embeddings first) beside its
+    IsoScore per layer (``iso``): the numbers the Cone Index page's IsoScore section and the tour's
+    cone step both show (computed once here, so the two cannot disagree)."""
+    cone, iso = np.asarray(cone, dtype=np.float64), np.asarray(iso, dtype=np.float64)
+    trend = "narrower" if cone[-1] > cone[0] else "wider"
+    return (f"Through the layers the {m} token vectors bunch into a {trend} cone: I/m goes from {cone[0]:.2f} "
+            f"(embeddings) to {cone[-1]:.2f} (layer {len(cone) - 1}); unrelated directions would give "
+            f"1/√m = {1 / np.sqrt(max(m, 1)):.2f}. IsoScore, which ignores the shared direction, stays between "
+            f"{iso.min():.3f} and {iso.max():.3f}: the two measures answer different questions.")

@@ -83,10 +83,16 @@ def head_view_html(
         "links": [[int(h), int(q), int(k), float(w)] for h, q, k, w in links],
         "row": int(row_height),
     }
+    if max(Tq, Tk) * row_height + 12 > HEAD_VIEW_MAX_PX:  # the box scrolls: say so beside its scrollbar
+        note = (note + " " if note else "") + (f"Scroll inside the box (scrollbar at its right) for all "
+                                               f"{max(Tq, Tk)} rows.")
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")  # never closes the script tag
     return _TEMPLATE.replace("__TITLE__", html.escape(title)).replace("__NOTE__", html.escape(note)) \
-        .replace("__MINW__", f"{min_weight:g}").replace("__DATA__", payload)
+        .replace("__MINW__", f"{min_weight:g}").replace("__MAXPX__", str(HEAD_VIEW_MAX_PX)).replace("__DATA__", payload)
 
+
+#: Height of the head view's scroll box (longer inputs scroll inside it, with a visible scrollbar).
+HEAD_VIEW_MAX_PX = 640
 
 _TEMPLATE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
@@ -98,7 +104,11 @@ _TEMPLATE = """<!DOCTYPE html>
  .bar button { font-size: 12px; padding: 1px 8px; border: 1px solid #bbb; border-radius: 4px; \
 background: #fff; cursor: pointer; }
  .note { font-size: 12px; color: #6b6f76; margin: 2px 0 4px; }
- #wrap { max-height: 640px; overflow-y: auto; border-top: 1px solid #eee; }
+ #wrap { max-height: __MAXPX__px; overflow-y: auto; border-top: 1px solid #eee; scrollbar-width: auto; \
+scrollbar-color: #8a8f98 #eceef1; scrollbar-gutter: stable; }
+ #wrap::-webkit-scrollbar { width: 12px; }
+ #wrap::-webkit-scrollbar-track { background: #eceef1; }
+ #wrap::-webkit-scrollbar-thumb { background: #8a8f98; border-radius: 6px; border: 2px solid #eceef1; }
  svg text { font-size: 12px; cursor: pointer; dominant-baseline: middle; }
  svg text.hl { font-weight: 700; fill: #000; }
  svg rect.tok { fill: transparent; }
@@ -220,6 +230,12 @@ def pooled(attention, size: int = 24) -> np.ndarray:
     return s / counts[:, None] / counts[None, :]
 
 
+def frame_offset(line_width: float, pixels_per_unit: float) -> float:
+    """How far (in data units) a thumbnail's frame is moved outward so that its line, drawn centred on
+    the rectangle, does not cover the thumbnail's edge cells: half the line plus one pixel."""
+    return (line_width / 2 + 1.0) / max(pixels_per_unit, 1.0)
+
+
 def model_view(
     attentions,
     *,
@@ -256,6 +272,7 @@ def model_view(
     fig = go.Figure()
     cx, cy, custom, hover = [], [], [], []
     shapes = []
+    cell = max(34, min(70, int(1000 / max(H, 1))))  # pixels per head (the figure's height follows it)
     for layer in range(L):
         for head in range(H):
             scale = 0.9 if imp is None or not size_by_importance else 0.3 + 0.6 * imp_n[layer, head]
@@ -266,8 +283,10 @@ def model_view(
                                      hoverinfo="skip", showscale=False))
             width = 1.0 if imp is None else 0.5 + 3.5 * imp_n[layer, head]
             colour = SELECTED_COLOUR if selected == (layer, head) else "#555"
-            shapes.append(dict(type="rect", x0=x0, x1=x0 + scale, y0=y0, y1=y0 + scale, xref="x", yref="y",
-                               line=dict(color=colour, width=3.5 if selected == (layer, head) else width)))
+            width = 3.5 if selected == (layer, head) else width
+            out = frame_offset(width, cell)  # the frame sits outside the thumbnail: its edge columns ([CLS]) show
+            shapes.append(dict(type="rect", x0=x0 - out, x1=x0 + scale + out, y0=y0 - out, y1=y0 + scale + out,
+                               xref="x", yref="y", line=dict(color=colour, width=width)))
             cx.append(head + 0.5)
             cy.append(layer + 0.5)
             custom.append([layer, head])
@@ -277,7 +296,6 @@ def model_view(
                              marker=dict(size=max(14, int(700 / max(H, 1) * 0.8)), symbol="square",
                                          color="rgba(0,0,0,0.01)"),  # invisible, still clickable
                              showlegend=False))
-    cell = max(34, min(70, int(1000 / max(H, 1))))
     fig.update_layout(
         shapes=shapes, coloraxis=dict(colorscale="Blues", cmin=0, cmax=1, showscale=False),
         height=cell * L + 70, margin=dict(l=50, r=10, t=30, b=10), plot_bgcolor="white", clickmode="event+select",
@@ -287,6 +305,23 @@ def model_view(
     fig.update_yaxes(range=[L, 0], tickvals=[l + 0.5 for l in range(L)], ticktext=[f"L{l + 1}" for l in range(L)],
                      showgrid=False, zeroline=False, fixedrange=True, scaleanchor="x", scaleratio=1)
     return fig
+
+
+#: The legend entry of tokens the colour-by leaves unlabelled (a genome's [CLS]/[SEP]; a text's tokens).
+NO_LABEL = "no label ([CLS], [SEP], unlabelled)"
+
+
+def legend_note(categories) -> str:
+    """One line under a legend saying what its two kinds of "no ..." entries are, so they are not
+    read as one thing: :data:`NO_LABEL` (tokens without a label) and the paper's ``no domain 1..4``
+    (named stretches of the spike between its labelled domains, Bonino et al. 2025)."""
+    cats = set(map(str, categories))
+    notes = []
+    if any(c.startswith("no domain") for c in cats):
+        notes.append("“no domain 1…4”: spike stretches between the paper's named domains")
+    if NO_LABEL in cats:
+        notes.append("“no label”: tokens with no position in any region ([CLS], [SEP])")
+    return " · ".join(notes)
 
 
 def qk_set_scatter(frame, colour_by: str = "kind", *, title: str = "", highlight=None):
@@ -299,7 +334,7 @@ def qk_set_scatter(frame, colour_by: str = "kind", *, title: str = "", highlight
 
     from bertgeom.figures.base import category_colours, layout
 
-    cats = frame[colour_by].astype(str).replace("", "(none)")
+    cats = frame[colour_by].astype(str).replace("", NO_LABEL)
     palette = category_colours(sorted(set(cats)))
     fig = go.Figure()
     for cat, colour in palette.items():
@@ -321,7 +356,11 @@ def qk_set_scatter(frame, colour_by: str = "kind", *, title: str = "", highlight
         fig.add_trace(go.Scatter(x=sub["x"], y=sub["y"], mode="markers", name="search hits", hoverinfo="skip",
                                  marker=dict(size=15, symbol="circle-open", color="#e4572e", line=dict(width=2))))
     layout(fig, title=title, height=560)
+    note = legend_note(palette)
     fig.update_layout(clickmode="event+select", legend=dict(itemsizing="constant"))
+    if note:  # the two kinds of "no ..." entries, told apart under the plot
+        fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=-0.02, xanchor="left", yanchor="top",
+                           showarrow=False, font=dict(size=11, color="#555"))
     fig.update_xaxes(showticklabels=False, title="")
     fig.update_yaxes(showticklabels=False, title="", scaleanchor="x", scaleratio=1)
     return fig

@@ -74,6 +74,17 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _looks_like_prose(raw: str) -> bool:
+    """Words rather than sequence: at least three space-separated words of letters, some lower-case,
+    most short (a median of 8 letters or fewer). Sequence lines are long, and GenBank's ``ORIGIN``
+    blocks are ten letters each, so neither counts; English pasted into a genome box does."""
+    words = [w.strip(".,;:!?'\"()") for w in raw.split()]
+    words = [w for w in words if w.isalpha()]
+    if len(words) < 3 or not any(w != w.upper() for w in words):
+        return False
+    return sorted(len(w) for w in words)[len(words) // 2] <= 8
+
+
 def clean_sequence(raw: str, name: str = "sequence", max_len: int = MAX_RECORD_LEN) -> tuple[str, list[str]]:
     """Clean the sequence lines of one record: drop whitespace and digits, upper-case, U->T, remove
     gaps. Returns ``(sequence, notes)``; raises :class:`SequenceInputError` for non-nucleotide text."""
@@ -106,6 +117,11 @@ def clean_sequence(raw: str, name: str = "sequence", max_len: int = MAX_RECORD_L
             raise SequenceInputError(
                 f"Record '{name}' is written mostly in IUPAC ambiguity codes (R, Y, K, M...): only "
                 f"{nuc / len(s):.0%} of its letters are A/C/G/T/U/N, too few to read its variant."
+            )
+        if _looks_like_prose(raw):
+            raise SequenceInputError(
+                f"Record '{name}' looks like ordinary text (words, not sequence letters); paste a genome or spike "
+                "nucleotide sequence (A/C/G/T), or pick an English model in the sidebar to analyse a sentence."
             )
         if len(s) >= 20 and distinct <= _PROTEIN_ALPHABET:
             raise SequenceInputError(

@@ -25,12 +25,11 @@ from contextlib import AbstractContextManager, nullcontext
 import numpy as np
 
 from bertgeom.analysis.ablation import cls_cosine, sweep_single_heads
-from bertgeom.attention import softmax
 from bertgeom.inputs import InputError, encode_input
 from bertgeom.sets.inputs import InputItem, disk_cached_arrays
 
 #: Bump when the per-input sweep arrays change.
-SWEEP_VERSION = 1
+SWEEP_VERSION = 2  # 2: calibrated probabilities (class_probabilities), 1: the raw softmax
 
 __all__ = ["input_sweep", "sweep_over_set", "summarise_sweeps", "stratified"]
 
@@ -51,12 +50,14 @@ def input_sweep(loaded, item: InputItem, *, cache: bool = True) -> dict[str, np.
     ``cos [L, H]`` (final [CLS] cosine to the intact model's) in every case."""
 
     def compute() -> dict[str, np.ndarray]:
+        from bertgeom.variant.predict import class_probabilities
+
         enc = encode_input(loaded, item.text)
         sw = sweep_single_heads(loaded, enc.input_ids)
         out = {"cos": cls_cosine(sw["cls"], sw["base_cls"][None, None]).astype(np.float32)}
         if sw["logits"] is not None:
-            out["probs"] = softmax(sw["logits"]).astype(np.float32)
-            out["base_probs"] = softmax(sw["base_logits"]).astype(np.float32)
+            out["probs"] = class_probabilities(loaded, sw["logits"]).astype(np.float32)  # calibrated
+            out["base_probs"] = class_probabilities(loaded, sw["base_logits"]).astype(np.float32)
         return out
 
     if not cache:

@@ -68,6 +68,7 @@ def data_geometry(
     token_set: str = "all",
     faithful: bool = False,
     padded_hidden: np.ndarray | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
     """D1-D3 of every head for one trace, from the model's attention (``faithful=False``) or
     from the official code's hand-made attention (``faithful=True``; then also returns the
@@ -79,20 +80,36 @@ def data_geometry(
     columns included, so a nearly rank-one head shows about P - 1 singular values below ε. The
     token set "all" then means all P positions; "content" keeps the content tokens only. The
     deviation compares the first T rows over all P keys with the model's attention (its PAD
-    columns are 0), so attention the faithful map puts on padding counts as deviation."""
+    columns are 0), so attention the faithful map puts on padding counts as deviation.
+
+    Faithful mode works one layer at a time (the same numbers as all layers at once) and calls
+    ``progress(done_layers, L)`` after each, so a page can show how far it is."""
     rows = token_rows(trace, token_set)
     if faithful:
         hidden = trace.hidden_states if padded_hidden is None else padded_hidden
-        A, Z = faithful_stack(hidden, layer_weights)
-        T, P = trace.attentions.shape[-1], A.shape[-1]
-        if P > T:
-            Ac = np.zeros(trace.attentions.shape[:-2] + (T, P), np.float32)
-            Ac[..., :T] = trace.attentions
-            dev = sub.attention_deviation(A[..., :T, :], Ac, rows=rows)
-            if rows is not None:
-                rows = np.concatenate([rows, np.zeros(P - T, bool)])
-        else:
-            dev = sub.attention_deviation(A, trace.attentions, rows=rows)
+        L = len(layer_weights)
+        parts, devs = [], []
+        for layer in range(L):
+            A, Z = faithful_stack(hidden[layer:layer + 2], layer_weights[layer:layer + 1])  # reads hidden[layer + 1]
+            model_att = trace.attentions[layer:layer + 1]
+            T, P = model_att.shape[-1], A.shape[-1]
+            layer_rows = rows
+            if P > T:
+                Ac = np.zeros(model_att.shape[:-2] + (T, P), np.float32)
+                Ac[..., :T] = model_att
+                devs.append(sub.attention_deviation(A[..., :T, :], Ac, rows=rows))
+                if rows is not None:
+                    layer_rows = np.concatenate([rows, np.zeros(P - T, bool)])
+            else:
+                devs.append(sub.attention_deviation(A, model_att, rows=rows))
+            parts.append(sub.head_data_geometry(A, Z, layer_rows, eps=eps))
+            if progress is not None:
+                progress(layer + 1, L)
+        dev = {k: np.concatenate([d[k] for d in devs]) for k in devs[0]}
+        merged = sub.DataGeometry(scalars={k: np.concatenate([g.scalars[k] for g in parts]) for k in parts[0].scalars},
+                                  spectra={k: np.concatenate([g.spectra[k] for g in parts]) for k in parts[0].spectra},
+                                  n_tokens=parts[0].n_tokens, eps=eps)
+        return merged, dev
     else:
         A = trace.attentions
         Z = sub.compute_head_outputs(trace.hidden_states, layer_weights, attentions=A)

@@ -75,7 +75,8 @@ def set_cones(model_id: str, items: tuple[InputItem, ...], fingerprint: str, tok
     key = cone_set_key(model_id, loaded, fingerprint, token_set, pad_to)
     wait_for(key, "The set's cone profiles", model_id=model_id)
     if not is_on_disk(key):
-        with heavy("the set's cone profiles"), progress(f"Running the model over {len(items)} inputs…") as update:
+        with heavy("the set's cone profiles"), progress(f"Running the model over {len(items)} inputs…",
+                                                              usually_prepared=True) as update:
             disk_cached_arrays(key, lambda: conesets.cone_profiles_over_set(
                 loaded, items, token_set, pad_to=pad_to, layer_weights=cached_layer_weights(model_id),
                 progress=update))

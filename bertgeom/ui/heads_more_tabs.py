@@ -20,6 +20,7 @@ from bertgeom.ui.names import class_name
 from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
 from bertgeom.ui.workqueue import heavy
+from bertgeom.variant.predict import class_probabilities
 
 #: Seconds one input's single-head sweep takes on this 2-core machine (shown as an estimate).
 #: Word pairs that make the default second input of a sentence a one-word edit.
@@ -175,7 +176,8 @@ def compare_inputs_tab(v: PageView) -> None:
         st.warning("The two inputs share no token, so their maps cannot be paired.")
         return
     if v.loaded.labels:
-        chart(probability_bars(v.loaded.labels, {"A (current)": v.trace.probs, "B": tb.probs}, display=INPUT_KINDS.all_class_names(),
+        chart(probability_bars(v.loaded.labels, {"A (current)": class_probabilities(v.loaded, v.trace.logits),
+                                                         "B": class_probabilities(v.loaded, tb.logits)}, display=INPUT_KINDS.all_class_names(),
                                title=f"Predicted: A {class_name(v.trace.predicted)}, B {class_name(tb.predicted)}"),
               "w_cmpin_probs")
     n_a, n_b = v.trace.encoded.n_tokens, tb.encoded.n_tokens
@@ -262,7 +264,7 @@ def set_disable_section(v: PageView) -> None:
         st.button("Run over the set", key="w_abl_set_run", type="primary",
                   on_click=lambda: st.session_state.update(abl_set_req=req))
         return
-    with progress("Disabling every head on every input…") as update:
+    with progress("Disabling every head on every input…", usually_prepared=being_prepared) as update:
         arrays = sweep_over_set(cached_model(v.model_id), chosen, update,
                                 around=lambda: heavy("disabling every head on one input"))
     errors_expander(zip(map(str, arrays["err_names"]), map(str, arrays["err_msgs"])))

@@ -13,7 +13,7 @@ import streamlit as st
 
 from bertgeom.analysis.ablation import cls_cosine
 from bertgeom.inputs import INPUT_KINDS
-from bertgeom.attention import softmax
+from bertgeom.variant.predict import class_probabilities
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, matrix_heatmap, probability_bars
 from bertgeom.analysis.heads import FEATURE_DOCS
@@ -110,7 +110,7 @@ def _set_summary(model_id: str) -> hc.SetSummary:
     if not hc.set_is_ready(model_id):
         wait_for(key, "The statistics over the set", model_id=model_id)
     show = not hc.set_is_ready(model_id) and not is_on_disk(key)
-    with progress("Running the model over the set…", show=show) as update:
+    with progress("Running the model over the set…", show=show, usually_prepared=True) as update:
         return hc.set_summary(model_id, update)
 
 
@@ -397,8 +397,8 @@ def disable_tab(v: View) -> None:
         res = hc.cached_ablation(model_id, text, heads)
         cos = cls_cosine(res["cls_before"], res["cls_after"])  # [L+1]: embeddings, then every layer
         if classifier:
-            pb = softmax(res["logits_before"])
-            pa = softmax(res["logits_after"])
+            pb = class_probabilities(loaded, res["logits_before"])  # calibrated, as on every screen
+            pa = class_probabilities(loaded, res["logits_after"])
             top = int(np.argmax(pb))
             after = int(np.argmax(pa))
             c1, c2, c3 = st.columns(3)
@@ -427,9 +427,9 @@ def disable_tab(v: View) -> None:
         return
     sw = hc.cached_sweep(model_id, text, kind)
     if classifier:
-        pb = softmax(sw["base_logits"])
+        pb = class_probabilities(loaded, sw["base_logits"])
         top = int(np.argmax(pb))
-        pa = softmax(sw["logits"])[..., top]
+        pa = class_probabilities(loaded, sw["logits"])[..., top]
         delta = pa - pb[top]
         what = f"change of p({class_name(loaded.labels[top])}) (predicted class)"
     else:

@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from bertgeom.analysis.facts import cone_summary, isoscore_rank_note
 from bertgeom.analysis.isotropy import hidden_state_isoscore_curve, isoscore
 from bertgeom.figures.base import category_colours, layout
 from bertgeom.ui.widgets import chart, csv_button, guarded
@@ -99,9 +100,8 @@ def isotropy_section(v, choose_set) -> None:
     iso = hidden_state_isoscore_curve(hs)
     cone = unit_cone(hs)
     d = hs.shape[-1]
-    st.caption(f"This input: {m} token vectors in {d} dimensions. With fewer vectors than dimensions the sample "
-               f"covariance has rank ≤ {m - 1}, so IsoScore cannot exceed about {(m - 1) / d:.2f} here even for "
-               "random directions (IsoScore*, I-STAR's shrinkage toward a reference covariance, lifts that limit).")
+    st.markdown(cone_summary(cone, iso, m), help="The tour's cone step quotes this sentence.")
+    st.caption(f"This input: {isoscore_rank_note(m, d)}")
     chart(isotropy_figure(x, {"this input": (iso, cone)}, m, title="The current input's tokens, per layer"),
           "w_iso_input")
     frame = pd.DataFrame({"layer": x, "isoscore": iso, "cone_I_over_m": cone, "m": m, "d": d})

@@ -82,8 +82,9 @@ def input_box(input_kind: str) -> str:
     return text_input_box(kind)
 
 
-def render_sidebar(url_path: str = "") -> None:
-    """Draw the shared sidebar (called by ``app.py`` on every page)."""
+def render_sidebar(url_path: str = ""):
+    """Draw the shared sidebar (called by ``app.py`` on every page). Returns a function that draws
+    the share box into its place in the sidebar; ``app.py`` calls it after the page has run."""
     with st.sidebar:
         model_id = model_picker()
         try:
@@ -94,13 +95,22 @@ def render_sidebar(url_path: str = "") -> None:
         note = st.session_state.get("_link_note")
         if note and note[1] == current_inputs():
             st.warning(note[0], icon=":material/link_off:")  # until the input changes
-        if url_path:
-            with st.expander("Share this view"):
-                link, missing = share_link(url_path, kind)
-                st.caption("Page, model, layer, head, colour-by, θ and the input; the copy icon copies it.")
-                st.code(link, language=None, wrap_lines=True)
-                if missing:
-                    st.caption(f"⚠️ {missing}")
+        slot = st.container() if url_path else None
+
+    def share_box() -> None:
+        """The *Share this view* box, drawn into its sidebar slot after the page ran: the page's
+        tabs and sections write their values while it runs, so a link built before it would name the
+        previous tab (issue #36)."""
+        if slot is None:
+            return
+        with slot, st.expander("Share this view"):
+            link, missing = share_link(url_path, kind)
+            st.caption("Page, model, layer, head, colour-by, θ and the input; the copy icon copies it.")
+            st.code(link, language=None, wrap_lines=True)
+            if missing:
+                st.caption(f"⚠️ {missing}")
+
+    return share_box
 
 
 def current_input_text(loaded) -> str:

@@ -46,14 +46,42 @@ def cached_weight_geometry(model_id: str, weights_hash: str, rank_rtol: float | 
 
 @st.cache_data(max_entries=16, show_spinner="Computing D1–D3 for every head…")
 def cached_data_geometry(
-    model_id: str, weights_hash: str, text: str, eps: float, token_set: str, faithful: bool
+    model_id: str, weights_hash: str, text: str, eps: float, token_set: str, faithful: bool, _progress=None
 ) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
-    """:func:`data_geometry` of the current input (the trace comes from the shared cache)."""
+    """:func:`data_geometry` of the current input (the trace comes from the shared cache).
+    ``_progress(done, total)`` (not part of the cache key) hears each layer done."""
     trace = get_trace(model_id, text)  # before taking a slot (see bertgeom.ui.workqueue)
     lws = cached_layer_weights(model_id)
     with heavy("D1–D3 of every head"):
         padded = padded_hidden_states(cached_model(model_id), trace) if faithful else None
-        return data_geometry(trace, lws, eps=eps, token_set=token_set, faithful=faithful, padded_hidden=padded)
+        if _progress is not None:
+            _progress(0, len(lws))  # counted in layers: the padded pass is quicker than one, so it is not a step
+        return data_geometry(trace, lws, eps=eps, token_set=token_set, faithful=faithful, padded_hidden=padded,
+                             progress=_progress)
+
+
+@st.cache_resource(max_entries=1)
+def _faithful_seen() -> set:
+    """Keys of the faithful geometries this process has computed (then read from the cache, no bar)."""
+    return set()
+
+
+def data_geometry_for(model_id: str, weights_hash: str, text: str, eps: float, token_set: str,
+                      faithful: bool) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
+    """:func:`cached_data_geometry`; the first faithful computation of an input (a pass padded to
+    512 positions, then the hand-made attention of every layer: a minute or more on 2 cores) runs
+    under a progress bar with the time left and *Cancel* (:func:`bertgeom.ui.widgets.progress`)."""
+    key = (model_id, weights_hash, text, eps, token_set)
+    seen = _faithful_seen()
+    if not faithful or key in seen:
+        return cached_data_geometry(model_id, weights_hash, text, eps, token_set, faithful)
+    with progress("Faithful mode: the model on the input padded to 512 positions, then the official code's "
+                  "attention layer by layer…") as update:
+        out = cached_data_geometry(model_id, weights_hash, text, eps, token_set, faithful, _progress=update)
+    if len(seen) > 256:
+        seen.clear()
+    seen.add(key)
+    return out
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -114,7 +142,8 @@ def across_inputs(
     else:
         loaded = cached_model(model_id)
         lws = cached_layer_weights(model_id)
-        with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…") as update:
+        with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…",
+                                                           usually_prepared=True) as update:
             reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set)
 
             def reduce(result, item):

@@ -157,7 +157,7 @@ def _data_geometries(v: View):
     model_id, wh, text, eps, token_set, faithful = v.model_id, v.wh, v.text, v.eps, v.token_set, v.faithful
     try:
         correct, _ = sc.cached_data_geometry(model_id, wh, text, eps, token_set, False)
-        fgeom, dev = sc.cached_data_geometry(model_id, wh, text, eps, token_set, True) if faithful else (None, None)
+        fgeom, dev = sc.data_geometry_for(model_id, wh, text, eps, token_set, True) if faithful else (None, None)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         st.error(f"D1–D3 could not be computed for this input: {plain(str(exc).splitlines()[0])}")
         st.stop()
@@ -387,7 +387,7 @@ def faithful_tab(v: View) -> None:
                "**padded to 512** positions ([docs/methods.md §8.3](/?view=methods&section=8.3)). Faithful mode does all four. "
                "Switch on *Faithful mode* above to see the faithful values in the other tabs too.")
     try:
-        _, dev = sc.cached_data_geometry(model_id, wh, text, eps, token_set, True)
+        _, dev = sc.data_geometry_for(model_id, wh, text, eps, token_set, True)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         st.error(f"The faithful attention could not be computed for this input: {plain(str(exc).splitlines()[0])}")
         return

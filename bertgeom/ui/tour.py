@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from bertgeom.inputs import INPUT_KINDS
 from bertgeom.models import REGISTRY
 from bertgeom.tables import head_label
 
@@ -38,6 +37,7 @@ class Step:
     tab: tuple[str, str] | None  # (widget key, value) of the tab or section to open
     colour: str | None  # the head grid's colour-by
     facts: Callable[[], dict]  # -> {"head": (layer, head) | None, "sentence": str, ...}
+    settings: tuple[tuple[str, object], ...] = ()  # other widget values the sentence assumes
 
 
 # ---- facts (cached; no Streamlit element inside) ---------------------------------------------
@@ -116,28 +116,24 @@ def _cone_facts(model_id: str, text: str) -> dict:
 
 
 def _cone_step() -> dict:
+    from bertgeom.analysis.facts import cone_summary
+
     f = _cone_facts(TEXT_MODEL, _sentence_text())
-    c, iso, m = f["cone"], f["iso"], f["m"]
-    return {"head": None, "sentence": (
-        f"Through the layers the {m} word vectors bunch into a narrower cone: I/m goes from {c[0]:.2f} (embeddings) "
-        f"to {c[-1]:.2f} (layer {len(c) - 1}); unrelated directions would give 1/√m = {1 / np.sqrt(m):.2f}. IsoScore, "
-        f"which ignores the shared direction, stays between {iso.min():.3f} and {iso.max():.3f}: the two measures "
-        "answer different questions.")}
+    return {"head": None, "sentence": cone_summary(f["cone"], f["iso"], f["m"])}
+
+
+#: Bump when the genome step's facts change meaning (its cache lives on disk across versions).
+GENOME_FACTS_VERSION = 2
 
 
 @st.cache_data(show_spinner=False, max_entries=2, persist="disk")
-def _genome_change(model_id: str, text: str) -> dict:
-    """The demo genome's call and the ranked marker changes (forward passes: cached on disk)."""
+def _genome_change(model_id: str, text: str, version: int = GENOME_FACTS_VERSION) -> dict:
+    """The demo genome's call and the ranked marker changes (forward passes: cached on disk), in the
+    calibrated probabilities every screen shows (:func:`bertgeom.variant.predict.class_probabilities`)."""
     from bertgeom.ui.cache import cached_model, get_trace
-    from bertgeom.variant.whatif import rank_changes_for_trace, tour_change
+    from bertgeom.variant.whatif import genome_facts
 
-    trace = get_trace(model_id, text)
-    loaded = cached_model(model_id)
-    pred = loaded.labels[int(np.argmax(trace.probs))]
-    rows = rank_changes_for_trace(loaded, trace.encoded, pred)
-    single = [r for r in rows if r["n_markers"] == 1]
-    return {"pred": pred, "p": float(np.max(trace.probs)), "pick": tour_change(rows, pred), "n": len(rows),
-            "best_single": single[0] if single else None}
+    return genome_facts(cached_model(model_id), get_trace(model_id, text))
 
 
 def _genome_text() -> str:
@@ -148,20 +144,11 @@ def _genome_text() -> str:
 
 def _genome_step() -> dict:
     from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.variant.whatif import genome_sentence
 
     f = _genome_change(VARIANT_MODEL_ID, _genome_text())
-    name = INPUT_KINDS.class_name(f["pred"])
-    pick, single = f["pick"], f["best_single"]
-    if pick is None:
-        return {"head": None, "sentence": f"The model calls this genome {name} ({f['p']:.1%})."}
-    new = INPUT_KINDS.class_name(pick["new_call"])
-    text = (f"The model calls this genome **{name}** ({f['p']:.1%}). Of {f['n']} marker changes tried with the model, "
-            f"the smallest that changes the call is to **{pick['change']}**: {name} falls to {pick['p_after']:.1%} and "
-            f"the call becomes **{new}** ({pick['p_new_call']:.1%}). It is in the *What if?* box below.")
-    if single is not None:
-        text += (f" One marker alone barely matters: the strongest, {single['change']}, leaves {name} at "
-                 f"{single['p_after']:.1%} (the model was trained not to flip on one marker).")
-    return {"head": None, "sentence": text, "what_if": pick["nucleotides"] if pick else ""}
+    pick = f["pick"]
+    return {"head": None, "sentence": genome_sentence(f), "what_if": pick["nucleotides"] if pick else ""}
 
 
 def steps() -> list[Step]:
@@ -179,7 +166,7 @@ def steps() -> list[Step]:
                  _sink_step),
             Step("Every head at a glance", "heads", TEXT_MODEL, ("heads_tab", "Model view"), "cls", _model_view_step),
             Step("The cone narrows, layer by layer", "cone", TEXT_MODEL, ("w_cone_section", "isotropy"), None,
-                 _cone_step),
+                 _cone_step, (("w_cone_tokens", "content"),)),
         ]
     if VARIANT_MODEL_ID in REGISTRY:
         out.append(Step("A genome: which change moves the call?", "classifier", VARIANT_MODEL_ID, None, None,
@@ -189,8 +176,6 @@ def steps() -> list[Step]:
 
 # ---- applying a step (button callbacks) -------------------------------------------------------
 def _apply(index: int) -> None:
-    from bertgeom.ui.state import select_head
-
     all_steps = steps()
     if not 0 <= index < len(all_steps):
         st.session_state.pop("_tour_step", None)
@@ -205,16 +190,24 @@ def _apply(index: int) -> None:
         st.session_state["text_value"] = st.session_state["w_text"] = text
     st.session_state["_tour_step"] = index
     st.session_state["_tour_go"] = step.page
-    try:
-        facts = step.facts()
-    except Exception:  # noqa: BLE001 - the bar says what failed; the step still opens its page
-        facts = {"head": None}
-    if facts.get("head") is not None:
-        select_head(*facts["head"])
+    # the step's numbers (and the head they name) are computed by the bar, under its spinner: a
+    # callback cannot show progress, so a first step computed here left the button frozen in silence
+    st.session_state["_tour_select"] = index
     if step.colour:
         st.session_state["w_feature"] = step.colour
     if step.tab:
         st.session_state[step.tab[0]] = step.tab[1]
+    for key, value in step.settings:
+        st.session_state[key] = value
+
+
+def _select_from(facts: dict) -> None:
+    """Apply what a step's facts name (its head, its what-if entries): once per step, from the bar,
+    before the page draws the widgets they set."""
+    from bertgeom.ui.state import select_head
+
+    if facts.get("head") is not None:
+        select_head(*facts["head"])
     if facts.get("what_if"):
         st.session_state["w_add"] = facts["what_if"]
         st.session_state.pop("w_revert", None)
@@ -252,8 +245,12 @@ def tour_bar(pages: dict, current) -> None:
             try:
                 with st.spinner("Computing this step's numbers…"):
                     facts = step.facts()
+                if st.session_state.get("_tour_select") == index:
+                    st.session_state.pop("_tour_select")
+                    _select_from(facts)
                 st.markdown(facts["sentence"])
             except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
+                st.session_state.pop("_tour_select", None)
                 st.warning(f"This step's numbers could not be computed: {str(exc).splitlines()[0][:160]}")
         with c2:
             b1, b2, b3 = st.columns([4, 4, 3])

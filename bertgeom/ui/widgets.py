@@ -71,30 +71,91 @@ def head_picker(num_layers: int, num_heads: int, columns=None) -> tuple[int, int
     return layer, head
 
 
+def usually_prepared_note() -> str:
+    """What a set view says when it computes a result that is usually prepared ahead: whether this
+    server's background preparation has not reached it yet, or is switched off."""
+    from bertgeom.ui.prepared_cache import enabled
+
+    if enabled():
+        return ("This view is usually prepared in the background when the server starts; the preparation has "
+                "not reached it yet on this server, so it is computed now, for you.")
+    return ("This view is usually prepared ahead (python -m bertgeom prepare-sets, or in the background when a "
+            "server starts); this server has not prepared it, so it is computed now, for you.")
+
+
+def eta_text(done: int, total: int, elapsed_s: float) -> str:
+    """An honest remaining-time estimate from the pace so far: none before the first item is done
+    (nothing to go on), then ``(total - done)`` items at the mean time per item so far."""
+    if done <= 0 or total <= 0:
+        return "estimating the time left…"
+    if done >= total:
+        return "finishing…"
+    left = (total - done) * elapsed_s / done
+    return f"about {left:.0f} s left" if left < 90 else f"about {left / 60:.0f} min left"
+
+
+def _cancel(key: str) -> None:
+    st.session_state["_cancelled"] = key
+
+
+def _restart(key: str) -> None:
+    if st.session_state.get("_cancelled") == key:
+        st.session_state.pop("_cancelled", None)
+
+
 @contextmanager
-def progress(text: str, *, show: bool = True) -> Iterator[Callable[[int, int], None]]:
+def progress(text: str, *, show: bool = True, usually_prepared: bool = False,
+             key: str | None = None) -> Iterator[Callable[[int, int], None]]:
     """A progress bar for the duration of the block, updated by the yielded ``(done, total)``
-    callback (``show=False``: a silent callback, e.g. when the answer is already cached).
+    callback (``show=False``: a silent callback, e.g. when the answer is already cached), with the
+    time left estimated from the pace so far (:func:`eta_text`) and a *Cancel* button.
+
+    *Cancel* asks Streamlit for a new run, which stops this one at its next update (the work is one
+    item per update, so it stops within one item; nothing half-done is cached). The view then says
+    it was cancelled and offers to start again, instead of starting by itself. ``usually_prepared``
+    says on the page that this result normally comes from the background preparation
+    (:func:`usually_prepared_note`). ``key`` names the view for the cancel (default: ``text``).
 
     Written with the cache's recording paused: a bar drawn while a cached function computes is
     never replayed on its later hits (a replayed update of a bar made outside the cached function
     raises ``CacheReplayClosureError``)."""
+    import hashlib
+    import time
+
     from bertgeom.ui.workqueue import not_replayed
 
+    key = key or text
+    if show and st.session_state.get("_cancelled") == key:
+        st.info(f"Cancelled: {text.rstrip('…. ')}. Nothing was kept; start it again when you are ready.",
+                icon=":material/block:")
+        st.button("Start it again", key="w_restart_" + hashlib.sha1(key.encode()).hexdigest()[:10],
+                  on_click=_restart, args=(key,))
+        st.stop()
+    slot = bar = None
     with not_replayed():
-        bar = st.progress(0.0, text=text) if show else None
+        if show:
+            slot = st.empty()  # the note, bar and button go away together when the work is done
+            with slot.container():
+                if usually_prepared:
+                    st.caption(f"ℹ️ {usually_prepared_note()}")
+                bar = st.progress(0.0, text=f"{text} {eta_text(0, 1, 0.0)}")
+                st.button("Cancel", key="w_cancel_" + hashlib.sha1(key.encode()).hexdigest()[:10],
+                          on_click=_cancel, args=(key,), icon=":material/stop_circle:",
+                          help="Stops this computation within one input; nothing half-done is kept.")
+    start = time.monotonic()
 
     def update(done: int, total: int) -> None:
         if bar is not None:
             with not_replayed():
-                bar.progress(min(1.0, done / max(total, 1)), text=f"{text} {done}/{total}")
+                bar.progress(min(1.0, done / max(total, 1)),
+                             text=f"{text} {done}/{total} · {eta_text(done, total, time.monotonic() - start)}")
 
     try:
         yield update
     finally:
-        if bar is not None:
+        if slot is not None:
             with not_replayed():
-                bar.empty()
+                slot.empty()
 
 
 #: Wrap a long tab strip onto a second line instead of clipping it behind scroll arrows.

@@ -82,9 +82,12 @@ def batch_table(rows: list[dict]):
     mutations, the gate's verdict, notes, error (a pandas DataFrame, sortable on the page)."""
     import pandas as pd
 
+    from bertgeom.figures.base import probability_label
+
     out = [{"name": r["name"], "BERT call": CLASS_DISPLAY.get(r["predicted"], r["predicted"]) or (
                 "no call" if r.get("gate") and r.get("gate") != "SARS-CoV-2" else ""),
-            "confidence": r["confidence"] if r["confidence"] != "" else None,
+            # as every screen writes a probability: a calibrated 0.99996 is "> 99.9%", never "1"
+            "confidence": probability_label(r["confidence"]) if r["confidence"] != "" else None,
             "rule call": CLASS_DISPLAY.get(r["rule_call"], r["rule_call"]), "agree": r["agrees"],
             "nearest clade": r.get("clade", ""),
             "QC score": r.get("qc_score") if r.get("qc_score") not in ("", None) else None,
@@ -188,3 +191,30 @@ def result_row(loaded, analysis, pred: str, labels, probs) -> dict:
             "mutations": " ".join(m.qualified for m in analysis.mutations.amino_acid),
             "gate": gate.verdict if gate else "", "notes": gate.reason if gate and not called else "",
             **manifest(loaded)}
+
+
+def qc_verdicts(analysis) -> list[dict]:
+    """The three QC verdicts of one genome side by side, each with what it reads and what it means
+    for the model's call: the spike QC (the model's input), the whole-genome QC (the rest of the
+    sequence, which the model never reads) and the Nextclade-like QC score (Nextclade's rules over
+    the whole genome, to set beside Nextclade). A row per verdict the analysis has."""
+    rows = []
+    qc = getattr(analysis, "qc", None)
+    if qc is not None:
+        rows.append({"check": "Spike QC", "verdict": qc.verdict,
+                     "reads": "the spike gene only: coverage, N, ambiguous bases, frameshifts, private changes",
+                     "for the call": "the model's whole input: a fail means the call may rest on missing data"})
+    gqc = getattr(analysis, "genome_qc", None)
+    if gqc is not None:
+        rows.append({"check": "Genome QC", "verdict": gqc.verdict,
+                     "reads": "the whole sequence outside the spike: coverage, missing and ambiguous bases, "
+                              "frameshifting indels",
+                     "for the call": "none directly (the model reads only the spike); says whether the "
+                                     "sequence is a good genome"})
+    score = getattr(analysis, "qc_score", None)
+    if score is not None:
+        rows.append({"check": "QC score (Nextclade-like)", "verdict": f"{score.status} ({score.score:.0f})",
+                     "reads": "Nextclade's rules over the whole genome: missing data, mixed sites, private "
+                              "mutations, frameshifts, stop codons",
+                     "for the call": "none directly; the number to set beside Nextclade's own qc.overallScore"})
+    return rows

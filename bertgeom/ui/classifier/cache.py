@@ -97,8 +97,18 @@ def integrated_gradients_for(model_id: str, input_ids: np.ndarray, target: int, 
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def probabilities_for(model_id: str, aligned_spike: str) -> np.ndarray:
-    """Class probabilities of an edited aligned spike (the what-if; one light forward pass)."""
-    from bertgeom.variant.explain import probabilities_for_spike
+def logits_for(model_id: str, aligned_spike: str) -> np.ndarray:
+    """Logits ``[C]`` of an edited aligned spike (the what-if; one light forward pass): the page
+    turns them into calibrated probabilities and log-odds (:mod:`bertgeom.variant.predict`)."""
+    from bertgeom.variant.predict import logits_for_ids
 
-    return probabilities_for_spike(cached_model(model_id), aligned_spike)
+    loaded = cached_model(model_id)
+    ids, _ = loaded.tokenizer.encode(aligned_spike, max_length=None)
+    return logits_for_ids(loaded, ids[None, :])[0]
+
+
+def probabilities_for(model_id: str, aligned_spike: str) -> np.ndarray:
+    """Calibrated class probabilities of an edited aligned spike (:func:`logits_for`)."""
+    from bertgeom.variant.predict import class_probabilities
+
+    return class_probabilities(cached_model(model_id), logits_for(model_id, aligned_spike))

@@ -1,0 +1,263 @@
+"""A class follows the tour to the end, and a shared link reopens the view it was made on (issue #36).
+
+In Chromium against a fresh server (its own empty disk cache): every tour step opens without an
+error element and its sentence says what the page shows (the head, the tab, the numbers); each
+page's *Share this view* link, read after a tab or section was changed, opens that tab in a new
+browser; the Attention Heads colour-by survives emptying and refilling the input, and θ restarts
+for a new input as its help says. Screenshots at 1400 px go to ``artifacts/``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from screenshots import wait_idle  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
+SHOTS = ROOT / "artifacts"
+ERRORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
+
+
+def _context(browser):
+    return browser.new_context(viewport={"width": 1400, "height": 1000})
+
+
+def _no_error(page) -> None:
+    expect(page.locator(ERRORS)).to_have_count(0)
+
+
+def _bar(page) -> str:
+    bar = page.locator(".st-key-tour_bar")
+    expect(bar).to_be_visible(timeout=240_000)
+    expect(bar.get_by_text("Computing this step's numbers")).to_have_count(0, timeout=600_000)
+    return bar.inner_text()
+
+
+def _selected_head(page) -> str:
+    """The selected head's heading in the right column of Attention Heads (``L5 H3``)."""
+    heading = page.get_by_role("heading", name=re.compile(r"^L\d+ H\d+$")).first
+    expect(heading).to_be_visible(timeout=120_000)
+    return heading.inner_text().strip()
+
+
+def _feature_value(page, label: str) -> str:
+    """The value the selected head's feature-vector chart prints beside ``label`` (``0.42``)."""
+    chart = page.get_by_test_id("stPlotlyChart").filter(has_text="Feature vector")
+    expect(chart.first.locator(".bartext").first).to_be_attached(timeout=60_000)
+    values = chart.first.locator(".bartext").evaluate_all("els => els.map(e => e.textContent)")
+    names = chart.first.locator(".ytick").evaluate_all("els => els.map(e => e.textContent)")[::-1]  # top first
+    return dict(zip(names, values))[label]
+
+
+def _open_tab(page) -> str:
+    return page.get_by_role("tab", selected=True).first.inner_text().strip()
+
+
+def _next(page) -> None:
+    page.locator(".st-key-tour_bar").get_by_role("button", name="Next ▶").click()
+    page.wait_for_timeout(300)
+    wait_idle(page, 600_000)
+
+
+def _needs_models():
+    from bertgeom.models import REGISTRY
+    from bertgeom.variant import VARIANT_MODEL_ID
+
+    if "minilm-l6" not in REGISTRY or VARIANT_MODEL_ID not in REGISTRY:
+        pytest.skip("the tour needs the bundled MiniLM and the shipped variant model")
+
+
+def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(server, browser):
+    _needs_models()
+    ctx = _context(browser)
+    page = ctx.new_page()
+    page.goto(server)
+    wait_idle(page)
+    page.get_by_role("button", name="Start the tour").click()
+    wait_idle(page, 600_000)
+
+    # 1: a previous-token head, opened in Head detail, grid coloured by it
+    text = _bar(page)
+    assert "step 1 of 6" in text
+    m = re.search(r"strongest previous-token head is (L\d+ H\d+) \((\d\.\d\d) of each token's attention\)", text)
+    head = m.group(1)
+    assert _selected_head(page) == head and _open_tab(page) == "Head detail"
+    assert _feature_value(page, "attention to previous token") == m.group(2)  # the number the page prints
+    expect(page.get_by_role("combobox", name="Colour the grid by")).to_have_value("attention to previous token")
+    expect(page.get_by_text(f"{head} — who attends to whom")).to_be_visible()
+    _no_error(page)
+
+    # 2: the same head's layer in Head view
+    _next(page)
+    text = _bar(page)
+    layer = re.search(r"All \d+ heads of layer (\d+)", text).group(1)
+    m = re.search(r"Hover a word: H(\d+)'s lines go one word up \((\d\.\d\d) of its attention\)", text)
+    assert f"L{layer} H{m.group(1)}" == head == _selected_head(page) and _open_tab(page) == "Head view"
+    assert _feature_value(page, "attention to previous token") == m.group(2)
+    _no_error(page)
+
+    # 3: the [CLS] head, grid coloured by attention to [CLS]
+    _next(page)
+    text = _bar(page)
+    m = re.search(r"strongest \[CLS\] head is (L\d+ H\d+) \((\d\.\d\d) of its attention\)", text)
+    sink = m.group(1)
+    assert _selected_head(page) == sink and _open_tab(page) == "Head detail"
+    assert _feature_value(page, "attention to [CLS]") == m.group(2)
+    expect(page.get_by_role("combobox", name="Colour the grid by")).to_have_value("attention to [CLS]")
+    _no_error(page)
+
+    # 4: Model view with the head the sentence names selected
+    _next(page)
+    text = _bar(page)
+    most = re.search(r"most of all (L\d+ H\d+)", text).group(1)
+    assert _selected_head(page) == most and _open_tab(page) == "Model view"
+    _no_error(page)
+
+    # 5: the cone page's IsoScore section says the same sentence, numbers and all
+    _next(page)
+    text = _bar(page)
+    sentence = text[text.index("Through the layers"):].split("\n")[0].strip()
+    expect(page.get_by_test_id("stMain").get_by_text(sentence, exact=True).first).to_be_visible(timeout=240_000)
+    assert "/cone" in page.url and "w_cone_section=isotropy" in page.url
+    _no_error(page)
+
+    # 6: the genome step opens the classifier with valid what-if entries and no red error
+    _next(page)
+    text = _bar(page)
+    assert "step 6 of 6" in text
+    m = re.search(r"\((\d+) changes? in the What if\? box below\).*the call becomes (.+?) \((.+?)\)\.", text)
+    n, call, p = m.group(1), m.group(2), m.group(3)
+    expect(page.get_by_text(f"Prediction after {n} change(s): {call} ({p})", exact=True)).to_be_visible(timeout=240_000)
+    box = page.get_by_role("textbox", name=re.compile("Add changes"))
+    assert len(box.input_value().split()) == int(n)
+    expect(page.get_by_text("is not a change the box reads")).to_have_count(0)
+    called = re.search(r"calls this genome (.+?) \((.+?), log-odds", text)
+    expect(page.get_by_test_id("stMain").get_by_text(called.group(2), exact=True).first).to_be_visible()
+    _no_error(page)
+    page.wait_for_timeout(1500)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "tour_last_step.png"), full_page=False)
+    page.get_by_text("What if? In-silico mutagenesis").scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(SHOTS / "what_if.png"), full_page=False)
+    ctx.close()
+
+
+def _share_link(page, shot: str) -> str:
+    side = page.get_by_test_id("stSidebar")
+    side.get_by_text("Share this view").click()
+    code = side.get_by_test_id("stCode")
+    expect(code).to_be_visible()
+    page.wait_for_timeout(300)
+    box = side.get_by_test_id("stExpander").filter(has_text="Share this view")
+    box.scroll_into_view_if_needed()
+    box.screenshot(path=str(SHOTS / f"share_{shot}.png"))
+    return code.inner_text().strip()
+
+
+#: (page, query, how to change its tab or section, what the reopened page must show)
+CHANGES = [
+    ("heads", "model=minilm-l6", ("tab", "Model view"), "heads_tab=Model+view"),
+    ("subspace", "model=minilm-l6", ("tab", "This input (D1–D3)"), "w_sub_tab=This+input"),
+    ("cone", "model=minilm-l6", ("segment", "Attention entropies"), "w_cone_section=entropy"),
+]
+
+
+@pytest.mark.parametrize("view,query,change,param", CHANGES, ids=[c[0] for c in CHANGES])
+def test_share_link_made_after_a_tab_change_reopens_that_tab(server, browser, view, query, change, param):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    ctx = _context(browser)
+    page = ctx.new_page()
+    page.goto(f"{server}/?view={view}&{query}")
+    wait_idle(page, 300_000)
+    how, name = change
+    if how == "tab":
+        page.get_by_role("tab", name=name, exact=True).click()
+    else:
+        page.get_by_test_id("stMain").get_by_role("radio", name=name, exact=True).click()
+    page.wait_for_timeout(300)
+    wait_idle(page, 300_000)
+    link = _share_link(page, view)
+    assert param in link, link  # built from this run's state, not the previous tab
+    other = _context(browser)
+    fresh = other.new_page()
+    fresh.goto(link)
+    wait_idle(fresh, 300_000)
+    if how == "tab":
+        expect(fresh.get_by_role("tab", name=name, exact=True)).to_have_attribute("aria-selected", "true")
+    else:
+        expect(fresh.get_by_test_id("stMain").get_by_role("radio", name=name, exact=True)).to_have_attribute(
+            "aria-checked", "true")
+    _no_error(fresh)
+    other.close()
+    ctx.close()
+
+
+def test_classifier_share_box(server, browser):
+    _needs_models()
+    ctx = _context(browser)
+    page = ctx.new_page()
+    page.goto(f"{server}/?view=classifier&model=sars-cov-2-variant&genome=8")
+    wait_idle(page, 300_000)
+    link = _share_link(page, "classifier")
+    assert "view=classifier" in link and "genome=8" in link
+    ctx.close()
+
+
+def test_colour_survives_an_emptied_input_and_theta_restarts_for_a_new_one(server, browser):
+    ctx = _context(browser)
+    page = ctx.new_page()
+    page.goto(f"{server}/?view=heads&model=minilm-l6")
+    wait_idle(page, 300_000)
+    colour = page.get_by_role("combobox", name="Colour the grid by")
+    colour.click()
+    page.get_by_role("option", name="attention to [CLS]", exact=True).click()
+    wait_idle(page)
+    page.goto(page.url.replace("theta=0.3", "theta=0.1"))  # as a user who lowered θ (a link keeps its θ)
+    wait_idle(page)
+    assert "theta=0.1" in page.url
+    page.get_by_role("tab", name="All heads", exact=True).click()
+    wait_idle(page)
+    box = page.get_by_test_id("stSidebar").get_by_role("textbox").first
+    box.fill("")
+    box.press("Control+Enter")
+    wait_idle(page)
+    box.fill("A new sentence about dogs and cats.")
+    box.press("Control+Enter")
+    wait_idle(page)
+    expect(colour).to_have_value("attention to [CLS]")  # the dropdown, the caption and the URL agree
+    expect(page.get_by_test_id("stMain").get_by_text("attention to [CLS] = mean_i", exact=False).first).to_be_visible()
+    assert "colour=cls" in page.url
+    expect(page.get_by_role("tab", name="All heads", exact=True)).to_have_attribute("aria-selected", "true")
+    page.get_by_role("tab", name="Head detail", exact=True).click()
+    wait_idle(page)
+    assert "theta=0.3" in page.url  # θ restarted for the new input, as its help says
+    expect(page.get_by_text("Strongest links (weight ≥ 0.30)", exact=False)).to_be_visible()
+    _no_error(page)
+    ctx.close()
+
+
+def test_theta_restarts_when_the_sentence_is_replaced_in_place(server, browser):
+    """θ = 0.10 on one sentence, then another sentence typed over it (the slider drawn on every run):
+    θ starts again at 0.3, as its help says (it stayed at 0.10)."""
+    ctx = _context(browser)
+    page = ctx.new_page()
+    page.goto(f"{server}/?view=heads&model=minilm-l6&heads_tab=Head+detail&theta=0.1&example=1")
+    wait_idle(page, 300_000)
+    expect(page.get_by_text("Strongest links (weight ≥ 0.10)", exact=False)).to_be_visible()
+    box = page.get_by_test_id("stSidebar").get_by_role("textbox").first
+    box.fill("Another sentence, typed over the first one.")
+    box.press("Control+Enter")
+    wait_idle(page)
+    expect(page.get_by_text("Strongest links (weight ≥ 0.30)", exact=False)).to_be_visible()
+    assert "theta=0.3" in page.url
+    _no_error(page)
+    ctx.close()
