@@ -29,7 +29,7 @@ from bertgeom.ui.workqueue import BATCH, call_heavy
 from bertgeom.ui.names import input_notes, note_line
 from bertgeom.ui.classifier.sections import render_mutation_tables, render_nearest_clade, render_qc_score
 from bertgeom.ui.widgets import chart
-from bertgeom.variant.predict import class_probabilities
+from bertgeom.probabilities import class_probabilities
 from bertgeom.variant.whatif import parse_what_if, what_if_frame, what_if_label
 from bertgeom.variant.explain import (
     apply_changes,

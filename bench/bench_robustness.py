@@ -113,7 +113,7 @@ def bert_logits(model_dir: Path, batch_size: int = 32, bf16: bool = False):
 
 
 def bert_scorer(logits, labels, temperature: float):
-    from bertgeom.variant.calibration import scaled_softmax
+    from bertgeom.probabilities import scaled_softmax
 
     def score(inputs):
         p = scaled_softmax(logits(inputs), temperature)
@@ -170,7 +170,8 @@ def export_checkpoint(checkpoint: Path, base: Path, out: Path) -> Path:
 def fit_model_temperature(logits, labels, max_per_class: int, seed: int, draws: dict | None = None) -> tuple[float, dict]:
     """The temperature fitted on the calibration genomes and their wide perturbations (half the
     weight on the plain genomes, half on the perturbed ones), and what it was fitted on."""
-    from bertgeom.variant.calibration import fit_temperature, scaled_softmax
+    from bertgeom.probabilities import scaled_softmax
+    from bertgeom.variant.calibration import fit_temperature
     from bertgeom.variant.robustness import expected_calibration_error, wide_perturbations
 
     cal = calibration_genomes(None, seed)

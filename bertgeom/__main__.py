@@ -31,7 +31,7 @@ def _cmd_trace(args) -> int:
     for layer in range(trace.num_layers):
         print(f"L{layer + 1}: mean max weight per head " + " ".join(f"{v:.2f}" for v in top[layer]))
     if trace.logits is not None:
-        from bertgeom.variant.predict import class_probabilities
+        from bertgeom.probabilities import class_probabilities
 
         probs = class_probabilities(model, trace.logits)  # calibrated where the model has a temperature
         order = np.argsort(-probs)

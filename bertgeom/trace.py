@@ -113,7 +113,7 @@ class Trace:
     @property
     def probs(self) -> np.ndarray | None:
         """The raw softmax of the logits (temperature 1). What a screen, the CLI or the tour shows is
-        :func:`bertgeom.variant.predict.class_probabilities` (calibrated); tests/test_one_probability.py
+        :func:`bertgeom.probabilities.class_probabilities` (calibrated); tests/test_one_probability.py
         checks that no screen reads this."""
         if self.logits is None:
             return None

@@ -1,5 +1,5 @@
 """One probability everywhere: every class probability of a classifier that a screen, the tour, the
-CLI or precompute shows goes through :func:`bertgeom.variant.predict.class_probabilities` (the
+CLI or precompute shows goes through :func:`bertgeom.probabilities.class_probabilities` (the
 calibrated ``softmax(z / T)``). A walk over every call site of bertgeom/ and app_pages/ finds any
 plain softmax of logits, and any read of a trace's raw ``.probs``, outside the places allowed below
 (issue #32 item 5: the tour said 97.07% where the page said 99.996%)."""
@@ -14,7 +14,7 @@ SOFTMAXES = {"softmax", "scaled_softmax", "log_softmax"}
 
 #: (file, enclosing function) -> why a softmax of logits is allowed there.
 ALLOWED_SOFTMAX = {
-    ("bertgeom/variant/predict.py", "class_probabilities"): "the one place",
+    ("bertgeom/probabilities.py", "class_probabilities"): "the one place",
     ("bertgeom/trace.py", "probs"): "Trace.probs, the raw softmax for the library; no screen reads it (below)",
     ("bertgeom/analysis/ablation.py", "probs"): "the ablation result's raw softmax; no screen reads it (below)",
 }
@@ -60,7 +60,7 @@ def _allowed(table, rel, func):
 def test_no_plain_softmax_of_logits_outside_class_probabilities():
     bad = [f"{rel}:{line} in {func}: {src}" for rel, text in _sources() for kind, func, line, src in _sites(rel, text)
            if kind == "softmax" and not _allowed(ALLOWED_SOFTMAX, rel, func)]
-    assert bad == [], "plain softmax of logits (use bertgeom.variant.predict.class_probabilities):\n" + "\n".join(bad)
+    assert bad == [], "plain softmax of logits (use bertgeom.probabilities.class_probabilities):\n" + "\n".join(bad)
 
 
 def test_no_screen_reads_a_traces_raw_probs():

@@ -13,7 +13,8 @@ from bertgeom.genome.classes import CLASSES
 from bertgeom.genome.dataset import load_demo_genomes, split_calibration, split_real_genomes
 from bertgeom.genome.markers import call_by_markers, marker_state
 from bertgeom.genome.reference import SPIKE_END, SPIKE_START
-from bertgeom.variant.calibration import fit_temperature, read_temperature, scaled_softmax, write_calibration
+from bertgeom.probabilities import scaled_softmax
+from bertgeom.variant.calibration import fit_temperature, read_temperature, write_calibration
 from bertgeom.variant.robustness import (
     KINDS,
     Genome,
@@ -143,7 +144,8 @@ def test_the_temperature_is_stored_with_the_weights_and_applied_where_probabilit
     from bertgeom.models import hash_file, load_model
     from bertgeom.variant import variant_spec
     from bertgeom.variant.explain import probabilities_for_spike
-    from bertgeom.variant.predict import class_probabilities, classify_stream, logits_for_ids
+    from bertgeom.probabilities import class_probabilities
+    from bertgeom.variant.predict import classify_stream, logits_for_ids
 
     model = tmp_path / "m"
     shutil.copytree(tiny_variant_dir, model)

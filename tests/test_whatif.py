@@ -10,7 +10,8 @@ from bertgeom.genome.markers import load_marker_table, marker_state
 from bertgeom.inputs import encode_input
 from bertgeom.variant.spec import demo_genomes
 from bertgeom.variant.explain import SpikeChange, apply_changes, probabilities_for_spike
-from bertgeom.variant.predict import class_log_odds, class_probabilities, logits_for_ids
+from bertgeom.probabilities import class_log_odds, class_probabilities
+from bertgeom.variant.predict import logits_for_ids
 from bertgeom.variant.whatif import (
     _apply,
     box_entries,

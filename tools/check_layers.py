@@ -32,7 +32,7 @@ from pathlib import Path
 # (``bertgeom.analysis``); ``app`` is app.py and ``app_pages`` the page files.
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"version", "examples", "metricdocs", "tables", "safety", "runtime", "tokens", "attention",
-               "weights", "models", "forward", "genome"}),
+               "weights", "models", "forward", "probabilities", "genome"}),
     frozenset({"analysis", "inputs", "backends"}),
     frozenset({"trace", "figures"}),
     frozenset({"sets", "variant"}),

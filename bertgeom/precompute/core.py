@@ -498,7 +498,7 @@ class ShardComputer:
     def _one(self, i, enc, hs, logits, attn, label, cols, cls_out, sums, counts) -> None:
         from bertgeom.analysis.cone import hidden_state_cone_curve
         from bertgeom.analysis.heads import head_features
-        from bertgeom.variant.predict import class_probabilities
+        from bertgeom.probabilities import class_probabilities
 
         d, cfg = self.dims, self.cfg
         probs = class_probabilities(self.loaded, logits)  # calibrated, as on the page and in the CLI

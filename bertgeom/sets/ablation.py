@@ -50,7 +50,7 @@ def input_sweep(loaded, item: InputItem, *, cache: bool = True) -> dict[str, np.
     ``cos [L, H]`` (final [CLS] cosine to the intact model's) in every case."""
 
     def compute() -> dict[str, np.ndarray]:
-        from bertgeom.variant.predict import class_probabilities
+        from bertgeom.probabilities import class_probabilities
 
         enc = encode_input(loaded, item.text)
         sw = sweep_single_heads(loaded, enc.input_ids)

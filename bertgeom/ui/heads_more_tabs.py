@@ -20,7 +20,7 @@ from bertgeom.ui.names import class_name
 from bertgeom.ui.state import PageView
 from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
 from bertgeom.ui.workqueue import heavy
-from bertgeom.variant.predict import class_probabilities
+from bertgeom.probabilities import class_probabilities
 
 #: Seconds one input's single-head sweep takes on this 2-core machine (shown as an estimate).
 #: Word pairs that make the default second input of a sentence a one-word edit.

@@ -13,7 +13,7 @@ import streamlit as st
 
 from bertgeom.analysis.ablation import cls_cosine
 from bertgeom.inputs import INPUT_KINDS
-from bertgeom.variant.predict import class_probabilities
+from bertgeom.probabilities import class_probabilities
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, matrix_heatmap, probability_bars
 from bertgeom.analysis.heads import FEATURE_DOCS

@@ -129,7 +129,7 @@ GENOME_FACTS_VERSION = 2
 @st.cache_data(show_spinner=False, max_entries=2, persist="disk")
 def _genome_change(model_id: str, text: str, version: int = GENOME_FACTS_VERSION) -> dict:
     """The demo genome's call and the ranked marker changes (forward passes: cached on disk), in the
-    calibrated probabilities every screen shows (:func:`bertgeom.variant.predict.class_probabilities`)."""
+    calibrated probabilities every screen shows (:func:`bertgeom.probabilities.class_probabilities`)."""
     from bertgeom.ui.cache import cached_model, get_trace
     from bertgeom.variant.whatif import genome_facts
 

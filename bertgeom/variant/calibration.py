@@ -11,7 +11,7 @@ The temperature is fitted on the **calibration split** of the real genomes
 plain genomes and their perturbations of the wide robustness benchmark
 (:func:`bertgeom.variant.robustness.wide_perturbations`), so it reflects what the page is shown.
 It is written to ``calibration.json`` beside ``model.safetensors`` (versioned, tied to the weights'
-hash) and read by :func:`bertgeom.variant.load_variant`; :func:`bertgeom.variant.predict.class_probabilities`
+hash) and read by :func:`bertgeom.variant.load_variant`; :func:`bertgeom.probabilities.class_probabilities`
 applies it wherever probabilities are produced.
 
 References: Guo, Pleiss, Sun & Weinberger, "On Calibration of Modern Neural Networks", ICML 2017,
@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+
 
 CALIBRATION_FILE = "calibration.json"
 CALIBRATION_FORMAT = "bertgeom-temperature"
@@ -58,14 +59,6 @@ def fit_temperature(logits: np.ndarray, y: np.ndarray, weights: np.ndarray | Non
     return float(np.exp((a + b) / 2))
 
 
-def scaled_softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    """``softmax(logits / temperature)`` over the last axis."""
-    z = np.asarray(logits, dtype=np.float64) / float(temperature)
-    z = z - z.max(-1, keepdims=True)
-    e = np.exp(z)
-    return (e / e.sum(-1, keepdims=True)).astype(np.float32)
-
-
 def write_calibration(model_dir: Path, temperature: float, weights_hash: str, fitted_on: dict) -> dict:
     """Write ``calibration.json`` (sorted keys, so identical fits give identical bytes)."""
     record = {"format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION, "method": "temperature scaling",
@@ -94,5 +87,5 @@ def read_temperature(model_dir: Path, weights_hash: str) -> tuple[float, str]:
     return t, f"temperature-scaled (T = {t:.3f}, fitted on the calibration genomes)"
 
 
-__all__ = ["CALIBRATION_FILE", "CALIBRATION_VERSION", "fit_temperature", "read_temperature", "scaled_softmax",
+__all__ = ["CALIBRATION_FILE", "CALIBRATION_VERSION", "fit_temperature", "read_temperature",
            "write_calibration"]

@@ -162,7 +162,8 @@ def revertible_events(report, events: list[dict]) -> list[RevertibleEvent]:
 
 def probabilities_for_spike(loaded: LoadedModel, aligned_spike: str) -> np.ndarray:
     """Class probabilities ``[C]`` of an aligned spike (one forward pass, no attentions; calibrated)."""
-    from bertgeom.variant.predict import class_probabilities, logits_for_ids
+    from bertgeom.probabilities import class_probabilities
+    from bertgeom.variant.predict import logits_for_ids
 
     ids, _ = loaded.tokenizer.encode(aligned_spike, max_length=None)
     return class_probabilities(loaded, logits_for_ids(loaded, ids[None, :]))[0]

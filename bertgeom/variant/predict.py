@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bertgeom.probabilities import class_probabilities
 from bertgeom.models import LoadedModel
 
 
@@ -57,28 +58,6 @@ class Prediction:
         if backend:
             out["model_backend"] = backend
         return out
-
-
-def class_probabilities(loaded: LoadedModel, logits: np.ndarray) -> np.ndarray:
-    """The one place logits become the probabilities shown anywhere (page, CSV, JSON, warnings):
-    ``softmax(logits / T)`` with the model's calibrated temperature (:mod:`.calibration`; 1.0 when
-    the model directory has none). The call (argmax) is the same for every T."""
-    from bertgeom.variant.calibration import scaled_softmax
-
-    return scaled_softmax(logits, float(loaded.extra.get("temperature", 1.0)))
-
-
-def class_log_odds(loaded: LoadedModel, logits: np.ndarray) -> np.ndarray:
-    """The log-odds ``ln(p / (1 - p))`` of every class under :func:`class_probabilities`, computed
-    from the logits (``z_c/T - logsumexp_{j != c} z_j/T``), so it still moves where a calibrated
-    probability shows as "> 99.9%" (the what-if's effects). Same shape as ``logits``."""
-    z = np.asarray(logits, dtype=np.float64) / float(loaded.extra.get("temperature", 1.0))
-    out = np.empty_like(z)
-    for c in range(z.shape[-1]):
-        rest = np.delete(z, c, axis=-1)
-        m = rest.max(-1)
-        out[..., c] = z[..., c] - (m + np.log(np.exp(rest - m[..., None]).sum(-1)))
-    return out
 
 
 def logits_for_ids(loaded: LoadedModel, ids: np.ndarray, precision: str = "fp32") -> np.ndarray:

@@ -12,8 +12,8 @@ class's probability before and after, sorted by how far it fell. A teaching tour
 a change that really moves the call (one own marker alone rarely does: the shipped model was
 trained not to flip on one marker; see README, robustness).
 
-Probabilities are the calibrated ones every screen shows (:func:`bertgeom.variant.predict.class_probabilities`);
-beside them each row carries the class's log-odds (:func:`~bertgeom.variant.predict.class_log_odds`),
+Probabilities are the calibrated ones every screen shows (:func:`bertgeom.probabilities.class_probabilities`);
+beside them each row carries the class's log-odds (:func:`~bertgeom.probabilities.class_log_odds`),
 which still move where a calibrated probability sits above 99.9%.
 
 The *What if?* box reads changes in the old bertgeom names and in Nextclade's
@@ -146,7 +146,8 @@ def rank_changes(loaded, aligned: str, cls: str, *, table=None, batch_size: int 
     "p_after", "drop", "new_call", "p_new_call", "logodds_before", "logodds_after"}`` (``cls``'s
     calibrated probability and log-odds before/after), sorted by ``drop`` (largest first; fewer
     markers first on ties)."""
-    from bertgeom.variant.predict import class_log_odds, class_probabilities, logits_for_ids
+    from bertgeom.probabilities import class_log_odds, class_probabilities
+    from bertgeom.variant.predict import logits_for_ids
 
     labels = list(loaded.labels)
     target = labels.index(cls)
@@ -296,7 +297,7 @@ def what_if_frame(loaded, logits_before, logits_after, class_names):
     import pandas as pd
 
     from bertgeom.figures.base import probability_label
-    from bertgeom.variant.predict import class_log_odds, class_probabilities
+    from bertgeom.probabilities import class_log_odds, class_probabilities
 
     pb, pa = class_probabilities(loaded, logits_before), class_probabilities(loaded, logits_after)
     lb, la = class_log_odds(loaded, logits_before), class_log_odds(loaded, logits_after)
@@ -310,7 +311,7 @@ def genome_facts(loaded, trace) -> dict:
     """What the tour's genome step says about one genome: its call and calibrated probability and
     log-odds, the change :func:`tour_change` picks, the number of candidates and the strongest
     single marker (``rows`` of :func:`rank_changes`)."""
-    from bertgeom.variant.predict import class_log_odds, class_probabilities
+    from bertgeom.probabilities import class_log_odds, class_probabilities
 
     probs = class_probabilities(loaded, trace.logits)
     k = int(np.argmax(probs))

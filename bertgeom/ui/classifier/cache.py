@@ -109,6 +109,6 @@ def logits_for(model_id: str, aligned_spike: str) -> np.ndarray:
 
 def probabilities_for(model_id: str, aligned_spike: str) -> np.ndarray:
     """Calibrated class probabilities of an edited aligned spike (:func:`logits_for`)."""
-    from bertgeom.variant.predict import class_probabilities
+    from bertgeom.probabilities import class_probabilities
 
     return class_probabilities(cached_model(model_id), logits_for(model_id, aligned_spike))
