@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
@@ -211,3 +212,23 @@ def test_streams_on_a_runtime_give_torchs_calls_in_input_order(tiny_variant, cac
     for a, b in zip(got, ref):
         assert a.probs.keys() == b.probs.keys()
         assert max(abs(a.probs[k] - b.probs[k]) for k in a.probs) < 1e-4
+
+
+def test_concurrent_requests_share_one_fast_classifier(tiny_variant):
+    """Server threads share the loaded model: many asking at once get one classifier per key (the memo
+    is locked), keyed by the weights too."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bertgeom.variant.predict import fast_classifier
+
+    barrier = threading.Barrier(6)
+
+    def ask(_):
+        barrier.wait()  # every thread asks at the same moment
+        return fast_classifier(tiny_variant, "cpu", "fp32", "torch")
+
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(ask, range(6)))
+    assert len({id(fc) for fc in got}) == 1
+    keys = [k for k in tiny_variant.extra if isinstance(k, tuple) and k[0] == "fast-classifier"]
+    assert keys and all(k[1] == tiny_variant.weights_hash for k in keys)

@@ -7,6 +7,7 @@ a bad record yields a row with its error, never an exception.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -166,6 +167,11 @@ class FastClassifier:
         return self.precision if self.backend == "torch" else f"{self.precision} ({self.backend})"
 
 
+#: Held while a FastClassifier is built (an export or a compile can take seconds; two requests must not
+#: build two, nor write ``loaded.extra`` at the same moment).
+_FAST_CLASSIFIER_LOCK = threading.Lock()
+
+
 def fast_classifier(loaded: LoadedModel, device: str = "auto", precision: str = "auto",
                     backend: str = "auto") -> FastClassifier:
     """The :class:`FastClassifier` of ``loaded`` for ``(device, backend, precision)``, made once per loaded
@@ -174,12 +180,15 @@ def fast_classifier(loaded: LoadedModel, device: str = "auto", precision: str = 
     from bertgeom.models import resolve_device
 
     dev = resolve_device(device)
-    key = ("fast-classifier", dev) + choose_backend(backend, dev, precision)
+    key = ("fast-classifier", loaded.weights_hash, dev) + choose_backend(backend, dev, precision)
     fc = loaded.extra.get(key)
     if fc is None:
-        fc = FastClassifier(loaded, dev, key[3], key[2])
-        loaded.extra[key] = fc
-        loaded.extra[("fast-classifier", dev, fc.backend, fc.precision)] = fc
+        with _FAST_CLASSIFIER_LOCK:  # server threads share the model: one build per key, never two at once
+            fc = loaded.extra.get(key)
+            if fc is None:
+                fc = FastClassifier(loaded, dev, key[4], key[3])
+                loaded.extra[key] = fc
+                loaded.extra[("fast-classifier", loaded.weights_hash, dev, fc.backend, fc.precision)] = fc
     return fc
 
 
