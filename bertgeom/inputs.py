@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertgeom.models import load_plugins
+from bertgeom.models import PluginRegistry
 from bertgeom.tokens import TokenKinds, is_punct_token
 
 if TYPE_CHECKING:
@@ -257,38 +257,13 @@ TEXT = InputKind(
 )
 
 
-class InputKinds(dict):
+class InputKinds(PluginRegistry):
     """The registered input kinds by name: one object, changed in place (an earlier
-    ``from bertgeom.inputs import INPUT_KINDS`` always sees the current kinds). Reading it first
-    loads the installed model families (:func:`bertgeom.models.load_plugins`)."""
+    ``from bertgeom.inputs import INPUT_KINDS`` always sees the current kinds)."""
 
     def register(self, kind: InputKind) -> InputKind:
         dict.__setitem__(self, kind.name, kind)
         return kind
-
-    def get(self, name, default=None):
-        load_plugins()
-        return super().get(name, default)
-
-    def __getitem__(self, name):
-        load_plugins()
-        return super().__getitem__(name)
-
-    def __contains__(self, name) -> bool:
-        load_plugins()
-        return super().__contains__(name)
-
-    def __iter__(self):
-        load_plugins()
-        return super().__iter__()
-
-    def values(self):
-        load_plugins()
-        return super().values()
-
-    def items(self):
-        load_plugins()
-        return super().items()
 
     def of(self, what) -> InputKind:
         """The kind of ``what``: a kind name, a :class:`~bertgeom.models.ModelSpec` or a loaded model."""

@@ -113,29 +113,17 @@ def load_plugins() -> None:
         getattr(import_module(module), attr)()
 
 
-class ModelRegistry(dict):
-    """The registered models by id, in the order the picker shows them, with the default model.
+class PluginRegistry(dict):
+    """A registry that loads the installed model families (:func:`load_plugins`) before any read, so
+    a family's models and input kinds are there whoever asks first; writes go straight in."""
 
-    One object, changed in place: an earlier ``from bertgeom.models import REGISTRY`` always sees
-    the models registered since (a plug-in adds its own with :meth:`add`). Reading it first loads
-    the installed plug-ins (:func:`load_plugins`)."""
-
-    def __init__(self, specs=(), default_id: str = ""):
-        super().__init__((spec.id, spec) for spec in specs)
-        self._default_id = default_id or next(iter(dict.keys(self)), "")
-
-    @property
-    def default_id(self) -> str:
+    def __getitem__(self, key):
         load_plugins()
-        return self._default_id
+        return super().__getitem__(key)
 
-    def __getitem__(self, model_id):
+    def __contains__(self, key) -> bool:
         load_plugins()
-        return super().__getitem__(model_id)
-
-    def __contains__(self, model_id) -> bool:
-        load_plugins()
-        return super().__contains__(model_id)
+        return super().__contains__(key)
 
     def __iter__(self):
         load_plugins()
@@ -145,9 +133,9 @@ class ModelRegistry(dict):
         load_plugins()
         return super().__len__()
 
-    def get(self, model_id, default=None):
+    def get(self, key, default=None):
         load_plugins()
-        return super().get(model_id, default)
+        return super().get(key, default)
 
     def keys(self):
         load_plugins()
@@ -160,6 +148,22 @@ class ModelRegistry(dict):
     def items(self):
         load_plugins()
         return super().items()
+
+
+class ModelRegistry(PluginRegistry):
+    """The registered models by id, in the order the picker shows them, with the default model.
+
+    One object, changed in place: an earlier ``from bertgeom.models import REGISTRY`` always sees
+    the models registered since (a plug-in adds its own with :meth:`add`)."""
+
+    def __init__(self, specs=(), default_id: str = ""):
+        super().__init__((spec.id, spec) for spec in specs)
+        self._default_id = default_id or next(iter(dict.keys(self)), "")
+
+    @property
+    def default_id(self) -> str:
+        load_plugins()
+        return self._default_id
 
     def add(self, spec: ModelSpec, *, first: bool = False) -> ModelSpec:
         """Register ``spec``; ``first`` puts it at the head of the picker and makes it the default."""
