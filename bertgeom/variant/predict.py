@@ -394,12 +394,17 @@ def read_labels_tsv(path) -> dict[str, str]:
     from bertgeom.genome.classes import CLASSES, label_to_class
 
     out = {}
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh, delimiter="\t"):
-            raw = (row.get("class") or row.get("label") or "").strip()
-            cls = raw.lower() if raw.lower() in CLASSES else label_to_class(raw)
-            if row.get("name") and cls:
-                out[row["name"]] = cls
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            for row in csv.DictReader(fh, delimiter="\t"):
+                if any("\x00" in (v or "") for v in row.values() if isinstance(v, str)):
+                    raise UnicodeError
+                raw = (row.get("class") or row.get("label") or "").strip()
+                cls = raw.lower() if raw.lower() in CLASSES else label_to_class(raw)
+                if row.get("name") and cls:
+                    out[row["name"]] = cls
+    except (UnicodeError, csv.Error):
+        raise ValueError(f"The labels file '{path}' is not a UTF-8 text TSV (name and label columns).") from None
     return out
 
 
@@ -425,13 +430,18 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
     copy shipped in the package; with the recipe's augmentation, two augmented draws per example);
     ``None`` skips it.
     """
-    from bertgeom.genome.fasta import RecordError, iter_fasta_file
+    from bertgeom.genome.fasta import RecordError, SequenceInputError, iter_fasta_file
 
     if fasta is None:  # the held-out split of the open developer genomes shipped in the package
         records, truth = held_out_genomes(baseline_data if isinstance(baseline_data, str) else None)
     else:
         truth = read_labels_tsv(labels_tsv)
         records = [r for r in iter_fasta_file(fasta) if isinstance(r, RecordError) or r.name in truth]
+        broken = next((r for r in records if getattr(r, "stream_error", False)), None)
+        if broken is not None:  # a metric over part of the file would read as the whole file's
+            raise SequenceInputError(broken.message)
+        if not any(r.ok for r in records):
+            raise SequenceInputError(f"No record of '{fasta}' is a labelled nucleotide sequence.")
     y_true, y_pred, y_rule, spikes, skipped = [], [], [], [], []
     for i, pred in enumerate(classify_stream(loaded, records, batch_size=batch_size, workers=workers, device=device,
                                                  precision=precision, streams=streams)):
