@@ -15,6 +15,18 @@ import numpy as np
 from bertgeom.models import LoadedModel
 
 
+def _agreement(predicted: str | None, rule_call: str | None) -> str:
+    """The ``agrees`` cell: yes, no, or "not comparable" for a class outside the eight (a custom
+    model's own label); empty when either call is missing."""
+    from bertgeom.genome.classes import CLASSES
+
+    if not (predicted and rule_call):
+        return ""
+    if predicted not in CLASSES:
+        return "not comparable"
+    return "yes" if predicted == rule_call else "no"
+
+
 @dataclass
 class Prediction:
     """One classified record (``error`` set when it could not be classified)."""
@@ -47,7 +59,7 @@ class Prediction:
                    unk_rate="" if self.unk_rate is None else round(self.unk_rate, 4),
                    rule_call=self.rule_call, rule_evidence=self.rule_evidence, clade=self.clade,
                    qc_score="" if self.qc_score is None else self.qc_score, qc_status=self.qc_status,
-                   agrees="" if not (self.predicted and self.rule_call) else ("yes" if self.predicted == self.rule_call else "no"),
+                   agrees=_agreement(self.predicted, self.rule_call),
                    error=self.error, model_version=model_version)
         if precision:
             out["model_precision"] = precision
