@@ -118,6 +118,19 @@ def test_a_precompute_lock_link_is_refused_and_never_written(tmp_path):
     assert precious.read_text() == "someone else's file\n" and (out / "precompute.lock").is_symlink()
 
 
+def test_the_prepared_sets_lock_link_is_refused_and_never_written(tmp_path, monkeypatch):
+    from bertgeom.sets.prepared import prepare_models, prepared_dir
+
+    monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
+    prepared_dir().mkdir(parents=True)
+    precious = tmp_path / "precious.txt"
+    precious.write_text("someone else's file\n")
+    (prepared_dir() / "lock").symlink_to(precious)
+    said: list[str] = []
+    assert prepare_models(["tiny-random"], log=said.append) == 2
+    assert "never followed" in said[0] and precious.read_text() == "someone else's file\n"
+
+
 # ---- items 9-12: every read path in one handler ----------------------------------------------
 def test_a_gz_cut_inside_a_header_over_64_kib_exits_2_and_keeps_the_first_record(tiny_variant_dir, tmp_path, demo):
     long_header = os.urandom(100_000).hex()  # incompressible: the cut lands inside it
