@@ -104,6 +104,14 @@ def test_every_query_parameter_on_every_page_renders_as_text(app, watched):
     page.screenshot(path=str(SHOTS / "hostile_links_url.png"), full_page=True)
 
 
+def _own_set(page) -> None:
+    """Queries & keys over a set: choose "my own inputs" (when not chosen yet)."""
+    own = page.get_by_test_id("stRadio").filter(has_text="my own inputs").get_by_text("my own inputs")
+    expect(own).to_be_visible(timeout=BOUND_MS)
+    if not page.get_by_role("radio", name="my own inputs").is_checked():
+        page.runs.after(own.click)
+
+
 def _type(page, box, text: str, submit: str = "Enter") -> None:
     box.fill(text)
     page.runs.after(lambda: box.press(submit))
@@ -111,10 +119,11 @@ def _type(page, box, text: str, submit: str = "Enter") -> None:
 
 def test_every_text_box_renders_a_payload_as_text(app, watched):
     page = watched
-    _visit(page, f"{app}/?view=heads&model=minilm-l6&heads_tab=Queries+%26+keys+over+a+set&w_qk_set=own")
+    _visit(page, f"{app}/?view=heads&model=minilm-l6&heads_tab=Queries+%26+keys+over+a+set")
     sidebar = page.get_by_test_id("stSidebar")
     _type(page, sidebar.get_by_role("textbox", name="Input sentence"), f"The cat sat. {PAYLOAD}", "Control+Enter")
     _nothing_formed(page, "sidebar text")
+    _own_set(page)
     lines = page.get_by_role("textbox", name="One input per line")
     _type(page, lines, f"A dog barked.\n{PAYLOAD}", "Control+Enter")
     search = page.get_by_role("textbox", name="Search a token or k-mer")
@@ -145,7 +154,8 @@ def test_the_queries_and_keys_upload_and_the_what_if_box_render_a_payload_as_tex
     junk = "ACGTTGCA" * 40  # aligns nowhere: each record lands in the error caption
     genome = load_demo_genomes()[0][0].sequence
     fasta = f">{PAYLOAD}|omicron\n{junk}\n>ok|alpha\n{genome}\n>{PAYLOAD} 2|delta\n{genome}\n".encode()
-    _visit(page, f"{app}/?view=heads&model={VARIANT_MODEL_ID}&heads_tab=Queries+%26+keys+over+a+set&w_qk_set=own")
+    _visit(page, f"{app}/?view=heads&model={VARIANT_MODEL_ID}&heads_tab=Queries+%26+keys+over+a+set")
+    _own_set(page)
     upload = page.get_by_test_id("stMain").get_by_test_id("stFileUploaderDropzoneInput").first
     page.runs.after(lambda: upload.set_input_files({"name": f"{PAYLOAD}.fasta", "mimeType": "text/plain",
                                                      "buffer": fasta}))
