@@ -169,8 +169,10 @@ def _lock_output(final: Path):
         raise CliError(f"'{final}' is being written by PID {exc.holder.get('pid', '?')} (another run); let it "
                        "finish or give another --out.", EXIT_OUTPUT) from None
     except OSError as exc:
-        what = "is a symbolic link (never followed)" if exc.errno == errno.ELOOP else f"cannot be created ({exc.strerror or exc})"
-        raise CliError(f"The lock file '{lock.path}' of --out {what}.", EXIT_OUTPUT) from None
+        if exc.errno == errno.ELOOP:
+            raise CliError(f"The lock file '{lock.path}' of --out is a symbolic link (never followed); remove it "
+                           "and rerun.", EXIT_OUTPUT) from None
+        raise CliError(f"--out '{final}' cannot be written ({exc.strerror or exc}).", EXIT_OUTPUT) from None
 
 
 def _cmd_classify(args) -> int:
