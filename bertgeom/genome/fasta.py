@@ -63,6 +63,8 @@ class RecordError:
     message: str
     stream_error: bool = False  #: the file itself could not be read further (truncated, corrupt)
     warning: bool = False  #: not a record: unreadable bytes after the last complete member were ignored
+    #: a record over the length limit (its letters are not read): a sequence, unlike binary junk
+    too_long: bool = False
     #: with ``stream_error`` on damaged data: how many records yielded just before this one came
     #: from data no check confirmed (a caller keeps none of them)
     unverified: int = 0
@@ -548,7 +550,8 @@ def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LE
             if checked is not None:
                 pending.append(end)
             if too_long:
-                return RecordError(rec_name, i, f"Record '{rec_name}' is longer than the limit of {max_record_len:,} characters.")
+                return RecordError(rec_name, i, f"Record '{rec_name}' is longer than the limit of {max_record_len:,} "
+                                   "characters.", too_long=True)
             try:
                 seq, notes = clean_sequence("".join(parts), rec_name, max_record_len)
             except SequenceInputError as exc:

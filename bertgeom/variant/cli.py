@@ -238,7 +238,7 @@ def _classify_into(args, loaded, device, precision, final, out) -> int:
             if getattr(rec, "stream_error", False):
                 stream_errors.append(rec.message)
                 unverified = rec.unverified
-            elif isinstance(rec, SequenceRecord):
+            elif isinstance(rec, SequenceRecord) or getattr(rec, "too_long", False):  # a sequence, if too long
                 n_seq += 1
             elif not first_error:
                 first_error.append(rec.message)
