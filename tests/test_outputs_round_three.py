@@ -242,20 +242,25 @@ def test_rows_from_a_gzip_member_whose_check_fails_are_not_kept(tiny_variant_dir
 def _interrupt_during_start_up(args: list[str], env: dict) -> tuple[int, str]:
     """Start ``python -X importtime -m bertgeom ARGS``, send SIGINT once torch has been imported
     (start-up: the model is not loaded yet), and return the exit status and the non-import lines."""
+    # SIGINT as a terminal sends it (a suite run in a shell's background inherits it ignored)
     proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "bertgeom", *args], stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True, env=env)
-    other: list[str] = []
-    for line in proc.stderr:
-        if not line.startswith("import time:"):
-            other.append(line)
-        elif re.search(r"\|\s+torch$", line.rstrip()):
-            proc.send_signal(signal.SIGINT)
-            break
-    else:
-        proc.wait(timeout=60)
-        pytest.fail("the command ended before importing torch: " + "".join(other))
-    other += [ln for ln in proc.stderr if not ln.startswith("import time:")]
-    return proc.wait(timeout=120), "".join(other)
+                            stdout=subprocess.DEVNULL, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        other: list[str] = []
+        for line in proc.stderr:
+            if not line.startswith("import time:"):
+                other.append(line)
+            elif re.search(r"\|\s+torch$", line.rstrip()):
+                proc.send_signal(signal.SIGINT)
+                break
+        else:
+            proc.wait(timeout=60)
+            pytest.fail("the command ended before importing torch: " + "".join(other))
+        other += [ln for ln in proc.stderr if not ln.startswith("import time:")]
+        return proc.wait(timeout=300), "".join(other)
+    finally:
+        proc.kill()
 
 
 @pytest.mark.parametrize("command", ["classify", "prepare-sets"])

@@ -317,13 +317,19 @@ def test_ctrl_c_stops_with_130_and_the_rerun_resumes(inputs, tiny_variant_dir, l
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     gate = tmp_path / "gate"
     os.mkfifo(gate)  # after each shard the run waits here until the test opens it: it never does
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env={**env, GATE_ENV: str(gate)})
-    deadline = time.monotonic() + 600  # an upper bound only: the loop ends on the event, the first shard's file
-    while not list(out.glob("shards/*.done")):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)  # the run cannot have finished: it waits at the gate after that shard
-    err = proc.communicate(timeout=300)[1]
+    # SIGINT as a terminal sends it: a suite started in the background of a non-interactive shell
+    # inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env={**env, GATE_ENV: str(gate)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 600  # an upper bound only: the loop ends on the event, the first shard's file
+        while not list(out.glob("shards/*.done")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)  # the run cannot have finished: it waits at the gate after that shard
+        err = proc.communicate(timeout=300)[1]
+    finally:
+        proc.kill()  # never left waiting at the gate
     assert proc.returncode == 130, err
     assert "interrupted:" in err and "rerun the same command" in err and "Traceback" not in err
     done = len(list(out.glob("shards/*.done")))
