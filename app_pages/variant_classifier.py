@@ -15,6 +15,7 @@ from bertgeom.models import REGISTRY, ModelLoadError, resolve_spec
 from bertgeom.inputs import InputError
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.variant.spec import demo_genomes, reading_notes
+from bertgeom.safety import csv_frame
 from bertgeom.ui.plain import plain
 from bertgeom.ui.classifier.cache import (
     MAX_BATCH_RECORDS,
@@ -123,7 +124,9 @@ if len(records) > 1:
         bar.progress(len(rows) / n_rows, text=f"Classified {len(rows)} of {n_rows} records…")
     bar.empty()
     rows, renamed = name_rows_apart(rows)  # records sharing a name: name, name#2 (original_name keeps the header's)
-    table = batch_table(rows)
+    # the table's cells as the CSV writes them (a formula-like name gets its apostrophe): Streamlit's
+    # own table download writes the cells it is given
+    table = csv_frame(batch_table(rows))
     if renamed:
         st.caption("ℹ️ " + plain(renamed))
     st.caption("One row per record (sortable). Click a row to open that genome's full view below."
@@ -210,9 +213,10 @@ with right:
         opinion = {"call": None}
     else:
         min_conf = st.slider("Warn below this confidence", 0.5, 0.99, 0.9, 0.01, key="w_min_conf")
-        st.markdown(f"### {CLASS_DISPLAY.get(pred, pred)} — {probability_label(confidence)}")
+        st.markdown(f"### {plain(CLASS_DISPLAY.get(pred, pred))} — {probability_label(confidence)}")  # labels are data
         opinion = second_opinion(analysis, pred, confidence, min_conf)
-        mark = ":green[:material/check_circle: agrees]" if opinion["agrees"] else ":red[:material/error: disagrees]"
+        mark = {True: ":green[:material/check_circle: agrees]", False: ":red[:material/error: disagrees]",
+                None: ":gray[:material/help: not comparable]"}[opinion["agrees"]]
         st.markdown(f"**Second opinion** (rule-based, from each class's characteristic spike mutations): "
                     f"**{opinion['display']}** — {opinion['evidence']}, {mark}",
                     help="The table of characteristic mutations ships with the app "
@@ -222,7 +226,7 @@ with right:
         if qc.verdict == "fail":
             st.warning("Low confidence: the sequence fails QC, so treat this prediction with caution.")
         if opinion["warning"]:
-            (st.error if not opinion["agrees"] else st.warning)(opinion["warning"])
+            (st.error if opinion["agrees"] is False else st.warning)(plain(opinion["warning"]))
         chart(probability_bars(labels, {"probability": probs}, display=CLASS_DISPLAY, highlight=pred), "w_probs")
 
 # ---- mutations -------------------------------------------------------------------------------
@@ -307,7 +311,7 @@ if changes:
                  hide_index=True, width="stretch")
     new_probs = class_probabilities(loaded, after_logits)
     new_pred = labels[int(np.argmax(new_probs))]
-    st.markdown(f"Prediction after {n_events} change(s): **{CLASS_DISPLAY.get(new_pred, new_pred)}** "
+    st.markdown(f"Prediction after {n_events} change(s): **{plain(CLASS_DISPLAY.get(new_pred, new_pred))}** "
                 f"({probability_label(new_probs.max())})")
     st.caption("Log-odds ln(p / (1 − p)) of the calibrated probability: they keep moving where the probability "
                "shows as > 99.9% (+2.3 is ten times the odds).")
@@ -319,4 +323,10 @@ c1.download_button("Download result (JSON)", json.dumps(result_record(loaded, an
 c2.download_button("Download result (CSV)", csv_bytes([result_row(loaded, analysis, pred, labels, probs)]),
                    "variant_result.csv", "text/csv")
 with st.expander("Model card"):
-    st.markdown(loaded.extra.get("card") or "No model card was found next to the weights.")
+    card = loaded.extra.get("card") or ""
+    if not card:
+        st.markdown("No model card was found next to the weights.")
+    elif loaded.spec.id == VARIANT_MODEL_ID:  # the package's own card
+        st.markdown(card)
+    else:  # a custom folder's card is shown as its text: its markdown could fetch images or form links
+        st.text(card)

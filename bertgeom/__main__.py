@@ -137,5 +137,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def run(argv: list[str] | None = None) -> int:
+    """:func:`main`, with Ctrl+C at any point (start-up included: imports, model loading) answered
+    in one sentence and exit status 130; the commands that write say more in their own handlers."""
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        try:
+            print("interrupted (Ctrl+C).", file=sys.stderr)
+        except KeyboardInterrupt:
+            pass
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -5,7 +5,10 @@ One home for each rule, so every site calls the same code:
 * :func:`plain` - a user string (FASTA header, file name, manifest field, error text) as markdown
   that renders exactly that text: no link, image, colour directive, emoji shortcode or formula.
 * :func:`csv_cell`, :func:`csv_bytes` - CSV cells a spreadsheet will not run as a formula.
-* :class:`AtomicFile` - an output file that replaces the previous one only when the run succeeds.
+* :class:`AtomicFile` - an output file that replaces the previous one only when the run succeeds,
+  written under a name unique to the run, never through a link.
+* :class:`ExclusiveLock`, :func:`output_lock` - one run writes an output (or a results folder) at a
+  time; the lock file is never followed as a link.
 * :func:`inside_results_root` - a path under a results root, refused when any part of it is a
   symbolic link or resolves outside the root.
 * :class:`NameDeduper` - records that share a name told apart in outputs (``name``, ``name#2``).
@@ -20,6 +23,8 @@ References
   addresses become links, recognised in the text after escapes are resolved.
 * OWASP, "CSV Injection": cells starting with ``= + - @``, tab or carriage return are prefixed
   with an apostrophe.
+* POSIX ``open(2)``: ``O_EXCL`` with ``O_CREAT`` fails on an existing name, a link included;
+  ``O_NOFOLLOW`` fails with ``ELOOP`` when the last component is a symbolic link. ``flock(2)``.
 """
 
 from __future__ import annotations
@@ -132,18 +137,42 @@ class NameDeduper:
 
 
 # ---- atomic output ---------------------------------------------------------------------------
+def _create_mode(target: Path) -> int:
+    """Permissions for a new output file: the target's when it exists, else 0o666 less the umask
+    (``mkstemp`` creates 0o600, which would make every committed output private)."""
+    try:
+        return os.stat(target, follow_symlinks=False).st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 class AtomicFile:
     """An output file written under a temporary name beside it and renamed over the target by
     :meth:`commit` only. A run that fails or is interrupted never replaces (or truncates) the
     previous file; what it wrote stays in :attr:`partial` for inspection.
 
+    The temporary name is unique to the run (``OUT.<random>.partial``, created with ``O_EXCL`` and
+    ``O_NOFOLLOW``): two runs never write the same file, and a planted link is never followed.
+
     ``with AtomicFile(path) as out: ...; out.commit()`` - without ``commit`` the target is untouched.
     """
 
     def __init__(self, path: str | os.PathLike, mode: str = "w", **open_kw):
+        import tempfile
+
         self.path = Path(path)
-        self.partial = self.path.with_name(self.path.name + ".partial")
-        self._fh = open(self.partial, mode, **open_kw)  # noqa: SIM115 - closed by commit() or close()
+        perms = _create_mode(self.path)
+        fd, name = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".partial", dir=self.path.parent)
+        self.partial = Path(name)
+        try:
+            os.fchmod(fd, perms)
+            self._fh = os.fdopen(fd, mode, **open_kw)  # noqa: SIM115 - closed by commit() or close()
+        except BaseException:
+            os.close(fd)
+            self.partial.unlink(missing_ok=True)
+            raise
         self.committed = False
 
     def __getattr__(self, name):
@@ -159,6 +188,11 @@ class AtomicFile:
         if not self._fh.closed:
             self._fh.close()
 
+    def discard(self) -> None:
+        """Close and remove the temporary file (a run that wrote nothing worth keeping)."""
+        self.close()
+        self.partial.unlink(missing_ok=True)
+
     def commit(self) -> None:
         """Flush, sync and rename the partial file over the target (atomic on one file system)."""
         self._fh.flush()
@@ -166,6 +200,112 @@ class AtomicFile:
         self.close()
         os.replace(self.partial, self.path)
         self.committed = True
+
+
+# ---- one writer per output -------------------------------------------------------------------
+class LockBusyError(OSError):
+    """Another process holds the lock; ``holder`` is what it recorded (pid, host, start time)."""
+
+    def __init__(self, message: str, holder: dict):
+        super().__init__(message)
+        self.holder = holder
+
+
+def read_lock_holder(path: str | os.PathLike) -> dict:
+    """What the holder of a lock file recorded (``{}`` when unreadable, a link or not JSON)."""
+    import json
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        return json.loads(os.read(fd, 4096) or b"{}")
+    except ValueError:
+        return {}
+    finally:
+        os.close(fd)
+
+
+class ExclusiveLock:
+    """An advisory ``flock`` on a lock file, held for a run's life (a context manager).
+
+    The file is opened with ``O_NOFOLLOW`` (a planted link is refused with ``ELOOP``, never written
+    through) and records the holder's pid, host and start time, for the message a second process
+    prints. The kernel drops a ``flock`` when its process dies, however it dies, so a file left by
+    a killed run is simply taken over (:attr:`took_over` holds what that run recorded).
+    :meth:`acquire` raises :class:`LockBusyError` when another process holds the lock.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._fd: int | None = None
+        self.took_over: dict | None = None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free (True), else False; ``OSError`` when the file cannot be opened."""
+        import fcntl
+        import json
+        import socket
+        import time
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        try:  # the holder may have removed the file between our open and our flock: retry on the new one
+            same = os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            return self.try_acquire()
+        previous = os.read(fd, 4096)
+        if previous.strip():
+            try:
+                self.took_over = json.loads(previous)
+            except ValueError:
+                self.took_over = {}
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(me).encode())
+        os.fsync(fd)
+        self._fd = fd
+        return True
+
+    def acquire(self) -> "ExclusiveLock":
+        if not self.try_acquire():
+            holder = read_lock_holder(self.path)
+            raise LockBusyError(f"'{self.path}' is held by PID {holder.get('pid', '?')}.", holder)
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        import fcntl
+
+        try:
+            self.path.unlink(missing_ok=True)  # still ours: nobody else can hold it while we do
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "ExclusiveLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def output_lock(path: str | os.PathLike) -> ExclusiveLock:
+    """The lock of one output file (``OUT.lock`` beside ``OUT``): one run writes ``OUT`` at a time."""
+    path = Path(path)
+    return ExclusiveLock(path.with_name(path.name + ".lock"))
 
 
 # ---- results root ----------------------------------------------------------------------------

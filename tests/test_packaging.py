@@ -41,7 +41,27 @@ def test_the_package_data_covers_every_data_file():
 
 
 def test_the_console_script_is_the_cli():
-    assert PYPROJECT["project"]["scripts"]["bertgeom"] == "bertgeom.__main__:main"
-    from bertgeom.__main__ import main
+    # run(): main() with Ctrl+C at any point answered in one sentence (issue 33, item 13)
+    assert PYPROJECT["project"]["scripts"]["bertgeom"] == "bertgeom.__main__:run"
+    from bertgeom.__main__ import run
 
-    assert main(["models"]) == 0
+    assert run(["models"]) == 0
+
+
+def test_floors_are_past_the_published_advisories_and_installed_here():
+    """Issue 33, item 14: streamlit < 1.54 and transformers < 5.5 have published advisories, so the
+    floors exclude them; the versions installed here satisfy the floors (they exist and install)."""
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    floors = {"streamlit": Version("1.54"), "transformers": Version("5.5")}
+    for line in requirement_lines("requirements.txt")[:-1]:
+        req = Requirement(line)
+        if req.name in floors:
+            lowest = min(Version(s.version) for s in req.specifier if s.operator == ">=")
+            assert lowest >= floors[req.name], line
+            assert req.specifier.contains(version(req.name)), (line, version(req.name))
+            floors.pop(req.name)
+    assert not floors, f"not in requirements.txt: {floors}"

@@ -309,20 +309,31 @@ def test_ctrl_c_stops_with_130_and_the_rerun_resumes(inputs, tiny_variant_dir, l
     import sys
     import time
 
+    from bertgeom.precompute.run import GATE_ENV
+
     out = tmp_path / "sigint"
     argv = [sys.executable, "-m", "bertgeom", "precompute", str(inputs[0]), str(inputs[1]), "--out", str(out),
             "--model", str(tiny_variant_dir), "--shard-size", "1", "--quiet"]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.time() + 240
-    while not list(out.glob("shards/*.done")) and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    err = proc.communicate(timeout=120)[1]
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)  # after each shard the run waits here until the test opens it: it never does
+    # SIGINT as a terminal sends it: a suite started in the background of a non-interactive shell
+    # inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env={**env, GATE_ENV: str(gate)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 600  # an upper bound only: the loop ends on the event, the first shard's file
+        while not list(out.glob("shards/*.done")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)  # the run cannot have finished: it waits at the gate after that shard
+        err = proc.communicate(timeout=300)[1]
+    finally:
+        proc.kill()  # never left waiting at the gate
     assert proc.returncode == 130, err
     assert "interrupted:" in err and "rerun the same command" in err and "Traceback" not in err
     done = len(list(out.glob("shards/*.done")))
-    assert 1 <= done < N_GENOMES + 1 and not (out / "precompute.lock").exists()
+    assert done == 1 and not (out / "precompute.lock").exists()
     rerun = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
     assert rerun.returncode == 0 and f"{done} already done" in rerun.stderr, rerun.stderr
 

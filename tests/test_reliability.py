@@ -65,7 +65,7 @@ def test_a_truncated_xz_exits_2_and_never_replaces_out(tiny_variant_dir, tmp_pat
     r = _classify(cut, "--model", tiny_variant_dir, "--out", out)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "truncated" in r.stderr
     assert out.read_text() == "previous results\n"
-    partial = tmp_path / "out.csv.partial"
+    (partial,) = tmp_path.glob("out.csv.*.partial")
     assert str(partial) in r.stderr and partial.is_file()
 
 
@@ -350,11 +350,12 @@ def test_the_atomic_writer_replaces_only_on_commit(tmp_path):
     target.write_text("previous\n")
     with AtomicFile(target) as fh:  # a run that fails before commit
         fh.write("half")
-    assert target.read_text() == "previous\n" and (tmp_path / "out.csv.partial").read_text() == "half"
+    assert target.read_text() == "previous\n" and fh.partial.read_text() == "half"
+    assert fh.partial.parent == tmp_path and fh.partial.name.startswith("out.csv.")
     with AtomicFile(target) as fh:
         fh.write("new\n")
         fh.commit()
-    assert target.read_text() == "new\n" and not (tmp_path / "out.csv.partial").exists()
+    assert target.read_text() == "new\n" and not fh.partial.exists()
 
 
 def _cone_page_on_precomputed_sets(tiny_variant_dir, tmp_path, monkeypatch, *, cache: bool = False):

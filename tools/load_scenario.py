@@ -131,25 +131,43 @@ def remove_group(group: Path | None) -> None:
             time.sleep(0.1)
 
 
-async def working_session(browser, base: str, genome_text: str, name: str, layer: int, head: int) -> dict:
-    """Classify one genome on the Variant Classifier page, then open one head on Attention Heads."""
+#: Upper bound of any one wait on a busy machine: every wait ends on its event (an element, the
+#: idle state), this only turns a hang into a failure.
+BOUND_MS = 900_000
+
+
+async def working_session(browser, base: str, genome_text: str, name: str, layer: int, head: int,
+                          submitted: asyncio.Event | None = None, keep_working: asyncio.Event | None = None,
+                          started: dict | None = None) -> dict:
+    """Classify one genome on the Variant Classifier page, then open one head on Attention Heads
+    (and, while ``keep_working`` is set, the next heads). ``started`` counts the sessions whose
+    genome is submitted (``{"need": n, "done": k}``); ``submitted`` is set when all n have."""
     ctx = await browser.new_context(viewport={"width": 1300, "height": 900})
     page = await ctx.new_page()
-    page.set_default_timeout(240_000)
+    page.set_default_timeout(BOUND_MS)
     await page.goto(f"{base}/?view=classifier")
     await page.wait_for_selector(IDLE)
     box = page.get_by_role("textbox", name="Genome or spike sequence")
     await box.fill(genome_text)
     await box.press("Control+Enter")
+    if started is not None:
+        started["done"] += 1
+        if submitted is not None and started["done"] >= started["need"]:
+            submitted.set()
     try:  # the page first shows the default genome: wait for this session's own record
-        await page.get_by_role("heading", name=name, exact=True).wait_for(timeout=240_000)
+        await page.get_by_role("heading", name=name, exact=True).wait_for(timeout=BOUND_MS)
         own = True
     except Exception:  # noqa: BLE001 - playwright's TimeoutError: reported as "not its own"
         own = False
     await page.get_by_text("Verdict:").first.wait_for()
-    await page.goto(f"{base}/?view=heads&layer={layer}&head={head}")
-    await page.wait_for_selector(IDLE)
-    await page.get_by_text(f"L{layer} H{head} — who attends to whom").wait_for()
+    step = 0
+    while True:  # the light client measures while the sessions work: they go on until it has
+        await page.goto(f"{base}/?view=heads&layer={layer}&head={1 + (head - 1 + step) % 12}")
+        await page.wait_for_selector(IDLE)
+        await page.get_by_text(f"L{layer} H{1 + (head - 1 + step) % 12} — who attends to whom").wait_for()
+        step += 1
+        if keep_working is None or not keep_working.is_set() or step >= 40:
+            break
     await ctx.close()
     return {"name": name, "own_heading": own}
 
@@ -158,7 +176,7 @@ async def home_page_seconds(browser, base: str) -> float:
     """Seconds from opening the home page in a new session to its finished run (title shown, idle)."""
     ctx = await browser.new_context(viewport={"width": 1300, "height": 900})
     page = await ctx.new_page()
-    page.set_default_timeout(120_000)
+    page.set_default_timeout(BOUND_MS)
     t0 = time.perf_counter()
     await page.goto(f"{base}/")
     await page.get_by_role("heading", name=HOME_TITLE).wait_for()
@@ -168,7 +186,7 @@ async def home_page_seconds(browser, base: str) -> float:
     return dt
 
 
-def run_load(*, clients_niced: bool, sessions: int = SESSIONS, timeout: float = 600) -> dict:
+def run_load(*, clients_niced: bool, sessions: int = SESSIONS, timeout: float = 3600, min_loads: int = 3) -> dict:
     """Run the scenario once on a fresh server; return its figures (see the module docstring)."""
     from playwright.async_api import async_playwright
 
@@ -204,12 +222,15 @@ def run_load(*, clients_niced: bool, sessions: int = SESSIONS, timeout: float = 
             idle = [await home_page_seconds(light, base) for _ in range(2)]  # the same page, nobody working
             working = asyncio.Event()
             working.set()
+            submitted, keep_working = asyncio.Event(), asyncio.Event()
+            keep_working.set()
+            started = {"need": sessions, "done": 0}
             cpu["server0"], cpu["browsers0"] = cpu_seconds(server.pid), workers_cpu()
             t0 = time.perf_counter()
 
             async def all_sessions():
-                jobs = [working_session(workers, base, g.text, g.name, 1 + i % 6, 1 + (i * 5) % 12)
-                        for i, g in enumerate(genomes)]
+                jobs = [working_session(workers, base, g.text, g.name, 1 + i % 6, 1 + (i * 5) % 12,
+                                        submitted, keep_working, started) for i, g in enumerate(genomes)]
                 try:
                     return await asyncio.gather(*jobs)
                 finally:
@@ -219,10 +240,15 @@ def run_load(*, clients_niced: bool, sessions: int = SESSIONS, timeout: float = 
                     cpu["browsers"] = workers_cpu() - cpu["browsers0"]
 
             async def light_client():
-                await asyncio.sleep(3)  # let the sessions get busy
-                while working.is_set() and len(home_times) < 6:
-                    home_times.append(await home_page_seconds(light, base))
-                    await asyncio.sleep(1)
+                await submitted.wait()  # every session has sent its genome: the server is busy
+                try:
+                    while working.is_set() and len(home_times) < 6:
+                        home_times.append(await home_page_seconds(light, base))
+                        if len(home_times) >= min_loads:
+                            keep_working.clear()  # enough measured while they worked: let them finish
+                        await asyncio.sleep(1)
+                finally:
+                    keep_working.clear()
 
             async def sample():
                 while working.is_set():

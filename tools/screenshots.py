@@ -36,8 +36,8 @@ def start_server(port: int, env: dict | None = None) -> subprocess.Popen:
     log = open(log_path, "ab")  # server output, for debugging a failed browser run
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
                             stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 90
-    while time.time() < deadline:
+    deadline = time.time() + 600  # an upper bound for a busy machine: the loop ends when the server answers
+    while time.time() < deadline and proc.poll() is None:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
                 if r.read().strip() == b"ok":
@@ -45,7 +45,54 @@ def start_server(port: int, env: dict | None = None) -> subprocess.Popen:
         except OSError:
             time.sleep(0.5)
     proc.kill()
-    raise RuntimeError("streamlit did not become healthy in 90 s")
+    raise RuntimeError("streamlit did not become healthy (exited, or not within 600 s)")
+
+
+#: The app's state attribute once a script run has finished and no other is running.
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+
+
+def _finished_run(payload) -> bool:
+    """Whether a websocket frame from the server is a ``script_finished`` message of a run that
+    ended (not one cut short by a newer rerun)."""
+    if isinstance(payload, str):
+        return False
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    msg = ForwardMsg()
+    try:
+        msg.ParseFromString(payload)
+    except Exception:  # noqa: BLE001 - not a ForwardMsg
+        return False
+    return (msg.WhichOneof("type") == "script_finished"
+            and msg.script_finished != ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN)
+
+
+class Runs:
+    """The app's script runs as the page's own websocket reports them: waits for *the* run an
+    action starts, however busy the machine, instead of guessing with a pause. Attach before the
+    first ``goto``."""
+
+    def __init__(self, page):
+        self.page = page
+        self.finished = 0
+        page.on("websocket", lambda ws: ws.on("framereceived", self._frame))
+
+    def _frame(self, payload) -> None:
+        if _finished_run(payload):
+            self.finished += 1
+
+    def after(self, action, timeout_ms: int = 600_000) -> None:
+        """Do ``action`` (a ``goto``, a click that reruns the script...), then wait until a run that
+        finished after it has been reported and the app is idle."""
+        seen = self.finished
+        action()
+        deadline = time.monotonic() + timeout_ms / 1000
+        while self.finished <= seen:  # Playwright delivers the socket's frames while it waits
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no script run finished within {timeout_ms / 1000:.0f} s of the action")
+            self.page.wait_for_timeout(50)
+        self.page.wait_for_selector(IDLE, timeout=timeout_ms)
 
 
 def wait_idle(page, timeout_ms: int = 120_000) -> None:

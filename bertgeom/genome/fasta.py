@@ -14,8 +14,8 @@ size-bounded, so arbitrary input cannot make the parser slow or exhaust memory.
 
 from __future__ import annotations
 
+import bisect
 import bz2
-import gzip
 import io
 import lzma
 import os
@@ -63,6 +63,11 @@ class RecordError:
     message: str
     stream_error: bool = False  #: the file itself could not be read further (truncated, corrupt)
     warning: bool = False  #: not a record: unreadable bytes after the last complete member were ignored
+    #: a record over the length limit (its letters are not read): a sequence, unlike binary junk
+    too_long: bool = False
+    #: with ``stream_error`` on damaged data: how many records yielded just before this one came
+    #: from data no check confirmed (a caller keeps none of them)
+    unverified: int = 0
 
     ok = False
 
@@ -365,17 +370,155 @@ def parse_single(data: str | bytes, max_bytes: int = MAX_INPUT_BYTES) -> Sequenc
     return recs[0]
 
 
+class _DamagedStream(Exception):
+    """A compressed member failed its check (CRC) or its data cannot be decoded."""
+
+
+class _TrailingData(Exception):
+    """Bytes that are not a compressed member follow the last complete one (``n_bytes`` of them)."""
+
+    def __init__(self, n_bytes: int):
+        super().__init__(n_bytes)
+        self.n_bytes = n_bytes
+
+
+class _CheckedStream(io.RawIOBase):
+    """The decompressed bytes of a gzip, xz or bz2 file, read member by member (concatenated
+    members, BGZF blocks, multi-stream xz), with :attr:`verified`: how many output bytes lie in
+    members whose check has passed. The decompressor verifies a member's check (gzip's CRC-32 and
+    length, xz's check, bz2's CRCs) only at the member's end, so bytes after :attr:`verified` may
+    come from damaged data. Raises ``EOFError`` when the file ends inside a member,
+    :class:`_DamagedStream` on a failed check or undecodable data, :class:`_TrailingData` for
+    unreadable bytes after the last complete member. Output per call is bounded (a bomb is read in
+    small pieces)."""
+
+    _CHUNK = 1 << 16
+
+    def __init__(self, fh, make, magic: bytes):
+        self._fh, self._make, self._magic = fh, make, magic
+        self._d = None  # None: between members
+        self._rest = b""
+        self._eof = False  # the underlying file is exhausted
+        self.out = 0
+        self.verified = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        try:
+            self._fh.close()
+        finally:
+            super().close()
+
+    def _fill(self) -> bool:
+        """Read more of the file into ``_rest``; False at its end."""
+        if self._eof:
+            return False
+        data = self._fh.read(self._CHUNK)
+        if not data:
+            self._eof = True
+            return False
+        self._rest += data
+        return True
+
+    def _next_member(self) -> bool:
+        """Start the next member; False when the file ends cleanly."""
+        while True:
+            self._rest = self._rest.lstrip(b"\x00")  # xz stream padding, zero-filled tails
+            if len(self._rest) >= len(self._magic) or not self._fill():
+                break
+        if not self._rest:
+            return False
+        if not self._rest.startswith(self._magic):
+            n = len(self._rest)
+            while self._fill():
+                n = len(self._rest)
+            raise _TrailingData(n)
+        self._d = self._make()
+        return True
+
+    def readinto(self, buf) -> int:
+        want = len(buf)
+        while True:
+            if self._d is None and not self._next_member():
+                return 0
+            d = self._d
+            try:
+                if hasattr(d, "unconsumed_tail"):  # zlib: unread input comes back in unconsumed_tail
+                    if not self._rest and not self._fill():
+                        raise EOFError("the compressed file ends inside a member")
+                    chunk = d.decompress(self._rest, want)
+                    self._rest = d.unconsumed_tail if not d.eof else b""  # at the end, unused_data has it all
+                else:  # lzma, bz2: input is buffered inside; feed only when it asks
+                    feed = b""
+                    if d.needs_input:
+                        if not self._rest and not self._fill():
+                            raise EOFError("the compressed file ends inside a member")
+                        feed, self._rest = self._rest, b""
+                    chunk = d.decompress(feed, want)
+            except (zlib.error, lzma.LZMAError, OSError) as exc:
+                raise _DamagedStream(str(exc)) from None
+            self.out += len(chunk)
+            if d.eof:
+                self._rest = d.unused_data + self._rest
+                self.verified = self.out
+                self._d = None
+            if chunk:
+                buf[: len(chunk)] = chunk
+                return len(chunk)
+
+
 def _open_binary(path: str | os.PathLike) -> io.BufferedIOBase:
+    """A binary reader of ``path``, decompressed (a :class:`_CheckedStream`) when its magic bytes
+    say gzip, xz or bz2."""
     p = Path(path)
-    with open(p, "rb") as fh:
-        magic = fh.read(6)
+    fh = open(p, "rb")  # noqa: SIM115 - owned by the returned reader
+    magic = fh.read(6)
+    fh.seek(0)
     if magic[:2] == b"\x1f\x8b":
-        return gzip.open(p, "rb")  # type: ignore[return-value]
-    if magic == b"\xfd7zXZ\x00":
-        return lzma.open(p, "rb")  # type: ignore[return-value]
-    if magic[:3] == b"BZh":
-        return bz2.open(p, "rb")  # type: ignore[return-value]
-    return open(p, "rb")
+        make, mark = (lambda: zlib.decompressobj(16 + zlib.MAX_WBITS)), b"\x1f\x8b"
+    elif magic == b"\xfd7zXZ\x00":
+        make, mark = lzma.LZMADecompressor, b"\xfd7zXZ\x00"
+    elif magic[:3] == b"BZh":
+        make, mark = bz2.BZ2Decompressor, b"BZh"
+    else:
+        return fh
+    return io.BufferedReader(_CheckedStream(fh, make, mark), buffer_size=1 << 16)
+
+
+def _text_lines(raw, limit: int) -> Iterator[tuple[str, int, int]]:
+    """``(line, start, end)`` for every line of a binary reader, decoded as UTF-8 (bad bytes
+    replaced, a leading BOM dropped), ``\\r\\n`` and ``\\r`` read as ``\\n`` (a line ends in
+    ``\\n`` when complete; longer ones come in pieces of at most ``limit`` bytes). ``start`` and
+    ``end`` are the line's byte offsets in the decompressed data, exact (no read-ahead), so a record
+    can be told to lie in verified data or not."""
+    pos = 0
+    first = True
+    while True:
+        chunk = raw.readline(limit)
+        if not chunk:
+            return
+        start, pos = pos, pos + len(chunk)
+        if first:
+            chunk = chunk.removeprefix(b"\xef\xbb\xbf")
+            first = False
+        text = chunk.decode("utf-8", errors="replace")
+        if "\r" not in text:
+            yield text, start, pos
+            continue
+        pieces = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        for piece in pieces[:-1]:
+            yield piece + "\n", start, pos
+        if pieces[-1]:
+            yield pieces[-1], start, pos
+
+
+#: Magic bytes of common non-FASTA files a user may give by mistake, and what to say.
+_NOT_FASTA = ((b"PK\x03\x04", "a zip archive: unzip it and give the FASTA file inside"),
+              (b"PK\x05\x06", "an empty zip archive"),
+              (b"\x89PNG", "a PNG image"), (b"%PDF", "a PDF document"),
+              (b"\x28\xb5\x2f\xfd", "a Zstandard-compressed file: decompress it first (zstd -d)"))
 
 
 def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LEN,
@@ -387,16 +530,31 @@ def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LE
     protein, binary junk, empty...). Text before the first header is read as a headerless record.
     Unreadable bytes after the last complete gzip member end the stream with every record kept and
     :func:`trailing_notice`, passed to ``on_notice`` (else yielded as a ``RecordError`` with ``warning``).
+
+    Every read (a header, its continuation, a sequence line) goes through one handler: a file that
+    cannot be read further ends the stream with a ``RecordError`` with ``stream_error``. A truncated
+    file keeps the records before the cut. A *damaged* one (a failed check, undecodable data) gives
+    ``unverified``: how many of the records just yielded were read from data no check has confirmed;
+    a caller keeps none of them.
     """
     line_limit = 1 << 16
+    with open(path, "rb") as probe:
+        head = probe.read(8)
+    for magic, what in _NOT_FASTA:
+        if head.startswith(magic):
+            yield RecordError("file", 0, f"The file is {what}, not a FASTA file.", stream_error=True)
+            return
     with _open_binary(path) as raw:
-        fh = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline=None)
+        checked = getattr(raw, "raw", None)
+        checked = checked if isinstance(checked, _CheckedStream) else None
         name: str | None = None
         parts: list[str] = []
         size = 0
         too_long = False
         index = 0
         started = False
+        pending: list[int] = []  # where each record yielded from not yet verified data ends
+        end = 0  # where the current record's last line ends
 
         def finish() -> SequenceRecord | RecordError | None:
             nonlocal index
@@ -405,8 +563,11 @@ def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LE
                 return None
             i = index
             index += 1
+            if checked is not None:
+                pending.append(end)
             if too_long:
-                return RecordError(rec_name, i, f"Record '{rec_name}' is longer than the limit of {max_record_len:,} characters.")
+                return RecordError(rec_name, i, f"Record '{rec_name}' is longer than the limit of {max_record_len:,} "
+                                   "characters.", too_long=True)
             try:
                 seq, notes = clean_sequence("".join(parts), rec_name, max_record_len)
             except SequenceInputError as exc:
@@ -415,54 +576,81 @@ def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LE
                 notes.insert(0, "no FASTA header: read as a bare sequence")
             return SequenceRecord(rec_name, seq, notes)
 
+        def unverified() -> int:
+            """Records yielded whose data no passed check covers yet (forgetting the covered ones)."""
+            if checked is None:
+                return 0
+            covered = bisect.bisect_right(pending, checked.verified)  # ``pending`` only grows
+            if covered:
+                del pending[:covered]
+            return len(pending)
+
         at_line_start = True
-        while True:
-            try:
-                line = fh.readline(line_limit)
-            except (EOFError, OSError, lzma.LZMAError, zlib.error) as exc:
-                if isinstance(exc, gzip.BadGzipFile) and str(exc).startswith("Not a gzipped file"):
-                    # bytes after the last complete member (not a damaged one): what was read is whole,
-                    # kept as on the web, with a notice
-                    out = finish() if (started or name is not None or parts) else None
-                    if out is not None:
-                        yield out
-                    if on_notice is not None:
-                        on_notice(trailing_notice())
-                    else:
-                        yield RecordError(name or "sequence", index, trailing_notice(), warning=True)
+        try:
+            lines = _text_lines(raw, line_limit)
+            for line, _, line_end in lines:
+                if not started and index == 0 and "\x00" in line:
+                    yield RecordError("file", 0, "The file is binary data, not a text FASTA file.", stream_error=True)
                     return
-                where = f"inside record '{name}'" if name is not None else "before the first record"
-                kind = "ends early (truncated)" if isinstance(exc, EOFError) else f"cannot be read further ({exc})"
-                yield RecordError(name or "sequence", index,
-                                  f"The compressed file {kind}: reading stopped {where}; the records before it were read.",
-                                  stream_error=True)
-                return
-            if not line:
-                break
-            complete = line.endswith("\n")
-            if at_line_start and line.startswith(">"):
-                if started or name is not None or parts:
-                    out = finish()
-                    if out is not None:
-                        yield out
-                header = line[1:]
-                while not complete:  # absurdly long header: keep its start only
-                    more = fh.readline(line_limit)
-                    if not more:
-                        break
-                    complete = more.endswith("\n")
-                    if len(header) < line_limit:
-                        header += more
-                name = _clean_name(header, f"unnamed_{index + 1}")
-                parts, size, too_long, started = [], 0, False, True
+                complete = line.endswith("\n")
+                if at_line_start and line.startswith(">"):
+                    if started or name is not None or parts:
+                        out = finish()
+                        if out is not None:
+                            unverified()
+                            yield out
+                    header, end = line[1:], line_end
+                    while not complete:  # absurdly long header: keep its start only
+                        more = next(lines, None)
+                        if more is None:
+                            break
+                        more, _, end = more
+                        complete = more.endswith("\n")
+                        if len(header) < line_limit:
+                            header += more
+                    name = _clean_name(header, f"unnamed_{index + 1}")
+                    parts, size, too_long, started = [], 0, False, True
+                else:
+                    if not too_long:
+                        size += len(line)
+                        if size > max_record_len * 2 + 1000:  # generous: lines carry whitespace/numbers
+                            too_long, parts = True, []
+                        else:
+                            parts.append(line)
+                    end = line_end
+                at_line_start = complete
+        except _TrailingData as exc:
+            # bytes after the last complete member (not a damaged one): what was read is whole,
+            # kept as on the web, with a notice
+            out = finish() if (started or name is not None or parts) else None
+            if out is not None:
+                yield out
+            if on_notice is not None:
+                on_notice(trailing_notice(exc.n_bytes))
             else:
-                if not too_long:
-                    size += len(line)
-                    if size > max_record_len * 2 + 1000:  # generous: lines carry whitespace/numbers
-                        too_long, parts = True, []
-                    else:
-                        parts.append(line)
-            at_line_start = complete
+                yield RecordError(name or "sequence", index, trailing_notice(exc.n_bytes), warning=True)
+            return
+        except (EOFError, _DamagedStream, OSError) as exc:
+            where = f"inside record '{name}'" if name is not None else "before the first record"
+            if isinstance(exc, EOFError):
+                message = (f"The compressed file ends early (truncated): reading stopped {where}; "
+                           f"{_plural(index, 'record')} before it {'was' if index == 1 else 'were'} read.")
+                dropped = 0
+            elif checked is None:
+                message = f"The file cannot be read further ({exc}): reading stopped {where}."
+                dropped = 0
+            else:
+                dropped = unverified()
+                kept = index - dropped
+                detail = f" ({exc})" if str(exc) else ""
+                message = (f"The compressed file is damaged{detail}: reading stopped {where}; "
+                           + (f"the last {_plural(dropped, 'record')} read came from data whose check did not pass "
+                              f"and {'is' if dropped == 1 else 'are'} not kept; " if dropped else "")
+                           + f"{_plural(kept, 'record')} before {'them' if dropped else 'it'} "
+                             f"{'was' if kept == 1 else 'were'} verified.")
+            yield RecordError(name or "sequence", index, message, stream_error=True, unverified=dropped)
+            return
         out = finish()
         if out is not None:
             yield out
+

@@ -12,9 +12,7 @@ A second run either fails at once with :class:`LockBusy` (one sentence naming th
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +37,8 @@ def _describe(holder: dict) -> str:
 
 
 class RunLock:
-    """Exclusive lock of a results directory for one precompute run (a context manager).
+    """Exclusive lock of a results directory for one precompute run (a context manager), on
+    :class:`bertgeom.safety.ExclusiveLock` (the lock file is never followed as a link).
 
     ``acquire(wait=False)`` raises :class:`LockBusy` when another process holds it;
     ``wait=True`` retries every ``poll`` seconds, calling ``on_wait(holder)`` once before waiting.
@@ -47,53 +46,29 @@ class RunLock:
 
     def __init__(self, out: str | os.PathLike, *, wait: bool = False, poll: float = 1.0,
                  on_wait: Callable[[dict], None] | None = None):
+        from bertgeom.safety import ExclusiveLock
+
         self.path = Path(out) / LOCK_NAME
         self.wait, self.poll, self.on_wait = wait, poll, on_wait
-        self._fd: int | None = None
-        self.took_over: dict | None = None  # the holder recorded by a dead run whose lock was taken over
+        self._lock = ExclusiveLock(self.path)
+
+    @property
+    def took_over(self) -> dict | None:
+        """The holder recorded by a dead run whose lock was taken over."""
+        return self._lock.took_over
 
     def holder(self) -> dict:
-        try:
-            return json.loads(self.path.read_text() or "{}")
-        except (OSError, ValueError):
-            return {}
+        from bertgeom.safety import read_lock_holder
 
-    def _try(self) -> bool:
-        import fcntl
-
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        try:  # the holder may have removed the file between our open and our flock: retry on the new one
-            same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if not same:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-            return self._try()
-        previous = os.read(fd, 4096)
-        if previous.strip():
-            try:
-                self.took_over = json.loads(previous)
-            except ValueError:
-                self.took_over = {}
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps(me).encode())
-        os.fsync(fd)
-        self._fd = fd
-        return True
+        return read_lock_holder(self.path)
 
     def acquire(self) -> "RunLock":
+        import errno
+
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             told = False
-            while not self._try():
+            while not self._lock.try_acquire():
                 holder = self.holder()
                 if not self.wait:
                     raise LockBusy(
@@ -104,24 +79,17 @@ class RunLock:
                     told = True
                 time.sleep(self.poll)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise PrecomputeOutputError(f"'{self.path}' is a symbolic link; a results folder's files are never "
+                                            "followed as links: remove it and rerun.") from None
             raise PrecomputeOutputError(f"'{self.path.parent}' cannot be written ({exc.strerror or exc}).") from None
         return self
 
     def release(self) -> None:
-        if self._fd is None:
-            return
-        import fcntl
-
-        try:
-            self.path.unlink(missing_ok=True)  # still ours: nobody else can hold it while we do
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        self._lock.release()
 
     def __enter__(self) -> "RunLock":
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
         self.release()
-

@@ -36,6 +36,10 @@ from bertgeom.precompute.store import (
     under_root,
 )
 
+#: For tests that interrupt a run: a FIFO the driver reads after each finished shard, so the run
+#: waits there (in progress, its shard on disk) until the test opens the FIFO or sends Ctrl+C.
+GATE_ENV = "BERTGEOM_PRECOMPUTE_GATE"
+
 
 @dataclass
 class RunSummary:
@@ -306,7 +310,10 @@ def _precompute_locked(inp: Path, lab: Path, out: Path, loaded, dims: ModelDims,
             progress(len(done), n_shards, genomes_done[0])
         if on_shard:
             on_shard(shard)
+        if gate:  # a test's gate: the run is known to be in progress until the test opens the FIFO
+            Path(gate).read_bytes()
 
+    gate = os.environ.get(GATE_ENV)
     run_info = {"engine": eng.name, "workers": workers, "address": address, "started": time.time()}
     model_source = str(loaded.spec.source)
     tasks = _shard_payloads(inp, cfg, truth, set(done), max_shards)

@@ -516,7 +516,8 @@ def _lock():
     import fcntl
 
     prepared_dir().mkdir(parents=True, exist_ok=True)
-    fh = open(prepared_dir() / "lock", "a+")
+    # never through a link (O_NOFOLLOW: a planted link fails with ELOOP instead of being written)
+    fh = os.fdopen(os.open(prepared_dir() / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644), "a+")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -528,7 +529,13 @@ def _lock():
 def prepare_models(model_ids: Sequence[str], *, subspace: bool = True, sweeps: bool = True,
                    subspace_heads: int | None = None, log: Callable[[str], None] | None = print) -> int:
     """Prepare every task of every model (in order); returns 0, or 1 when another process holds the lock."""
-    held = _lock()
+    try:
+        held = _lock()
+    except OSError as exc:
+        if log:
+            log(f"error: the preparation lock in {prepared_dir()} cannot be opened ({exc.strerror or exc}); "
+                "a link there is never followed: remove it and rerun.")
+        return 2
     if held is None:
         if log:
             log(f"another preparation is running on {prepared_dir()}; nothing to do")

@@ -29,6 +29,7 @@ from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
 from bertgeom.tables import head_label
 from bertgeom.ui.cache import cached_layer_weights, cached_model
 from bertgeom.inputs import input_kind_of
+from bertgeom.safety import plain
 from bertgeom.ui.state import PageView, widget_key
 from bertgeom.ui.widgets import chart, guarded, table
 
@@ -248,7 +249,7 @@ def qk_set_tab(v: PageView) -> None:
         ok_items, records, errors = _layer_records(v.model_id, fp, layer, groups, items)
         if errors:
             st.caption(f"{len(errors)} input(s) could not be read and are left out: "
-                       + "; ".join(f"{n}: {e}" for n, e in errors[:3]))
+                       + plain("; ".join(f"{n}: {e}" for n, e in errors[:3])))
         if not records:
             st.warning("No input of the set could be read.")
             return
@@ -274,13 +275,13 @@ def qk_set_tab(v: PageView) -> None:
                         selection_mode="points")
         opened = st.session_state.get("_qk_opened")
         if opened:
-            st.success(f"Opened **{opened[0]}** (token {opened[1]}) in the sidebar: every tab now reads it.")
+            st.success(f"Opened **{plain(opened[0])}** (token {opened[1]}) in the sidebar: every tab now reads it.")
         if hits is not None:
             if hits.empty:
-                st.info(f"No token of the set is '{search.strip()}'.")
+                st.info(f"No token of the set is '{plain(search.strip())}'.")
             else:
-                st.markdown(f"**Where {v.HL} attends most to '{search.strip()}'** (as a key: mean weight over its "
-                            "input's queries; the strongest query's position beside it)")
+                st.markdown(f"**Where {v.HL} attends most to '{plain(search.strip())}'** (as a key: mean weight "
+                            "over its input's queries; the strongest query's position beside it)")
                 shown_hits = hits.rename(columns={"received_mean": "mean attention received",
                                                   "received_max": "largest weight", "strongest_query":
                                                   "from query at"}).drop(columns=["item"])

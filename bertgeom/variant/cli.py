@@ -156,14 +156,33 @@ def _output_target(out: str) -> Path | None:
     return final
 
 
+def _lock_output(final: Path):
+    """The lock of OUT (``OUT.lock``, :func:`bertgeom.safety.output_lock`), held for the run's life:
+    a second run on the same OUT stops at once, naming the first."""
+    import errno
+
+    from bertgeom.safety import LockBusyError, output_lock
+
+    lock = output_lock(final)
+    try:
+        return lock.acquire()
+    except LockBusyError as exc:
+        raise CliError(f"'{final}' is being written by PID {exc.holder.get('pid', '?')} (another run); let it "
+                       "finish or give another --out.", EXIT_OUTPUT) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CliError(f"The lock file '{lock.path}' of --out is a symbolic link (never followed); remove it "
+                           "and rerun.", EXIT_OUTPUT) from None
+        raise CliError(f"--out '{final}' cannot be written ({exc.strerror or exc}).", EXIT_OUTPUT) from None
+
+
 def _cmd_classify(args) -> int:
-    import csv
     import sys
 
-    from bertgeom.genome.fasta import iter_fasta_file
-    from bertgeom.safety import AtomicFile, NameDeduper
-    from bertgeom.variant.predict import classify_stream, fast_classifier
+    from bertgeom.safety import AtomicFile
+    from bertgeom.variant.predict import fast_classifier
 
+    lock = None
     try:
         if not Path(args.input).is_file():
             raise CliError(f"No file at '{args.input}'.", EXIT_INPUT)
@@ -176,26 +195,58 @@ def _cmd_classify(args) -> int:
         except ValueError as exc:  # BackendError: not installed, not for this device, bf16 on ONNX Runtime
             raise CliError(str(exc), EXIT_INPUT) from None
         precision, backend = fc.precision, fc.backend
+        lock = _lock_output(final) if final else None
         try:
             out = AtomicFile(final, "w", newline="") if final else sys.stdout
         except OSError as exc:
             raise CliError(f"--out '{args.out}' cannot be written ({exc.strerror}).", EXIT_OUTPUT) from None
     except CliError as exc:
+        if lock is not None:
+            lock.release()
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
+    try:
+        return _classify_into(args, loaded, device, precision, backend, final, out)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _classify_into(args, loaded, device, precision, backend, final, out) -> int:
+    """The rows of ``classify`` into ``out`` (an :class:`~bertgeom.safety.AtomicFile`, or stdout).
+
+    Rows read from damaged compressed data (a member whose check failed) are cut off the partial
+    file; a file with no nucleotide record exits 2 and keeps OUT, as an empty one does."""
+    import csv
+    import sys
+
+    from bertgeom.genome.fasta import SequenceRecord, iter_fasta_file
+    from bertgeom.safety import NameDeduper
+    from bertgeom.variant.predict import classify_stream
+
     partial = getattr(out, "partial", None)
     writer = None
-    n = n_err = n_gated = 0
+    n = n_err = n_seq = n_gated = 0
+    row_ends: list[int] = []  # where the header and each row end in the partial file
+    last_row: dict = {}
     bar = _progress_bar()
     status = 0
     stream_errors: list[str] = []
+    first_error: list[str] = []
+    unverified = 0
     notices: list[str] = []
     names = NameDeduper()
 
     def records():
+        nonlocal n_seq, unverified
         for rec in iter_fasta_file(args.input, on_notice=notices.append):
             if getattr(rec, "stream_error", False):
                 stream_errors.append(rec.message)
+                unverified = rec.unverified
+            elif isinstance(rec, SequenceRecord) or getattr(rec, "too_long", False):  # a sequence, if too long
+                n_seq += 1
+            elif not first_error:
+                first_error.append(rec.message)
             yield rec
 
     try:
@@ -206,8 +257,14 @@ def _cmd_classify(args) -> int:
             if writer is None:
                 writer = csv.DictWriter(out, fieldnames=list(row))
                 writer.writeheader()
+                if partial is not None:
+                    out.flush()
+                    row_ends.append(out.tell())
             writer.writerow(row)
+            last_row = row
             out.flush()
+            if partial is not None:
+                row_ends.append(out.tell())
             n += 1
             n_err += bool(pred.error)
             n_gated += bool(pred.gate) and pred.predicted is None
@@ -224,20 +281,38 @@ def _cmd_classify(args) -> int:
     if status == 0 and n == 0:
         status = EXIT_INPUT
         stream_errors.append("The file holds no record (no FASTA header and no sequence).")
+    if status == 0 and n_seq == 0:
+        status = EXIT_INPUT
+        why = f" ({first_error[0].rstrip('.')})" if first_error else ""
+        stream_errors.append(f"No record of '{args.input}' is a nucleotide sequence{why}.")
+    kept = n
+    if status == EXIT_INPUT and unverified and partial is not None and n > unverified:
+        kept = n - unverified  # the rows read from damaged data go; the error row (the last) stays
     if out is not sys.stdout:
         try:
-            out.commit() if status == 0 else out.close()
+            if status == 0:
+                out.commit()
+            elif kept and writer is not None:
+                if kept < n:
+                    out.seek(row_ends[kept - 1])
+                    out.truncate()
+                    writer.writerow(last_row)
+                out.close()
+            else:
+                out.discard()
         except OSError as exc:
             print(f"error: '{final}' could not be written ({exc.strerror or exc}).", file=sys.stderr)
             return EXIT_OUTPUT
     where = f" to '{final}'" if final else ""
-    kept = f"; the {n} rows written so far are in '{partial}'" if partial and n else ""
+    kept_note = f"; the {kept} rows written so far are in '{partial}'" if partial and kept else ""
+    if kept < n:
+        kept_note = f"; the {kept - 1} verified rows and the error's row are in '{partial}'"
     left = f"; '{final}' was left as it was" if final else ""
     if status == EXIT_INTERRUPTED:
-        print(f"interrupted after {n} records{kept}{left}.", file=sys.stderr)
+        print(f"interrupted after {n} records{kept_note}{left}.", file=sys.stderr)
         return status
     if status == EXIT_INPUT:
-        print(f"error: {stream_errors[0].rstrip('.')}{kept}{left}.", file=sys.stderr)
+        print(f"error: {stream_errors[0].rstrip('.')}{kept_note}{left}.", file=sys.stderr)
         return status
     if status:
         return status
@@ -283,10 +358,17 @@ def _cmd_evaluate(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
     bar = _progress_bar()
-    result = evaluate(loaded, None if args.held_out else args.fasta, args.labels, baseline_data=None if args.no_baseline else (args.data or True),
-                      batch_size=args.batch_size, progress=lambda i, n: (setattr(bar, "total", n), bar.update(1)),
-                      workers=args.workers, device=device, precision=args.precision, streams=args.streams,
-                      backend=args.backend)
+    try:
+        result = evaluate(loaded, None if args.held_out else args.fasta, args.labels,
+                          baseline_data=None if args.no_baseline else (args.data or True),
+                          batch_size=args.batch_size, progress=lambda i, n: (setattr(bar, "total", n), bar.update(1)),
+                          workers=args.workers, device=device, precision=args.precision, streams=args.streams,
+                          backend=args.backend)
+    except ValueError as exc:  # a truncated, damaged or undecodable input: no report, --json left as it was
+        bar.close()
+        left = f"; '{args.json}' was left as it was" if args.json else ""
+        print(f"error: {str(exc).rstrip('.')}; nothing was evaluated{left}.", file=sys.stderr)
+        return EXIT_INPUT
     bar.close()
     print(f"forward passes in {result['precision']}")
     print(result["model"].table())

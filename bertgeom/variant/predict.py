@@ -17,6 +17,18 @@ from bertgeom.probabilities import class_probabilities
 from bertgeom.models import LoadedModel
 
 
+def _agreement(predicted: str | None, rule_call: str | None) -> str:
+    """The ``agrees`` cell: yes, no, or "not comparable" for a class outside the eight (a custom
+    model's own label); empty when either call is missing."""
+    from bertgeom.genome.classes import CLASSES
+
+    if not (predicted and rule_call):
+        return ""
+    if predicted not in CLASSES:
+        return "not comparable"
+    return "yes" if predicted == rule_call else "no"
+
+
 @dataclass
 class Prediction:
     """One classified record (``error`` set when it could not be classified)."""
@@ -52,7 +64,7 @@ class Prediction:
                    unk_rate="" if self.unk_rate is None else round(self.unk_rate, 4),
                    rule_call=self.rule_call, rule_evidence=self.rule_evidence, clade=self.clade,
                    qc_score="" if self.qc_score is None else self.qc_score, qc_status=self.qc_status,
-                   agrees="" if not (self.predicted and self.rule_call) else ("yes" if self.predicted == self.rule_call else "no"),
+                   agrees=_agreement(self.predicted, self.rule_call),
                    gate=self.gate, notes=self.notes, error=self.error, model_version=model_version)
         if precision:
             out["model_precision"] = precision
@@ -459,12 +471,17 @@ def read_labels_tsv(path) -> dict[str, str]:
     from bertgeom.genome.classes import CLASSES, label_to_class
 
     out = {}
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh, delimiter="\t"):
-            raw = (row.get("class") or row.get("label") or "").strip()
-            cls = raw.lower() if raw.lower() in CLASSES else label_to_class(raw)
-            if row.get("name") and cls:
-                out[row["name"]] = cls
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            for row in csv.DictReader(fh, delimiter="\t"):
+                if any("\x00" in (v or "") for v in row.values() if isinstance(v, str)):
+                    raise UnicodeError
+                raw = (row.get("class") or row.get("label") or "").strip()
+                cls = raw.lower() if raw.lower() in CLASSES else label_to_class(raw)
+                if row.get("name") and cls:
+                    out[row["name"]] = cls
+    except (UnicodeError, csv.Error):
+        raise ValueError(f"The labels file '{path}' is not a UTF-8 text TSV (name and label columns).") from None
     return out
 
 
@@ -490,13 +507,18 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
     copy shipped in the package; with the recipe's augmentation, two augmented draws per example);
     ``None`` skips it.
     """
-    from bertgeom.genome.fasta import RecordError, iter_fasta_file
+    from bertgeom.genome.fasta import RecordError, SequenceInputError, iter_fasta_file
 
     if fasta is None:  # the held-out split of the open developer genomes shipped in the package
         records, truth = held_out_genomes(baseline_data if isinstance(baseline_data, str) else None)
     else:
         truth = read_labels_tsv(labels_tsv)
         records = [r for r in iter_fasta_file(fasta) if isinstance(r, RecordError) or r.name in truth]
+        broken = next((r for r in records if getattr(r, "stream_error", False)), None)
+        if broken is not None:  # a metric over part of the file would read as the whole file's
+            raise SequenceInputError(broken.message)
+        if not any(r.ok for r in records):
+            raise SequenceInputError(f"No record of '{fasta}' is a labelled nucleotide sequence.")
     y_true, y_pred, y_rule, spikes, skipped = [], [], [], [], []
     for i, pred in enumerate(classify_stream(loaded, records, batch_size=batch_size, workers=workers, device=device,
                                                  precision=precision, streams=streams, backend=backend)):

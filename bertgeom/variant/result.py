@@ -5,7 +5,7 @@ downloadable result with its manifest."""
 from __future__ import annotations
 
 from bertgeom.version import __version__
-from bertgeom.genome.classes import CLASS_DISPLAY
+from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
 
 
 def defining_flag(pred: str) -> str:
@@ -62,6 +62,8 @@ def mutation_rows(analysis, pred: str, rule_call: str | None = None, gene: str =
     if gene == "S":
         aligned, insertions = analysis.spike.aligned, analysis.spike.insertions
         for cls in dict.fromkeys([pred] + ([rule_call] if rule_call and rule_call != pred else [])):
+            if cls not in CLASSES:  # a custom model's own label: no characteristic mutations to miss
+                continue
             for m in table.of(cls):
                 state = marker_state(m, aligned, insertions)
                 if state in (ABSENT, MISSING):
@@ -106,13 +108,21 @@ def csv_bytes(rows: list[dict]) -> bytes:
 
 def second_opinion(analysis, pred: str, confidence: float, min_confidence: float = 0.9) -> dict:
     """The rule-based marker call beside the BERT's (:func:`bertgeom.genome.markers.call_cut`), with
-    its evidence and the warning a user should see: disagreement, or a low BERT confidence."""
+    its evidence and the warning a user should see: disagreement, or a low BERT confidence. A class
+    outside the eight (a custom model's own label) is "not comparable" (``agrees`` None)."""
     from bertgeom.genome.markers import call_cut
 
     rule = analysis.rule if getattr(analysis, "rule", None) is not None else call_cut(analysis.spike)
+    if pred not in CLASSES:  # a custom model's class labels are data: its own names are compared with nothing
+        return {"call": rule.call, "display": CLASS_DISPLAY.get(rule.call, rule.call), "summary": rule.summary(),
+                "agrees": None, "comparable": False, "matched": 0, "expected": 0,
+                "evidence": "not comparable",
+                "warning": (f"The model's class '{pred}' is not one of the eight classes the rule-based call knows "
+                            f"({', '.join(CLASSES)}), so the two calls are not comparable; the rules read "
+                            f"{CLASS_DISPLAY.get(rule.call, rule.call)} ({rule.summary()}).")}
     ev = rule.evidence.get(rule.call)
     out = {"call": rule.call, "display": CLASS_DISPLAY.get(rule.call, rule.call), "summary": rule.summary(),
-           "agrees": rule.call == pred, "matched": len(ev.present) if ev else 0,
+           "agrees": rule.call == pred, "comparable": True, "matched": len(ev.present) if ev else 0,
            "expected": ev.n_markers if ev else 0, "warning": "",
            "evidence": (f"{len(ev.present)} of {ev.n_markers} markers" if rule.call != "gh" and ev else
                         "no VOC's characteristic markers carried" + (f" ({rule.reason.split('(', 1)[1]}"
