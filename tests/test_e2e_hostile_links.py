@@ -23,7 +23,7 @@ from screenshots import IDLE, Runs, free_port, start_server  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 SHOTS = ROOT / "artifacts" / "screenshots"
-BOUND_MS = 600_000  # an upper bound only: every wait ends on its event
+BOUND_MS = 300_000  # an upper bound only: every wait ends on its event
 PAYLOAD = ("![x](http://127.0.0.1:9/x.png) [Your session expired: sign in again](http://127.0.0.1:9/login) "
            "![](//0) <img src=http://127.0.0.1:9/h.png>")
 #: Every query parameter the app reads: the link's own (state.py), the tab strips (url_settings),
@@ -163,7 +163,7 @@ def test_the_queries_and_keys_upload_and_the_what_if_box_render_a_payload_as_tex
     _nothing_formed(page, "Q&K upload")
 
     _visit(page, f"{app}/?view=classifier&model={VARIANT_MODEL_ID}&example=0")
-    _type(page, page.get_by_role("textbox", name="Add substitutions", exact=False), PAYLOAD)
+    _type(page, page.get_by_role("textbox", name="Add changes", exact=False), PAYLOAD)
     _nothing_formed(page, "what-if box")
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "hostile_links_boxes.png"), full_page=True)
