@@ -11,8 +11,8 @@ any other classifier gets T = 1, the plain softmax.
 
 References
 ----------
-Guo, Pleiss, Sun & Weinberger 2017, *On calibration of modern neural networks* (arXiv:1706.04599,
-§4.2): temperature scaling. docs/methods.md, *Calibration*.
+Guo, Pleiss, Sun & Weinberger 2017, *On calibration of modern neural networks*: temperature scaling
+(arXiv:1706.04599 §4.2). docs/methods.md, *Calibrated probabilities and the robustness benchmark*.
 """
 
 from __future__ import annotations
