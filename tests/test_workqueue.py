@@ -396,3 +396,23 @@ def test_time_left_comes_from_the_pace_so_far():
     assert eta_text(2, 10, 10.0) == "about 40 s left"
     assert eta_text(1, 40, 10.0) == "about 6 min left"
     assert eta_text(10, 10, 50.0) == "finishing…"
+
+
+def test_no_cached_function_of_the_app_takes_a_progress_callback():
+    """A bar driven from inside an ``st.cache_*`` function is an element made inside it: its replay
+    crashes when another widget reruns the page. Bars stay outside the caches (the faithful geometry
+    computes outside and keeps its result per process)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for path in [*(root / "bertgeom").rglob("*.py"), *(root / "app_pages").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            cached = any("cache_" in ast.unparse(d) for d in node.decorator_list)
+            args = [a.arg for a in node.args.args + node.args.kwonlyargs]
+            if cached and any("progress" in a or "update" in a or "callback" in a for a in args):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+    assert offenders == []

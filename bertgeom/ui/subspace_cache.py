@@ -15,6 +15,7 @@ The computations themselves live in :mod:`bertgeom.sets.subspace` (UI-free).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -44,43 +45,58 @@ def cached_weight_geometry(model_id: str, weights_hash: str, rank_rtol: float | 
     return sub.weight_geometry(lws, rank_rtol=rank_rtol, sym_rtol=sym_rtol)
 
 
-@st.cache_data(max_entries=16, show_spinner="Computing D1–D3 for every head…")
-def cached_data_geometry(
-    model_id: str, weights_hash: str, text: str, eps: float, token_set: str, faithful: bool, _progress=None
-) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
-    """:func:`data_geometry` of the current input (the trace comes from the shared cache).
-    ``_progress(done, total)`` (not part of the cache key) hears each layer done."""
+def _data_geometry(model_id: str, text: str, eps: float, token_set: str, faithful: bool, progress=None):
+    """:func:`data_geometry` of the current input (the trace comes from the shared cache), uncached;
+    ``progress(done, total)`` hears each layer done."""
     trace = get_trace(model_id, text)  # before taking a slot (see bertgeom.ui.workqueue)
     lws = cached_layer_weights(model_id)
     with heavy("D1–D3 of every head"):
         padded = padded_hidden_states(cached_model(model_id), trace) if faithful else None
-        if _progress is not None:
-            _progress(0, len(lws))  # counted in layers: the padded pass is quicker than one, so it is not a step
+        if progress is not None:
+            progress(0, len(lws))  # counted in layers: the padded pass is quicker than one, so it is not a step
         return data_geometry(trace, lws, eps=eps, token_set=token_set, faithful=faithful, padded_hidden=padded,
-                             progress=_progress)
+                             progress=progress)
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing D1–D3 for every head…")
+def cached_data_geometry(
+    model_id: str, weights_hash: str, text: str, eps: float, token_set: str, faithful: bool
+) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
+    """:func:`_data_geometry`, cached (the correct mode: seconds, a spinner is enough)."""
+    return _data_geometry(model_id, text, eps, token_set, faithful)
+
+
+#: Faithful geometries kept per process (each a minute or more to compute on 2 cores).
+FAITHFUL_KEPT = 16
 
 
 @st.cache_resource(max_entries=1)
-def _faithful_seen() -> set:
-    """Keys of the faithful geometries this process has computed (then read from the cache, no bar)."""
-    return set()
+def _faithful_results() -> tuple[OrderedDict, threading.Lock]:
+    """The faithful geometries this process computed, newest last (read-only once stored), and their lock."""
+    return OrderedDict(), threading.Lock()
 
 
 def data_geometry_for(model_id: str, weights_hash: str, text: str, eps: float, token_set: str,
                       faithful: bool) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
-    """:func:`cached_data_geometry`; the first faithful computation of an input (a pass padded to
-    512 positions, then the hand-made attention of every layer: a minute or more on 2 cores) runs
-    under a progress bar with the time left and *Cancel* (:func:`bertgeom.ui.widgets.progress`)."""
-    key = (model_id, weights_hash, text, eps, token_set)
-    seen = _faithful_seen()
-    if not faithful or key in seen:
+    """:func:`cached_data_geometry` for the correct mode; the faithful one (a pass padded to 512
+    positions, then the hand-made attention of every layer) is computed outside any Streamlit cache
+    under a progress bar with the time left and *Cancel* (:func:`bertgeom.ui.widgets.progress`; no
+    element is ever made inside a cached function, whose replay would crash), then kept per process."""
+    if not faithful:
         return cached_data_geometry(model_id, weights_hash, text, eps, token_set, faithful)
+    key = (model_id, weights_hash, text, eps, token_set)
+    results, lock = _faithful_results()
+    with lock:
+        if key in results:
+            results.move_to_end(key)
+            return results[key]
     with progress("Faithful mode: the model on the input padded to 512 positions, then the official code's "
                   "attention layer by layer…") as update:
-        out = cached_data_geometry(model_id, weights_hash, text, eps, token_set, faithful, _progress=update)
-    if len(seen) > 256:
-        seen.clear()
-    seen.add(key)
+        out = _data_geometry(model_id, text, eps, token_set, True, progress=update)
+    with lock:
+        results[key] = out
+        while len(results) > FAITHFUL_KEPT:
+            results.popitem(last=False)
     return out
 
 
