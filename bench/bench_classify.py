@@ -200,6 +200,12 @@ def summary_markdown(out: dict) -> str:
         f"| end to end >= 0.85 of the forward bound | {out['end_to_end_genomes_per_s']:.1f} of "
         f"{out['bound_genomes_per_s']:.1f} genomes/s = {out['end_to_end_share_of_bound']:.2f} | "
         f"{'yes' if out['end_to_end_share_of_bound'] >= 0.85 else 'no'} |",
+        f"| (its ceiling here: a genome costs the cores {out['forward_cpu_ms_per_genome']:.0f} ms of CPU in the forward and "
+        f"{out['preparation_cpu_ms_per_genome']:.0f} ms in the preparation, so with every core busy end to end reaches at most "
+        f"{out['forward_cpu_ms_per_genome']:.0f} / {out['end_to_end_cpu_ms_per_genome']:.0f} of the bound) | "
+        f"ceiling {out['end_to_end_ceiling_share']:.2f}; cores busy {100 * out['forward_core_utilisation']:.0f}% in the "
+        f"forward, {100 * out['end_to_end_core_utilisation']:.0f}% end to end | "
+        f"{'reachable' if out['end_to_end_ceiling_share'] >= 0.85 else 'out of reach'} |",
         f"| every call kept, max \\|Δlogit\\| <= 0.05 vs torch fp32 | {out['chosen_same_call']}/"
         f"{out['validation_genomes']}, {out['chosen_max_abs_logit_diff']:.1e} | "
         f"{'yes' if out['chosen_same_call'] == out['validation_genomes'] and out['chosen_max_abs_logit_diff'] <= 0.05 else 'no'} |",
@@ -261,7 +267,7 @@ def main(argv=None) -> dict:
 
     def add(name, prec, fn, n_streams, threads, batch, chosen_row=False):
         rows.append(dict(backend=name, precision=prec, fn=fn, streams=n_streams, threads=threads, batch=batch,
-                         chosen=chosen_row, times=[]))
+                         chosen=chosen_row, times=[], cpu=[]))
 
     add("torch eager (analysis model)", "fp32", lambda x: logits_for_ids(loaded, x), 1, cores, args.batch_size)
     fcs = {}
@@ -301,6 +307,7 @@ def main(argv=None) -> dict:
     end_to_end("auto")
     peaks = {"fp32": [], "bf16": []}
     e2e = {"one": [], "streams": []}
+    e2e_cpu: list[float] = []
     n_ok = None
     # Interleaved finely: each round walks the genomes in chunks of the largest batch; on every chunk
     # each row runs (in an order rotated per chunk), then classify end to end on the same records, so a
@@ -314,18 +321,24 @@ def main(argv=None) -> dict:
             peaks[p].append(matmul_peak(p))
         for r in rows:
             r["times"].append(0.0)
+            r["cpu"].append(0.0)
         e2e["one"].append(0.0)
         e2e["streams"].append(0.0)
+        e2e_cpu.append(0.0)
         for c, s0 in enumerate(starts):
             k = (rnd * len(starts) + c) % len(rows)
             for r in rows[k:] + rows[:k]:
+                c0 = time.process_time()  # CPU seconds of every thread of this process
                 r["times"][-1] += run_forwards(r["fn"], padded[s0 : s0 + chunk], r["batch"], r["streams"], r["threads"])
+                r["cpu"][-1] += time.process_time() - c0
             part = records[s0 : s0 + chunk]
             for key, streams_arg in (("one", 1), ("streams", "auto")):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 preds = list(classify_stream(loaded, part, batch_size=args.batch_size, device=device,
                                              precision=chosen_prec, streams=streams_arg, backend=chosen_backend))
                 e2e[key][-1] += time.perf_counter() - t0
+                if key == "streams":
+                    e2e_cpu[-1] += time.process_time() - c0
                 ok[key] += sum(p.error == "" for p in preds)
         print(f"  round {rnd + 1}: " + ", ".join(f"{r['backend']} {r['precision']} {n / r['times'][-1]:.1f}/s"
                                                   for r in rows[:6]) + f"; end to end {n / e2e['streams'][-1]:.1f}/s",
@@ -376,6 +389,13 @@ def main(argv=None) -> dict:
     bound_r = [min(r["times"][k] for r in chosen_rows) for k in range(len(e2e["streams"]))]
     e2e_share = float(np.median([b / t for b, t in zip(bound_r, e2e["streams"])]))
     peak_share = float(np.median([flop / b / p for b, p in zip(bound_r, peaks[chosen_prec])]))
+    # CPU accounting (every thread of the process, per round): what one genome costs the cores in the
+    # chosen forward alone and end to end; their difference is the preparation. With every core busy in
+    # both, end to end can reach at most forward CPU / end-to-end CPU of the bound.
+    bound_row = min(chosen_rows, key=lambda r: r["seconds"])
+    fwd_cpu = float(np.median(bound_row["cpu"])) / n
+    e2e_cpu_g = float(np.median(e2e_cpu)) / n
+    cores_n = max(1, int(info.get("cores") or cores))
     for r in rows:
         r["share_of_peak"] = float(np.median([flop / t / p for t, p in zip(r["times"], peaks[r["precision"]])]))
     torch_row = {p: next(r for r in rows if r["backend"] == "torch SDPA" and r["precision"] == p) for p in ("fp32", "bf16")}
@@ -412,6 +432,12 @@ def main(argv=None) -> dict:
         "end_to_end_genomes_per_s_each_round": [n / t for t in e2e["streams"]],
         "end_to_end_genomes_per_s": n / t_e2e,
         "end_to_end_share_of_bound": e2e_share,
+        "forward_cpu_ms_per_genome": 1000 * fwd_cpu,
+        "end_to_end_cpu_ms_per_genome": 1000 * e2e_cpu_g,
+        "preparation_cpu_ms_per_genome": 1000 * (e2e_cpu_g - fwd_cpu),
+        "end_to_end_ceiling_share": fwd_cpu / e2e_cpu_g,
+        "forward_core_utilisation": float(np.median(bound_row["cpu"])) / bound_row["seconds"] / cores_n,
+        "end_to_end_core_utilisation": float(np.median(e2e_cpu)) / t_e2e / cores_n,
         "end_to_end_one_stream_genomes_per_s": n / t_e2e_one,
         "workers": args.workers,
         "end_to_end_parallel_genomes_per_s": n / t_par,
@@ -419,7 +445,7 @@ def main(argv=None) -> dict:
         "validation_genomes": len(vpad),
         "fp32_bf16_same_call": torch_row["bf16"]["same_call"],
         "fp32_bf16_max_abs_logit_diff": torch_row["bf16"]["max_abs_logit_diff"],
-        "backends": [{k: v for k, v in r.items() if k not in ("fn", "times")} | {"rounds_genomes_per_s": [n / t for t in r["times"]]}
+        "backends": [{k: v for k, v in r.items() if k not in ("fn", "times", "cpu")} | {"rounds_genomes_per_s": [n / t for t in r["times"]]}
                      for r in rows],
     }
     print(f"\n{'measure':40s} value")
