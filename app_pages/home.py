@@ -3,8 +3,8 @@
 import streamlit as st
 
 from bertgeom.examples import example_sentences
-from bertgeom.variant import VARIANT_MODEL_ID
-from bertgeom.inputs import INPUT_KINDS
+from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+from bertgeom.inputs import INPUT_KINDS, registered_page
 from bertgeom.models import REGISTRY
 from bertgeom.ui.state import select_head, widget_key
 from bertgeom.ui.tour import tour_overview
@@ -84,7 +84,7 @@ with c2:
     if VARIANT_MODEL_ID in REGISTRY:
         st.markdown("**A SARS-CoV-2 genome** (the variant BERT of the case study)")
         if st.button("An Omicron genome → Variant Classifier", on_click=_use_example, args=(VARIANT_MODEL_ID, 7), key="w_home_g0"):
-            st.switch_page("app_pages/variant_classifier.py")
+            st.switch_page(registered_page("classifier").script)
         if st.button("An Alpha genome → Attention Heads", on_click=_use_example, args=(VARIANT_MODEL_ID, 3), key="w_home_g1"):
             st.switch_page("app_pages/attention_heads.py")
     st.markdown("Or pick a model and an input in the sidebar. The *Share this view* box there gives a "

@@ -65,10 +65,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
 
-    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
     from bertgeom.analysis.attributions import integrated_gradients_checked
 
     loaded = load_model(VARIANT_MODEL_ID)

@@ -28,7 +28,7 @@ Measured in the same run, so that a shared, busy machine still gives honest rati
 * the fused attention kernels alone at the forward's shapes (bf16): the part of the forward no matrix
   unit speeds up (its softmax is exp-bound);
 * end to end with the chosen backend: with one stream, with the default forward streams
-  (:func:`bertgeom.variant.predict.default_streams`: one per core on the CPU, one thread each) and with
+  (:func:`bertgeom.sars_cov_2.variant.predict.default_streams`: one per core on the CPU, one thread each) and with
   ``--workers`` preparation processes. The bound is the faster of the two ways to run the chosen
   backend's forwards alone (one stream with every thread, or the streams); end to end's share of it is
   the median of the per-round shares.
@@ -56,8 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _records(n: int):
-    from bertgeom.genome.fasta import parse_sequences
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.genome.fasta import parse_sequences
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     base = [parse_sequences(it.text)[0] for it in genome_set()]
     return [base[i % len(base)] for i in range(n)]
@@ -125,7 +125,7 @@ def _pad(ids: list[np.ndarray]) -> np.ndarray:
 
 
 def _token_ids(loaded, records) -> list[np.ndarray]:
-    from bertgeom.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
 
     ids = [np.asarray(analyse_sequence(r, vocab=loaded.tokenizer).token_ids) for r in records]
     return [x[: int(np.count_nonzero(x))] for x in ids if np.count_nonzero(x)]
@@ -235,15 +235,15 @@ def main(argv=None) -> dict:
     from bertgeom.backends import available_backends, choose_backend
     from bertgeom.models import REGISTRY, load_model, resolve_device
     from bertgeom.runtime import machine, machine_line
-    from bertgeom.variant import VARIANT_MODEL_ID
-    from bertgeom.variant.predict import (classify_stream, default_streams, fast_classifier,
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant.predict import (classify_stream, default_streams, fast_classifier,
                                           held_out_genomes, logits_for_ids)
 
     model_id = args.model or (VARIANT_MODEL_ID if VARIANT_MODEL_ID in REGISTRY else "")
     if not model_id:
         import tempfile
 
-        from bertgeom.variant import build_tiny_variant_model
+        from bertgeom.sars_cov_2.variant import build_tiny_variant_model
 
         model_id = str(build_tiny_variant_model(Path(tempfile.mkdtemp()) / "tiny"))
     loaded = load_model(model_id)

@@ -9,7 +9,7 @@
 
 **Model pass** (default). The model is the shipped SARS-CoV-2 variant model when
 ``bertgeom/data/variant_model/model.safetensors`` exists, else a tiny random variant-shaped model
-(2 layers x 4 heads, width 32) built with :func:`bertgeom.variant.build_tiny_variant_model` in a
+(2 layers x 4 heads, width 32) built with :func:`bertgeom.sars_cov_2.variant.build_tiny_variant_model` in a
 temporary directory (``--full-size``: a random model with the shipped model's shape, 6 x 12,
 width 384, so timings are representative without the trained weights). The genomes are the
 shipped held-out validation genomes repeated to ``--n`` (300). One pass of
@@ -147,7 +147,7 @@ def load_bench_model(which: str = "auto", tmp_dir: str | None = None):
     import tempfile
 
     from bertgeom.models import load_model
-    from bertgeom.variant import VARIANT_DIR, build_tiny_variant_model, variant_spec
+    from bertgeom.sars_cov_2.variant import VARIANT_DIR, build_tiny_variant_model, variant_spec
 
     if which == "auto" and (VARIANT_DIR / "model.safetensors").is_file():
         return load_model(variant_spec()), "shipped variant model"
@@ -162,7 +162,7 @@ def load_bench_model(which: str = "auto", tmp_dir: str | None = None):
 def genomes(n: int):
     """The shipped validation genomes repeated (names suffixed) to ``n`` inputs."""
     from bertgeom.inputs import InputItem
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     base = genome_set()
     return tuple(InputItem(f"{base[i % len(base)].name}#{i // len(base)}", base[i % len(base)].text,

@@ -140,14 +140,14 @@ def _tab(page, name: str) -> None:
 
 
 def _genomes(n: int) -> str:
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     return "\n".join(it.text for it in genome_set()[:n])
 
 
 def scenarios(quick: bool) -> list[tuple[str, object]]:
     """``(name, run(page, base, timeout) -> seconds)`` in the order a visitor might meet them."""
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     heads = f"?view=heads&model={SPIKE}&layer=1&head=1"
 

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _inputs(d: Path, n: int) -> tuple[Path, Path]:
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     base = genome_set()
     fasta, labels = d / "genomes.fasta.xz", d / "labels.tsv"
@@ -56,14 +56,14 @@ def _inputs(d: Path, n: int) -> tuple[Path, Path]:
 
 
 def _model(arg: str, d: Path) -> tuple[str, str]:
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
     from bertgeom.models import REGISTRY
 
     if arg:
         return arg, arg
     if VARIANT_MODEL_ID in REGISTRY:
         return VARIANT_MODEL_ID, "trained variant model (6 x 12 heads)"
-    from bertgeom.variant import build_tiny_variant_model
+    from bertgeom.sars_cov_2.variant import build_tiny_variant_model
 
     path = build_tiny_variant_model(d / "shape_model", layers=6, heads=12, hidden=384)
     return str(path), "random model of the shipped shape (6 layers x 12 heads, width 384)"
@@ -134,8 +134,8 @@ def main(argv=None) -> dict:
             key = (r["config"], r["engine"])
             r["speedup_vs_1"] = round(r["genomes_per_s"] / base[key], 2) if key in base else None
         # classify end to end on the same genomes, same run (its default backend, precision and streams)
-        from bertgeom.genome.fasta import iter_fasta_file
-        from bertgeom.variant.predict import classify_stream, fast_classifier
+        from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
+        from bertgeom.sars_cov_2.variant.predict import classify_stream, fast_classifier
 
         records = list(iter_fasta_file(str(fasta)))
         fc = fast_classifier(loaded, args.device if args.device != "auto" else "cpu")

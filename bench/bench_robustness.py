@@ -1,8 +1,8 @@
 """Wide robustness and calibration benchmark of the variant classifier on real held-out genomes.
 
 On the real **evaluation** genomes (never trained on, not used for calibration;
-:func:`bertgeom.genome.dataset.split_calibration`) it reports per perturbation kind
-(:data:`bertgeom.variant.robustness.KINDS`: plain; one, two and three markers of one other class
+:func:`bertgeom.sars_cov_2.genome.dataset.split_calibration`) it reports per perturbation kind
+(:data:`bertgeom.sars_cov_2.variant.robustness.KINDS`: plain; one, two and three markers of one other class
 with every own marker kept; one and two own markers reverted; 1-10 private substitutions at
 non-marker sites; real ARTIC V3/V4.1 amplicon dropouts; N runs of 100-500 nt; partial spikes), side
 by side for the BERT, the k-mer-count logistic regression trained on the model's own recipe in the
@@ -12,7 +12,7 @@ for the BERT both with its raw softmax and with its calibrated temperature; and 
 diagram (PNG).
 
 ``--fit-temperature`` first fits the softmax temperature on the **calibration** genomes and their
-perturbations (:mod:`bertgeom.variant.calibration`) and, with ``--write-calibration``, stores it
+perturbations (:mod:`bertgeom.sars_cov_2.variant.calibration`) and, with ``--write-calibration``, stores it
 in the model directory's ``calibration.json``.
 
 ``--split calibration`` scores the calibration genomes instead: that is where retraining candidates
@@ -45,8 +45,8 @@ OUT = ROOT / "bench" / "out"
 
 def _genomes(records) -> list:
     """:class:`Genome` records (aligned spike, insertions, spike QC against the true class)."""
-    from bertgeom.genome.pipeline import analyse_sequence
-    from bertgeom.variant.robustness import Genome
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.variant.robustness import Genome
 
     out = []
     for g in records:
@@ -57,7 +57,7 @@ def _genomes(records) -> list:
 
 
 def cap_per_class(genomes: list, max_per_class: int | None, seed: int = 0) -> list:
-    from bertgeom.genome.classes import CLASSES
+    from bertgeom.sars_cov_2.genome.classes import CLASSES
 
     rng = np.random.default_rng(seed)
     capped = []
@@ -74,14 +74,14 @@ def validation_genomes(max_per_class: int | None, seed: int = 0, split: str = "e
     ``split="evaluation"`` is what the README and the model card report; ``"calibration"`` is the
     selection split: retraining candidates are compared there, so that the evaluation genomes
     never take part in choosing the weights they are reported on."""
-    from bertgeom.variant.train import real_genome_parts
+    from bertgeom.sars_cov_2.variant.train import real_genome_parts
 
     out = _genomes(real_genome_parts()[split])
     return out, cap_per_class(out, max_per_class, seed)
 
 
 def calibration_genomes(max_per_class: int | None, seed: int = 0) -> list:
-    from bertgeom.variant.train import real_genome_parts
+    from bertgeom.sars_cov_2.variant.train import real_genome_parts
 
     return cap_per_class(_genomes(real_genome_parts()["calibration"]), max_per_class, seed)
 
@@ -92,8 +92,8 @@ def bert_logits(model_dir: Path, batch_size: int = 32, bf16: bool = False):
     import torch
 
     from bertgeom.models import load_model
-    from bertgeom.variant import variant_spec
-    from bertgeom.variant.predict import logits_for_ids
+    from bertgeom.sars_cov_2.variant import variant_spec
+    from bertgeom.sars_cov_2.variant.predict import logits_for_ids
 
     loaded = load_model(variant_spec(model_dir))
     cache: dict[str, np.ndarray] = {}
@@ -124,7 +124,7 @@ def bert_scorer(logits, labels, temperature: float):
 
 def baseline_scorer(loaded):
     """The k-mer-count logistic regression of ``evaluate``, trained on the model's recipe now."""
-    from bertgeom.variant.predict import kmer_features, recipe_baseline
+    from bertgeom.sars_cov_2.variant.predict import kmer_features, recipe_baseline
 
     clf = recipe_baseline(loaded)
     cache: dict[str, tuple[str, float]] = {}
@@ -141,7 +141,7 @@ def baseline_scorer(loaded):
 
 
 def rule_scorer():
-    from bertgeom.genome.markers import call_by_markers
+    from bertgeom.sars_cov_2.genome.markers import call_by_markers
 
     def score(inputs):
         return [call_by_markers(a, ins).call for a, ins in inputs], None
@@ -155,8 +155,8 @@ def export_checkpoint(checkpoint: Path, base: Path, out: Path) -> Path:
 
     import torch
 
-    from bertgeom.genome.kmers import KmerVocab
-    from bertgeom.variant import build_variant_model, save_variant_model
+    from bertgeom.sars_cov_2.genome.kmers import KmerVocab
+    from bertgeom.sars_cov_2.variant import build_variant_model, save_variant_model
 
     config = json.loads((base / "config.json").read_text())
     model = build_variant_model(config)
@@ -171,8 +171,8 @@ def fit_model_temperature(logits, labels, max_per_class: int, seed: int, draws: 
     """The temperature fitted on the calibration genomes and their wide perturbations (half the
     weight on the plain genomes, half on the perturbed ones), and what it was fitted on."""
     from bertgeom.probabilities import scaled_softmax
-    from bertgeom.variant.calibration import fit_temperature
-    from bertgeom.variant.robustness import expected_calibration_error, wide_perturbations
+    from bertgeom.sars_cov_2.variant.calibration import fit_temperature
+    from bertgeom.sars_cov_2.variant.robustness import expected_calibration_error, wide_perturbations
 
     cal = calibration_genomes(None, seed)
     capped = cap_per_class(cal, max_per_class, seed)
@@ -199,8 +199,8 @@ def fit_model_temperature(logits, labels, max_per_class: int, seed: int, draws: 
 def run(model_dir: Path, max_per_class: int, seed: int, fit: bool = False, write: bool = False,
         plot: Path | None = None, draws: dict | None = None, cal_max_per_class: int | None = None,
         bf16: bool = False, split: str = "evaluation") -> dict:
-    from bertgeom.variant.calibration import write_calibration
-    from bertgeom.variant.robustness import KINDS, reliability_bins, score_kinds, wide_perturbations
+    from bertgeom.sars_cov_2.variant.calibration import write_calibration
+    from bertgeom.sars_cov_2.variant.robustness import KINDS, reliability_bins, score_kinds, wide_perturbations
 
     t0 = time.time()
     all_val, capped = validation_genomes(max_per_class, seed, split)
@@ -238,7 +238,7 @@ def run(model_dir: Path, max_per_class: int, seed: int, fit: bool = False, write
             reliability[name] = {"plain": reliability_bins(plain_conf, ok_plain),
                                  "perturbed": reliability_bins(pert_conf, ok_pert)}
         print(f"{name}: scored ({time.time() - t0:.0f} s)", flush=True)
-    from bertgeom.variant.predict import eval_report
+    from bertgeom.sars_cov_2.variant.predict import eval_report
 
     truth = [g.cls for g in all_val]
     evaluation = {}  # the format of `python -m bertgeom evaluate --json` (for the model card)
@@ -305,7 +305,7 @@ def reliability_plot(result: dict, path: Path) -> Path:
 
 
 def tables(result: dict) -> str:
-    from bertgeom.variant.robustness import markdown_tables
+    from bertgeom.sars_cov_2.variant.robustness import markdown_tables
 
     return markdown_tables(result)
 
@@ -338,7 +338,7 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", default="", help="write the reliability diagram to this PNG")
     ap.add_argument("--cal-max-per-class", type=int, default=0, help="calibration genomes per class that are perturbed")
     ap.add_argument("--draws", action="append", default=[], metavar="KIND=N",
-                    help="perturbations per genome of one kind (bertgeom.variant.robustness.DEFAULT_DRAWS)")
+                    help="perturbations per genome of one kind (bertgeom.sars_cov_2.variant.robustness.DEFAULT_DRAWS)")
     ap.add_argument("--bf16", action="store_true", help="forward passes under bf16 autocast (about 2x faster on a CPU)")
     ap.add_argument("--split", choices=("evaluation", "calibration"), default="evaluation",
                     help="genomes scored: evaluation (reported) or calibration (where candidates are compared)")
@@ -353,7 +353,7 @@ def main(argv=None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    from bertgeom.variant import VARIANT_DIR
+    from bertgeom.sars_cov_2.variant import VARIANT_DIR
 
     model_dir = Path(args.model) if args.model else VARIANT_DIR
     if args.checkpoint:
@@ -366,7 +366,7 @@ def main(argv=None) -> int:
                  args.split)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
-    from bertgeom.variant.robustness import release_gates
+    from bertgeom.sars_cov_2.variant.robustness import release_gates
 
     result["gates"] = release_gates(result)
     Path(args.out).write_text(json.dumps(result, indent=1))

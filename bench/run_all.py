@@ -49,14 +49,14 @@ def _best(fn, repeat: int) -> float:
 
 
 def _variant_model_id() -> str:
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
     from bertgeom.models import REGISTRY
 
     if VARIANT_MODEL_ID in REGISTRY:
         return VARIANT_MODEL_ID
     import tempfile
 
-    from bertgeom.variant import build_tiny_variant_model
+    from bertgeom.sars_cov_2.variant import build_tiny_variant_model
 
     return str(build_tiny_variant_model(Path(tempfile.mkdtemp()) / "tiny_variant"))
 
@@ -65,7 +65,7 @@ def analysis_latency(repeat: int) -> list[dict]:
     from bertgeom.analysis.heads import head_features
     from bertgeom.tokens import TokenKinds
     from bench.reference_heads import reference_per_head
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
     from bertgeom.models import load_model
     from bertgeom.inputs import encode_input
     from bertgeom.trace import run_trace
@@ -154,7 +154,7 @@ import torch, transformers, bertgeom.models, bertgeom.trace
 if {load}:
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
     a = load_model("minilm-l6"); run_trace(a, "The cat sat on the mat because it was tired.")
     b = load_model({variant!r}); run_trace(b, genome_set("demo")[-1].text)
 # VmHWM is this process's own peak (ru_maxrss would inherit the parent's peak across fork/exec)

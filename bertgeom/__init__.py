@@ -15,7 +15,7 @@ The package is plain Python (numpy / torch / transformers); Streamlit is importe
 kind and models (:func:`register_model`, :func:`register_loader`, :func:`register_input_kind`) from
 a function named under the ``bertgeom.plugins`` entry-point group, called the first time a registry
 is read (:func:`bertgeom.models.load_plugins`). So ``import bertgeom`` loads no genome code; the
-shipped SARS-CoV-2 family (:func:`bertgeom.variant.spec.register`) is loaded when a model list,
+shipped SARS-CoV-2 family (:func:`bertgeom.sars_cov_2.variant.spec.register`) is loaded when a model list,
 model or input kind is first looked up.
 """
 
@@ -106,13 +106,13 @@ def cone_index(X, mask=None, *, normalized: bool = False):
 
 def classify(genomes, model=None, *, batch_size: int = 16):
     """Classify SARS-CoV-2 genomes (FASTA text, bytes or a path to a FASTA file; whole, partial or
-    spike only) with the variant model: one :class:`bertgeom.variant.predict.Prediction` per record,
+    spike only) with the variant model: one :class:`bertgeom.sars_cov_2.variant.predict.Prediction` per record,
     in input order (predicted class, probabilities, QC, the rule-based call, or the error)."""
     from pathlib import Path
 
-    from bertgeom.genome.fasta import SequenceInputError, parse_sequences
-    from bertgeom.variant import VARIANT_MODEL_ID
-    from bertgeom.variant.predict import classify_stream
+    from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, parse_sequences
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant.predict import classify_stream
 
     loaded = model if isinstance(model, LoadedModel) else load_model(model or VARIANT_MODEL_ID)
     if isinstance(genomes, Path):

@@ -47,12 +47,12 @@ TOUR_BEGIN, TOUR_END = "<!-- tour-genome: python -m bertgeom tour --update docs/
 
 def tour_genome_sentence() -> str:
     """The tour's genome step sentence, computed from the shipped variant model on the demo genome
-    (:func:`bertgeom.variant.whatif.genome_sentence`; the tour shows the same)."""
+    (:func:`bertgeom.sars_cov_2.variant.whatif.genome_sentence`; the tour shows the same)."""
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
-    from bertgeom.variant import VARIANT_MODEL_ID
-    from bertgeom.variant.spec import demo_genomes
-    from bertgeom.variant.whatif import genome_facts, genome_sentence
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant.spec import demo_genomes
+    from bertgeom.sars_cov_2.variant.whatif import genome_facts, genome_sentence
 
     loaded = load_model(VARIANT_MODEL_ID)
     return genome_sentence(genome_facts(loaded, run_trace(loaded, demo_genomes()[7]["text"])))
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _variant_commands(sub) -> None:
-    from bertgeom.variant.cli import register
+    from bertgeom.sars_cov_2.variant.cli import register
 
     register(sub)
 

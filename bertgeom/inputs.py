@@ -6,7 +6,7 @@ for text, nucleotide spans for a genome) and which tokens are [CLS], [SEP] and p
 kind of input once: its encoder, its example inputs and shipped sets, its class names, its token
 domains and what the pages can offer for it. Generic code (the analyses, sets, figures, pages)
 asks the spec, never the kind's name. Text is built in; a plug-in registers its own kind with
-:func:`register_input_kind` (``bertgeom.variant`` registers the SARS-CoV-2 genome).
+:func:`register_input_kind` (``bertgeom.sars_cov_2.variant`` registers the SARS-CoV-2 genome).
 
 Where it sits: above the model registry (:mod:`bertgeom.models`), below the forward pass.
 """
@@ -309,3 +309,46 @@ def encode_input(loaded: LoadedModel, text: str) -> EncodedInput:
     if kind is None:
         raise InputError(f"No encoder reads '{loaded.spec.input_kind}' input (model '{loaded.spec.id}').")
     return kind.encoder(loaded, text)
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """A page a plug-in adds to the app: its key (what :attr:`InputKind.pages` names), the page
+    script's path (absolute: the plug-in's own file), where the navigation lists it and how.
+
+    The app lists a registered page only while the chosen model's input kind names its key, so a
+    page that cannot work with the model at hand is never offered."""
+
+    key: str
+    title: str
+    script: str
+    url_path: str
+    icon: str = ""
+    section: str = "Plug-ins"
+
+
+class Pages(PluginRegistry):
+    """The pages plug-ins registered, by key (in registration order)."""
+
+
+#: Pages registered by plug-ins (:func:`register_page`); the app's navigation reads them.
+PAGES = Pages()
+
+
+def register_page(page: PageSpec) -> PageSpec:
+    """Add ``page`` to the app's navigation, under ``page.section``, for input kinds naming ``page.key``."""
+    dict.__setitem__(PAGES, page.key, page)
+    return page
+
+
+def registered_page(key: str) -> PageSpec:
+    """The registered page ``key`` (:class:`InputError` when no plug-in registered it)."""
+    page = PAGES.get(key)
+    if page is None:
+        raise InputError(f"No plug-in registered a page '{key}'.")
+    return page
+
+
+def registered_pages() -> list[PageSpec]:
+    """Every page plug-ins registered, in registration order."""
+    return list(PAGES.values())

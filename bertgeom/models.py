@@ -87,9 +87,11 @@ TINY_RANDOM = ModelSpec(
 #: each entry is a function that calls :func:`register`, :func:`register_loader` and
 #: :func:`bertgeom.inputs.register_input_kind` for its family.
 PLUGIN_GROUP = "bertgeom.plugins"
-#: Plug-ins this checkout ships, loaded also where the package's metadata is absent (run from a copy
-#: of the tree without ``pip install``): the SARS-CoV-2 case study.
-SHIPPED_PLUGINS = ("bertgeom.variant.spec:register",)
+#: Plug-ins this checkout ships, by entry-point name, loaded also where the package's metadata is
+#: absent or stale (run from a copy of the tree without ``pip install``): the SARS-CoV-2 case study.
+SHIPPED_PLUGINS = {"sars-cov-2": "bertgeom.sars_cov_2:register"}
+#: ``(plug-in, one sentence)`` for every plug-in that could not be loaded (the app says so; the rest works).
+PLUGIN_ERRORS: list[tuple[str, str]] = []
 _plugins_state = {"loaded": False}
 
 
@@ -97,20 +99,30 @@ def load_plugins() -> None:
     """Register every installed model family, once, the first time anything asks the registries.
 
     The core imports no family: ``import bertgeom`` loads no genome code, and a family's modules are
-    imported only when a model list, a model, an input kind or a loader is first looked up."""
+    imported only when a model list, a model, an input kind or a loader is first looked up. An
+    installed entry point with a shipped plug-in's name is this checkout's plug-in (the checkout's
+    code wins over stale metadata). A plug-in that fails to load is reported (a warning and
+    :data:`PLUGIN_ERRORS`) and left out; the others and the core still work."""
     if _plugins_state["loaded"]:
         return
     _plugins_state["loaded"] = True  # set first: a plug-in's own registration reads the registries
+    import warnings
     from importlib import import_module
     from importlib.metadata import entry_points
 
-    targets = list(SHIPPED_PLUGINS)
+    targets = dict(SHIPPED_PLUGINS)
     for ep in entry_points(group=PLUGIN_GROUP):
-        if ep.value not in targets:
-            targets.append(ep.value)
-    for target in targets:
+        targets.setdefault(ep.name, ep.value)
+    for name, target in targets.items():
         module, _, attr = target.partition(":")
-        getattr(import_module(module), attr)()
+        try:
+            register = getattr(import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            sentence = f"the plug-in '{name}' ({target}) could not be loaded: {exc}"
+            PLUGIN_ERRORS.append((name, sentence))
+            warnings.warn(sentence, RuntimeWarning, stacklevel=2)
+            continue
+        register()
 
 
 class PluginRegistry(dict):

@@ -6,7 +6,7 @@ probability bertgeom shows (pages, tour, what-if, head disabling, the CLI, preco
 ``softmax(logits / T)``. The call (argmax) is the same for every T. Log-odds are computed from the
 logits, so they keep moving where a calibrated probability shows as "> 99.9%".
 
-Generic over model families: the variant case study fits T (:mod:`bertgeom.variant.calibration`);
+Generic over model families: the variant case study fits T (:mod:`bertgeom.sars_cov_2.variant.calibration`);
 any other classifier gets T = 1, the plain softmax.
 
 References

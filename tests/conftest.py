@@ -44,7 +44,7 @@ def minilm():
 @pytest.fixture(scope="session")
 def tiny_variant_dir(tmp_path_factory):
     """A random 2-layer variant-shaped model (k-mer vocabulary, 8 classes) saved like the shipped one."""
-    from bertgeom.variant import build_tiny_variant_model
+    from bertgeom.sars_cov_2.variant import build_tiny_variant_model
 
     return build_tiny_variant_model(tmp_path_factory.mktemp("tiny_variant"))
 
@@ -52,7 +52,7 @@ def tiny_variant_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_variant(tiny_variant_dir):
     from bertgeom.models import load_model
-    from bertgeom.variant import variant_spec
+    from bertgeom.sars_cov_2.variant import variant_spec
 
     return load_model(variant_spec(tiny_variant_dir))
 

@@ -91,7 +91,7 @@ def test_classifier_logits_match_and_disabling_nothing_is_identical(tiny_variant
 
 
 def _variant_text():
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     return genome_set("demo")[0].text
 

@@ -109,7 +109,7 @@ def test_empty_input_gets_a_hint_not_an_error():
 
 
 def test_home_genome_example_opens_the_classifier_with_that_genome():
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
     from bertgeom.models import REGISTRY
 
     if VARIANT_MODEL_ID not in REGISTRY:
@@ -128,5 +128,9 @@ def test_no_pages_folder_beside_the_entry_script():
     found" (#21 item 6; the browser test in test_e2e_deeplinks.py opens each address on a fresh server)."""
     root = Path(APP).parent
     assert not (root / "pages").exists()
-    for page in ("home", "attention_heads", "subspace_directions", "cone_index", "variant_classifier"):
+    for page in ("home", "attention_heads", "subspace_directions", "cone_index"):
         assert (root / "app_pages" / f"{page}.py").is_file()
+    from bertgeom.inputs import registered_page
+
+    classifier = Path(registered_page("classifier").script)  # a plug-in's page lives in its package
+    assert classifier.is_file() and classifier.parent.name == "sars_cov_2"

@@ -31,7 +31,7 @@ _text = page_text
 
 
 def _variant_state(tiny_variant_dir) -> dict:
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     return {"model_id": str(tiny_variant_dir), "genome_value": genome_set("demo")[-1].text}
 
@@ -191,7 +191,7 @@ def test_variant_model_domains_set_statistics_ablation_and_comparison(tiny_varia
 
 
 def test_domain_masses_partition_the_zeroed_attention(tiny_variant):
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
     from bertgeom.trace import run_trace
     from bertgeom.sets.heads import domain_masses
 

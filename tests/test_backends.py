@@ -33,7 +33,7 @@ def test_runtime_logits_equal_torch_fp32(tiny_variant, cache, backend):
     the classifier built on it says which backend and precision ran."""
     pytest.importorskip("onnx")
     pytest.importorskip(backend)
-    from bertgeom.variant.predict import FastClassifier
+    from bertgeom.sars_cov_2.variant.predict import FastClassifier
 
     ids = _padded_ids(tiny_variant)
     ref = FastClassifier(tiny_variant, "cpu", "fp32", "torch").logits(ids)
@@ -49,7 +49,7 @@ def test_runtime_logits_equal_torch_fp32(tiny_variant, cache, backend):
 def test_openvino_bf16_hint_keeps_the_calls(tiny_variant, cache):
     pytest.importorskip("onnx")
     pytest.importorskip("openvino")
-    from bertgeom.variant.predict import FastClassifier
+    from bertgeom.sars_cov_2.variant.predict import FastClassifier
 
     ids = _padded_ids(tiny_variant)
     ref = FastClassifier(tiny_variant, "cpu", "fp32", "torch").logits(ids)
@@ -87,7 +87,7 @@ def test_changed_weights_change_the_runtime_logits(tiny_variant, cache):
     pytest.importorskip("onnxruntime")
     import torch
 
-    from bertgeom.variant.predict import FastClassifier
+    from bertgeom.sars_cov_2.variant.predict import FastClassifier
 
     ids = _padded_ids(tiny_variant)
     before = FastClassifier(tiny_variant, "cpu", "fp32", "onnxruntime").logits(ids)
@@ -148,7 +148,7 @@ def test_classify_cli_names_the_backend_and_refuses_an_impossible_one(tiny_varia
     import subprocess
     import sys
 
-    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
     rec = load_demo_genomes()[0][0]
     fasta = tmp_path / "g.fasta"
@@ -172,7 +172,7 @@ def test_an_automatic_backend_that_fails_falls_back_to_torch(tiny_variant, cache
     """``auto`` never leaves a user without a call: a runtime that cannot start (here: its compile
     raises) gives way to torch with a warning; the same runtime asked for by name reports the error."""
     import bertgeom.backends as backends
-    from bertgeom.variant.predict import FastClassifier, logits_for_ids
+    from bertgeom.sars_cov_2.variant.predict import FastClassifier, logits_for_ids
 
     real_choose = backends.choose_backend
 
@@ -201,8 +201,8 @@ def test_streams_on_a_runtime_give_torchs_calls_in_input_order(tiny_variant, cac
     torch path's calls and probabilities, in input order."""
     pytest.importorskip("onnx")
     pytest.importorskip("openvino")
-    from bertgeom.genome.dataset import load_demo_genomes
-    from bertgeom.variant.predict import classify_stream
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.variant.predict import classify_stream
 
     recs = [r for r, _ in load_demo_genomes()]
     ref = list(classify_stream(tiny_variant, recs, batch_size=2, streams=1, precision="fp32", backend="torch"))
@@ -219,7 +219,7 @@ def test_concurrent_requests_share_one_fast_classifier(tiny_variant):
     is locked), keyed by the weights too."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from bertgeom.variant.predict import fast_classifier
+    from bertgeom.sars_cov_2.variant.predict import fast_classifier
 
     barrier = threading.Barrier(6)
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from bertgeom.genome.dataset import load_demo_genomes
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
 
 def _run(*args, timeout=600):
@@ -79,8 +79,8 @@ def test_names_that_look_like_formulas_are_neutralised(tiny_variant_dir, tmp_pat
 
 
 def test_parallel_preparation_keeps_input_order_and_bad_records_in_place(tiny_variant):
-    from bertgeom.genome.fasta import RecordError
-    from bertgeom.variant.predict import classify_stream
+    from bertgeom.sars_cov_2.genome.fasta import RecordError
+    from bertgeom.sars_cov_2.variant.predict import classify_stream
 
     recs = [r for r, _ in load_demo_genomes()]
     stream = [recs[0], RecordError("broken", 1, "Record 'broken' contains no sequence."), *recs[1:5], "ACGT" * 3]
@@ -95,8 +95,8 @@ def test_forward_streams_give_the_one_stream_rows_in_input_order(tiny_variant):
     one stream gives, bad records in place, and leave the caller's torch threads as they were."""
     import torch
 
-    from bertgeom.genome.fasta import RecordError
-    from bertgeom.variant.predict import classify_stream, default_streams
+    from bertgeom.sars_cov_2.genome.fasta import RecordError
+    from bertgeom.sars_cov_2.variant.predict import classify_stream, default_streams
 
     recs = [r for r, _ in load_demo_genomes()]
     stream = [recs[0], RecordError("broken", 1, "Record 'broken' contains no sequence."), *recs[1:7], "ACGT" * 3]
@@ -115,7 +115,7 @@ def test_forward_streams_give_the_one_stream_rows_in_input_order(tiny_variant):
 def test_a_consumer_that_stops_early_leaves_no_stream_running(tiny_variant):
     import threading
 
-    from bertgeom.variant.predict import classify_stream
+    from bertgeom.sars_cov_2.variant.predict import classify_stream
 
     recs = [r for r, _ in load_demo_genomes()] * 3
     gen = classify_stream(tiny_variant, recs, batch_size=2, streams=2)
@@ -137,7 +137,7 @@ def test_streams_and_workers_together_are_refused_in_one_sentence(tiny_variant_d
 def test_the_fast_classifier_matches_the_analysis_model(tiny_variant):
     import numpy as np
 
-    from bertgeom.variant.predict import FastClassifier, logits_for_ids
+    from bertgeom.sars_cov_2.variant.predict import FastClassifier, logits_for_ids
 
     texts = [r.sequence[21000:25500] for r, _ in load_demo_genomes()]
     ids, _ = tiny_variant.tokenizer.encode_batch([t[:3822] for t in texts], max_length=None)
@@ -164,8 +164,8 @@ def test_the_fast_classifier_matches_the_analysis_model(tiny_variant):
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no GPU here (CI has none)")
 def test_the_gpu_gives_the_cpu_argmax_on_the_demo_genomes():  # pragma: no cover - GPU machines only
     from bertgeom.models import load_model
-    from bertgeom.variant import VARIANT_MODEL_ID
-    from bertgeom.variant.predict import classify_stream
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant.predict import classify_stream
 
     loaded = load_model(VARIANT_MODEL_ID)
     recs = [r for r, _ in load_demo_genomes()]
@@ -180,7 +180,7 @@ def test_a_broken_variant_model_directory_gives_one_sentence(tiny_variant_dir, t
     import shutil
 
     from bertgeom.models import ModelLoadError, load_model
-    from bertgeom.variant import variant_spec
+    from bertgeom.sars_cov_2.variant import variant_spec
 
     broken = tmp_path / damage
     shutil.copytree(tiny_variant_dir, broken)

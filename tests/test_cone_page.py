@@ -11,8 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 from bertgeom.sets import cone as conesets
 from bertgeom.analysis.cone import cone_index, hidden_state_cone_curve
-from bertgeom.genome.classes import CLASSES
-from bertgeom.variant.spec import genome_set
+from bertgeom.sars_cov_2.genome.classes import CLASSES
+from bertgeom.sars_cov_2.variant.spec import genome_set
 from bertgeom.analysis.projections import pca
 from bertgeom.trace import run_trace
 from bertgeom.weights import extract_layer_weights

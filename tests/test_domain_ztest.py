@@ -47,7 +47,7 @@ def test_bonferroni_and_empty_heads():
 
 
 def test_domain_counts_on_a_genome(tiny_variant):
-    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
     from bertgeom.sets.heads import domain_counts, domain_names
     from bertgeom.trace import run_trace
 

@@ -27,7 +27,7 @@ ROW_PX = 35  # st.dataframe's row (and header) height
 def _records() -> list[tuple[str, str]]:
     """20 open genomes (the 8 demo examples and 12 of the validation set), renamed so that each
     name is unique and tells its row: ``r03_USA/...``."""
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     items = list(genome_set("demo")) + list(genome_set("validation_small"))[:12]
     out = []
@@ -40,7 +40,7 @@ def _records() -> list[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def server():
     from bertgeom.models import REGISTRY
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")

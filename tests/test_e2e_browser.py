@@ -70,7 +70,7 @@ def test_a_shared_link_restores_model_layer_and_head(server, page):
 
 
 def _needs_variant_model():
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
     from bertgeom.models import REGISTRY
 
     if VARIANT_MODEL_ID not in REGISTRY:
@@ -79,7 +79,7 @@ def _needs_variant_model():
 
 def test_paste_a_genome_and_see_prediction_and_qc_card(server, page):
     _needs_variant_model()
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     page.goto(f"{server}/?view=classifier&model=sars-cov-2-variant")
     wait_idle(page)
@@ -94,7 +94,7 @@ def test_paste_a_genome_and_see_prediction_and_qc_card(server, page):
 
 def test_upload_a_fasta_and_download_the_csv(server, page, tmp_path):
     _needs_variant_model()
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     fasta = tmp_path / "two.fasta"
     fasta.write_text(genome_set("demo")[5].text + "\n" + genome_set("demo")[7].text + "\n")

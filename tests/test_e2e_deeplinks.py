@@ -35,7 +35,7 @@ def test_the_app_declares_these_addresses():
 def test_a_pages_address_opens_without_a_dialog_for_the_first_visitor(browser, path, title):
     if path == "classifier":
         from bertgeom.models import REGISTRY
-        from bertgeom.variant import VARIANT_MODEL_ID
+        from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
         if VARIANT_MODEL_ID not in REGISTRY:
             pytest.skip("the shipped variant model is not installed (the page is not listed)")

@@ -144,11 +144,11 @@ def test_every_text_box_renders_a_payload_as_text(app, watched):
 
 def test_the_queries_and_keys_upload_and_the_what_if_box_render_a_payload_as_text(app, watched):
     from bertgeom.models import REGISTRY
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")
-    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
     page = watched
     junk = "ACGTTGCA" * 40  # aligns nowhere: each record lands in the error caption

@@ -35,7 +35,7 @@ def page(browser):
 
 def _needs_variant_model():
     from bertgeom.models import REGISTRY
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")
@@ -55,7 +55,7 @@ def _upload(locator, name: str, data: bytes) -> None:
 
 def test_a_large_upload_note_and_a_record_heading_show_markup_as_text(server, page):
     _needs_variant_model()
-    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
     recs = [r for r, _ in load_demo_genomes()]
     big = "".join(f">{r.name}\n{r.sequence}\n" for r in recs).encode()

@@ -69,7 +69,7 @@ def _next(page) -> None:
 
 def _needs_models():
     from bertgeom.models import REGISTRY
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
     if "minilm-l6" not in REGISTRY or VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the tour needs the bundled MiniLM and the shipped variant model")

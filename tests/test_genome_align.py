@@ -1,4 +1,4 @@
-"""Alignment to MN908947.3 and the spike cut (bertgeom.genome.align)."""
+"""Alignment to MN908947.3 and the spike cut (bertgeom.sars_cov_2.genome.align)."""
 
 import functools
 import time
@@ -6,9 +6,9 @@ import time
 import numpy as np
 import pytest
 
-from bertgeom.genome.align import AlignmentError, align_genome, align_spike
-from bertgeom.genome.dataset import load_demo_genomes
-from bertgeom.genome.reference import (
+from bertgeom.sars_cov_2.genome.align import AlignmentError, align_genome, align_spike
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+from bertgeom.sars_cov_2.genome.reference import (
     SPIKE_END,
     SPIKE_LEN,
     SPIKE_START,

@@ -1,4 +1,4 @@
-"""Parsing of pasted / uploaded / streamed sequences (bertgeom.genome.fasta)."""
+"""Parsing of pasted / uploaded / streamed sequences (bertgeom.sars_cov_2.genome.fasta)."""
 
 import gzip
 import lzma
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bertgeom.genome.fasta import (
+from bertgeom.sars_cov_2.genome.fasta import (
     RecordError,
     SequenceInputError,
     SequenceRecord,
@@ -145,7 +145,7 @@ def test_fuzz_fasta_like(parts):
 # --- compressed inputs: every member read, truncation named (issue 16, item 1) -------------------------
 
 def _demo_fasta(n=4):
-    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
     recs = [r for r, _ in load_demo_genomes()][:n]
     return recs, "".join(f">{r.name}\n{r.sequence}\n" for r in recs).encode()
@@ -155,7 +155,7 @@ def test_concatenated_gzip_members_and_bgzf_blocks_are_read_completely():
     import gzip
     import lzma
 
-    from bertgeom.genome.fasta import parse_sequences
+    from bertgeom.sars_cov_2.genome.fasta import parse_sequences
 
     recs, fa = _demo_fasta()
     two = gzip.compress(fa[: len(fa) // 2]) + gzip.compress(fa[len(fa) // 2 :])
@@ -169,7 +169,7 @@ def test_concatenated_gzip_members_and_bgzf_blocks_are_read_completely():
 def test_a_truncated_upload_names_the_record_where_reading_stopped():
     import gzip
 
-    from bertgeom.genome.fasta import TruncatedInputError, parse_sequences
+    from bertgeom.sars_cov_2.genome.fasta import TruncatedInputError, parse_sequences
 
     recs, fa = _demo_fasta()
     blocks = [gzip.compress(f">{r.name}\n{r.sequence}\n".encode()) for r in recs]
@@ -183,7 +183,7 @@ def test_a_truncated_upload_names_the_record_where_reading_stopped():
 def test_the_cli_reader_reports_a_truncated_file_in_a_row_after_the_intact_records(tmp_path):
     import gzip
 
-    from bertgeom.genome.fasta import RecordError, SequenceRecord, iter_fasta_file
+    from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceRecord, iter_fasta_file
 
     recs, _ = _demo_fasta()
     blocks = [gzip.compress(f">{r.name}\n{r.sequence}\n".encode()) for r in recs]
@@ -200,7 +200,7 @@ def test_the_cli_reader_reports_a_truncated_file_in_a_row_after_the_intact_recor
 def test_hostile_compressed_uploads_lose_nothing_silently(cuts, keep, codec):
     """Any member layout of a compressed FASTA reads completely; any truncation says so (never a
     silent partial read, never another exception)."""
-    from bertgeom.genome.fasta import SequenceInputError, TruncatedInputError, parse_sequences
+    from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, TruncatedInputError, parse_sequences
 
     recs, fa = _demo_fasta()
     bounds = sorted({0, len(fa), *[min(c, len(fa)) for c in cuts]})

@@ -1,8 +1,8 @@
-"""k-mer tokenisation, vocabulary and token coordinates (bertgeom.genome.kmers)."""
+"""k-mer tokenisation, vocabulary and token coordinates (bertgeom.sars_cov_2.genome.kmers)."""
 
 import numpy as np
 
-from bertgeom.genome.kmers import (
+from bertgeom.sars_cov_2.genome.kmers import (
     CLS_ID,
     PAD_ID,
     SEP_ID,
@@ -16,7 +16,7 @@ from bertgeom.genome.kmers import (
     token_axis,
     token_nt_span,
 )
-from bertgeom.genome.reference import reference_spike
+from bertgeom.sars_cov_2.genome.reference import reference_spike
 
 # The case study's token table (Bonino 2025, arXiv:2502.12033; the authors' released code), which the paper's code produced with its one-codon-short ends
 PAPER_TOKENS = {

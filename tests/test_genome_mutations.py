@@ -1,13 +1,13 @@
-"""Mutation calling, clade definitions and the class mapping (bertgeom.genome.mutations/classes)."""
+"""Mutation calling, clade definitions and the class mapping (bertgeom.sars_cov_2.genome.mutations/classes)."""
 
 import functools
 
 import pytest
 
-from bertgeom.genome.align import align_genome
-from bertgeom.genome.classes import CLASSES, clade_to_class, label_to_class
-from bertgeom.genome.dataset import load_demo_genomes
-from bertgeom.genome.mutations import (
+from bertgeom.sars_cov_2.genome.align import align_genome
+from bertgeom.sars_cov_2.genome.classes import CLASSES, clade_to_class, label_to_class
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+from bertgeom.sars_cov_2.genome.mutations import (
     aa_effect_of_sub,
     call_mutations,
     class_defining_mutations,
@@ -16,7 +16,7 @@ from bertgeom.genome.mutations import (
     nearest_clade,
     spike_sites_of,
 )
-from bertgeom.genome.reference import SPIKE_START, domain_of_aa, reference_sequence, reference_spike_protein
+from bertgeom.sars_cov_2.genome.reference import SPIKE_START, domain_of_aa, reference_sequence, reference_spike_protein
 
 
 def edit(subs=(), deletions=(), insertions=()):

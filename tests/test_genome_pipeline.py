@@ -5,18 +5,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertgeom.genome.classes import CLASSES, label_to_class
-from bertgeom.genome.dataset import (
+from bertgeom.sars_cov_2.genome.classes import CLASSES, label_to_class
+from bertgeom.sars_cov_2.genome.dataset import (
     load_demo_genomes,
     load_dev_genomes,
     load_validation_small,
     read_labels,
     split_real_genomes,
 )
-from bertgeom.genome.fasta import RecordError, SequenceRecord
-from bertgeom.genome.kmers import KmerVocab
-from bertgeom.genome.pipeline import analyse_many, analyse_sequence
-from bertgeom.genome.reference import data_path, reference_spike
+from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceRecord
+from bertgeom.sars_cov_2.genome.kmers import KmerVocab
+from bertgeom.sars_cov_2.genome.pipeline import analyse_many, analyse_sequence
+from bertgeom.sars_cov_2.genome.reference import data_path, reference_spike
 
 DEV = data_path("genomes")  # the open developer genomes ship with the package
 
@@ -41,7 +41,7 @@ def test_never_raises(bad):
 
 
 def test_not_covering_spike_and_record_error():
-    from bertgeom.genome.reference import reference_sequence
+    from bertgeom.sars_cov_2.genome.reference import reference_sequence
 
     res = analyse_sequence(SequenceRecord("orf1", reference_sequence()[1000:5000], []))
     assert not res.ok and "spike" in res.error
@@ -103,6 +103,6 @@ def test_no_streamlit_import():
     import subprocess
     import sys
 
-    code = "import sys, bertgeom.genome.pipeline, bertgeom.genome.synth, bertgeom.genome.dataset; print('streamlit' in sys.modules)"
+    code = "import sys, bertgeom.sars_cov_2.genome.pipeline, bertgeom.sars_cov_2.genome.synth, bertgeom.sars_cov_2.genome.dataset; print('streamlit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

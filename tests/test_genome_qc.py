@@ -1,12 +1,12 @@
-"""Spike QC verdicts (bertgeom.genome.qc)."""
+"""Spike QC verdicts (bertgeom.sars_cov_2.genome.qc)."""
 
 import functools
 
-from bertgeom.genome import qc
-from bertgeom.genome.align import align_genome, cut_spike
-from bertgeom.genome.dataset import load_demo_genomes, load_validation_small
-from bertgeom.genome.mutations import call_mutations
-from bertgeom.genome.reference import reference_sequence
+from bertgeom.sars_cov_2.genome import qc
+from bertgeom.sars_cov_2.genome.align import align_genome, cut_spike
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes, load_validation_small
+from bertgeom.sars_cov_2.genome.mutations import call_mutations
+from bertgeom.sars_cov_2.genome.reference import reference_sequence
 
 
 @functools.lru_cache(maxsize=1)
@@ -82,8 +82,8 @@ def test_validation_small_mostly_usable():
 
 def test_whole_genome_qc_sees_what_the_spike_checks_cannot():
     """N far from the spike: the spike passes, the whole-genome card warns (issue 12)."""
-    from bertgeom.genome.dataset import load_demo_genomes
-    from bertgeom.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
 
     rec = next(r for r, meta in load_demo_genomes() if meta["class"] == "alpha")
     seq = rec.sequence[:5000] + "N" * 1921 + rec.sequence[6921:]
@@ -99,9 +99,9 @@ def test_whole_genome_qc_sees_what_the_spike_checks_cannot():
 
 
 def test_an_intergenic_deletion_is_not_a_frameshift():
-    from bertgeom.genome.dataset import load_demo_genomes
-    from bertgeom.genome.pipeline import analyse_sequence
-    from bertgeom.genome.qc import gene_at
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.genome.qc import gene_at
 
     assert gene_at(28271) is None and gene_at(28274) == "N" and gene_at(21563) == "S"
     rec = next(r for r, meta in load_demo_genomes() if meta["class"] == "alpha")

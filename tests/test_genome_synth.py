@@ -2,11 +2,11 @@
 
 import numpy as np
 
-from bertgeom.genome.align import align_spike
-from bertgeom.genome.classes import CLASSES
-from bertgeom.genome.dataset import load_demo_genomes
-from bertgeom.genome.mutations import call_mutations, class_defining_mutations
-from bertgeom.genome.synth import (
+from bertgeom.sars_cov_2.genome.align import align_spike
+from bertgeom.sars_cov_2.genome.classes import CLASSES
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+from bertgeom.sars_cov_2.genome.mutations import call_mutations, class_defining_mutations
+from bertgeom.sars_cov_2.genome.synth import (
     SynthConfig,
     canonicalise,
     clade_weights,

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertgeom.genome.dataset import load_demo_genomes
-from bertgeom.genome.genes import GENE_ORDER, load_genes
-from bertgeom.genome.markers import load_marker_table
-from bertgeom.genome.pipeline import analyse_sequence, carried_by, mutation_table
-from bertgeom.genome.reference import reference_sequence
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+from bertgeom.sars_cov_2.genome.genes import GENE_ORDER, load_genes
+from bertgeom.sars_cov_2.genome.markers import load_marker_table
+from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence, carried_by, mutation_table
+from bertgeom.sars_cov_2.genome.reference import reference_sequence
 
 DATA = Path(__file__).parent / "data"
 
@@ -41,7 +41,7 @@ def s_row(analysis, name: str) -> dict:
 def _normal(gene: str, events) -> list[str]:
     """Our Nextclade-form rows in the independent derivation's older form: consecutive deleted residues
     grouped (``del69-70``), a frameshift by the codon of its first indel (``fs256``)."""
-    from bertgeom.genome.profiles import nuc_key
+    from bertgeom.sars_cov_2.genome.profiles import nuc_key
 
     out: list[str] = []
     run: list[int] = []
@@ -104,8 +104,8 @@ def test_known_nextclade_names_on_the_demo_genomes():
 def test_token_ids_of_the_demo_genomes_are_unchanged():
     """What the model reads (spike 12-mers, stride 9) is what it read before the one-pass pipeline
     (ids recorded from commit 16859aa with the shipped vocabulary)."""
-    from bertgeom.genome.kmers import KmerVocab
-    from bertgeom.variant import VARIANT_DIR
+    from bertgeom.sars_cov_2.genome.kmers import KmerVocab
+    from bertgeom.sars_cov_2.variant import VARIANT_DIR
 
     recorded = json.loads((DATA / "demo_token_ids.json").read_text())["token_ids"]
     vocab = KmerVocab.load(VARIANT_DIR / "kmer_vocab.json")
@@ -147,8 +147,8 @@ def test_g142d_on_delta_is_tagged_delta_and_omicron():
 
 
 def test_a_clean_ba2_has_no_private_spike_change_and_qc_counts_the_rows_it_marks():
-    from bertgeom.genome.dataset import load_dev_genomes
-    from bertgeom.genome.reference import data_path
+    from bertgeom.sars_cov_2.genome.dataset import load_dev_genomes
+    from bertgeom.sars_cov_2.genome.reference import data_path
 
     genomes = {g.name: g for g in load_dev_genomes(data_path("genomes", "open_genomes_dev.fasta.xz"),
                                                    data_path("genomes", "open_genomes_dev_labels.tsv"))}
@@ -189,8 +189,8 @@ def test_the_result_object_gives_the_batch_and_csv_fields_in_one_pass():
 
 
 def test_shipped_clade_profiles_are_what_the_builder_makes():
-    from bertgeom.genome.markers import training_reports
-    from bertgeom.genome.profiles import build_clade_profiles, load_clade_profiles
+    from bertgeom.sars_cov_2.genome.markers import training_reports
+    from bertgeom.sars_cov_2.genome.profiles import build_clade_profiles, load_clade_profiles
 
     shipped = load_clade_profiles()
     assert shipped.version == 2

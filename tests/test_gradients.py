@@ -13,7 +13,7 @@ from bertgeom.analysis.gradients import attention_gradients, gradient_by_key_kin
 
 def _ids(loaded):
     from bertgeom.inputs import encode_input
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     return encode_input(loaded, genome_set("demo")[0].text)
 

@@ -77,7 +77,7 @@ def test_disabling_over_the_sentences(minilm):
 
 
 def test_variant_model_domain_test_flow_window_and_set_disabling(tiny_variant_dir, monkeypatch):
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
 
@@ -105,7 +105,7 @@ def test_variant_model_domain_test_flow_window_and_set_disabling(tiny_variant_di
 
 
 def test_gradient_tab_on_the_variant_model_and_minilm_says_why_not(tiny_variant_dir, monkeypatch):
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     at = _page("Gradient importance", text_value=SENTENCE)
     assert any("no classification head" in i.value for i in at.info)
@@ -141,7 +141,7 @@ def test_word_toggle_on_the_head_map(minilm):
 
 
 def test_compare_two_genomes_pairs_every_spike_position(tiny_variant_dir, monkeypatch):
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     at = _page("Compare two inputs", model_id=str(tiny_variant_dir), genome_value=genome_set("demo")[-1].text)

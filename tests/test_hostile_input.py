@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bertgeom.genome.fasta import SequenceInputError, parse_sequences
-from bertgeom.variant.spec import labelled_fasta_set
+from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, parse_sequences
+from bertgeom.sars_cov_2.variant.spec import labelled_fasta_set
 from bertgeom.inputs import InputError, encode_input, encode_text
-from bertgeom.variant.explain import parse_change
+from bertgeom.sars_cov_2.variant.explain import parse_change
 
 LOOKALIKES = "АВСЕНКМОРТХасеорху＞ＡＣＧＴ\u200b\u00a0\u2028\ufeff"  # Cyrillic, full-width, zero-width, BOM
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -76,7 +76,7 @@ def test_degenerate_genome_inputs_get_a_sentence(tiny_variant, text):
 
 
 def test_mixed_line_endings_and_rna_read_the_same_genome(tiny_variant):
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     text = genome_set("demo")[2].text
     header, seq = text.split("\n", 1)

@@ -27,7 +27,7 @@ def test_cone_summary_reads_its_numbers_from_the_curves():
 
 
 def test_english_text_in_the_genome_box_is_called_text_not_protein():
-    from bertgeom.genome.fasta import SequenceInputError, clean_sequence
+    from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, clean_sequence
 
     with pytest.raises(SequenceInputError, match="ordinary text") as err:
         clean_sequence("The cat sat on the mat because it was tired.")
@@ -39,7 +39,7 @@ def test_english_text_in_the_genome_box_is_called_text_not_protein():
 
 
 def test_batch_confidence_is_written_as_a_probability_label():
-    from bertgeom.variant.result import batch_table
+    from bertgeom.sars_cov_2.variant.result import batch_table
 
     row = {"name": "x", "predicted": "alpha", "confidence": 0.99996, "rule_call": "alpha", "agrees": "yes",
            "qc": "pass", "genome_qc": "pass", "n_mutations": 3, "error": ""}
@@ -92,8 +92,8 @@ def test_head_view_of_a_long_input_says_it_scrolls_and_styles_a_visible_scrollba
 
 def test_three_qc_verdicts_side_by_side(tiny_variant):
     from bertgeom.inputs import encode_input
-    from bertgeom.variant.result import qc_verdicts
-    from bertgeom.variant.spec import demo_genomes
+    from bertgeom.sars_cov_2.variant.result import qc_verdicts
+    from bertgeom.sars_cov_2.variant.spec import demo_genomes
 
     analysis = encode_input(tiny_variant, demo_genomes()[7]["text"]).extra["analysis"]
     rows = qc_verdicts(analysis)

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian
 
 def test_six_sessions_at_once_and_a_light_client_is_served():
     from bertgeom.models import REGISTRY
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")

@@ -5,19 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertgeom.genome.align import align_spike
-from bertgeom.genome.augment import AugmentConfig, augment_spike
-from bertgeom.genome.classes import CLASSES, VOC_CLASSES
-from bertgeom.genome.dataset import load_demo_genomes
-from bertgeom.genome.markers import (
+from bertgeom.sars_cov_2.genome.align import align_spike
+from bertgeom.sars_cov_2.genome.augment import AugmentConfig, augment_spike
+from bertgeom.sars_cov_2.genome.classes import CLASSES, VOC_CLASSES
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+from bertgeom.sars_cov_2.genome.markers import (
     build_characteristic_table,
     call_by_markers,
     load_marker_table,
     marker_state,
     parse_characteristic_table,
 )
-from bertgeom.genome.reference import SPIKE_START, data_path, reference_spike
-from bertgeom.variant.robustness import Genome, perturbations
+from bertgeom.sars_cov_2.genome.reference import SPIKE_START, data_path, reference_spike
+from bertgeom.sars_cov_2.variant.robustness import Genome, perturbations
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_shipped_table_is_what_the_builder_makes_and_names_the_classic_markers()
 
 
 def test_table_round_trips_through_its_text_form(tmp_path):
-    from bertgeom.genome.markers import write_characteristic_table
+    from bertgeom.sars_cov_2.genome.markers import write_characteristic_table
 
     path = tmp_path / "t.tsv"
     write_characteristic_table(load_marker_table().markers, path)
@@ -119,8 +119,8 @@ def test_augmentation_is_reproducible_from_its_seed(demo_cuts):
 
 
 def test_training_batches_are_augmented_and_labelled(demo_cuts):
-    from bertgeom.genome.kmers import KmerVocab
-    from bertgeom.variant.train import Example, step_batch
+    from bertgeom.sars_cov_2.genome.kmers import KmerVocab
+    from bertgeom.sars_cov_2.variant.train import Example, step_batch
 
     pool = [Example(c, cut.aligned, c, "real", list(cut.insertions)) for c, cut in demo_cuts.items()]
     vocab = KmerVocab.build([e.spike for e in pool])
@@ -142,8 +142,8 @@ def test_characteristic_table_file_is_shipped_with_provenance():
 def test_shipped_profiles_name_indels_as_every_other_table_does():
     """The training profiles' indel rows carry the names the characteristic table writes, from the same
     function: Nextclade's per-residue deletions (Delta's E156G F157- R158-)."""
-    from bertgeom.genome.shipped_files import profile_aa_name
-    from bertgeom.genome.mutations import load_spike_profiles
+    from bertgeom.sars_cov_2.genome.shipped_files import profile_aa_name
+    from bertgeom.sars_cov_2.genome.mutations import load_spike_profiles
 
     indels = [e for entries in load_spike_profiles().values() for e in entries if e.kind != "sub"]
     assert indels

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bertgeom.genome.dataset import load_demo_genomes
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -87,7 +87,7 @@ def test_custom_class_labels_are_data_not_one_of_the_eight(relabelled_model):
     at.session_state["model_id"] = str(folder)
     at.session_state["genome_value"] = f">g\n{genome.sequence}\n"
     at.run()
-    at.switch_page("app_pages/variant_classifier.py").run()
+    at.switch_page("bertgeom/sars_cov_2/page.py").run()
     assert not at.exception  # no KeyError "unknown class"
     heading = next(t for t in _texts(at) if t.startswith("### "))
     assert any(heading.startswith(f"### {plain(label)} — ") for label in labels), heading
@@ -105,7 +105,7 @@ def test_the_batch_table_is_drawn_with_formula_cells_neutralised(tiny_variant_di
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = "".join(f">{n}\n{genome}\n" for n in names)
     at.run()
-    at.switch_page("app_pages/variant_classifier.py").run()
+    at.switch_page("bertgeom/sars_cov_2/page.py").run()
     assert not at.exception
     table = at.dataframe[0].value  # what Streamlit's own table download writes
     assert list(table["name"]) == ["'" + n for n in names[:4]] + ["plain"]

@@ -8,7 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
-from bertgeom.variant.card import write_card
+from bertgeom.sars_cov_2.variant.card import write_card
 
 MODEL_DIR = Path(__file__).resolve().parent.parent / "bertgeom" / "data" / "variant_model"
 

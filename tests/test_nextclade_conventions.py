@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertgeom.genome.fasta import iter_fasta_file
-from bertgeom.genome.gate import DIVERGENT, NOT_SARS2, SARS2
-from bertgeom.genome.pipeline import analyse_sequence, mutation_table
-from bertgeom.genome.qc import known_frameshift, known_stop, snp_clusters
-from bertgeom.genome.reference import reference_sequence
+from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
+from bertgeom.sars_cov_2.genome.gate import DIVERGENT, NOT_SARS2, SARS2
+from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence, mutation_table
+from bertgeom.sars_cov_2.genome.qc import known_frameshift, known_stop, snp_clusters
+from bertgeom.sars_cov_2.genome.reference import reference_sequence
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[1]
@@ -54,8 +54,8 @@ def genome(subs=(), deletions=(), insertions=(), n_runs=(), base=None) -> str:
 
 def flip(pos: int) -> tuple[int, str]:
     """A substitution at ``pos`` to a base other than the reference's that makes no stop codon in any gene."""
-    from bertgeom.genome.genes import genes_at
-    from bertgeom.genome.reference import translate_codon
+    from bertgeom.sars_cov_2.genome.genes import genes_at
+    from bertgeom.sars_cov_2.genome.reference import translate_codon
 
     for alt in "ACGT":
         if alt == REF[pos - 1]:
@@ -265,8 +265,8 @@ def test_cli_no_call_below_the_gate_and_a_call_on_shipped_genomes(tmp_path):
 
 
 def test_a_spike_only_input_is_not_credited_with_a_descendant_told_apart_outside_the_spike():
-    from bertgeom.genome.align import align_genome, cut_spike
-    from bertgeom.genome.mutations import nearest_clade
+    from bertgeom.sars_cov_2.genome.align import align_genome, cut_spike
+    from bertgeom.sars_cov_2.genome.mutations import nearest_clade
 
     delta = next(r for r in iter_fasta_file(REPO / "bertgeom/data/genomes/demo_genomes.fasta")
                  if r.name == "USA/MA-CDCBI-CRSP_6WUXOVDJ3B5G2RNQ/2021")
@@ -277,7 +277,7 @@ def test_a_spike_only_input_is_not_credited_with_a_descendant_told_apart_outside
 
 def test_library_no_call_below_the_gate_and_notes_say_what_was_done_to_the_input():
     import bertgeom as bg
-    from bertgeom.genome.reference import reverse_complement
+    from bertgeom.sars_cov_2.genome.reference import reverse_complement
 
     delta = cases()["USA/NC-CDC-LC0171588/2021"]
     rna_rc = reverse_complement(delta.sequence).replace("T", "U")
@@ -291,8 +291,8 @@ def test_library_no_call_below_the_gate_and_notes_say_what_was_done_to_the_input
 
 def test_the_what_if_finds_an_entry_by_either_name():
     """The what-if lists Nextclade's names; a search for the earlier grouped form still finds them."""
-    from bertgeom.variant.explain import revertible_events
-    from bertgeom.variant.result import mutation_events
+    from bertgeom.sars_cov_2.variant.explain import revertible_events
+    from bertgeom.sars_cov_2.variant.result import mutation_events
 
     rep = analyse_sequence(genome(deletions=[(21765, 6), (21991, 3)], subs=[(23063, "T")])).mutations
     labels = {e.name: e.label for e in revertible_events(rep, mutation_events(rep))}

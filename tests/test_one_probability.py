@@ -20,7 +20,8 @@ ALLOWED_SOFTMAX = {
 }
 #: (file, enclosing function) -> why reading ``.probs`` there is not a trace's raw softmax.
 ALLOWED_PROBS = {
-    ("bertgeom/variant/predict.py", None): "Prediction.probs: the calibrated dict class_probabilities filled",
+    ("bertgeom/sars_cov_2/variant/predict.py", None):
+        "Prediction.probs: the calibrated dict class_probabilities filled",
 }
 
 
@@ -80,7 +81,7 @@ def test_the_walk_finds_what_it_forbids():
 def test_the_call_sites_this_issue_fixed_use_class_probabilities():
     texts = dict(_sources())
     for rel in ("bertgeom/ui/heads_tabs.py", "bertgeom/ui/heads_more_tabs.py", "bertgeom/sets/ablation.py",
-                "bertgeom/variant/whatif.py", "bertgeom/__main__.py", "app_pages/variant_classifier.py"):
+                "bertgeom/sars_cov_2/variant/whatif.py", "bertgeom/__main__.py", "bertgeom/sars_cov_2/page.py"):
         assert "class_probabilities(" in texts[rel], rel
 
 

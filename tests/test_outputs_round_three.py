@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bertgeom.genome.dataset import load_demo_genomes
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
 
 def _bertgeom(*args, **kw):

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 _PROBE = """
 import sys
 import bertgeom, bertgeom.analysis.cone, bertgeom.trace, bertgeom.sets.heads, bertgeom.figures.heads
-case_study = sorted(m for m in sys.modules if m.startswith(("bertgeom.genome", "bertgeom.variant")))
+case_study = sorted(m for m in sys.modules if m.startswith("bertgeom.sars_cov_2."))
 print("after import:", case_study)
 from bertgeom.models import REGISTRY
 print("default:", REGISTRY.default_id)
@@ -34,7 +34,7 @@ def test_the_shipped_family_is_named_as_an_entry_point():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     from bertgeom.models import SHIPPED_PLUGINS
 
-    assert list(project["entry-points"]["bertgeom.plugins"].values()) == list(SHIPPED_PLUGINS)
+    assert project["entry-points"]["bertgeom.plugins"] == SHIPPED_PLUGINS
 
 
 def test_a_local_variant_directory_is_recognised_without_touching_a_registry_first():
@@ -42,3 +42,16 @@ def test_a_local_variant_directory_is_recognised_without_touching_a_registry_fir
              "print(resolve_spec('bertgeom/data/variant_model').loader)\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "variant"
+
+
+def test_a_plug_in_that_fails_to_load_is_reported_and_the_others_still_work():
+    probe = ("import bertgeom.models as m\n"
+             "m.SHIPPED_PLUGINS['broken'] = 'bertgeom_no_such_plugin:register'\n"
+             "print('default:', m.REGISTRY.default_id)\n"
+             "print('errors:', [name for name, _ in m.PLUGIN_ERRORS])\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    lines = dict(line.split(": ", 1) for line in done.stdout.strip().splitlines())
+    assert lines["default"] == "sars-cov-2-variant"
+    assert lines["errors"] == "['broken']"
+    assert "the plug-in 'broken' (bertgeom_no_such_plugin:register) could not be loaded" in done.stderr
+    assert "Traceback" not in done.stderr

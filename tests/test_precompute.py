@@ -25,9 +25,9 @@ N_GENOMES = 20
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory, tiny_variant):
-    from bertgeom.genome.fasta import parse_sequences
-    from bertgeom.variant.spec import genome_set
-    from bertgeom.variant.predict import classify_stream
+    from bertgeom.sars_cov_2.genome.fasta import parse_sequences
+    from bertgeom.sars_cov_2.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.predict import classify_stream
 
     items = list(genome_set()[:N_GENOMES])
     d = tmp_path_factory.mktemp("precompute_inputs")
@@ -133,7 +133,7 @@ def test_cli_precompute_stops_after_max_shards_and_resumes(inputs, tiny_variant_
 
 def test_results_hold_the_library_computations(inputs, tiny_variant, local1):
     from bertgeom.analysis.cone import hidden_state_cone_curve
-    from bertgeom.genome.fasta import iter_fasta_file
+    from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
     from bertgeom.analysis.heads import head_features
     from bertgeom.tokens import TokenKinds
     from bertgeom.precompute.core import analyse_and_encode
@@ -372,7 +372,7 @@ def test_devices_resolve_here_and_cuda_is_optional(inputs, tiny_variant, tiny_va
 
     from bertgeom.models import load_model, resolve_device
     from bertgeom.precompute.engines import make_engine
-    from bertgeom.variant import variant_spec
+    from bertgeom.sars_cov_2.variant import variant_spec
 
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert load_model(variant_spec(tiny_variant_dir), device="cpu").device == "cpu"

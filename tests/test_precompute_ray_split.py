@@ -17,10 +17,10 @@ from bertgeom.precompute.core import PREPARED_COLUMNS, prepare_shard
 
 
 def test_prepare_gives_todays_error_rows_and_plain_arrays(tiny_variant, local1, tmp_path):  # noqa: F811
-    from bertgeom.genome.fasta import RecordError, iter_fasta_file
-    from bertgeom.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.genome.fasta import RecordError, iter_fasta_file
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
     from bertgeom.precompute.core import shard_input
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     good = genome_set()[0]
     fasta = tmp_path / "three.fasta"

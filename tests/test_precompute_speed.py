@@ -53,7 +53,7 @@ def test_local_precompute_uses_every_core_by_default(monkeypatch):
 
 def test_local_workers_never_outnumber_the_shards_left(tmp_path, tiny_variant):
     """One shard to do runs in this process: a spawned worker would only add its start-up."""
-    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
     from bertgeom.precompute import PrecomputeConfig, load_results, precompute
 
     recs = [r for r, _ in load_demo_genomes()][:2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from bertgeom.variant.spec import genome_set
+from bertgeom.sars_cov_2.variant.spec import genome_set
 from bertgeom.precompute import PrecomputeConfig, precompute
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

@@ -75,7 +75,7 @@ def test_an_examples_flow_and_checkpoint_comparison_are_prepared_as_the_page_com
     from bertgeom.inputs import INPUT_KINDS
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
     from bertgeom.weights import extract_layer_weights
 
     tasks = [t for t in prepared.prepare_tasks("minilm-l6", minilm, subspace=False, sweeps=False, items=[])

@@ -33,7 +33,7 @@ def test_cone_page_shows_the_probe_for_the_variant_set(tiny_variant_dir, tmp_pat
 
     from streamlit.testing.v1 import AppTest
 
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
     from plotly_json import plotly_values
 
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bertgeom.genome.dataset import load_demo_genomes
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE_NAMES = ["![x](http://127.0.0.1:9/x.png)", ":red[red] **bold** $x^2$", "see http://evil.example.com/a",
@@ -83,7 +83,7 @@ def test_duplicate_record_names_are_told_apart_and_keep_their_header(tiny_varian
 def test_the_cli_and_the_web_keep_the_same_records_of_a_gz_with_trailing_garbage(tiny_variant_dir, tmp_path, demo):
     import gzip
 
-    from bertgeom.variant.spec import read_upload
+    from bertgeom.sars_cov_2.variant.spec import read_upload
 
     data = b"".join(gzip.compress(f">{r.name}\n{r.sequence}\n".encode()) for r in demo) + b"this is not gzip"
     text, problem = read_upload("tail.fasta.gz", data)
@@ -122,7 +122,7 @@ def test_no_page_writes_a_csv_but_through_the_one_writer():
 def test_the_single_result_csv_neutralises_a_formula_name(tiny_variant):
     from bertgeom.safety import csv_bytes
     from bertgeom.trace import run_trace
-    from bertgeom.variant.result import result_row
+    from bertgeom.sars_cov_2.variant.result import result_row
 
     rec = load_demo_genomes()[0][0]
     trace = run_trace(tiny_variant, f">=HYPERLINK(\"http://x\")\n{rec.sequence}")
@@ -148,7 +148,7 @@ def test_plain_breaks_every_markup_the_dashboard_renders():
 def run_template(tiny_variant, tmp_path_factory):
     """A real 4-genome, 2-shard precompute run folder with class maps (copied by each test)."""
     from bertgeom.precompute import PrecomputeConfig, precompute
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     base = tmp_path_factory.mktemp("precomputed")
     items = [it for it in genome_set() if it.label in ("delta", "omicron")][:4]
@@ -274,7 +274,7 @@ def test_a_broken_variant_model_folder_gives_one_sentence_on_the_classifier(tiny
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.session_state["model_id"] = str(broken)
     at.run()
-    at.switch_page("app_pages/variant_classifier.py").run()
+    at.switch_page("bertgeom/sars_cov_2/page.py").run()
     assert not at.exception
     assert len(at.error) == 1 and "unreadable weights" in at.error[0].value
 
@@ -286,10 +286,10 @@ def test_every_uploader_shares_the_one_input_limit():
 
     from bertgeom.inputs import InputError
     from bertgeom.safety import MAX_INPUT_BYTES
-    from bertgeom.variant.spec import labelled_fasta_set
+    from bertgeom.sars_cov_2.variant.spec import labelled_fasta_set
     from bertgeom.ui.sequence_input import MAX_UPLOAD_BYTES
-    from bertgeom.variant.spec import read_upload
-    from bertgeom.variant import MAX_GENOME_INPUT_BYTES
+    from bertgeom.sars_cov_2.variant.spec import read_upload
+    from bertgeom.sars_cov_2.variant import MAX_GENOME_INPUT_BYTES
 
     cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert MAX_UPLOAD_BYTES == MAX_GENOME_INPUT_BYTES == MAX_INPUT_BYTES == cfg["server"]["maxUploadSize"] * 2**20
@@ -300,7 +300,7 @@ def test_every_uploader_shares_the_one_input_limit():
 
 
 def test_a_genome_in_ambiguity_codes_is_not_called_a_protein(tmp_path):
-    from bertgeom.genome.fasta import (
+    from bertgeom.sars_cov_2.genome.fasta import (
         SequenceInputError,
         iter_fasta_file,
         parse_sequences,
@@ -326,7 +326,7 @@ def test_duplicate_names_are_told_apart_on_the_classifier_page(tiny_variant_dir,
     at.session_state["genome_value"] = ("".join(f">same\n{demo[i].sequence}\n" for i in range(2))
                                         + f">other\n{demo[2].sequence}\n")
     at.run()
-    at.switch_page("app_pages/variant_classifier.py").run()
+    at.switch_page("bertgeom/sars_cov_2/page.py").run()
     assert not at.exception
     table = at.dataframe[0].value
     assert list(table["name"]) == ["same", "same#2", "other"]
@@ -334,7 +334,7 @@ def test_duplicate_names_are_told_apart_on_the_classifier_page(tiny_variant_dir,
 
 
 def test_duplicate_names_in_an_uploaded_set_are_told_apart_and_keep_their_header():
-    from bertgeom.variant.spec import labelled_fasta_set
+    from bertgeom.sars_cov_2.variant.spec import labelled_fasta_set
 
     seq = load_demo_genomes()[0][0].sequence
     items = labelled_fasta_set(f">a|omicron\n{seq}\n>a|omicron\n{seq}\n>b|delta\n{seq}\n")
@@ -362,7 +362,7 @@ def _cone_page_on_precomputed_sets(tiny_variant_dir, tmp_path, monkeypatch, *, c
     """The Cone page's per-class section on the precomputed results under ``tmp_path/results``."""
     from streamlit.testing.v1 import AppTest
 
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     monkeypatch.setenv("BERTGEOM_RESULTS_DIR", str(tmp_path / "results"))

@@ -7,15 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from bertgeom.genome.align import align_spike
-from bertgeom.genome.augment import AugmentConfig, artic_dropouts, augment_spike, marker_changes_by_class
-from bertgeom.genome.classes import CLASSES
-from bertgeom.genome.dataset import load_demo_genomes, split_calibration, split_real_genomes
-from bertgeom.genome.markers import call_by_markers, marker_state
-from bertgeom.genome.reference import SPIKE_END, SPIKE_START
+from bertgeom.sars_cov_2.genome.align import align_spike
+from bertgeom.sars_cov_2.genome.augment import AugmentConfig, artic_dropouts, augment_spike, marker_changes_by_class
+from bertgeom.sars_cov_2.genome.classes import CLASSES
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes, split_calibration, split_real_genomes
+from bertgeom.sars_cov_2.genome.markers import call_by_markers, marker_state
+from bertgeom.sars_cov_2.genome.reference import SPIKE_END, SPIKE_START
 from bertgeom.probabilities import scaled_softmax
-from bertgeom.variant.calibration import fit_temperature, read_temperature, write_calibration
-from bertgeom.variant.robustness import (
+from bertgeom.sars_cov_2.variant.calibration import fit_temperature, read_temperature, write_calibration
+from bertgeom.sars_cov_2.variant.robustness import (
     KINDS,
     Genome,
     expected_calibration_error,
@@ -140,12 +140,12 @@ def test_the_temperature_is_stored_with_the_weights_and_applied_where_probabilit
         tmp_path, tiny_variant_dir):
     import shutil
 
-    from bertgeom.genome.dataset import load_validation_small
+    from bertgeom.sars_cov_2.genome.dataset import load_validation_small
     from bertgeom.models import hash_file, load_model
-    from bertgeom.variant import variant_spec
-    from bertgeom.variant.explain import probabilities_for_spike
+    from bertgeom.sars_cov_2.variant import variant_spec
+    from bertgeom.sars_cov_2.variant.explain import probabilities_for_spike
     from bertgeom.probabilities import class_probabilities
-    from bertgeom.variant.predict import classify_stream, logits_for_ids
+    from bertgeom.sars_cov_2.variant.predict import classify_stream, logits_for_ids
 
     model = tmp_path / "m"
     shutil.copytree(tiny_variant_dir, model)
@@ -171,8 +171,8 @@ def test_the_temperature_is_stored_with_the_weights_and_applied_where_probabilit
 
 
 def test_the_calibration_split_is_deterministic_and_apart_from_training_and_evaluation():
-    from bertgeom.genome.dataset import read_labels
-    from bertgeom.genome.reference import data_path
+    from bertgeom.sars_cov_2.genome.dataset import read_labels
+    from bertgeom.sars_cov_2.genome.reference import data_path
 
     rows = read_labels(data_path("genomes", "open_genomes_dev_labels.tsv"))
     split = split_real_genomes(rows)
@@ -180,7 +180,7 @@ def test_the_calibration_split_is_deterministic_and_apart_from_training_and_eval
     assert cal == split_calibration(list(reversed(rows)))
     assert set(cal.calibration) | set(cal.evaluation) == set(split.validation)
     assert not set(cal.calibration) & set(cal.evaluation) and not set(cal.calibration) & set(split.train)
-    from bertgeom.genome.classes import label_to_class
+    from bertgeom.sars_cov_2.genome.classes import label_to_class
 
     cls_of = {r["name"]: label_to_class(r["label"]) for r in rows}
     for c in CLASSES:
@@ -192,9 +192,9 @@ def test_the_calibration_split_is_deterministic_and_apart_from_training_and_eval
 def test_the_model_card_shows_the_wide_benchmark_calibration_and_reliability_diagram(tmp_path, tiny_variant_dir):
     import shutil
 
-    from bertgeom.variant.card import write_card
-    from bertgeom.variant.predict import eval_report
-    from bertgeom.variant.robustness import KINDS
+    from bertgeom.sars_cov_2.variant.card import write_card
+    from bertgeom.sars_cov_2.variant.predict import eval_report
+    from bertgeom.sars_cov_2.variant.robustness import KINDS
 
     model = tmp_path / "m"
     shutil.copytree(tiny_variant_dir, model)
@@ -226,8 +226,8 @@ def test_the_benchmark_compares_candidates_on_the_calibration_genomes_never_the_
 
     cal, _ = bench_robustness.validation_genomes(None, split="calibration")
     ev, capped = bench_robustness.validation_genomes(5, split="evaluation")
-    from bertgeom.genome.dataset import read_labels
-    from bertgeom.genome.reference import data_path
+    from bertgeom.sars_cov_2.genome.dataset import read_labels
+    from bertgeom.sars_cov_2.genome.reference import data_path
 
     split = split_calibration(read_labels(data_path("genomes", "open_genomes_dev_labels.tsv")))
     assert {g.name for g in cal} <= set(split.calibration) and len(cal) >= 0.95 * len(split.calibration)

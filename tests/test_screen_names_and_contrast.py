@@ -15,12 +15,12 @@ from streamlit.testing.v1 import AppTest
 from bertgeom.analysis.heads import FEATURE_DOCS, head_features
 from bertgeom.tokens import TokenKinds
 from bertgeom.figures import heads as fh
-from bertgeom.variant.figures import spike_track
-from bertgeom.genome.classes import CLASS_DISPLAY
-from bertgeom.variant.spec import genome_set
+from bertgeom.sars_cov_2.variant.figures import spike_track
+from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
+from bertgeom.sars_cov_2.variant.spec import genome_set
 from bertgeom.trace import run_trace
 from bertgeom.ui.names import VARIABLE_NAME, class_name, input_notes
-from bertgeom.variant.spec import reading_notes
+from bertgeom.sars_cov_2.variant.spec import reading_notes
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 RNA_NOTE = "RNA input: U read as T"
@@ -109,7 +109,7 @@ def test_box_and_violin_colours_follow_the_display_name(sentence_features):
 
 def test_integrated_gradients_track_never_overlaps_the_domain_bar(tiny_variant):
     from bertgeom.analysis.attributions import integrated_gradients_checked
-    from bertgeom.variant.explain import attention_rollout, cls_attention_by_layer
+    from bertgeom.sars_cov_2.variant.explain import attention_rollout, cls_attention_by_layer
 
     trace = run_trace(tiny_variant, genome_set("demo")[3].text)
     ig = integrated_gradients_checked(tiny_variant, trace.encoded.input_ids, int(np.argmax(trace.logits)), steps=4)
@@ -144,7 +144,7 @@ def _rna(text: str) -> str:
 
 
 def test_the_rna_note_is_the_same_on_the_sidebar_pages_and_the_classifier(tiny_variant):
-    from bertgeom.ui.classifier.cache import split_records
+    from bertgeom.sars_cov_2.ui.cache import split_records
 
     rna = _rna(genome_set("demo")[3].text)
     sidebar = input_notes(run_trace(tiny_variant, rna).encoded.notes)  # Heads, Subspace, Cone
@@ -180,11 +180,11 @@ def page_with_paste(tiny_variant_dir, monkeypatch):
 def test_every_page_that_takes_the_paste_shows_the_same_rna_note(page_with_paste):
     rna = _rna(genome_set("demo")[7].text)
     shown = {}
-    for page in ("app_pages/variant_classifier.py", "app_pages/attention_heads.py"):
+    for page in ("bertgeom/sars_cov_2/page.py", "app_pages/attention_heads.py"):
         at = page_with_paste(page, rna)
         shown[page] = [c.value for c in at.caption if "RNA" in c.value]
-    assert shown["app_pages/variant_classifier.py"] == shown["app_pages/attention_heads.py"] != []
-    assert "U read as T" in shown["app_pages/variant_classifier.py"][0]
+    assert shown["bertgeom/sars_cov_2/page.py"] == shown["app_pages/attention_heads.py"] != []
+    assert "U read as T" in shown["bertgeom/sars_cov_2/page.py"][0]
 
 
 # --- attention maps that never look blank ---------------------------------------------------
@@ -275,7 +275,7 @@ def test_the_significance_legend_sits_under_the_head_axis_title():
 
 
 def test_the_classifier_names_its_example_buttons_as_every_chart_names_the_classes(page_with_paste):
-    at = page_with_paste("app_pages/variant_classifier.py", genome_set("demo")[7].text)
+    at = page_with_paste("bertgeom/sars_cov_2/page.py", genome_set("demo")[7].text)
     labels = [b.label for b in at.button if str(b.key).startswith("w_example_")]
     assert sorted(labels) == sorted(CLASS_DISPLAY.values())  # "GH / pre-VOC", not "GH" here and the full name there
     probs = next(json.loads(el.proto.spec) for el in at.get("plotly_chart")

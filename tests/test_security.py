@@ -81,10 +81,10 @@ def test_user_text_is_shown_as_text_not_html():
 def test_uploads_share_the_one_input_limit_and_report_what_they_lose():
     import gzip
 
-    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
     from bertgeom.ui.sequence_input import BOX_SHOW_LIMIT, MAX_UPLOAD_BYTES
-    from bertgeom.variant import MAX_GENOME_INPUT_BYTES
-    from bertgeom.variant.spec import read_upload
+    from bertgeom.sars_cov_2.variant import MAX_GENOME_INPUT_BYTES
+    from bertgeom.sars_cov_2.variant.spec import read_upload
 
     assert MAX_UPLOAD_BYTES == MAX_GENOME_INPUT_BYTES and BOX_SHOW_LIMIT < MAX_GENOME_INPUT_BYTES
     recs = [r for r, _ in load_demo_genomes()]

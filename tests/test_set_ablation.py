@@ -38,7 +38,7 @@ def test_sweep_over_a_set_matches_direct_ablation(tiny_variant):
     from bertgeom.analysis.ablation import disabled_mask, forward_with_disabled_heads
     from bertgeom.attention import softmax
     from bertgeom.inputs import encode_input
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     items = stratified(genome_set("demo"), 1)[:2] + (InputItem("bad", ">bad\nACGT", "alpha"),)
     seen = []

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bertgeom.models import REGISTRY, load_model
-from bertgeom.variant import VARIANT_MODEL_ID
+from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
 pytestmark = pytest.mark.skipif(VARIANT_MODEL_ID not in REGISTRY, reason="the variant model is not shipped")
 
@@ -21,14 +21,15 @@ def test_shape_and_labels(variant):
     assert variant.labels == ("gh", "lambda", "mu", "alpha", "beta", "delta", "gamma", "omicron")
     assert variant.tokenizer.k == 12 and variant.tokenizer.stride == 9
     assert "model card" in variant.extra.get("card", "").lower()  # the card ships beside the weights
-    # held-out real genomes, less the calibration split kept apart for the temperature (bertgeom.genome.dataset)
+    # held-out real genomes, less the calibration split kept apart for the temperature
+    # (bertgeom.sars_cov_2.genome.dataset)
     assert variant.extra.get("metrics", {}).get("model", {}).get("n", 0) > 150
 
 
 def test_accuracy_on_the_shipped_real_validation_genomes(variant):
-    from bertgeom.genome.fasta import SequenceRecord
-    from bertgeom.genome.dataset import load_validation_small
-    from bertgeom.variant.predict import classify_stream, eval_report
+    from bertgeom.sars_cov_2.genome.fasta import SequenceRecord
+    from bertgeom.sars_cov_2.genome.dataset import load_validation_small
+    from bertgeom.sars_cov_2.variant.predict import classify_stream, eval_report
 
     pairs = load_validation_small()
     truth = {rec.name: meta["class"] for rec, meta in pairs}
@@ -70,11 +71,11 @@ def test_one_foreign_marker_or_one_reversion_does_not_flip_the_shipped_model(var
     """Issue 11: the demo genomes keep their call with one characteristic mutation of another class
     added (T19R, D80A, T76I, K417N wherever foreign, plus others drawn from the table) or one of their
     own reverted; the rule-based marker call agrees on every one of them."""
-    from bertgeom.genome.align import align_spike
-    from bertgeom.genome.dataset import load_demo_genomes
-    from bertgeom.genome.markers import call_by_markers
-    from bertgeom.variant.predict import logits_for_ids
-    from bertgeom.variant.robustness import Genome, perturbations
+    from bertgeom.sars_cov_2.genome.align import align_spike
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.markers import call_by_markers
+    from bertgeom.sars_cov_2.variant.predict import logits_for_ids
+    from bertgeom.sars_cov_2.variant.robustness import Genome, perturbations
 
     genomes = [Genome(meta["name"], meta["class"], cut.aligned, tuple(cut.insertions))
                for rec, meta in load_demo_genomes() for cut in [align_spike(rec.sequence)]]
@@ -91,9 +92,9 @@ def test_one_foreign_marker_or_one_reversion_does_not_flip_the_shipped_model(var
 
 
 def test_no_shipped_validation_genome_is_wrong_with_high_confidence(variant):
-    from bertgeom.genome.dataset import load_validation_small
-    from bertgeom.genome.fasta import SequenceRecord
-    from bertgeom.variant.predict import classify_stream
+    from bertgeom.sars_cov_2.genome.dataset import load_validation_small
+    from bertgeom.sars_cov_2.genome.fasta import SequenceRecord
+    from bertgeom.sars_cov_2.variant.predict import classify_stream
 
     pairs = load_validation_small()
     truth = {rec.name: meta["class"] for rec, meta in pairs}

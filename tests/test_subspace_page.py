@@ -130,7 +130,7 @@ def test_tiny_random_bert_with_another_head_dimension():
 
 
 def test_tiny_variant_model_with_a_genome(tiny_variant_dir, monkeypatch):
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     demo = genome_set("demo")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bertgeom.variant.train import (
+from bertgeom.sars_cov_2.variant.train import (
     BUNDLED_DATA,
     TrainConfig,
     resolve_device,
@@ -29,7 +29,7 @@ def test_a_stopped_run_resumes_from_its_checkpoint(tmp_path, capsys):
     config = json.loads((out / "config.json").read_text())
     assert config["num_hidden_layers"] == 6 and config["num_attention_heads"] == 12
     from bertgeom.models import load_model
-    from bertgeom.variant import variant_spec
+    from bertgeom.sars_cov_2.variant import variant_spec
 
     loaded = load_model(variant_spec(Path(out)))
     assert len(loaded.tokenizer) == config["vocab_size"]
@@ -125,7 +125,7 @@ def test_the_dropout_stream_is_part_of_the_checkpoint(tmp_path):
     """Without the RNG state a resumed step would draw other dropout masks: the saved state is the live one."""
     import torch
 
-    from bertgeom.variant.train import restore_rng_states, rng_states
+    from bertgeom.sars_cov_2.variant.train import restore_rng_states, rng_states
 
     torch.manual_seed(0)
     saved = rng_states("cpu")
@@ -144,8 +144,8 @@ def test_weights_files_are_byte_identical_for_identical_weights_and_load_back(tm
     from bertgeom.models import hash_file
 
     script = ("import sys; from pathlib import Path; "
-              "from bertgeom.variant import build_variant_model, save_variant_model;"
-              "from bertgeom.genome.kmers import KmerVocab; import json, torch; "
+              "from bertgeom.sars_cov_2.variant import build_variant_model, save_variant_model;"
+              "from bertgeom.sars_cov_2.genome.kmers import KmerVocab; import json, torch; "
               "from safetensors.torch import load_file;"
               "src = Path(sys.argv[1]); m = build_variant_model(json.loads((src / 'config.json').read_text()));"
               "m.load_state_dict({k: v.float() for k, v in load_file(str(src / 'model.safetensors')).items()}, "

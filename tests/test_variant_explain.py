@@ -9,18 +9,18 @@ import sys
 import numpy as np
 import pytest
 
-from bertgeom.genome.reference import SPIKE_START, reference_spike
-from bertgeom.variant.spec import genome_set
+from bertgeom.sars_cov_2.genome.reference import SPIKE_START, reference_spike
+from bertgeom.sars_cov_2.variant.spec import genome_set
 from bertgeom.trace import run_trace
 from bertgeom.analysis.attributions import integrated_gradients
-from bertgeom.variant.explain import (
+from bertgeom.sars_cov_2.variant.explain import (
     apply_changes,
     attention_rollout,
     cls_attention_by_layer,
     parse_change,
     probabilities_for_spike,
 )
-from bertgeom.variant.predict import classify_stream, eval_report
+from bertgeom.sars_cov_2.variant.predict import classify_stream, eval_report
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def test_bad_changes_are_refused_with_a_sentence(bad):
 
 
 def test_classify_stream_reports_bad_records_in_their_row(tiny_variant):
-    from bertgeom.genome.fasta import parse_sequences
+    from bertgeom.sars_cov_2.genome.fasta import parse_sequences
 
     recs = parse_sequences(genome_set("demo")[0].text + "\n>short\nACGTACGTAC\n" + genome_set("demo")[3].text)
     preds = list(classify_stream(tiny_variant, recs, batch_size=2))
@@ -195,10 +195,10 @@ def test_refined_integrated_gradients_agree_with_a_dense_midpoint_sum(tiny_varia
 
 def test_revertible_events_are_the_mutation_tables_events_one_entry_each():
     """#21: the what-if listed the deletion's bases while the table named its residues, and counted bases."""
-    from bertgeom.genome.pipeline import analyse_sequence
-    from bertgeom.variant.spec import genome_set
-    from bertgeom.variant.explain import revertible_events
-    from bertgeom.variant.result import mutation_events
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.explain import revertible_events
+    from bertgeom.sars_cov_2.variant.result import mutation_events
 
     report = analyse_sequence(genome_set("demo")[7].text).mutations  # OP339227, an Omicron (BA.2-like)
     events = revertible_events(report, mutation_events(report))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bertgeom.sets.inputs import map_over_set
-from bertgeom.variant.spec import genome_set
+from bertgeom.sars_cov_2.variant.spec import genome_set
 from bertgeom.trace import InputError, run_trace
 
 

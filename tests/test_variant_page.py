@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bertgeom.variant.spec import genome_set
+from bertgeom.sars_cov_2.variant.spec import genome_set
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
-PAGE = "app_pages/variant_classifier.py"
+PAGE = "bertgeom/sars_cov_2/page.py"
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_plain_renders_user_text_literally():
 
 
 def test_mutation_table_uses_readable_region_names():
-    from bertgeom.genome.reference import READABLE_REGIONS, readable_region
+    from bertgeom.sars_cov_2.genome.reference import READABLE_REGIONS, readable_region
 
     assert [a for _, a, _ in READABLE_REGIONS][1:] == [b + 1 for _, _, b in READABLE_REGIONS][:-1]  # they tile 1..1273
     assert readable_region(681) == "SD1/SD2" and readable_region(682) == "S1/S2 site" and readable_region(501) == "RBD"
@@ -121,7 +121,7 @@ def test_a_ten_record_fasta_gives_a_batch_table_with_the_bad_record_explained(va
 
 
 def test_the_web_csv_quotes_formula_like_names():
-    from bertgeom.variant.result import csv_bytes
+    from bertgeom.sars_cov_2.variant.result import csv_bytes
 
     text = csv_bytes([{"name": "=cmd|' /C calc'!A0", "predicted": "gh"}, {"name": "ok", "predicted": "gh"}]).decode()
     assert "'=cmd" in text and "\n=cmd" not in text

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertgeom.genome.classes import CLASS_DISPLAY
-from bertgeom.genome.dataset import load_demo_genomes
-from bertgeom.genome.markers import load_marker_table
-from bertgeom.genome.pipeline import analyse_sequence
-from bertgeom.variant.result import defining_flag, mutation_rows, second_opinion
+from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
+from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+from bertgeom.sars_cov_2.genome.markers import load_marker_table
+from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+from bertgeom.sars_cov_2.variant.result import defining_flag, mutation_rows, second_opinion
 
 #: Known spike changes of each demo genome's clade (Nextstrain naming), which the table must show.
 KNOWN = {
@@ -63,7 +63,7 @@ def test_the_second_opinion_warns_when_the_calls_disagree(demo):
 def test_private_rows_are_exactly_what_the_qc_counts(demo):
     """One word, one count: the rows marked private (against the nearest clade's profile) are the
     spike card's private list and the QC score's private count, gene by gene."""
-    from bertgeom.variant.result import private_column
+    from bertgeom.sars_cov_2.variant.result import private_column
 
     for cls, a in demo.items():
         rows, _ = mutation_rows(a, cls)

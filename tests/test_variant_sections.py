@@ -1,4 +1,4 @@
-"""AppTest of the genome-pipeline sections of the Variant Classifier page (bertgeom/ui/classifier/sections.py)."""
+"""AppTest of the genome-pipeline sections of the Variant Classifier page (bertgeom/sars_cov_2/ui/sections.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from bertgeom.variant.spec import genome_set
+from bertgeom.sars_cov_2.variant.spec import genome_set
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -17,7 +17,7 @@ def test_gene_tables_nearest_clade_and_qc_score_read_the_one_analysis(tiny_varia
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = genome_set("demo")[3].text  # the Alpha example
     at.run()
-    at = at.switch_page("app_pages/variant_classifier.py").run()
+    at = at.switch_page("bertgeom/sars_cov_2/page.py").run()
     assert not at.exception
     assert any("Nearest Nextstrain clade: **20I (Alpha)**" in m.value for m in at.markdown)
     assert any("QC score (Nextclade's rules)" in m.value for m in at.markdown)

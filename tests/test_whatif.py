@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertgeom.genome.markers import load_marker_table, marker_state
+from bertgeom.sars_cov_2.genome.markers import load_marker_table, marker_state
 from bertgeom.inputs import encode_input
-from bertgeom.variant.spec import demo_genomes
-from bertgeom.variant.explain import SpikeChange, apply_changes, probabilities_for_spike
+from bertgeom.sars_cov_2.variant.spec import demo_genomes
+from bertgeom.sars_cov_2.variant.explain import SpikeChange, apply_changes, probabilities_for_spike
 from bertgeom.probabilities import class_log_odds, class_probabilities
-from bertgeom.variant.predict import logits_for_ids
-from bertgeom.variant.whatif import (
+from bertgeom.sars_cov_2.variant.predict import logits_for_ids
+from bertgeom.sars_cov_2.variant.whatif import (
     _apply,
     box_entries,
     candidate_changes,
@@ -140,7 +140,7 @@ def test_readme_tour_sentence_is_the_shipped_models():
 
     from bertgeom.__main__ import TOUR_BEGIN, TOUR_END, replace_tour_block, tour_genome_sentence
     from bertgeom.models import REGISTRY
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")

@@ -284,7 +284,7 @@ def test_in_the_app_a_batch_waits_outside_the_cache_and_reruns_never_queue(tiny_
     even while another session holds every slot; reruns replay nothing (#21: CacheReplayClosureError)."""
     from streamlit.testing.v1 import AppTest
 
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     q = work_queue()
@@ -298,7 +298,7 @@ def test_in_the_app_a_batch_waits_outside_the_cache_and_reruns_never_queue(tiny_
     done = threading.Event()
 
     def run():
-        at.switch_page("app_pages/variant_classifier.py").run()
+        at.switch_page("bertgeom/sars_cov_2/page.py").run()
         done.set()
 
     runner = threading.Thread(target=run)

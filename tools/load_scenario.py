@@ -190,7 +190,7 @@ def run_load(*, clients_niced: bool, sessions: int = SESSIONS, timeout: float = 
     """Run the scenario once on a fresh server; return its figures (see the module docstring)."""
     from playwright.async_api import async_playwright
 
-    from bertgeom.variant.spec import genome_set
+    from bertgeom.sars_cov_2.variant.spec import genome_set
 
     genomes = list(genome_set("demo"))[:sessions]
     outside_load = runnable_elsewhere()  # other jobs' CPU demand before this run adds its own

@@ -18,7 +18,7 @@ from playwright.sync_api import sync_playwright
 
 out = Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
 only = set(sys.argv[2:])
-from bertgeom.variant.spec import genome_set
+from bertgeom.sars_cov_2.variant.spec import genome_set
 _g = genome_set("demo")[3].text.splitlines()
 RNA = "\n".join([_g[0]] + [ln.replace("T", "U") for ln in _g[1:]])
 

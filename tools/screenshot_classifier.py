@@ -21,7 +21,7 @@ from screenshots import CHROMIUM_ARGS, free_port, start_server, wait_idle  # noq
 
 
 def _demo_fasta(path: Path) -> None:
-    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
     with open(path, "w") as fh:
         for rec, _meta in load_demo_genomes():

@@ -115,7 +115,7 @@ class ModelDims:
 
     @classmethod
     def of(cls, loaded) -> "ModelDims":
-        from bertgeom.genome.kmers import SPIKE_N_KMERS
+        from bertgeom.sars_cov_2.genome.kmers import SPIKE_N_KMERS
 
         return cls(loaded.num_layers, loaded.num_heads, int(loaded.config.hidden_size), tuple(loaded.labels),
                    min(SPIKE_N_KMERS, loaded.max_tokens - 2) + 2)
@@ -141,7 +141,7 @@ class ShardInput:
 
 def shard_input(shard: int, start: int, records, truth: dict[str, str]) -> ShardInput:
     """Payload of one shard from parsed records (``SequenceRecord`` / ``RecordError``)."""
-    from bertgeom.genome.fasta import RecordError
+    from bertgeom.sars_cov_2.genome.fasta import RecordError
 
     recs, labels = [], []
     for r in records:
@@ -268,7 +268,7 @@ def limited_threads(n: int):
 
 
 def _record(r):
-    from bertgeom.genome.fasta import RecordError, SequenceRecord
+    from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceRecord
 
     name, seq, err, notes = r
     return SequenceRecord(name, seq, list(notes)) if err is None else RecordError(name, -1, err)
@@ -276,8 +276,8 @@ def _record(r):
 
 def _analyse(rec, vocab, max_tokens: int):
     """``(analysis, encoded or None)`` of one record (``encoded`` is None when it could not be analysed)."""
-    from bertgeom.genome.pipeline import analyse_sequence
-    from bertgeom.variant import encoded_from_analysis
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.variant import encoded_from_analysis
 
     a = analyse_sequence(rec, vocab=vocab, max_length=max_tokens)
     enc = encoded_from_analysis(a, vocab, a.name) if not a.error and a.token_ids is not None else None

@@ -56,7 +56,7 @@ def _device(name: str) -> str:
 def load_bundle(bundle: dict[str, bytes]):
     """Load a model bundle (through a private temporary directory, removed afterwards)."""
     from bertgeom.models import load_model
-    from bertgeom.variant import variant_spec
+    from bertgeom.sars_cov_2.variant import variant_spec
 
     with tempfile.TemporaryDirectory(prefix="bertgeom-model-") as tmp:
         d = Path(tmp)
@@ -67,7 +67,7 @@ def load_bundle(bundle: dict[str, bytes]):
 
 def _computer(model_source: str, cfg_dict: dict, basis_arrays: dict | None, device: str = "cpu") -> ShardComputer:
     from bertgeom.models import load_model
-    from bertgeom.variant import variant_spec
+    from bertgeom.sars_cov_2.variant import variant_spec
 
     loaded = load_model(variant_spec(Path(model_source)))
     basis = ClsBasis.from_arrays(basis_arrays) if basis_arrays else None

@@ -61,7 +61,7 @@ class RunSummary:
 def load_spike_model(model: str | None, device: str = "cpu"):
     """The variant model (on ``device``), or :class:`PrecomputeModelError` with one sentence."""
     from bertgeom.models import ModelLoadError, load_model
-    from bertgeom.variant import INPUT_KIND, VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import INPUT_KIND, VARIANT_MODEL_ID
 
     name = model or VARIANT_MODEL_ID
     try:
@@ -81,7 +81,7 @@ def load_spike_model(model: str | None, device: str = "cpu"):
 def count_records(path: Path) -> int:
     """Records in the input; a truncated or unreadable compressed file is refused (a run must see
     the whole input: its checksum and shard plan are recorded in the manifest)."""
-    from bertgeom.genome.fasta import iter_fasta_file
+    from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
 
     n = 0
     for rec in iter_fasta_file(path):
@@ -131,7 +131,7 @@ def _check_same(old: dict, new: dict, out: Path) -> None:
 def _shard_payloads(path: Path, cfg: PrecomputeConfig, truth: dict, skip: set[int],
                     limit: int | None) -> Iterator[tuple[int, bytes]]:
     """Stream the input once, grouped into shards by record position; done shards are skipped."""
-    from bertgeom.genome.fasta import iter_fasta_file
+    from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
 
     n_sent = 0
     buf: list = []
@@ -150,7 +150,7 @@ def _shard_payloads(path: Path, cfg: PrecomputeConfig, truth: dict, skip: set[in
 
 
 def _pilot_records(path: Path, n_records: int, size: int) -> list:
-    from bertgeom.genome.fasta import iter_fasta_file
+    from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
 
     want = set(np.unique(np.linspace(0, max(n_records - 1, 0), min(size, n_records)).round().astype(int)).tolist())
     out = []
@@ -247,7 +247,7 @@ def _precompute_locked(inp: Path, lab: Path, out: Path, loaded, dims: ModelDims,
                        on_shard) -> RunSummary:
     """The run itself, under the directory's lock (see :func:`precompute`)."""
     from bertgeom.precompute.lock import LOCK_NAME
-    from bertgeom.variant.predict import read_labels_tsv
+    from bertgeom.sars_cov_2.variant.predict import read_labels_tsv
 
     n_records = count_records(inp)
     n_shards = math.ceil(n_records / cfg.shard_size)

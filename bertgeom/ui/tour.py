@@ -7,7 +7,7 @@ widget values may be set) and the page switch happens at the start of the next r
 (:func:`tour_bar`, called by ``app.py`` before the sidebar).
 
 The genome step searches the demo genome's marker reversions and additions for the change that
-changes the call (:mod:`bertgeom.variant.whatif`, scored by the model, cached on disk) and opens the
+changes the call (:mod:`bertgeom.sars_cov_2.variant.whatif`, scored by the model, cached on disk) and opens the
 Variant Classifier with that change in its *What if?* box.
 """
 
@@ -131,20 +131,20 @@ def _genome_change(model_id: str, text: str, version: int = GENOME_FACTS_VERSION
     """The demo genome's call and the ranked marker changes (forward passes: cached on disk), in the
     calibrated probabilities every screen shows (:func:`bertgeom.probabilities.class_probabilities`)."""
     from bertgeom.ui.cache import cached_model, get_trace
-    from bertgeom.variant.whatif import genome_facts
+    from bertgeom.sars_cov_2.variant.whatif import genome_facts
 
     return genome_facts(cached_model(model_id), get_trace(model_id, text))
 
 
 def _genome_text() -> str:
-    from bertgeom.variant.spec import demo_genomes
+    from bertgeom.sars_cov_2.variant.spec import demo_genomes
 
     return demo_genomes()[GENOME]["text"]
 
 
 def _genome_step() -> dict:
-    from bertgeom.variant import VARIANT_MODEL_ID
-    from bertgeom.variant.whatif import genome_sentence
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant.whatif import genome_sentence
 
     f = _genome_change(VARIANT_MODEL_ID, _genome_text())
     pick = f["pick"]
@@ -153,7 +153,7 @@ def _genome_step() -> dict:
 
 def steps() -> list[Step]:
     """The tour's steps whose models this server has."""
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
     out = []
     if TEXT_MODEL in REGISTRY:

@@ -6,7 +6,7 @@ training set (stride 9), fine-tuned end to end on 8 classes (Bonino 2025 (arXiv:
 ``config.json`` (a BertConfig), ``model.safetensors`` (fp16), ``kmer_vocab.json``,
 ``calibration.json`` (the softmax temperature, :mod:`.calibration`) and ``MODEL_CARD.md``.
 :func:`load_variant` reads them without the hub and without pickle. The family's input kind (the
-genome) and its registration with the library are in :mod:`bertgeom.variant.spec`.
+genome) and its registration with the library are in :mod:`bertgeom.sars_cov_2.variant.spec`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
+from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY, CLASSES
 from bertgeom.inputs import EncodedInput, InputError
 from bertgeom.models import LoadedModel, ModelLoadError, ModelSpec, finish_loading, hash_file
 
@@ -26,7 +26,7 @@ from bertgeom.models import LoadedModel, ModelLoadError, ModelSpec, finish_loadi
 from bertgeom.safety import MAX_INPUT_BYTES as MAX_GENOME_INPUT_BYTES  # noqa: E402
 
 #: The shipped model's directory and registry id.
-VARIANT_DIR = Path(__file__).resolve().parent.parent / "data" / "variant_model"
+VARIANT_DIR = Path(__file__).resolve().parents[2] / "data" / "variant_model"
 VARIANT_MODEL_ID = "sars-cov-2-variant"
 
 #: The input kind of variant models: a SARS-CoV-2 genome, read through its spike gene.
@@ -124,7 +124,7 @@ def load_variant(spec: ModelSpec) -> LoadedModel:
     """Load a variant model directory (config.json + model.safetensors + kmer_vocab.json)."""
     from safetensors.torch import load_file
 
-    from bertgeom.genome.kmers import KmerVocab
+    from bertgeom.sars_cov_2.genome.kmers import KmerVocab
 
     path = Path(spec.source)
     needed = ["config.json", "model.safetensors", "kmer_vocab.json"]
@@ -162,7 +162,7 @@ def load_variant(spec: ModelSpec) -> LoadedModel:
         raise ModelLoadError(f"The variant model at '{path}' has a vocabulary that does not match its weights.")
     labels = tuple(model.config.id2label[i] for i in range(model.config.num_labels))
     spec = ModelSpec(**{**spec.__dict__, "labels": labels})
-    from bertgeom.variant.calibration import read_temperature
+    from bertgeom.sars_cov_2.variant.calibration import read_temperature
 
     weights_hash = hash_file(path / "model.safetensors")
     temperature, calibration_note = read_temperature(path, weights_hash)
@@ -198,8 +198,8 @@ def _read_json(p: Path) -> dict:
 
 
 def encoded_from_analysis(analysis, vocab, key: str) -> EncodedInput:
-    """Model input for one analysed genome (:class:`~bertgeom.genome.pipeline.GenomeAnalysis`)."""
-    from bertgeom.genome.kmers import SEP_ID, token_axis
+    """Model input for one analysed genome (:class:`~bertgeom.sars_cov_2.genome.pipeline.GenomeAnalysis`)."""
+    from bertgeom.sars_cov_2.genome.kmers import SEP_ID, token_axis
 
     ids = np.asarray(analysis.token_ids, dtype=np.int64)
     end = int(np.flatnonzero(ids == SEP_ID)[0]) + 1
@@ -224,8 +224,8 @@ def encoded_from_analysis(analysis, vocab, key: str) -> EncodedInput:
 
 def encode_genome_input(loaded: LoadedModel, text: str) -> EncodedInput:
     """Parse pasted FASTA / bare sequence, align, cut the spike and tokenise it (first record)."""
-    from bertgeom.genome.fasta import SequenceInputError, parse_sequences
-    from bertgeom.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, parse_sequences
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
 
     key = (text or "").strip()
     if not key:
@@ -249,9 +249,9 @@ def build_tiny_variant_model(path: Path, *, seed: int = 0, layers: int = 2, head
     spike code paths when the trained model is not wanted."""
     import torch
 
-    from bertgeom.genome.dataset import load_demo_genomes, load_validation_small
-    from bertgeom.genome.kmers import KmerVocab
-    from bertgeom.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes, load_validation_small
+    from bertgeom.sars_cov_2.genome.kmers import KmerVocab
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
 
     spikes = []
     for rec, _meta in load_demo_genomes() + load_validation_small():

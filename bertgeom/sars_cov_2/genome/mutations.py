@@ -194,7 +194,7 @@ class AaMutation:
     coarse_domain: str | None = None
     nuc: tuple[str, ...] = ()  # underlying nucleotide mutation names
     defining_clades: tuple[str, ...] = ()
-    gene: str = "S"  # Nextclade gene name (bertgeom.genome.genes)
+    gene: str = "S"  # Nextclade gene name (bertgeom.sars_cov_2.genome.genes)
     end: int = 0  # a frameshift's last codon (its range's end, counting the stop); 0 otherwise
 
     @property
@@ -685,7 +685,7 @@ EXPECTED_MIN_FREQ = 0.2
 @dataclass(frozen=True)
 class ProfileEntry:
     """One row of the shipped spike profiles: a spike mutation and its frequency in a group of
-    real *training-split* genomes (see :func:`bertgeom.genome.shipped_files.spike_profiles`)."""
+    real *training-split* genomes (see :func:`bertgeom.sars_cov_2.genome.shipped_files.spike_profiles`)."""
 
     kind: str  # "sub", "del", "ins"
     pos: int  # genome 1-based (as NucMutation)

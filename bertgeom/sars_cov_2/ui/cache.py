@@ -26,8 +26,8 @@ def split_records(text: str) -> list[BatchRecord]:
     """``(name, single-record FASTA, error)`` for every record of the input. A bad record among
     several keeps its place with an empty text and its error (shown in the batch table); input-level
     errors, and a single bad record, raise."""
-    from bertgeom.genome.fasta import RecordError, SequenceInputError, parse_sequences
-    from bertgeom.variant import MAX_GENOME_INPUT_BYTES
+    from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceInputError, parse_sequences
+    from bertgeom.sars_cov_2.variant import MAX_GENOME_INPUT_BYTES
 
     recs = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
     if len(recs) == 1 and isinstance(recs[0], RecordError):
@@ -54,8 +54,8 @@ def classify_chunk(model_id: str, chunk: tuple[BatchRecord, ...]) -> list[dict]:
     """One CSV-ready row per record of ``chunk`` (bad records carry their error), computed in a
     heavy-work slot of :data:`~bertgeom.ui.workqueue.BATCH` priority, so a single genome that
     waits goes first between two chunks. Call it through ``call_heavy``."""
-    from bertgeom.genome.fasta import RecordError, SequenceRecord
-    from bertgeom.variant.predict import classify_stream, fast_classifier
+    from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceRecord
+    from bertgeom.sars_cov_2.variant.predict import classify_stream, fast_classifier
 
     recs = [RecordError(name, i, error) if error else SequenceRecord(name, fasta.split("\n", 1)[1])
             for i, (name, fasta, error) in enumerate(chunk)]
@@ -99,8 +99,8 @@ def integrated_gradients_for(model_id: str, input_ids: np.ndarray, target: int, 
 @st.cache_data(max_entries=64, show_spinner=False)
 def logits_for(model_id: str, aligned_spike: str) -> np.ndarray:
     """Logits ``[C]`` of an edited aligned spike (the what-if; one light forward pass): the page
-    turns them into calibrated probabilities and log-odds (:mod:`bertgeom.variant.predict`)."""
-    from bertgeom.variant.predict import logits_for_ids
+    turns them into calibrated probabilities and log-odds (:mod:`bertgeom.sars_cov_2.variant.predict`)."""
+    from bertgeom.sars_cov_2.variant.predict import logits_for_ids
 
     loaded = cached_model(model_id)
     ids, _ = loaded.tokenizer.encode(aligned_spike, max_length=None)

@@ -123,7 +123,7 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
     """Align, cut the spike, call mutations, assign the nearest clade, QC and tokenise one record.
 
     * ``record``: a parsed :class:`SequenceRecord`, a :class:`RecordError` from
-      :func:`~bertgeom.genome.fasta.iter_fasta_file`, or raw text (parsed as one sequence);
+      :func:`~bertgeom.sars_cov_2.genome.fasta.iter_fasta_file`, or raw text (parsed as one sequence);
     * ``vocab``: when given, ``token_ids``/``unk_rate`` are filled (``[CLS]`` k-mers ``[SEP]`` ``[PAD]``);
     * ``cls``: the predicted class to judge private mutations against (default: nearest clade's);
     * ``representation``: ``"aligned"`` (default, 3,822 reference-coordinate characters) or

@@ -8,7 +8,7 @@ library: the loader, the genome kind and, when its weights are present, the ship
 default of the picker. Nothing registers itself on import; ``bertgeom/__init__.py`` calls
 :func:`register` once for the shipped family.
 
-Where it sits: the variant plug-in, above the genome pipeline (:mod:`bertgeom.genome`) and the
+Where it sits: the variant plug-in, above the genome pipeline (:mod:`bertgeom.sars_cov_2.genome`) and the
 generic input layer (:mod:`bertgeom.inputs`).
 """
 
@@ -17,12 +17,13 @@ from __future__ import annotations
 import csv
 import io
 from functools import lru_cache
+from pathlib import Path
 
-from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
-from bertgeom.genome.reference import DOMAIN_ORDER
-from bertgeom.inputs import Example, InputError, InputItem, InputKind, register_input_kind
+from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY, CLASSES
+from bertgeom.sars_cov_2.genome.reference import DOMAIN_ORDER
+from bertgeom.inputs import Example, InputError, InputItem, InputKind, PageSpec, register_input_kind, register_page
 from bertgeom.models import REGISTRY, register_loader
-from bertgeom.variant import (
+from bertgeom.sars_cov_2.variant import (
     INPUT_KIND,
     MAX_GENOME_INPUT_BYTES,
     VARIANT_DIR,
@@ -39,7 +40,7 @@ FASTA_TYPES = ("fasta", "fa", "fna", "txt", "gz", "xz")
 @lru_cache(maxsize=1)
 def demo_genomes() -> tuple[dict, ...]:
     """The shipped example genomes (one per class) with provenance."""
-    from bertgeom.genome.dataset import load_demo_genomes
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
     return tuple(
         {"name": rec.name, "text": f">{rec.name}\n{rec.sequence}", "class": meta.get("class", ""),
@@ -65,7 +66,7 @@ def genome_set(which: str = "validation_small") -> tuple[InputItem, ...]:
     """Shipped real genomes with their class: ``validation_small`` (~35) or ``demo`` (one per class).
     Read once per process (immutable items): every set view asked for it several times per rerun,
     and decompressing and parsing the ~1 MB of FASTA took ~0.05 s each time."""
-    from bertgeom.genome.dataset import load_demo_genomes, load_validation_small
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes, load_validation_small
 
     pairs = load_validation_small() if which == "validation_small" else load_demo_genomes()
     return tuple(InputItem(rec.name, f">{rec.name}\n{rec.sequence}", meta.get("class") or None) for rec, meta in pairs)
@@ -76,8 +77,8 @@ def labelled_fasta_set(fasta: bytes | str, labels_tsv: bytes | str | None = None
     or, without a TSV, from a ``|label`` suffix in each header (``>seq1|omicron``). The file is held
     to the one input limit of every uploader (:data:`bertgeom.safety.MAX_INPUT_BYTES`); records
     sharing a name are told apart as name, name#2 (the header stays in the text)."""
-    from bertgeom.genome.classes import label_to_class
-    from bertgeom.genome.fasta import SequenceInputError, parse_sequences
+    from bertgeom.sars_cov_2.genome.classes import label_to_class
+    from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, parse_sequences
     from bertgeom.safety import MAX_INPUT_BYTES, NameDeduper
 
     try:
@@ -111,7 +112,7 @@ def labelled_fasta_set(fasta: bytes | str, labels_tsv: bytes | str | None = None
 def read_upload(name: str, data: bytes) -> tuple[str, str]:
     """``(text, problem)`` of an uploaded file: the readable records as FASTA text (empty when none)
     and one sentence about what could not be read (empty when all was read). Never raises."""
-    from bertgeom.genome.fasta import RecordError, SequenceInputError, TruncatedInputError, parse_sequences
+    from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceInputError, TruncatedInputError, parse_sequences
 
     if len(data) > MAX_GENOME_INPUT_BYTES:
         return "", f"'{name}' is larger than {MAX_GENOME_INPUT_BYTES // 2**20} MB."
@@ -136,7 +137,7 @@ def read_upload(name: str, data: bytes) -> tuple[str, str]:
 def reading_notes(text: str) -> list[list[str]]:
     """How each record of a pasted input was read (the parser's notes, one list per record, a bad
     record's list empty): what a page that analyses a cleaned copy adds to the trace's notes."""
-    from bertgeom.genome.fasta import RecordError, parse_sequences
+    from bertgeom.sars_cov_2.genome.fasta import RecordError, parse_sequences
 
     recs = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
     return [[] if isinstance(r, RecordError) else list(r.notes) for r in recs]
@@ -144,7 +145,7 @@ def reading_notes(text: str) -> list[list[str]]:
 
 def domain_token_share(dom: str) -> float:
     """Percentage of the spike's tokens ([CLS] counted, [SEP] not) that lie in the domain ``dom``."""
-    from bertgeom.genome.kmers import token_axis
+    from bertgeom.sars_cov_2.genome.kmers import token_axis
 
     axis = token_axis()
     doms = ["[CLS]" if (not d and i == 0) else d for i, d in enumerate(axis.domain)]
@@ -193,12 +194,19 @@ GENOME = InputKind(
 )
 
 
+#: The Variant Classifier page (``bertgeom/sars_cov_2/page.py``), offered with the genome models.
+CLASSIFIER_PAGE = PageSpec(key="classifier", title="Variant Classifier", url_path="classifier",
+                           script=str(Path(__file__).resolve().parents[1] / "page.py"),
+                           icon=":material/coronavirus:", section="Classify")
+
+
 def register() -> InputKind:
     """Register the case study's family with the library (idempotent): the ``variant`` loader with
     its directory recogniser, the genome input kind and, when its weights are shipped, the
     variant model as the picker's first and default model. Returns the genome kind."""
     register_loader("variant", load_variant, recognise=_recognise)
     register_input_kind(GENOME)
+    register_page(CLASSIFIER_PAGE)
     if (VARIANT_DIR / "model.safetensors").is_file():
         REGISTRY.add(variant_spec(), first=True)
     return GENOME

@@ -5,7 +5,7 @@ downloadable result with its manifest."""
 from __future__ import annotations
 
 from bertgeom.version import __version__
-from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
+from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY, CLASSES
 
 
 def defining_flag(pred: str) -> str:
@@ -16,7 +16,7 @@ def defining_flag(pred: str) -> str:
 def _events(report) -> list[dict]:
     """The spike amino-acid changes as events, one per table row, named as the table and Nextclade name
     them (``S:N501Y``; one ``S:H69-`` per deleted residue; ``S:214:EPE``; a frameshift's codon range)."""
-    from bertgeom.genome.reference import readable_region
+    from bertgeom.sars_cov_2.genome.reference import readable_region
 
     return [{"kind": m.kind, "start": m.pos, "end": m.end or m.pos, "name": m.qualified, "nuc": list(m.nuc),
              "domain": readable_region(m.pos)} for m in report.amino_acid]
@@ -33,14 +33,14 @@ def mutation_events(report) -> list[dict]:
 def mutation_rows(analysis, pred: str, rule_call: str | None = None, gene: str = "S") -> tuple[list[dict], list[str]]:
     """One row per mutation event of ``gene`` (substitution, grouped deletion, insertion, frameshift,
     stop; ``"nuc"``: the nucleotide changes that change no amino acid), read from the analysis's one
-    table (:func:`bertgeom.genome.pipeline.mutation_table`): its nucleotide changes, the spike domain,
+    table (:func:`bertgeom.sars_cov_2.genome.pipeline.mutation_table`): its nucleotide changes, the spike domain,
     the classes carrying exactly that change, whether it characterises ``pred``, and whether it is
     *private* (not in the nearest clade's profile: the rows QC's private count counts); and the
     characteristic mutations of ``pred`` (and of ``rule_call`` when it differs) that are missing,
     with why: the reference or another amino acid is read there, or the site is not covered (N)."""
-    from bertgeom.genome.markers import ABSENT, MISSING, load_marker_table, marker_state
-    from bertgeom.genome.pipeline import mutation_table
-    from bertgeom.genome.reference import readable_region
+    from bertgeom.sars_cov_2.genome.markers import ABSENT, MISSING, load_marker_table, marker_state
+    from bertgeom.sars_cov_2.genome.pipeline import mutation_table
+    from bertgeom.sars_cov_2.genome.reference import readable_region
 
     table = load_marker_table()
     flag = defining_flag(pred)
@@ -107,10 +107,10 @@ def csv_bytes(rows: list[dict]) -> bytes:
 
 
 def second_opinion(analysis, pred: str, confidence: float, min_confidence: float = 0.9) -> dict:
-    """The rule-based marker call beside the BERT's (:func:`bertgeom.genome.markers.call_cut`), with
+    """The rule-based marker call beside the BERT's (:func:`bertgeom.sars_cov_2.genome.markers.call_cut`), with
     its evidence and the warning a user should see: disagreement, or a low BERT confidence. A class
     outside the eight (a custom model's own label) is "not comparable" (``agrees`` None)."""
-    from bertgeom.genome.markers import call_cut
+    from bertgeom.sars_cov_2.genome.markers import call_cut
 
     rule = analysis.rule if getattr(analysis, "rule", None) is not None else call_cut(analysis.spike)
     if pred not in CLASSES:  # a custom model's class labels are data: its own names are compared with nothing
@@ -140,7 +140,7 @@ def second_opinion(analysis, pred: str, confidence: float, min_confidence: float
 def mutation_tokens(report, vocab, n_tokens: int) -> dict[int, str]:
     """``token index -> mutation names`` for the spike mutations (token 0 is [CLS]; the k-mer
     starting at spike offset ``i * stride`` is token ``i + 1``)."""
-    from bertgeom.genome.reference import SPIKE_START
+    from bertgeom.sars_cov_2.genome.reference import SPIKE_START
 
     out: dict[int, str] = {}
     for m in report.spike_nucleotide:

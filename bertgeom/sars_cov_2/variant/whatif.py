@@ -23,7 +23,7 @@ deleted base ``A21765-`` / ``21765-``, and deletions ``del21765-21770`` or Nextc
 ``S:H69-, S:V70-``), so either finds it in the revert list.
 
 References: in-silico mutagenesis as in the Variant Classifier page; the characteristic-mutation
-table is ``bertgeom/data/definitions/characteristic_mutations.tsv`` (``bertgeom.genome.markers``);
+table is ``bertgeom/data/definitions/characteristic_mutations.tsv`` (``bertgeom.sars_cov_2.genome.markers``);
 Nextclade's mutation names: docs.nextstrain.org/projects/nextclade, "Output files" (nucleotide
 deletions as ranges, amino-acid deletions per residue ``S:H69-``, insertions ``S:214:EPE``).
 """
@@ -63,7 +63,7 @@ class MarkerChange:
 
 
 def _domain(m) -> str:
-    from bertgeom.genome.reference import domain_of_aa
+    from bertgeom.sars_cov_2.genome.reference import domain_of_aa
 
     digits = "".join(ch if ch.isdigit() else " " for ch in (m.aa or "")).split()
     if not digits:
@@ -77,8 +77,8 @@ def _domain(m) -> str:
 def candidate_changes(aligned: str, cls: str, table=None) -> list[MarkerChange]:
     """The candidates of the module docstring for a genome of class ``cls`` (substitutions and
     deletions only: insertions are not part of the tokenised spike)."""
-    from bertgeom.genome.classes import CLASS_DISPLAY, CLASSES
-    from bertgeom.genome.markers import load_marker_table, marker_state
+    from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY, CLASSES
+    from bertgeom.sars_cov_2.genome.markers import load_marker_table, marker_state
 
     table = table or load_marker_table()
     shown = lambda c: CLASS_DISPLAY.get(c, c)  # noqa: E731 - the class as every screen names it
@@ -106,7 +106,7 @@ def candidate_changes(aligned: str, cls: str, table=None) -> list[MarkerChange]:
 
 
 def _apply(aligned: str, change: MarkerChange) -> str | None:
-    from bertgeom.genome.markers import apply_marker
+    from bertgeom.sars_cov_2.genome.markers import apply_marker
 
     arr = np.frombuffer(aligned.encode("ascii"), dtype=np.uint8).copy()
     ins: dict = {}
@@ -119,7 +119,7 @@ def box_entries(aligned: str, change: MarkerChange) -> list[str]:
     bases the marker writes as one run (``22577GG``, ``21765ACATGT`` to restore a deletion,
     ``23063T``) or a deleted stretch as Nextclade's range (``21765-21770``). Typing them into the box
     gives the same spike as the search scored (a test checks it)."""
-    from bertgeom.genome.reference import SPIKE_START
+    from bertgeom.sars_cov_2.genome.reference import SPIKE_START
 
     out = []
     for m in change.markers:
@@ -147,7 +147,7 @@ def rank_changes(loaded, aligned: str, cls: str, *, table=None, batch_size: int 
     calibrated probability and log-odds before/after), sorted by ``drop`` (largest first; fewer
     markers first on ties)."""
     from bertgeom.probabilities import class_log_odds, class_probabilities
-    from bertgeom.variant.predict import logits_for_ids
+    from bertgeom.sars_cov_2.variant.predict import logits_for_ids
 
     labels = list(loaded.labels)
     target = labels.index(cls)
@@ -200,8 +200,8 @@ def parse_what_if(text: str) -> tuple[list, int, list[str]]:
     ``GG22577CA`` (consecutive positions), ``A21765-`` / ``21765-`` (one base deleted), or a
     deletion ``del21765-21770`` / Nextclade's ``21765-21770`` / ``del21765``. Each problem is one
     sentence naming the entry; a bad entry never stops the others."""
-    from bertgeom.genome.reference import SPIKE_END, SPIKE_START, reference_sequence
-    from bertgeom.variant.explain import SpikeChange
+    from bertgeom.sars_cov_2.genome.reference import SPIKE_END, SPIKE_START, reference_sequence
+    from bertgeom.sars_cov_2.variant.explain import SpikeChange
 
     ref = reference_sequence()
     changes, n, problems = [], 0, []
@@ -252,7 +252,7 @@ def search_aliases(name: str) -> list[str]:
     Nextclade's finds it: ``del69-70`` <-> ``H69-, V70-`` (spike residues; with or without ``S:``),
     ``del21765-21770`` <-> ``21765-21770``, ``S:ins214EPE`` <-> ``S:214:EPE``. Empty when the name
     has no other form (a substitution is written alike by both)."""
-    from bertgeom.genome.reference import SPIKE_AA_LEN, reference_spike_protein
+    from bertgeom.sars_cov_2.genome.reference import SPIKE_AA_LEN, reference_spike_protein
 
     name = (name or "").strip()
     m = _AA_DEL.match(name)
@@ -283,7 +283,7 @@ def search_aliases(name: str) -> list[str]:
 
 
 def what_if_label(event) -> str:
-    """A revert entry's label (:class:`~bertgeom.variant.explain.RevertibleEvent`) with its names'
+    """A revert entry's label (:class:`~bertgeom.sars_cov_2.variant.explain.RevertibleEvent`) with its names'
     other spellings appended (:func:`search_aliases`), so typing either form finds it."""
     names = [n.strip() for n in event.name.split("+")] + [m.name for m in event.mutations]
     also = list(dict.fromkeys(a for n in names for a in search_aliases(n)))

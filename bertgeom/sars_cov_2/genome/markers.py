@@ -5,7 +5,7 @@ One versioned table, ``bertgeom/data/definitions/characteristic_mutations.tsv``,
 (:func:`call_by_markers`, CLI ``classify``), and the mutation view of the classifier page.
 
 How the table is built (:func:`build_characteristic_table`, reproducible from the clone with
-``python -m bertgeom.genome.markers build``):
+``python -m bertgeom.sars_cov_2.genome.markers build``):
 
 * every spike mutation shared by **all** Nextstrain clades of a class (the class's common
   ancestor in ``nextstrain_clades.tsv``; the definitions list nucleotide substitutions only), and
@@ -304,7 +304,7 @@ def write_characteristic_table(markers: Iterable[Marker], path=None) -> None:
     path = path or data_path(*TABLE_FILE)
     lines = [
         f"# bertgeom characteristic spike mutations per class, table version {TABLE_VERSION}",
-        "# Built by `python -m bertgeom.genome.markers build` from definitions/nextstrain_clades.tsv (changes",
+        "# Built by `python -m bertgeom.sars_cov_2.genome.markers build` from definitions/nextstrain_clades.tsv (changes",
         "# shared by every clade of a class) and the training-split developer genomes (spike changes of >= 75%",
         "# of a class's genomes), read codon by codon: one row per amino-acid change (aa, named as Nextclade",
         "# names it in gene S) with the nucleotides that make it; indels and synonymous changes as nucleotide",
@@ -451,7 +451,7 @@ def call_by_markers(aligned: str, insertions: Iterable[tuple[int, str]] = (), ta
 
 
 def call_cut(cut, table: MarkerTable | None = None, config: RuleConfig | None = None) -> RuleCall:
-    """:func:`call_by_markers` on a :class:`~bertgeom.genome.align.SpikeCut`."""
+    """:func:`call_by_markers` on a :class:`~bertgeom.sars_cov_2.genome.align.SpikeCut`."""
     return call_by_markers(cut.aligned, cut.insertions, table, config)
 
 
@@ -510,7 +510,7 @@ if __name__ == "__main__":  # pragma: no cover
     import sys
 
     if sys.argv[1:] != ["build"]:
-        sys.exit("usage: python -m bertgeom.genome.markers build")
+        sys.exit("usage: python -m bertgeom.sars_cov_2.genome.markers build")
     from .profiles import PROFILE_FILE, build_clade_profiles, write_clade_profiles
 
     reports = training_reports()

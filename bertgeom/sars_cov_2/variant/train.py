@@ -4,12 +4,12 @@ Recipe (the paper's case study, arXiv 2502.12033 §5, scaled to what a clone can
 card says what the shipped model used):
 
 1. The open developer genomes shipped in ``bertgeom/data/genomes`` are split per class: at most
-   half train, the rest validate (:func:`bertgeom.genome.dataset.split_real_genomes`).
+   half train, the rest validate (:func:`bertgeom.sars_cov_2.genome.dataset.split_real_genomes`).
 2. A pool of training spikes mixes (a) synthetic spikes built from the Nextstrain clade definitions
    plus the training genomes' spike profiles with realistic noise, (b) noised copies of the real
    training genomes, (c) the real training genomes themselves; classes are balanced.
 3. **Every step draws fresh label-preserving augmentations** of its batch
-   (:mod:`bertgeom.genome.augment`): foreign characteristic mutations injected (convergence),
+   (:mod:`bertgeom.sars_cov_2.genome.augment`): foreign characteristic mutations injected (convergence),
    own markers reverted or hidden under N, private substitutions, partial spikes. This is what
    keeps the model from single-k-mer shortcuts (one foreign marker must not flip the call).
 4. The model starts from the bundled MiniLM-L6 (6 layers x 12 heads): its English rows of the word
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bertgeom.genome.classes import CLASS_TO_ID, CLASSES
-from bertgeom.genome.reference import data_path
+from bertgeom.sars_cov_2.genome.classes import CLASS_TO_ID, CLASSES
+from bertgeom.sars_cov_2.genome.reference import data_path
 from bertgeom.models import resolve_device  # noqa: F401 - the one device rule, re-exported for the CLI
 
 #: Folder holding ``genomes/open_genomes_dev.fasta.xz`` and its labels: the copy shipped in the package.
@@ -80,7 +80,7 @@ class TrainConfig:
         return Path(self.data_dir) if self.data_dir else BUNDLED_DATA
 
     def augment_config(self):
-        from bertgeom.genome.augment import AugmentConfig
+        from bertgeom.sars_cov_2.genome.augment import AugmentConfig
 
         opts = dict(self.augment)
         if opts.pop("off", False):
@@ -123,9 +123,9 @@ def use_bf16(device: str, precision: str = "auto") -> bool:
 def real_genome_parts(data_dir: Path | None = None) -> dict[str, list]:
     """The open developer genomes as ``train`` / ``calibration`` / ``evaluation`` lists of
     :class:`LabelledGenome` (``data_dir``: default the shipped copy): at most half of each class
-    trains (:func:`~bertgeom.genome.dataset.split_real_genomes`, seed 0); a third of the rest fits the
-    temperature (:func:`~bertgeom.genome.dataset.split_calibration`), the others are evaluated."""
-    from bertgeom.genome.dataset import load_dev_genomes, split_calibration, split_real_genomes
+    trains (:func:`~bertgeom.sars_cov_2.genome.dataset.split_real_genomes`, seed 0); a third of the rest fits the
+    temperature (:func:`~bertgeom.sars_cov_2.genome.dataset.split_calibration`), the others are evaluated."""
+    from bertgeom.sars_cov_2.genome.dataset import load_dev_genomes, split_calibration, split_real_genomes
 
     folder = Path(data_dir) if data_dir else BUNDLED_DATA
     fasta, labels = folder / "genomes" / "open_genomes_dev.fasta.xz", folder / "genomes" / "open_genomes_dev_labels.tsv"
@@ -150,8 +150,8 @@ def real_genomes(data_dir: Path | None = None):
 
 def build_examples(cfg: TrainConfig) -> tuple[list[Example], list]:
     """The training examples and the real validation genomes (not analysed yet)."""
-    from bertgeom.genome.pipeline import analyse_sequence
-    from bertgeom.genome.synth import SynthConfig, synth_batch, synth_from_template
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.genome.synth import SynthConfig, synth_batch, synth_from_template
 
     rng = np.random.default_rng(cfg.seed)
     train_real, validation = real_genomes(cfg.data_folder())
@@ -163,7 +163,7 @@ def build_examples(cfg: TrainConfig) -> tuple[list[Example], list]:
         members = [g for g in train_real if g.cls == cls]
         keep = sorted(rng_real.permutation(len(members))[: cfg.max_real_per_class].tolist())
         capped += [members[i] for i in keep]
-    from bertgeom.genome.markers import call_cut
+    from bertgeom.sars_cov_2.genome.markers import call_cut
 
     dropped = []
     for g in capped:
@@ -195,7 +195,7 @@ def build_examples(cfg: TrainConfig) -> tuple[list[Example], list]:
 
 def augmented_copies(pool: list[Example], copies: int, seed: int, augment) -> list[Example]:
     """``copies`` augmented draws of every pool example (for the k-mer baseline's training set)."""
-    from bertgeom.genome.augment import augment_spike
+    from bertgeom.sars_cov_2.genome.augment import augment_spike
 
     rng = np.random.default_rng([seed, 7919])
     out = list(pool)
@@ -219,7 +219,7 @@ def init_from_minilm(vocab_size: int, seed: int):
     from transformers import BertModel
 
     from bertgeom.models import minilm_dir
-    from bertgeom.variant import build_variant_model
+    from bertgeom.sars_cov_2.variant import build_variant_model
 
     base = BertModel.from_pretrained(str(minilm_dir()), attn_implementation="eager", use_safetensors=True,
                                      local_files_only=True)
@@ -248,8 +248,8 @@ def init_from_variant(path: Path):
     """A trainable copy of an existing variant model directory, with its k-mer vocabulary."""
     from safetensors.torch import load_file
 
-    from bertgeom.genome.kmers import KmerVocab
-    from bertgeom.variant import build_variant_model
+    from bertgeom.sars_cov_2.genome.kmers import KmerVocab
+    from bertgeom.sars_cov_2.variant import build_variant_model
 
     path = Path(path)
     model = build_variant_model(json.loads((path / "config.json").read_text()))
@@ -377,7 +377,7 @@ def threading_main() -> bool:
 def step_batch(pool: list[Example], idx: np.ndarray, vocab, seed: int, step: int, augment) -> tuple[np.ndarray, np.ndarray]:
     """Token ids and labels of one training step: the pool examples ``idx``, each freshly augmented
     with a generator seeded by ``(seed, step)`` (so a resumed run draws the same batches)."""
-    from bertgeom.genome.augment import augment_spike
+    from bertgeom.sars_cov_2.genome.augment import augment_spike
 
     rng = np.random.default_rng([seed, step])
     spikes = []
@@ -391,7 +391,7 @@ def step_batch(pool: list[Example], idx: np.ndarray, vocab, seed: int, step: int
 def _training_pool(cfg: TrainConfig, work_dir: Path, t0: float):
     """The examples and k-mer vocabulary of a run: read back from ``work_dir`` when a run left them there
     (a half-written pool is reported and rebuilt), built and saved otherwise."""
-    from bertgeom.genome.kmers import KmerVocab
+    from bertgeom.sars_cov_2.genome.kmers import KmerVocab
 
     pool_file = work_dir / "train_pool.npz"
     vocab_file = work_dir / "kmer_vocab.json"
@@ -447,7 +447,7 @@ def _optimizer_and_schedule(model, cfg: TrainConfig, n_examples: int):
 def _save_trained(model, vocab, cfg: TrainConfig, out_dir: Path) -> None:
     """Write the trained model to ``out_dir`` (CPU, no machine path in its config) with its training
     config and, when it continued from another model, that model's lineage."""
-    from bertgeom.variant import save_variant_model
+    from bertgeom.sars_cov_2.variant import save_variant_model
 
     model.eval()
     model.to("cpu")

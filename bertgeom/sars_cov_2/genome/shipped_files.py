@@ -5,7 +5,7 @@ These builders run the genome pipeline over the developer genomes, so they sit a
 :mod:`.dataset` (loading and the held-out split) and :mod:`.pipeline`; nothing at run time imports
 them. Rebuild with::
 
-    python -m bertgeom.genome.shipped_files build bertgeom/data
+    python -m bertgeom.sars_cov_2.genome.shipped_files build bertgeom/data
 
 References
 ----------
@@ -212,7 +212,7 @@ if __name__ == "__main__":  # pragma: no cover
     import sys
 
     if len(sys.argv) != 3 or sys.argv[1] != "build":
-        sys.exit("usage: python -m bertgeom.genome.shipped_files build bertgeom/data  "
+        sys.exit("usage: python -m bertgeom.sars_cov_2.genome.shipped_files build bertgeom/data  "
                  "(a folder holding genomes/open_genomes_dev.*)")
     for k, v in build_shipped_files(sys.argv[2]).items():
         print(k, v, v.stat().st_size)

@@ -7,11 +7,11 @@ divides the logits by one scalar ``T`` fitted by minimising the negative log-lik
 genomes; the call (argmax) never changes.
 
 The temperature is fitted on the **calibration split** of the real genomes
-(:func:`bertgeom.genome.dataset.split_calibration`: never trained on, never evaluated), on the
+(:func:`bertgeom.sars_cov_2.genome.dataset.split_calibration`: never trained on, never evaluated), on the
 plain genomes and their perturbations of the wide robustness benchmark
-(:func:`bertgeom.variant.robustness.wide_perturbations`), so it reflects what the page is shown.
+(:func:`bertgeom.sars_cov_2.variant.robustness.wide_perturbations`), so it reflects what the page is shown.
 It is written to ``calibration.json`` beside ``model.safetensors`` (versioned, tied to the weights'
-hash) and read by :func:`bertgeom.variant.load_variant`; :func:`bertgeom.probabilities.class_probabilities`
+hash) and read by :func:`bertgeom.sars_cov_2.variant.load_variant`; :func:`bertgeom.probabilities.class_probabilities`
 applies it wherever probabilities are produced.
 
 References: Guo, Pleiss, Sun & Weinberger, "On Calibration of Modern Neural Networks", ICML 2017,

@@ -20,7 +20,7 @@ from bertgeom.models import LoadedModel
 def _agreement(predicted: str | None, rule_call: str | None) -> str:
     """The ``agrees`` cell: yes, no, or "not comparable" for a class outside the eight (a custom
     model's own label); empty when either call is missing."""
-    from bertgeom.genome.classes import CLASSES
+    from bertgeom.sars_cov_2.genome.classes import CLASSES
 
     if not (predicted and rule_call):
         return ""
@@ -41,13 +41,13 @@ class Prediction:
     genome_qc: str = ""  #: whole-genome QC verdict (pass/warn/fail/partial), separate from the spike QC
     n_mutations: int | None = None
     unk_rate: float | None = None
-    rule_call: str = ""  #: the rule-based marker call (bertgeom.genome.markers), a second opinion
+    rule_call: str = ""  #: the rule-based marker call (bertgeom.sars_cov_2.genome.markers), a second opinion
     rule_evidence: str = ""  #: its evidence, e.g. "delta: 7/7 markers"
     clade: str = ""  #: nearest Nextstrain clade (display name, e.g. "21J (Delta)")
-    qc_score: float | None = None  #: Nextclade QC score (bertgeom.genome.qc.qc_score)
+    qc_score: float | None = None  #: Nextclade QC score (bertgeom.sars_cov_2.genome.qc.qc_score)
     qc_status: str = ""  #: good / mediocre / bad
     spike: str = field(default="", repr=False)  #: the aligned spike read (not a CSV column)
-    gate: str = ""  #: SARS-CoV-2 / too divergent / not SARS-CoV-2 (bertgeom.genome.gate); no call unless SARS-CoV-2
+    gate: str = ""  #: SARS-CoV-2 / too divergent / not SARS-CoV-2 (bertgeom.sars_cov_2.genome.gate); no call unless SARS-CoV-2
     notes: str = ""  #: what was done to the input (reverse complement, U->T, trimmed, cut spike) and, with no call, why
     error: str = ""
 
@@ -206,8 +206,8 @@ def fast_classifier(loaded: LoadedModel, device: str = "auto", precision: str = 
 
 def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray | None]:
     """Parse, align, cut, QC, call markers and tokenise one record (the CPU part of classification):
-    one :func:`~bertgeom.genome.pipeline.analyse_sequence` pass, read field by field."""
-    from bertgeom.genome.pipeline import analyse_sequence
+    one :func:`~bertgeom.sars_cov_2.genome.pipeline.analyse_sequence` pass, read field by field."""
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
 
     a = analyse_sequence(rec, vocab=vocab, max_length=max_tokens)
     pred = Prediction(name=a.name)
@@ -452,7 +452,7 @@ def train_kmer_baseline(vocab, spikes: list[str], classes: list[str], seed: int 
 def recipe_baseline(loaded: LoadedModel, data_dir: str | None = None):
     """The k-mer baseline trained now on ``loaded``'s own recipe (its saved config; a model from before
     augmentation existed had none), from the developer genomes in ``data_dir`` (default: shipped)."""
-    from bertgeom.variant.train import TrainConfig, augmented_copies, build_examples
+    from bertgeom.sars_cov_2.variant.train import TrainConfig, augmented_copies, build_examples
 
     cfg_dict = loaded.model.config.to_dict().get("bertgeom_train_config") or {}
     cfg = TrainConfig(**{k: v for k, v in cfg_dict.items() if k in TrainConfig.__dataclass_fields__})
@@ -468,7 +468,7 @@ def read_labels_tsv(path) -> dict[str, str]:
     """``name`` -> class from a TSV with ``name`` and ``label`` (dataset labels) or ``class`` columns."""
     import csv
 
-    from bertgeom.genome.classes import CLASSES, label_to_class
+    from bertgeom.sars_cov_2.genome.classes import CLASSES, label_to_class
 
     out = {}
     try:
@@ -487,10 +487,10 @@ def read_labels_tsv(path) -> dict[str, str]:
 
 def held_out_genomes(data_dir: str | None = None):
     """``(records, truth)`` of the evaluation genomes of the open developer set (never trained on, not
-    used for calibration): :func:`bertgeom.genome.dataset.split_real_genomes` and
-    :func:`~bertgeom.genome.dataset.split_calibration`, seed 0."""
-    from bertgeom.genome.fasta import SequenceRecord
-    from bertgeom.variant.train import real_genomes
+    used for calibration): :func:`bertgeom.sars_cov_2.genome.dataset.split_real_genomes` and
+    :func:`~bertgeom.sars_cov_2.genome.dataset.split_calibration`, seed 0."""
+    from bertgeom.sars_cov_2.genome.fasta import SequenceRecord
+    from bertgeom.sars_cov_2.variant.train import real_genomes
 
     _, validation = real_genomes(data_dir)
     return [SequenceRecord(g.name, g.sequence) for g in validation], {g.name: g.cls for g in validation}
@@ -507,7 +507,7 @@ def evaluate(loaded: LoadedModel, fasta, labels_tsv, *, baseline_data: str | Non
     copy shipped in the package; with the recipe's augmentation, two augmented draws per example);
     ``None`` skips it.
     """
-    from bertgeom.genome.fasta import RecordError, SequenceInputError, iter_fasta_file
+    from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceInputError, iter_fasta_file
 
     if fasta is None:  # the held-out split of the open developer genomes shipped in the package
         records, truth = held_out_genomes(baseline_data if isinstance(baseline_data, str) else None)

@@ -8,16 +8,16 @@ import streamlit as st
 
 from bertgeom.figures.base import probability_bars, probability_label
 from bertgeom.runtime import import_in_background
-from bertgeom.variant.figures import layer_strip, spike_track
-from bertgeom.genome.classes import CLASS_DISPLAY
-from bertgeom.variant import VARIANT_MODEL_ID
+from bertgeom.sars_cov_2.variant.figures import layer_strip, spike_track
+from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
+from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 from bertgeom.models import REGISTRY, ModelLoadError, resolve_spec
 from bertgeom.inputs import InputError
 from bertgeom.ui.cache import cached_model, get_trace
-from bertgeom.variant.spec import demo_genomes, reading_notes
+from bertgeom.sars_cov_2.variant.spec import demo_genomes, reading_notes
 from bertgeom.safety import csv_frame
 from bertgeom.ui.plain import plain
-from bertgeom.ui.classifier.cache import (
+from bertgeom.sars_cov_2.ui.cache import (
     MAX_BATCH_RECORDS,
     batch_chunks,
     classify_chunk,
@@ -28,18 +28,18 @@ from bertgeom.ui.classifier.cache import (
 )
 from bertgeom.ui.workqueue import BATCH, call_heavy
 from bertgeom.ui.names import input_notes, note_line
-from bertgeom.ui.classifier.sections import render_mutation_tables, render_nearest_clade, render_qc_score
+from bertgeom.sars_cov_2.ui.sections import render_mutation_tables, render_nearest_clade, render_qc_score
 from bertgeom.ui.widgets import chart
 from bertgeom.probabilities import class_probabilities
-from bertgeom.variant.whatif import parse_what_if, what_if_frame, what_if_label
-from bertgeom.variant.explain import (
+from bertgeom.sars_cov_2.variant.whatif import parse_what_if, what_if_frame, what_if_label
+from bertgeom.sars_cov_2.variant.explain import (
     apply_changes,
     attention_rollout,
     cls_attention_by_layer,
     reversion_changes,
     revertible_events,
 )
-from bertgeom.variant.result import (
+from bertgeom.sars_cov_2.variant.result import (
     batch_table,
     csv_bytes,
     mutation_events,

@@ -1,6 +1,6 @@
 """The Wuhan-Hu-1 reference (MN908947.3), spike coordinates, spike domains and the genetic code.
 
-Coordinate conventions used across :mod:`bertgeom.genome`:
+Coordinate conventions used across :mod:`bertgeom.sars_cov_2.genome`:
 
 * genome positions are **1-based** (as in GenBank and Nextstrain, e.g. ``A23063T``);
 * the spike (gene S) is genome ``SPIKE_START..SPIKE_END`` inclusive = 3,822 nt including the stop

@@ -1,5 +1,5 @@
 """Sections of the Variant Classifier page built on the genome pipeline's one result object
-(:class:`bertgeom.genome.pipeline.GenomeAnalysis`): the nearest clade, Nextclade's QC score
+(:class:`bertgeom.sars_cov_2.genome.pipeline.GenomeAnalysis`): the nearest clade, Nextclade's QC score
 rule by rule, and the mutation table of every gene (S first).
 
 Everything shown is read from the analysis; nothing is recomputed here.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from bertgeom.genome.classes import CLASS_DISPLAY
+from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
 
 _STATUS = {"good": ":green[good]", "mediocre": ":orange[mediocre]", "bad": ":red[bad]"}
 _GENE_NOTE = {"nuc": "Nucleotide changes that change no amino acid (synonymous, non-coding, between genes)."}
@@ -25,7 +25,7 @@ def render_nearest_clade(analysis) -> None:
     c = analysis.clade
     if c is None:
         return
-    from bertgeom.genome.profiles import load_clade_profiles
+    from bertgeom.sars_cov_2.genome.profiles import load_clade_profiles
 
     prof = load_clade_profiles().profile(c.clade)
     n_genomes = max((r.n_genomes for r in prof.values()), default=0)
@@ -76,7 +76,7 @@ def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) ->
     """The mutation table of one gene at a time (a selector, S first), with the gene's called share,
     frameshifts and premature stops; rows private to the nearest clade are marked, and the rows
     characteristic of the predicted class are shaded."""
-    from bertgeom.variant.result import defining_flag, mutation_rows, private_column
+    from bertgeom.sars_cov_2.variant.result import defining_flag, mutation_rows, private_column
 
     st.markdown("#### Mutations by gene")
     rep = analysis.mutations
@@ -91,7 +91,7 @@ def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) ->
     else:
         gr = rep.genes[gene]
         n_private = sum(r[col] == "yes" for r in rows)
-        from bertgeom.genome.qc import known_frameshift
+        from bertgeom.sars_cov_2.genome.qc import known_frameshift
 
         shifts = [f"{gene}:{f}" + (" known, no QC points" if known_frameshift(gene, f) else "") for f in gr.frameshifts]
         st.caption(f"{gene}: {len(gr.events)} amino-acid change(s) against Wuhan-Hu-1 · coverage {gr.coverage:.1%} "

@@ -10,7 +10,7 @@ def _augment_overrides(items: list[str]) -> dict:
     """``["foreign_prob=0.8", ...]`` -> ``{"foreign_prob": 0.8}`` (checked against AugmentConfig's fields)."""
     from dataclasses import fields
 
-    from bertgeom.genome.augment import AugmentConfig
+    from bertgeom.sars_cov_2.genome.augment import AugmentConfig
 
     known = {f.name: f.type for f in fields(AugmentConfig)}
     out = {}
@@ -29,7 +29,7 @@ def _augment_overrides(items: list[str]) -> dict:
 def _cmd_train(args) -> int:
     import sys
 
-    from bertgeom.variant.train import (
+    from bertgeom.sars_cov_2.variant.train import (
         TrainConfig,
         TrainingInterrupted,
         resolve_device,
@@ -95,7 +95,7 @@ class CliError(Exception):
 def _load(model_id: str | None):
     """The variant model, or :class:`CliError` (exit 3) with one sentence for any broken directory."""
     from bertgeom.models import ModelLoadError, load_model
-    from bertgeom.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
     try:
         loaded = load_model(model_id or VARIANT_MODEL_ID)
@@ -110,7 +110,7 @@ def _load(model_id: str | None):
 
 
 def _device(name: str) -> str:
-    from bertgeom.variant.train import resolve_device
+    from bertgeom.sars_cov_2.variant.train import resolve_device
 
     try:
         return resolve_device(name)
@@ -180,7 +180,7 @@ def _cmd_classify(args) -> int:
     import sys
 
     from bertgeom.safety import AtomicFile
-    from bertgeom.variant.predict import fast_classifier
+    from bertgeom.sars_cov_2.variant.predict import fast_classifier
 
     lock = None
     try:
@@ -220,9 +220,9 @@ def _classify_into(args, loaded, device, precision, backend, final, out) -> int:
     import csv
     import sys
 
-    from bertgeom.genome.fasta import SequenceRecord, iter_fasta_file
+    from bertgeom.sars_cov_2.genome.fasta import SequenceRecord, iter_fasta_file
     from bertgeom.safety import NameDeduper
-    from bertgeom.variant.predict import classify_stream
+    from bertgeom.sars_cov_2.variant.predict import classify_stream
 
     partial = getattr(out, "partial", None)
     writer = None
@@ -318,7 +318,7 @@ def _classify_into(args, loaded, device, precision, backend, final, out) -> int:
         return status
     for note in notices + ([names.notice()] if names.renamed else []):
         print(f"note: {note}", file=sys.stderr)
-    if n_gated:  # the gate (bertgeom.genome.gate): outside the model's world, no call
+    if n_gated:  # the gate (bertgeom.sars_cov_2.genome.gate): outside the model's world, no call
         print(f"note: {n_gated} record(s) are not SARS-CoV-2 or too divergent for the variant model: no call "
               "(their 'gate' and 'notes' columns say why).", file=sys.stderr)
     print(f"classified {n - n_err - n_gated} of {n} records{where} ({n_err} could not be read or aligned; see their "
@@ -330,7 +330,7 @@ def _cmd_evaluate(args) -> int:
     import json
     import sys
 
-    from bertgeom.variant.predict import evaluate
+    from bertgeom.sars_cov_2.variant.predict import evaluate
 
     if args.held_out:
         if args.fasta or args.labels:
@@ -349,7 +349,7 @@ def _cmd_evaluate(args) -> int:
         device = _device(args.device)
         loaded = _load(args.model)
         try:
-            from bertgeom.variant.predict import fast_classifier
+            from bertgeom.sars_cov_2.variant.predict import fast_classifier
 
             fast_classifier(loaded, device, args.precision, args.backend)
         except ValueError as exc:  # BackendError: said before any work
@@ -412,7 +412,7 @@ def register(sub) -> None:
     p.add_argument("--max-real-per-class", type=int, default=250, help="cap on real training genomes per class")
     p.add_argument("--no-augment", action="store_true", help="train without the label-preserving augmentation")
     p.add_argument("--augment", action="append", default=[], metavar="NAME=VALUE",
-                   help="override one augmentation setting (bertgeom.genome.augment.AugmentConfig), e.g. foreign_prob=0.8")
+                   help="override one augmentation setting (bertgeom.sars_cov_2.genome.augment.AugmentConfig), e.g. foreign_prob=0.8")
     p.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda or mps")
     p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
                    help="auto: bf16 autocast where the device supports it")

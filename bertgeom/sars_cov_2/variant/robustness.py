@@ -3,7 +3,7 @@
 Why: a genome that keeps every marker of its class must keep its call when it gains **one**
 characteristic mutation of another class (convergent evolution: L452R, E484K, K417N, T478K, P681H
 occur in several lineages) or loses **one** of its own (reversion, or an amplicon dropout). A
-rule-based caller (Nextclade, :func:`bertgeom.genome.markers.call_by_markers`) never flips there;
+rule-based caller (Nextclade, :func:`bertgeom.sars_cov_2.genome.markers.call_by_markers`) never flips there;
 a classifier that learnt single-k-mer shortcuts does.
 
 From real held-out genomes (already aligned: their aligned spikes and insertions) this module
@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bertgeom.genome.augment import amplicon_dropout, marker_changes_by_class, private_substitutions
-from bertgeom.genome.classes import VOC_CLASSES
-from bertgeom.genome.markers import MarkerTable, apply_marker, load_marker_table, marker_state
-from bertgeom.genome.reference import SPIKE_START
+from bertgeom.sars_cov_2.genome.augment import amplicon_dropout, marker_changes_by_class, private_substitutions
+from bertgeom.sars_cov_2.genome.classes import VOC_CLASSES
+from bertgeom.sars_cov_2.genome.markers import MarkerTable, apply_marker, load_marker_table, marker_state
+from bertgeom.sars_cov_2.genome.reference import SPIKE_START
 
 #: The foreign markers named in the project's robustness issue (measured there on the first model).
 SIGNATURE_FOREIGN = ("C21618G", "A21801C", "C21789T", "G22813T")  # T19R delta, D80A beta, T76I lambda, K417N beta

@@ -338,7 +338,7 @@ def domain_token_ranges(fixed: bool = True) -> dict[str, tuple[int, int]]:
 
     ``fixed=False`` reproduces the paper exactly (its table, last base ``3(b-1)-1``: one codon
     short); ``fixed=True`` (default) uses the last base ``3b-1`` and the corrected table of
-    :data:`~bertgeom.genome.reference.FINE_DOMAINS` (TM 1214-1237, CT 1238-1273).
+    :data:`~bertgeom.sars_cov_2.genome.reference.FINE_DOMAINS` (TM 1214-1237, CT 1238-1273).
     """
     if fixed:
         fine = {d.name: (d.start, d.end) for d in FINE_DOMAINS}

@@ -14,7 +14,7 @@ come from N in the spike (one amplicon dropout is ~200-300 N = 5-8 %: warn; > 10
   the Nextclade dataset lists as known (:func:`known_frameshift`) apart;
 * premature stop codons in the spike, known ones apart;
 * private mutations: spike substitutions of neither the class's clades (definitions) nor >= 20 % of
-  the class's real training genomes (:func:`~bertgeom.genome.mutations.class_expected_sites`),
+  the class's real training genomes (:func:`~bertgeom.sars_cov_2.genome.mutations.class_expected_sites`),
   judged against the predicted class or the nearest clade's - many of them hint at a wrong class,
   a recombinant, or sequencing errors. Indels are not counted here (the definitions list none).
 """
@@ -205,7 +205,7 @@ def count_other_than_bases(text: str) -> int:
 
 
 def genome_qc(aln, report=None) -> GenomeQC:
-    """QC of the whole alignment (:class:`~bertgeom.genome.align.GenomeAlignment`).
+    """QC of the whole alignment (:class:`~bertgeom.sars_cov_2.genome.align.GenomeAlignment`).
 
     Frameshifts are the codon ranges a gene is read in a shifted frame (``ORF3a:257-276``, from the
     mutation ``report``; a compensated pair of indels is one), those Nextclade's dataset lists as

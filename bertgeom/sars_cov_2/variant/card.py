@@ -1,6 +1,6 @@
 """Write the shipped variant model's card (``MODEL_CARD.md``) and ``metrics.json``.
 
-``python -m bertgeom.variant.card MODEL_DIR EVAL.json [ROBUSTNESS.json]`` after ``python -m bertgeom
+``python -m bertgeom.sars_cov_2.variant.card MODEL_DIR EVAL.json [ROBUSTNESS.json]`` after ``python -m bertgeom
 evaluate ... --json EVAL.json`` (and ``python bench/bench_robustness.py --fit-temperature
 --write-calibration --plot MODEL_DIR/reliability.png --out ROBUSTNESS.json``): the numbers in the
 card always come from an evaluation run; a ``reliability.png`` beside the card is shown in it.
@@ -65,7 +65,7 @@ were dropped since spike inputs never use them). Weights: fp16 safetensors, {siz
 Every stage fine-tunes end to end with AdamW, linear warm-up ({train_cfg.get('warmup_share')}) and decay,
 gradient clipping {train_cfg.get('max_grad_norm')}; the stages with augmentation also use label smoothing
 {train_cfg.get('label_smoothing', 0)}. They draw fresh **label-preserving augmentations** for every example of
-every step (`bertgeom.genome.augment`; defaults, overridden where a stage says so): 1-3 characteristic
+every step (`bertgeom.sars_cov_2.genome.augment`; defaults, overridden where a stage says so): 1-3 characteristic
 mutations of other classes injected (convergent evolution; half the examples by default; with
 `one_class_prob` all from one other class; one that falls on an own marker's codon replaces it), 1-2 own
 markers reverted (30 %), an own marker under an N run (20 %), private substitutions (with
@@ -118,7 +118,7 @@ def _calibration_paragraph(robustness: dict) -> str:
 def _robustness_section(model_dir: Path, robustness: dict) -> str:
     """The card's *Robustness and calibration* section: the per-kind tables, the reliability diagram
     when it sits beside the card, and the release gates."""
-    from bertgeom.variant.robustness import markdown_tables, release_gates
+    from bertgeom.sars_cov_2.variant.robustness import markdown_tables, release_gates
 
     gates = "\n".join(f"* {'met' if g['ok'] else '**not met**'}: {k}" for k, g in release_gates(robustness).items())
     png = "\n![Reliability diagram](reliability.png)\n" if (model_dir / "reliability.png").is_file() else ""
@@ -150,7 +150,7 @@ def _metrics_section(evaluation: dict) -> str:
     return f"""## Metrics on real held-out genomes
 
 Evaluated with `python -m bertgeom evaluate` on the {model['n']} real evaluation genomes (open data,
-not trained on, not used for calibration), next to the rule-based marker call (`bertgeom.genome.markers`, the second opinion the
+not trained on, not used for calibration), next to the rule-based marker call (`bertgeom.sars_cov_2.genome.markers`, the second opinion the
 CLI and the page show) and a logistic regression on k-mer counts trained on the same recipe in the
 same run.
 
@@ -218,7 +218,7 @@ def write_card(model_dir: Path, evaluation: dict, robustness: dict | None = None
 
 if __name__ == "__main__":
     if len(sys.argv) not in (3, 4):
-        sys.exit("usage: python -m bertgeom.variant.card MODEL_DIR (ROBUSTNESS.json | EVAL.json [ROBUSTNESS.json])")
+        sys.exit("usage: python -m bertgeom.sars_cov_2.variant.card MODEL_DIR (ROBUSTNESS.json | EVAL.json [ROBUSTNESS.json])")
     first = json.loads(Path(sys.argv[2]).read_text())
     if len(sys.argv) == 3 and "evaluation" in first:  # the wide benchmark's result carries its evaluation
         write_card(Path(sys.argv[1]), first["evaluation"], first)

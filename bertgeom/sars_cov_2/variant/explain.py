@@ -51,14 +51,14 @@ class SpikeChange:
 
     @property
     def name(self) -> str:
-        from bertgeom.genome.reference import reference_sequence
+        from bertgeom.sars_cov_2.genome.reference import reference_sequence
 
         return f"{reference_sequence()[self.pos - 1]}{self.pos}{self.alt}"
 
 
 def parse_change(text: str) -> SpikeChange:
     """``A23063T`` / ``23063T`` -> :class:`SpikeChange`; must fall inside the spike."""
-    from bertgeom.genome.reference import SPIKE_END, SPIKE_START, reference_sequence
+    from bertgeom.sars_cov_2.genome.reference import SPIKE_END, SPIKE_START, reference_sequence
 
     m = _NUC.match((text or "").strip().upper())
     if not m:
@@ -73,7 +73,7 @@ def parse_change(text: str) -> SpikeChange:
 
 def apply_changes(aligned_spike: str, changes: list[SpikeChange]) -> str:
     """The aligned spike with each change written at its reference coordinate."""
-    from bertgeom.genome.reference import SPIKE_START
+    from bertgeom.sars_cov_2.genome.reference import SPIKE_START
 
     chars = list(aligned_spike)
     for c in changes:
@@ -83,7 +83,7 @@ def apply_changes(aligned_spike: str, changes: list[SpikeChange]) -> str:
 
 def reversion_changes(aligned_spike: str, mutation) -> list[SpikeChange]:
     """Changes that put a called spike mutation (a NucMutation) back to the reference."""
-    from bertgeom.genome.reference import reference_sequence
+    from bertgeom.sars_cov_2.genome.reference import reference_sequence
 
     ref = reference_sequence()
     if mutation.kind == "sub":
@@ -136,7 +136,7 @@ def legacy_names(names: list[str], mutations) -> tuple[str, ...]:
 
 def revertible_events(report, events: list[dict]) -> list[RevertibleEvent]:
     """The spike's substitutions and deletions grouped as the mutation table's ``events`` (rows with
-    ``name`` and ``nuc``, see ``bertgeom.variant.result.mutation_events``), in genome order. Events
+    ``name`` and ``nuc``, see ``bertgeom.sars_cov_2.variant.result.mutation_events``), in genome order. Events
     that share a nucleotide change become one entry (reverting that base undoes both); a base change
     that is in no event (synonymous) is an entry of its own, named by the base."""
     nuc = [m for m in report.spike_nucleotide if m.kind in ("sub", "del")]
@@ -163,7 +163,7 @@ def revertible_events(report, events: list[dict]) -> list[RevertibleEvent]:
 def probabilities_for_spike(loaded: LoadedModel, aligned_spike: str) -> np.ndarray:
     """Class probabilities ``[C]`` of an aligned spike (one forward pass, no attentions; calibrated)."""
     from bertgeom.probabilities import class_probabilities
-    from bertgeom.variant.predict import logits_for_ids
+    from bertgeom.sars_cov_2.variant.predict import logits_for_ids
 
     ids, _ = loaded.tokenizer.encode(aligned_spike, max_length=None)
     return class_probabilities(loaded, logits_for_ids(loaded, ids[None, :]))[0]

@@ -10,7 +10,7 @@ kept apart from both training and evaluation. ``validation_small`` and the demo 
 only, so a model trained on the training part never saw them.
 
 The shipped files (``bertgeom/data/genomes`` and the spike profiles) are rebuilt by
-:mod:`bertgeom.genome.shipped_files` (``python -m bertgeom.genome.shipped_files build bertgeom/data``).
+:mod:`bertgeom.sars_cov_2.genome.shipped_files` (``python -m bertgeom.sars_cov_2.genome.shipped_files build bertgeom/data``).
 """
 
 from __future__ import annotations

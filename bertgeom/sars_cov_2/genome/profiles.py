@@ -6,7 +6,7 @@ every gene's amino-acid events by their Nextclade names (``S:N501Y``, ``S:del69-
 (synonymous or non-coding, e.g. ``C241T``, ``del28271``).
 
 The profile of a clade (``definitions/clade_profiles.tsv``, built with the characteristic table by
-``python -m bertgeom.genome.markers build``) is
+``python -m bertgeom.sars_cov_2.genome.markers build``) is
 
 * the changes its Nextstrain definition implies (reference + the clade's inherited sites, read
   codon by codon, so C22577+G22578 sites give ``S:G339H``), and
@@ -384,7 +384,8 @@ def _sort_key(change: str):
 def write_clade_profiles(rows: Iterable[ProfileRow], path=None) -> None:
     path = path or data_path(*PROFILE_FILE)
     lines = [f"# bertgeom characteristic profiles per Nextstrain clade, profile version {PROFILE_VERSION}",
-             "# Built by `python -m bertgeom.genome.markers build`: the changes implied by each clade's definition",
+             "# Built by `python -m bertgeom.sars_cov_2.genome.markers build`: "
+             "the changes implied by each clade's definition",
              f"# (definitions/nextstrain_clades.tsv) plus those of >= {CLADE_MIN_SHARE:.0%} of the clade's "
              "training-split developer genomes.",
              "# change: gene:amino-acid event (Nextclade names) or a nucleotide change that changes no amino acid.",
