@@ -3,8 +3,7 @@
 import streamlit as st
 
 from bertgeom.examples import example_sentences
-from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
-from bertgeom.inputs import INPUT_KINDS, registered_page
+from bertgeom.inputs import INPUT_KINDS, START_EXAMPLES, registered_page
 from bertgeom.models import REGISTRY
 from bertgeom.ui.state import select_head, widget_key
 from bertgeom.ui.tour import tour_overview
@@ -81,12 +80,17 @@ with c1:
     if st.button(f"“{sentences[2]}”", on_click=_use_sentence, args=(sentences[2],), key="w_home_s1"):
         st.switch_page("app_pages/attention_heads.py")
 with c2:
-    if VARIANT_MODEL_ID in REGISTRY:
-        st.markdown("**A SARS-CoV-2 genome** (the variant BERT of the case study)")
-        if st.button("An Omicron genome → Variant Classifier", on_click=_use_example, args=(VARIANT_MODEL_ID, 7), key="w_home_g0"):
-            st.switch_page(registered_page("classifier").script)
-        if st.button("An Alpha genome → Attention Heads", on_click=_use_example, args=(VARIANT_MODEL_ID, 3), key="w_home_g1"):
-            st.switch_page("app_pages/attention_heads.py")
+    headings: dict[str, list] = {}
+    for start in START_EXAMPLES.values():  # the plug-ins' starts (bertgeom.inputs.register_start_example)
+        if start.model_id in REGISTRY:
+            headings.setdefault(start.heading, []).append(start)
+    for heading, starts in headings.items():
+        st.markdown(f"**{heading}**")
+        for k, start in enumerate(starts):
+            if st.button(start.label, on_click=_use_example, args=(start.model_id, start.index),
+                         key=f"w_home_{start.model_id}_{k}"):
+                st.switch_page("app_pages/attention_heads.py" if start.page == "heads"
+                               else registered_page(start.page).script)
     st.markdown("Or pick a model and an input in the sidebar. The *Share this view* box there gives a "
                 "link that reopens the same page, model, layer, head, colour and θ, with the input when it fits "
                 "in a link (an example, or a short text); otherwise it says so.")

@@ -12,11 +12,12 @@ The face a notebook uses (see docs/library.md)::
 
 The package is plain Python (numpy / torch / transformers); Streamlit is imported only inside
 :mod:`bertgeom.ui` and the app pages. Model families are plug-ins: each registers its loader, input
-kind and models (:func:`register_model`, :func:`register_loader`, :func:`register_input_kind`) from
-a function named under the ``bertgeom.plugins`` entry-point group, called the first time a registry
-is read (:func:`bertgeom.models.load_plugins`). So ``import bertgeom`` loads no genome code; the
-shipped SARS-CoV-2 family (:func:`bertgeom.sars_cov_2.variant.spec.register`) is loaded when a model list,
-model or input kind is first looked up.
+kind, models, pages and commands (:func:`register_model`, :func:`register_loader`,
+:func:`register_input_kind`, :func:`register_page`, :func:`register_commands`) from a function named
+under the ``bertgeom.plugins`` entry-point group, called the first time a registry is read
+(:func:`bertgeom.models.load_plugins`). So ``import bertgeom`` loads no genome code; the shipped
+SARS-CoV-2 family (:mod:`bertgeom.sars_cov_2`, a package the core never imports) is loaded when a
+model list, model or input kind is first looked up.
 """
 
 from bertgeom.version import __version__
@@ -26,8 +27,11 @@ from bertgeom.inputs import (  # noqa: E402
     InputError,
     InputItem,
     InputKind,
+    PageSpec,
     encode_input,
+    input_kind_of,
     register_input_kind,
+    register_page,
 )
 from bertgeom.models import (  # noqa: E402
     REGISTRY,
@@ -35,6 +39,7 @@ from bertgeom.models import (  # noqa: E402
     ModelLoadError,
     ModelSpec,
     load_model,
+    register_commands,
     register_loader,
 )
 from bertgeom.models import register as register_model  # noqa: E402
@@ -64,6 +69,9 @@ __all__ = [
     "register_model",
     "register_loader",
     "register_input_kind",
+    "register_page",
+    "register_commands",
+    "PageSpec",
 ]
 
 
@@ -104,21 +112,15 @@ def cone_index(X, mask=None, *, normalized: bool = False):
     return index(X, mask, normalized=normalized)
 
 
-def classify(genomes, model=None, *, batch_size: int = 16):
-    """Classify SARS-CoV-2 genomes (FASTA text, bytes or a path to a FASTA file; whole, partial or
-    spike only) with the variant model: one :class:`bertgeom.sars_cov_2.variant.predict.Prediction` per record,
-    in input order (predicted class, probabilities, QC, the rule-based call, or the error)."""
-    from pathlib import Path
-
-    from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, parse_sequences
-    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
-    from bertgeom.sars_cov_2.variant.predict import classify_stream
-
-    loaded = model if isinstance(model, LoadedModel) else load_model(model or VARIANT_MODEL_ID)
-    if isinstance(genomes, Path):
-        genomes = genomes.read_bytes()
-    try:
-        records = parse_sequences(genomes, tolerant=True)
-    except SequenceInputError as exc:
-        raise InputError(str(exc)) from None
-    return list(classify_stream(loaded, records, batch_size=batch_size))
+def classify(records, model=None, *, batch_size: int = 16):
+    """Classify whole records with a model whose input kind classifies records (the default model,
+    the SARS-CoV-2 variant BERT: genomes as FASTA text, bytes or a path; whole, partial or spike
+    only): one prediction per record, in input order (for genomes: predicted class, probabilities,
+    QC, the rule-based call, or the error). The input kind's plug-in does the work
+    (:attr:`bertgeom.inputs.InputKind.classify`)."""
+    loaded = model if isinstance(model, LoadedModel) else load_model(model or REGISTRY.default_id)
+    kind = input_kind_of(loaded)
+    if kind.classify is None:
+        raise InputError(f"The model '{loaded.spec.id}' reads {kind.plural}; classify needs a model that "
+                         "classifies whole records (e.g. the SARS-CoV-2 variant model).")
+    return kind.classify(loaded, records, batch_size=batch_size)

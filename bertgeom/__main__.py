@@ -41,45 +41,6 @@ def _cmd_trace(args) -> int:
     return 0
 
 
-#: The guide's lines (docs/guide.md) computed by ``python -m bertgeom tour --update docs/guide.md`` (never typed).
-TOUR_BEGIN, TOUR_END = "<!-- tour-genome: python -m bertgeom tour --update docs/guide.md -->", "<!-- /tour-genome -->"
-
-
-def tour_genome_sentence() -> str:
-    """The tour's genome step sentence, computed from the shipped variant model on the demo genome
-    (:func:`bertgeom.sars_cov_2.variant.whatif.genome_sentence`; the tour shows the same)."""
-    from bertgeom.models import load_model
-    from bertgeom.trace import run_trace
-    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
-    from bertgeom.sars_cov_2.variant.spec import demo_genomes
-    from bertgeom.sars_cov_2.variant.whatif import genome_facts, genome_sentence
-
-    loaded = load_model(VARIANT_MODEL_ID)
-    return genome_sentence(genome_facts(loaded, run_trace(loaded, demo_genomes()[7]["text"])))
-
-
-def replace_tour_block(text: str, sentence: str) -> str:
-    """``text`` with the lines between :data:`TOUR_BEGIN` and :data:`TOUR_END` replaced by ``sentence``."""
-    head, sep, rest = text.partition(TOUR_BEGIN)
-    _, sep2, tail = rest.partition(TOUR_END)
-    if not (sep and sep2):
-        raise ValueError(f"the file has no {TOUR_BEGIN} ... {TOUR_END} block")
-    indent = head[head.rfind("\n") + 1:]  # the block keeps its list item's indentation
-    return f"{head}{TOUR_BEGIN}\n{indent}{sentence}\n{indent}{TOUR_END}{tail}"
-
-
-def _cmd_tour(args) -> int:
-    from pathlib import Path
-
-    sentence = tour_genome_sentence()
-    print(sentence)
-    if args.update:
-        path = Path(args.update)
-        path.write_text(replace_tour_block(path.read_text(), sentence))
-        print(f"updated {path}")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bertgeom", description="Geometry of BERT's attention.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -89,18 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", help="the input (a sentence, or a genome for a spike model)")
     p.add_argument("--model", default=None, help="model id, hub id or local directory (default: the app's default)")
     p.set_defaults(func=_cmd_trace)
-    p = sub.add_parser("tour", help="print the tour's genome sentence, computed from the shipped model")
-    p.add_argument("--update", metavar="FILE", help="write it into the tour-genome block of FILE (docs/guide.md)")
-    p.set_defaults(func=_cmd_tour)
     for register in _EXTRA_COMMANDS:
         register(sub)
+    from bertgeom.models import COMMANDS
+
+    for add in COMMANDS.values():  # the plug-ins' commands (train, evaluate, classify, tour, ...)
+        add(sub)
     return parser
-
-
-def _variant_commands(sub) -> None:
-    from bertgeom.sars_cov_2.variant.cli import register
-
-    register(sub)
 
 
 def _precompute_commands(sub) -> None:
@@ -115,8 +71,8 @@ def _prepared_commands(sub) -> None:
     register(sub)
 
 
-#: Functions ``f(subparsers)`` that add more commands (train, evaluate, classify, ...).
-_EXTRA_COMMANDS: list = [_variant_commands, _precompute_commands, _prepared_commands]
+#: Functions ``f(subparsers)`` that add the core's other commands (precompute, prepare-sets).
+_EXTRA_COMMANDS: list = [_precompute_commands, _prepared_commands]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -158,7 +158,8 @@ class InputKind:
     user reads. ``domains`` (in order) name the token domains the encoder writes into
     ``EncodedInput.extra["domains"]`` (``""`` for special tokens); ``domain_share(d)`` is the
     reference share (%) of tokens in domain ``d``. ``pages`` are extra pages the kind enables
-    (``"classifier"``); ``capabilities`` are keys of :data:`CAPABILITIES`.
+    (``"classifier"``); ``capabilities`` are keys of :data:`CAPABILITIES`; ``classify`` classifies
+    whole records for :func:`bertgeom.classify` (``None``: the kind's models do not).
     """
 
     # what it is and how it is read
@@ -200,6 +201,9 @@ class InputKind:
     sweep_seconds: float = 1.0
     pages: tuple[str, ...] = ()
     capabilities: frozenset[str] = frozenset()
+    # whole-record classification (bertgeom.classify): ``classify(loaded, data, batch_size)`` -> one
+    # prediction per record of ``data`` (text, bytes or a path), for kinds whose models call records
+    classify: Callable[..., list] | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.capabilities) - set(CAPABILITIES)
@@ -352,3 +356,30 @@ def registered_page(key: str) -> PageSpec:
 def registered_pages() -> list[PageSpec]:
     """Every page plug-ins registered, in registration order."""
     return list(PAGES.values())
+
+
+@dataclass(frozen=True)
+class StartExample:
+    """A one-click start a plug-in offers on the home page: open ``model_id`` on its input kind's
+    example ``index`` on page ``page`` (``"heads"``: Attention Heads; or a registered page's key),
+    listed under ``heading`` while the model is installed."""
+
+    heading: str
+    label: str
+    model_id: str
+    index: int
+    page: str = "heads"
+
+
+class StartExamples(PluginRegistry):
+    """The home page's plug-in starts, by label (in registration order)."""
+
+
+#: One-click starts plug-ins registered (:func:`register_start_example`); the home page reads them.
+START_EXAMPLES = StartExamples()
+
+
+def register_start_example(example: StartExample) -> StartExample:
+    """Offer ``example`` on the home page."""
+    dict.__setitem__(START_EXAMPLES, example.label, example)
+    return example

@@ -162,6 +162,20 @@ class PluginRegistry(dict):
         return super().items()
 
 
+class Commands(PluginRegistry):
+    """Command-line commands plug-ins add, by plug-in: each value is ``add(subparsers)``, which adds
+    the plug-in's subcommands to ``python -m bertgeom`` (their modules imported only when run)."""
+
+
+#: The plug-ins' command-line commands (:func:`register_commands`); ``python -m bertgeom`` reads them.
+COMMANDS = Commands()
+
+
+def register_commands(plugin: str, add) -> None:
+    """Let ``python -m bertgeom`` offer the subcommands ``add(subparsers)`` adds, for plug-in ``plugin``."""
+    dict.__setitem__(COMMANDS, plugin, add)
+
+
 class ModelRegistry(PluginRegistry):
     """The registered models by id, in the order the picker shows them, with the default model.
 

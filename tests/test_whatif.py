@@ -138,7 +138,7 @@ def test_readme_tour_sentence_is_the_shipped_models():
     typed: it must equal what the shipped model gives now."""
     from pathlib import Path
 
-    from bertgeom.__main__ import TOUR_BEGIN, TOUR_END, replace_tour_block, tour_genome_sentence
+    from bertgeom.sars_cov_2.variant.cli import TOUR_BEGIN, TOUR_END, replace_tour_block, tour_genome_sentence
     from bertgeom.models import REGISTRY
     from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 

@@ -60,13 +60,10 @@ CASE_STUDY_MODULES = ("bertgeom.sars_cov_2",)
 
 # Generic files that still import the case study (issue 35 moves it behind a plug-in registry).
 PENDING_PLUGIN_EXCEPTIONS: dict[str, str] = {
-    "bertgeom/__init__.py": "bg.classify, the library face of the case study, imports it when called",
-    "bertgeom/__main__.py": "adds the classify/evaluate/train subcommands",
     "bertgeom/precompute/core.py": "precompute accepts only the spike model",
     "bertgeom/precompute/engines.py": "precompute accepts only the spike model",
     "bertgeom/precompute/run.py": "precompute accepts only the spike model",
     "bertgeom/ui/tour.py": "the tour's genome step",
-    "app_pages/home.py": "the home page names the genome example",
 }
 
 

@@ -1,4 +1,4 @@
-"""CLI commands of the case study: ``train``, ``evaluate``, ``classify`` (see ``python -m bertgeom -h``)."""
+"""CLI commands of the case study: ``train``, ``evaluate``, ``classify``, ``tour`` (see ``python -m bertgeom -h``)."""
 
 from __future__ import annotations
 
@@ -398,7 +398,50 @@ _BACKEND_HELP = ("runtime of the forward passes: auto (what measured fastest on 
                  "(the last two: pip install 'bertgeom[fast]')")
 
 
+#: The guide's lines (docs/guide.md) computed by ``python -m bertgeom tour --update docs/guide.md`` (never typed).
+TOUR_BEGIN, TOUR_END = "<!-- tour-genome: python -m bertgeom tour --update docs/guide.md -->", "<!-- /tour-genome -->"
+
+
+def tour_genome_sentence() -> str:
+    """The tour's genome step sentence, computed from the shipped variant model on the demo genome
+    (:func:`bertgeom.sars_cov_2.variant.whatif.genome_sentence`; the tour shows the same)."""
+    from bertgeom.models import load_model
+    from bertgeom.trace import run_trace
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant.spec import demo_genomes
+    from bertgeom.sars_cov_2.variant.whatif import genome_facts, genome_sentence
+
+    loaded = load_model(VARIANT_MODEL_ID)
+    return genome_sentence(genome_facts(loaded, run_trace(loaded, demo_genomes()[7]["text"])))
+
+
+def replace_tour_block(text: str, sentence: str) -> str:
+    """``text`` with the lines between :data:`TOUR_BEGIN` and :data:`TOUR_END` replaced by ``sentence``."""
+    head, sep, rest = text.partition(TOUR_BEGIN)
+    _, sep2, tail = rest.partition(TOUR_END)
+    if not (sep and sep2):
+        raise ValueError(f"the file has no {TOUR_BEGIN} ... {TOUR_END} block")
+    indent = head[head.rfind("\n") + 1:]  # the block keeps its list item's indentation
+    return f"{head}{TOUR_BEGIN}\n{indent}{sentence}\n{indent}{TOUR_END}{tail}"
+
+
+def _cmd_tour(args) -> int:
+    from pathlib import Path
+
+    sentence = tour_genome_sentence()
+    print(sentence)
+    if args.update:
+        path = Path(args.update)
+        path.write_text(replace_tour_block(path.read_text(), sentence))
+        print(f"updated {path}")
+    return 0
+
+
 def register(sub) -> None:
+    """Add the case study's commands (train, evaluate, classify, tour) to ``python -m bertgeom``."""
+    p = sub.add_parser("tour", help="print the tour's genome sentence, computed from the shipped model")
+    p.add_argument("--update", metavar="FILE", help="write it into the tour-genome block of FILE (docs/guide.md)")
+    p.set_defaults(func=_cmd_tour)
     p = sub.add_parser("train", help="train the SARS-CoV-2 variant model from a seed (resumable)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--data", default="", help="folder with genomes/open_genomes_dev.* (default: the copy shipped in the package)")

@@ -21,12 +21,23 @@ from pathlib import Path
 
 from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY, CLASSES
 from bertgeom.sars_cov_2.genome.reference import DOMAIN_ORDER
-from bertgeom.inputs import Example, InputError, InputItem, InputKind, PageSpec, register_input_kind, register_page
-from bertgeom.models import REGISTRY, register_loader
+from bertgeom.inputs import (
+    Example,
+    InputError,
+    InputItem,
+    InputKind,
+    PageSpec,
+    StartExample,
+    register_input_kind,
+    register_page,
+    register_start_example,
+)
+from bertgeom.models import REGISTRY, register_commands, register_loader
 from bertgeom.sars_cov_2.variant import (
     INPUT_KIND,
     MAX_GENOME_INPUT_BYTES,
     VARIANT_DIR,
+    VARIANT_MODEL_ID,
     _recognise,
     encode_genome_input,
     load_variant,
@@ -152,6 +163,24 @@ def domain_token_share(dom: str) -> float:
     return 100.0 * sum(d == dom for d in doms[:-1]) / (len(doms) - 1)
 
 
+def classify_genomes(loaded, genomes, batch_size: int = 16) -> list:
+    """Classify SARS-CoV-2 genomes (FASTA text, bytes or a path to a FASTA file; whole, partial or
+    spike only) with the variant model ``loaded``: one :class:`bertgeom.sars_cov_2.variant.predict.Prediction`
+    per record, in input order (:func:`bertgeom.classify` for this kind)."""
+    from pathlib import Path
+
+    from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, parse_sequences
+    from bertgeom.sars_cov_2.variant.predict import classify_stream
+
+    if isinstance(genomes, Path):
+        genomes = genomes.read_bytes()
+    try:
+        records = parse_sequences(genomes, tolerant=True)
+    except SequenceInputError as exc:
+        raise InputError(str(exc)) from None
+    return list(classify_stream(loaded, records, batch_size=batch_size))
+
+
 #: The genome input kind of the case study's models.
 GENOME = InputKind(
     name=INPUT_KIND,
@@ -191,13 +220,31 @@ GENOME = InputKind(
     sweep_seconds=23.0,
     pages=("classifier",),
     capabilities=frozenset({"aligned_positions", "official_padding", "precomputed_results"}),
+    classify=lambda loaded, data, batch_size=16: classify_genomes(loaded, data, batch_size=batch_size),
 )
+
+
+def _add_commands(sub) -> None:
+    """The case study's commands (:mod:`bertgeom.sars_cov_2.variant.cli`), imported when the parser is built."""
+    from bertgeom.sars_cov_2.variant.cli import register as add
+
+    add(sub)
 
 
 #: The Variant Classifier page (``bertgeom/sars_cov_2/page.py``), offered with the genome models.
 CLASSIFIER_PAGE = PageSpec(key="classifier", title="Variant Classifier", url_path="classifier",
                            script=str(Path(__file__).resolve().parents[1] / "page.py"),
                            icon=":material/coronavirus:", section="Classify")
+
+
+#: The home page's one-click starts: the shipped Omicron genome on the classifier, an Alpha genome on
+#: Attention Heads (examples 7 and 3 of :func:`_examples`).
+HOME_STARTS = (
+    StartExample("A SARS-CoV-2 genome (the variant BERT of the case study)", "An Omicron genome → Variant Classifier",
+                 VARIANT_MODEL_ID, 7, page="classifier"),
+    StartExample("A SARS-CoV-2 genome (the variant BERT of the case study)", "An Alpha genome → Attention Heads",
+                 VARIANT_MODEL_ID, 3, page="heads"),
+)
 
 
 def register() -> InputKind:
@@ -207,6 +254,9 @@ def register() -> InputKind:
     register_loader("variant", load_variant, recognise=_recognise)
     register_input_kind(GENOME)
     register_page(CLASSIFIER_PAGE)
+    register_commands("sars-cov-2", _add_commands)
+    for start in HOME_STARTS:
+        register_start_example(start)
     if (VARIANT_DIR / "model.safetensors").is_file():
         REGISTRY.add(variant_spec(), first=True)
     return GENOME
