@@ -205,7 +205,7 @@ VECTORS = {"cls": "[CLS] vector", "mean": "mean of the content tokens",
            "logits": "logits (pre-softmax, the classifier's output)"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays: equality would be element-wise; compare fields instead
 class ConeSet:
     """Cone-index profiles of the inputs of a set (``N`` analysed inputs, ``L`` layers, ``H`` heads,
     ``D`` width), made by :func:`cone_set` only.
