@@ -133,7 +133,7 @@ with right:
 # tabs (lazy: only the open tab runs)
 # ------------------------------------------------------------------------------------------
 
-domains = trace.encoded.extra.get("domains") if kind.has_domains else None
+domains = trace.encoded.domains if kind.has_domains else None
 
 
 # --- Head detail --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from bertgeom.analysis.facts import cone_summary, isoscore_rank_note
+from bertgeom.variant import genome_analysis
 
 
 def test_isoscore_note_follows_the_number_of_vectors_and_dimensions():
@@ -95,7 +96,7 @@ def test_three_qc_verdicts_side_by_side(tiny_variant):
     from bertgeom.variant.result import qc_verdicts
     from bertgeom.variant.spec import demo_genomes
 
-    analysis = encode_input(tiny_variant, demo_genomes()[7]["text"]).extra["analysis"]
+    analysis = genome_analysis(encode_input(tiny_variant, demo_genomes()[7]["text"]))
     rows = qc_verdicts(analysis)
     assert [r["check"] for r in rows] == ["Spike QC", "Genome QC", "QC score (Nextclade-like)"]
     assert rows[0]["verdict"] == analysis.qc.verdict and "never reads" not in rows[0]["for the call"]

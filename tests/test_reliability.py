@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bertgeom.genome.dataset import load_demo_genomes
+from bertgeom.variant import genome_analysis
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE_NAMES = ["![x](http://127.0.0.1:9/x.png)", ":red[red] **bold** $x^2$", "see http://evil.example.com/a",
@@ -126,7 +127,7 @@ def test_the_single_result_csv_neutralises_a_formula_name(tiny_variant):
 
     rec = load_demo_genomes()[0][0]
     trace = run_trace(tiny_variant, f">=HYPERLINK(\"http://x\")\n{rec.sequence}")
-    analysis = trace.encoded.extra["analysis"]
+    analysis = genome_analysis(trace.encoded)
     row = result_row(tiny_variant, analysis, trace.predicted, list(trace.labels), trace.probs)
     body = list(csv.DictReader(csv_bytes([row]).decode().splitlines()))
     assert body[0]["name"] == "'=HYPERLINK(\"http://x\")"

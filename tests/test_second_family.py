@@ -50,11 +50,29 @@ def test_the_family_is_read_by_the_library():
     tr = trace(loaded, WORD)
     assert tr.tokens[0] == "[CLS]" and tr.tokens[-1] == "[SEP]" and len(tr.tokens) == len(WORD) + 2
     assert tr.predicted in toy.CLASSES
-    assert set(tr.encoded.extra["domains"]) == {"", "head", "tail"}
+    assert set(tr.encoded.domains) == {"", "head", "tail"}
     q = tr["q", 1]
     assert q.shape == (2, len(tr.tokens), 8)
     feats = tr.head_features()
     assert feats["entropy"].shape == (2, 2)
+
+
+def test_token_domains_and_the_plugin_annotation_are_typed_fields_of_the_encoding():
+    """A kind's token domains travel as ``EncodedInput.domains`` (one per token, checked), and what a
+    plug-in learned while reading an input as its opaque ``annotation``: no magic keys."""
+    import dataclasses
+
+    import numpy as np
+    from bertgeom import load_model
+    from bertgeom.inputs import EncodedInput, encode_input
+
+    enc = encode_input(load_model(toy.MODEL_ID), WORD)
+    assert isinstance(enc.domains, tuple) and len(enc.domains) == enc.n_tokens
+    assert enc.domains[0] == enc.domains[-1] == "" and enc.annotation is None
+    assert "extra" not in {f.name for f in dataclasses.fields(EncodedInput)}
+    with pytest.raises(ValueError, match="3 token domains for 4 tokens"):
+        EncodedInput("ab", np.arange(4), ["[CLS]", "a", "b", "[SEP]"], np.zeros((4, 2), int), "letter",
+                     np.zeros(4, bool), np.zeros(4, bool), np.zeros(4, bool), domains=("", "head", ""))
 
 
 def test_the_sidebar_offers_its_input_box_and_examples():

@@ -8,6 +8,7 @@ import pytest
 
 from bertgeom.genome.markers import load_marker_table, marker_state
 from bertgeom.inputs import encode_input
+from bertgeom.variant import genome_analysis
 from bertgeom.variant.spec import demo_genomes
 from bertgeom.variant.explain import SpikeChange, apply_changes, probabilities_for_spike
 from bertgeom.probabilities import class_log_odds, class_probabilities
@@ -27,7 +28,20 @@ from bertgeom.variant.whatif import (
 @pytest.fixture(scope="module")
 def omicron(tiny_variant):
     enc = encode_input(tiny_variant, demo_genomes()[7]["text"])
-    return enc.extra["analysis"].spike.aligned
+    return genome_analysis(enc).spike.aligned
+
+
+def test_a_genome_input_carries_its_analysis_and_domains_as_typed_fields(tiny_variant):
+    from bertgeom.genome.pipeline import GenomeAnalysis
+    from bertgeom.inputs import EncodedInput
+
+    enc = encode_input(tiny_variant, demo_genomes()[7]["text"])
+    assert isinstance(genome_analysis(enc), GenomeAnalysis) and genome_analysis(enc) is enc.annotation
+    assert len(enc.domains) == enc.n_tokens and "RBD" in enc.domains and enc.domains[0] == ""
+    text = EncodedInput("a", np.arange(3), ["[CLS]", "a", "[SEP]"], np.zeros((3, 2), int), "char",
+                        np.eye(3, dtype=bool)[0], np.eye(3, dtype=bool)[2], np.zeros(3, bool))
+    with pytest.raises(TypeError, match="not a genome"):
+        genome_analysis(text)
 
 
 def test_candidates_cover_every_carried_marker(omicron):

@@ -161,7 +161,7 @@ def _layer_records(model_id: str, fingerprint: str, layer: int, with_groups: boo
     loaded = cached_model(model_id)
 
     def groups(trace):
-        return trace.encoded.extra.get("domains") if with_groups else None
+        return trace.encoded.domains if with_groups else None
 
     with heavy("running the model over the set"), \
             progress(f"Running the model over {len(_items)} inputs for layer {layer + 1}…") as update:

@@ -184,7 +184,9 @@ def tour_change(rows: list[dict], cls: str) -> dict | None:
 
 def rank_changes_for_trace(loaded, encoded, cls: str, **kwargs) -> list[dict]:
     """:func:`rank_changes` on the aligned spike an encoded genome carries (what generic UI code holds)."""
-    return rank_changes(loaded, encoded.extra["analysis"].spike.aligned, cls, **kwargs)
+    from bertgeom.variant import genome_analysis
+
+    return rank_changes(loaded, genome_analysis(encoded).spike.aligned, cls, **kwargs)
 
 
 # ---- the What if? box: names in bertgeom's and Nextclade's forms ---------------------------------
