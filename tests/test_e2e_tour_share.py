@@ -75,7 +75,29 @@ def _needs_models():
         pytest.skip("the tour needs the bundled MiniLM and the shipped variant model")
 
 
+def _caption_says(page, clause: str) -> None:
+    """A caption of the page (not the tour bar, which uses no caption) holds ``clause``: the number
+    the sentence states is one the view prints."""
+    captions = page.get_by_test_id("stMain").get_by_test_id("stCaptionContainer")
+    expect(captions.filter(has_text=clause).first).to_be_visible(timeout=60_000)
+
+
+def _what_if_row(page, cls: str) -> dict[str, str]:
+    """The what-if table's row of class ``cls`` as the page prints it (column name -> cell text), read
+    from the data grid's accessible table (its cells are drawn on a canvas)."""
+    frame = page.get_by_test_id("stDataFrame").filter(has=page.get_by_role("columnheader", name="log-odds before"))
+    expect(frame.first).to_be_visible(timeout=240_000)
+    names = [c.strip() for c in frame.first.get_by_role("columnheader").all_inner_texts()]
+    for row in frame.first.get_by_role("row").all():
+        cells = [c.strip() for c in row.get_by_role("gridcell").all_inner_texts()]
+        if cls in cells:
+            return dict(zip(names, cells))
+    raise AssertionError(f"no row {cls!r} in the what-if table")
+
+
 def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(server, browser):
+    """Every number each step's sentence states is printed by the view it opens (read back from the
+    page's own captions, feature chart, what-if table and call), and no step shows an error."""
     _needs_models()
     ctx = _context(browser)
     page = ctx.new_page()
@@ -87,10 +109,15 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     # 1: a previous-token head, opened in Head detail, grid coloured by it
     text = _bar(page)
     assert "step 1 of 6" in text
-    m = re.search(r"strongest previous-token head is (L\d+ H\d+) \((\d\.\d\d) of each token's attention\)", text)
+    m = re.search(r"strongest previous-token head is (L\d+ H\d+) \((\d\.\d\d) of each token's attention\); "
+                  r"(\d+) of (\d+) heads pass 0\.5", text)
     head = m.group(1)
     assert _selected_head(page) == head and _open_tab(page) == "Head detail"
     assert _feature_value(page, "attention to previous token") == m.group(2)  # the number the page prints
+    _caption_says(page, m.group(0))  # the grid's caption: the same head, value and count
+    back = re.search(r"in (\d+) of the (\d+) rows after the first \((\d+%)\) the darkest cell sits just left of "
+                     r"the diagonal, on the token before", text)
+    _caption_says(page, back.group(0))  # under the map
     expect(page.get_by_role("combobox", name="Colour the grid by")).to_have_value("attention to previous token")
     expect(page.get_by_text(f"{head} — who attends to whom")).to_be_visible()
     _no_error(page)
@@ -98,10 +125,15 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     # 2: the same head's layer in Head view
     _next(page)
     text = _bar(page)
-    layer = re.search(r"All \d+ heads of layer (\d+)", text).group(1)
+    n_heads, layer = re.search(r"All (\d+) heads of layer (\d+)", text).groups()
     m = re.search(r"Hover a word: H(\d+)'s lines go one word up \((\d\.\d\d) of its attention\)", text)
     assert f"L{layer} H{m.group(1)}" == head == _selected_head(page) and _open_tab(page) == "Head view"
     assert _feature_value(page, "attention to previous token") == m.group(2)
+    others = re.search(r"next most previous-looking heads here are (H\d+ \(\d\.\d\d\)), (H\d+ \(\d\.\d\d\))", text)
+    ranking = f"layer {layer}, most first: H{m.group(1)} ({m.group(2)}) · {others.group(1)} · {others.group(2)}"
+    _caption_says(page, ranking)  # the Head view's caption ranks the layer's heads with the same values
+    listed = page.get_by_test_id("stCaptionContainer").filter(has_text="most first").first.inner_text()
+    assert len(re.findall(r"H\d+ \(\d\.\d\d\)", listed)) == int(n_heads)
     _no_error(page)
 
     # 3: the [CLS] head, grid coloured by attention to [CLS]
@@ -111,14 +143,18 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     sink = m.group(1)
     assert _selected_head(page) == sink and _open_tab(page) == "Head detail"
     assert _feature_value(page, "attention to [CLS]") == m.group(2)
+    summary = re.search(r"strongest \[CLS\] head is .*? pass 0\.6; the strongest \[SEP\] head is .*? pass 0\.6\.", text)
+    _caption_says(page, summary.group(0))  # both special tokens' heads and counts, under the grid
     expect(page.get_by_role("combobox", name="Colour the grid by")).to_have_value("attention to [CLS]")
     _no_error(page)
 
     # 4: Model view with the head the sentence names selected
     _next(page)
     text = _bar(page)
-    most = re.search(r"most of all (L\d+ H\d+)", text).group(1)
-    assert _selected_head(page) == most and _open_tab(page) == "Model view"
+    m = re.search(r"(\d+) of (\d+) heads put half or more of their attention on \[CLS\] or \[SEP\] \(a dark stripe at "
+                  r"the left or right edge\), most of all (L\d+ H\d+) \((\d\.\d\d)\)", text)
+    assert _selected_head(page) == m.group(3) and _open_tab(page) == "Model view"
+    _caption_says(page, m.group(0))  # the Model view's caption: the count, the head and its share
     _no_error(page)
 
     # 5: the cone page's IsoScore section says the same sentence, numbers and all
@@ -133,14 +169,19 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     _next(page)
     text = _bar(page)
     assert "step 6 of 6" in text
-    m = re.search(r"\((\d+) changes? in the What if\? box below\).*the call becomes (.+?) \((.+?)\)\.", text)
-    n, call, p = m.group(1), m.group(2), m.group(3)
+    called = re.search(r"calls this genome (.+?) \((.+?), log-odds (-?\d+\.\d\d)\)", text)
+    name, p_call, logodds = called.groups()
+    m = re.search(r"\((\d+) changes? in the What if\? box below\): (.+?) falls to (.+?) and the call becomes (.+?) "
+                  r"\((.+?)\)\.", text)
+    n, fallen, p_after, call, p = m.groups()
+    assert fallen == name
     expect(page.get_by_text(f"Prediction after {n} change(s): {call} ({p})", exact=True)).to_be_visible(timeout=240_000)
     box = page.get_by_role("textbox", name=re.compile("Add changes"))
     assert len(box.input_value().split()) == int(n)
     expect(page.get_by_text("is not a change the box reads")).to_have_count(0)
-    called = re.search(r"calls this genome (.+?) \((.+?), log-odds", text)
-    expect(page.get_by_test_id("stMain").get_by_text(called.group(2), exact=True).first).to_be_visible()
+    row = _what_if_row(page, name)  # the called class's row: before, after and log-odds as the sentence says
+    assert (row["before"], row["after"], row["log-odds before"]) == (p_call, p_after, logodds), row
+    expect(page.get_by_test_id("stMain").get_by_text(p_call, exact=True).first).to_be_visible()
     _no_error(page)
     page.wait_for_timeout(1500)
     SHOTS.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,6 @@ import numpy as np
 import streamlit as st
 
 from bertgeom.models import REGISTRY
-from bertgeom.tables import head_label
 
 TEXT_MODEL = "minilm-l6"
 SENTENCE = 0  # example sentence index
@@ -49,21 +48,20 @@ def _sentence_text() -> str:
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def _text_facts(model_id: str, text: str) -> dict:
-    from bertgeom.analysis.facts import strongest_head, tour_facts
+    """Every number the text steps say, each computed by the function that prints it on the page
+    the step opens (:mod:`bertgeom.analysis.facts`), so sentence and page cannot disagree."""
+    from bertgeom.analysis.facts import layer_ranking, one_back_note, special_heads_note, strongest_head, tour_facts
     from bertgeom.ui.cache import cached_head_features, get_trace
 
     table = cached_head_features(model_id, text)
-    facts = tour_facts(table)
     prev = strongest_head(table, "prev")
     trace = get_trace(model_id, text)
-    A = np.asarray(trace.attentions[prev.layer, prev.head])
-    rows = np.arange(1, A.shape[0])
-    one_back = float(np.mean(A[rows].argmax(axis=1) == rows - 1))
-    layer_prev = np.asarray(table["prev"])[prev.layer]
-    special = np.asarray(table["cls"]) + np.asarray(table["sep"])
-    return {**facts, "prev_fact": prev, "one_back": one_back, "layer_prev": layer_prev,
-            "n_special": int((special >= 0.5).sum()), "n_heads": int(special.size),
-            "special_max": tuple(int(x) for x in np.unravel_index(int(np.argmax(special)), special.shape))}
+    special, special_max = special_heads_note(table)
+    return {**tour_facts(table), "prev_fact": prev,
+            # on the token map Head detail draws (the step turns the words toggle off)
+            "one_back": one_back_note(trace.attentions[prev.layer, prev.head]),
+            "layer_prev": layer_ranking(table, "prev", prev.layer), "n_heads_layer": int(table["prev"].shape[1]),
+            "special": special, "special_max": special_max}
 
 
 def _prev_step() -> dict:
@@ -71,16 +69,15 @@ def _prev_step() -> dict:
     p = f["prev_fact"]
     return {"head": (p.layer, p.head), "sentence": (
         f"The grid is coloured by *attention to previous token*: {f['prev']}. Its map below draws strong weights "
-        f"**dark**; for {f['one_back']:.0%} of the words of “{_sentence_text()}” the darkest cell of the row sits just "
-        "left of the diagonal, on the word before.")}
+        f"**dark**; on “{_sentence_text()}”, {f['one_back']}.")}
 
 
 def _head_view_step() -> dict:
     f = _text_facts(TEXT_MODEL, _sentence_text())
     p = f["prev_fact"]
-    others = [f"H{h + 1} ({v:.2f})" for h, v in sorted(enumerate(f["layer_prev"]), key=lambda x: -x[1])[1:3]]
+    others = [f"H{h + 1} ({v:.2f})" for h, v in f["layer_prev"][1:3]]
     return {"head": (p.layer, p.head), "sentence": (
-        f"All {len(f['layer_prev'])} heads of layer {p.layer + 1} at once, one colour each. Hover a word: "
+        f"All {f['n_heads_layer']} heads of layer {p.layer + 1} at once, one colour each. Hover a word: "
         f"H{p.head + 1}'s lines go one word up ({f['prev_fact'].value:.2f} of its attention); the next most "
         f"previous-looking heads here are {', '.join(others)}. Untick heads to compare them.")}
 
@@ -94,11 +91,8 @@ def _sink_step() -> dict:
 
 def _model_view_step() -> dict:
     f = _text_facts(TEXT_MODEL, _sentence_text())
-    layer, head = f["special_max"]
-    return {"head": (layer, head), "sentence": (
-        f"Every head's map as a thumbnail: {f['n_special']} of {f['n_heads']} heads put half or more of their "
-        f"attention on [CLS] or [SEP] (a dark stripe at the left or right edge), most of all "
-        f"{head_label(layer, head)}. "
+    return {"head": f["special_max"], "sentence": (
+        f"Every head's map as a thumbnail: {f['special']}. "
         "Click a thumbnail to open that head; *Size by* shows which heads matter when disabled.")}
 
 
@@ -159,7 +153,7 @@ def steps() -> list[Step]:
     if TEXT_MODEL in REGISTRY:
         out += [
             Step("A head that reads the previous word", "heads", TEXT_MODEL, ("heads_tab", "Head detail"), "prev",
-                 _prev_step),
+                 _prev_step, (("w_words", False),)),
             Step("Every head of a layer, as lines", "heads", TEXT_MODEL, ("heads_tab", "Head view"), "prev",
                  _head_view_step),
             Step("Heads that rest on a special token", "heads", TEXT_MODEL, ("heads_tab", "Head detail"), "cls",
