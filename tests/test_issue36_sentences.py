@@ -129,3 +129,16 @@ def test_faithful_geometry_layer_by_layer_reports_progress_and_equals_all_layers
     ref = sub.attention_deviation(A[..., :T, :], Ac, rows=token_rows(trace, "content"))
     for k in ref:
         np.testing.assert_allclose(dev[k], ref[k], rtol=1e-6)
+
+
+def test_tour_stage_estimate_uses_the_last_durations_on_this_machine_else_the_pace():
+    from bertgeom.ui.tour import stage_eta
+
+    eta = stage_eta([20.0, 4.0, 1.0])
+    assert eta(0, 3, 0.0).startswith("about 25 s left (as long as it took the last time")
+    assert eta(1, 3, 22.0).startswith("about 5 s left")  # what is left after the model, however long it took now
+    assert eta(3, 3, 30.0) == "finishing…"
+    unknown = stage_eta([None, 4.0, 1.0])  # the model never loaded here: no number before the pace has one
+    assert unknown(0, 3, 0.0) == "estimating the time left…"
+    assert unknown(1, 3, 10.0).startswith("about 5 s left (as long")  # the rest was timed here before
+    assert stage_eta([20.0, None, 1.0])(1, 3, 10.0) == "about 20 s left"  # an untimed stage ahead: the pace

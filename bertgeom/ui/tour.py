@@ -168,6 +168,115 @@ def steps() -> list[Step]:
     return out
 
 
+# ---- computing a step: at once when this server has done it, else under a bar -----------------
+#: Steps whose numbers this server process has computed (their model, trace and facts are in its caches).
+_WARM: set[str] = set()
+_TIMINGS_FILE = "tour-timings.json"
+
+#: What the bar says while a step is computed for the first time on this server.
+FIRST_TIME_NOTE = ("A tour step usually opens at once: its model, its input's pass and its numbers are computed once "
+                   "per server and kept. This server has not computed this step yet, so it does now, for you "
+                   "(loading the model is most of it; Cancel stops between stages).")
+
+
+def _stages(step: Step) -> list[tuple[str, Callable[[], object]]]:
+    """The step's work in the order it runs, each stage cached per process (so the page below and the
+    next steps read it at once): load the model, run it on the input, per-head features, the numbers."""
+    from bertgeom.ui.cache import cached_head_features, cached_model, get_trace
+
+    text = _genome_text() if step.page == "classifier" else _sentence_text()
+    name = REGISTRY[step.model].display_name if step.model in REGISTRY else step.model
+    out = [(f"Loading {name} (once per server)…", lambda: cached_model(step.model)),
+           ("Running the model on the tour's input…", lambda: get_trace(step.model, text))]
+    if step.page == "heads":
+        out.append(("Computing every head's features…", lambda: cached_head_features(step.model, text)))
+    out.append(("Computing this step's numbers…" if step.page != "classifier" else
+                "Scoring the genome's marker changes with the model…", step.facts))
+    return out
+
+
+def _timings_path():
+    from bertgeom.runtime import cache_dir
+
+    return cache_dir() / _TIMINGS_FILE
+
+
+def _read_timings() -> dict[str, float]:
+    """Seconds each stage took the last time it ran on this machine (model and stage: seconds)."""
+    import json
+
+    try:
+        data = json.loads(_timings_path().read_text())
+        return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _write_timings(new: dict[str, float]) -> None:
+    import json
+    import os
+
+    path = _timings_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({**_read_timings(), **new}))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no writable cache: the next estimate is from the pace alone
+
+
+def stage_eta(expected: list[float | None]) -> Callable[[int, int, float], str]:
+    """An honest time left for stages of known past durations: the remaining stages' durations the
+    last time on this machine, less the time already spent in the current one; where a remaining
+    stage was never timed here, the pace so far (:func:`bertgeom.ui.widgets.eta_text`)."""
+    from bertgeom.ui.widgets import eta_text
+
+    marks = [0.0]  # elapsed at the start of the current stage
+
+    def eta(done: int, total: int, elapsed: float) -> str:
+        if done >= total:
+            return "finishing…"
+        rest = expected[done:]
+        if any(x is None for x in rest):
+            return eta_text(done, total, elapsed)
+        if len(marks) <= done:
+            marks.append(elapsed)
+        left = max(sum(rest) - (elapsed - marks[min(done, len(marks) - 1)]), 1.0)
+        return f"about {left:.0f} s left (as long as it took the last time on this machine)"
+
+    return eta
+
+
+def _compute(step: Step, index: int) -> dict:
+    """The step's facts: at once when this server has computed them, else stage by stage under a bar
+    with the time left and *Cancel* (drawn here, outside every cached function)."""
+    import time
+
+    from bertgeom.ui.widgets import progress
+
+    if step.title in _WARM:
+        with st.spinner("Computing this step's numbers…"):  # cached: a moment (evicted: one forward pass)
+            return step.facts()
+    stages = _stages(step)
+    timed = _read_timings()
+    names = [f"{step.model}: {label}" for label, _ in stages]
+    eta = stage_eta([timed.get(n) for n in names])
+    taken: dict[str, float] = {}
+    with progress(stages[0][0], key=f"tour step {index + 1}", note=FIRST_TIME_NOTE, eta=eta) as update:
+        out = None
+        for k, ((label, run), name) in enumerate(zip(stages, names)):
+            update(k, len(stages), label)
+            t0 = time.perf_counter()
+            out = run()
+            taken[name] = time.perf_counter() - t0
+        update(len(stages), len(stages), "Done")
+    _WARM.add(step.title)
+    if any(t > 0.5 for t in taken.values()):  # a real computation, not the caches answering
+        _write_timings(taken)
+    return out
+
+
 # ---- applying a step (button callbacks) -------------------------------------------------------
 def _apply(index: int) -> None:
     all_steps = steps()
@@ -234,11 +343,17 @@ def tour_bar(pages: dict, current) -> None:
         return  # the user left the step's page: the bar waits on it (Home lists the steps)
     with st.container(border=True, key="tour_bar"):
         c1, c2 = st.columns([5, 3], vertical_alignment="center")
+        with c2:  # first: the buttons stay when a first computation is cancelled (it stops the run)
+            b1, b2, b3 = st.columns([4, 4, 3])
+            b1.button("◀ Back", key="w_tour_prev", on_click=_apply, args=(index - 1,), disabled=index == 0,
+                      help="Previous step")
+            if index + 1 < len(all_steps):
+                b2.button("Next ▶", key="w_tour_next", on_click=_apply, args=(index + 1,), type="primary")
+            b3.button("End", key="w_tour_end", on_click=_end, help="End the tour")
         with c1:
             st.markdown(f"**Tour · step {index + 1} of {len(all_steps)} — {step.title}**")
             try:
-                with st.spinner("Computing this step's numbers…"):
-                    facts = step.facts()
+                facts = _compute(step, index)
                 if st.session_state.get("_tour_select") == index:
                     st.session_state.pop("_tour_select")
                     _select_from(facts)
@@ -246,13 +361,6 @@ def tour_bar(pages: dict, current) -> None:
             except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
                 st.session_state.pop("_tour_select", None)
                 st.warning(f"This step's numbers could not be computed: {str(exc).splitlines()[0][:160]}")
-        with c2:
-            b1, b2, b3 = st.columns([4, 4, 3])
-            b1.button("◀ Back", key="w_tour_prev", on_click=_apply, args=(index - 1,), disabled=index == 0,
-                      help="Previous step")
-            if index + 1 < len(all_steps):
-                b2.button("Next ▶", key="w_tour_next", on_click=_apply, args=(index + 1,), type="primary")
-            b3.button("End", key="w_tour_end", on_click=_end, help="End the tour")
 
 
 def tour_overview() -> None:

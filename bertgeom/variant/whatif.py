@@ -345,6 +345,7 @@ def genome_sentence(facts: dict) -> str:
              f"{probability_label(pick['p_after'])} and the call becomes **{new}** "
              f"({probability_label(pick['p_new_call'])}).")
     if single is not None:
+        typed = f" (type `{single['nucleotides']}` alone in the box)" if single.get("nucleotides") else ""
         text += (" One marker alone barely matters (the model was trained not to flip on one marker): try the "
-                 f"strongest, **{single['change']}**, alone under *Revert* and watch {name}'s log-odds.")
+                 f"strongest, **{single['change']}**{typed}, and watch {name}'s log-odds in the table.")
     return text
