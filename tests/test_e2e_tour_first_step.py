@@ -37,6 +37,8 @@ def test_first_tour_step_shows_progress_with_a_cancel_and_finishes_after_start_a
     expect(bar.get_by_text("A tour step usually opens at once", exact=False)).to_be_visible(timeout=120_000)
     expect(bar.get_by_test_id("stProgress")).to_be_visible()
     expect(bar.get_by_test_id("stProgress")).to_contain_text("Loading MiniLM")
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    bar.screenshot(path=str(ROOT / "artifacts" / "tour_first_step_progress.png"))
     bar.get_by_role("button", name="Cancel").click()
     expect(bar.get_by_text("Cancelled", exact=False)).to_be_visible(timeout=300_000)
     wait_idle(page, 300_000)

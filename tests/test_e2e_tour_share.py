@@ -85,11 +85,21 @@ def _caption_says(page, clause: str) -> None:
 def _what_if_row(page, cls: str) -> dict[str, str]:
     """The what-if table's row of class ``cls`` as the page prints it (column name -> cell text), read
     from the data grid's accessible table (its cells are drawn on a canvas)."""
-    frame = page.get_by_test_id("stDataFrame").filter(has=page.get_by_role("columnheader", name="log-odds before"))
-    expect(frame.first).to_be_visible(timeout=240_000)
-    names = [c.strip() for c in frame.first.get_by_role("columnheader").all_inner_texts()]
-    for row in frame.first.get_by_role("row").all():
-        cells = [c.strip() for c in row.get_by_role("gridcell").all_inner_texts()]
+    page.get_by_text("What if? In-silico mutagenesis").scroll_into_view_if_needed()
+    expect(page.get_by_text("Prediction after", exact=False).first).to_be_visible(timeout=240_000)
+    frame, seen = None, []
+    for grid in page.get_by_test_id("stDataFrame").all():
+        grid.scroll_into_view_if_needed()  # the grid fills its accessible table once it is drawn in view
+        header = grid.locator("[role='columnheader']")
+        expect(header.first).to_be_attached(timeout=60_000)
+        names = [c.strip() for c in header.all_inner_texts()]
+        seen.append(names)
+        if "log-odds before" in names:
+            frame = grid
+            break
+    assert frame is not None, f"no what-if table with log-odds on the page: {seen}"
+    for row in frame.locator("[role='row']").all():
+        cells = [c.strip() for c in row.locator("[role='gridcell']").all_inner_texts()]
         if cls in cells:
             return dict(zip(names, cells))
     raise AssertionError(f"no row {cls!r} in the what-if table")
@@ -121,6 +131,8 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     expect(page.get_by_role("combobox", name="Colour the grid by")).to_have_value("attention to previous token")
     expect(page.get_by_text(f"{head} — who attends to whom")).to_be_visible()
     _no_error(page)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "tour_first_step.png"), full_page=False)
 
     # 2: the same head's layer in Head view
     _next(page)
@@ -179,15 +191,14 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     box = page.get_by_role("textbox", name=re.compile("Add changes"))
     assert len(box.input_value().split()) == int(n)
     expect(page.get_by_text("is not a change the box reads")).to_have_count(0)
+    _no_error(page)
+    page.locator(".st-key-tour_bar").scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "tour_last_step.png"), full_page=False)
     row = _what_if_row(page, name)  # the called class's row: before, after and log-odds as the sentence says
     assert (row["before"], row["after"], row["log-odds before"]) == (p_call, p_after, logodds), row
     expect(page.get_by_test_id("stMain").get_by_text(p_call, exact=True).first).to_be_visible()
     _no_error(page)
-    page.wait_for_timeout(1500)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "tour_last_step.png"), full_page=False)
     page.get_by_text("What if? In-silico mutagenesis").scroll_into_view_if_needed()
-    page.wait_for_timeout(500)
     page.screenshot(path=str(SHOTS / "what_if.png"), full_page=False)
     ctx.close()
 
