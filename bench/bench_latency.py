@@ -34,8 +34,9 @@ sars-cov-2-variant`` measures the genome model (much longer: its sets are genome
 
 Usage: ``python bench/bench_latency.py [--quick] [--repeats N] [--unprepared-repeats N] [--update-readme]``
 (``--quick``: one cold server, two warm repeats, the subspace view's default head only, no
-head-disabling view, one not-prepared pass: about 15 minutes on 2 cores, of which prepare-sets is
-about 6). Results go to ``bench/out/latency.json``.
+head-disabling view, one not-prepared pass: about 20 minutes on 2 cores; the full run about 50;
+``--only-unprepared --unprepared-repeats 1``: 11.9 minutes on a busy 2-core machine). Results go to
+``bench/out/latency.json``.
 """
 
 from __future__ import annotations
