@@ -34,10 +34,14 @@ def _no_error(page) -> None:
     expect(page.locator(ERRORS)).to_have_count(0)
 
 
-def _bar(page) -> str:
+def _bar(page, step: int) -> str:
+    """The tour bar's text once it shows step ``step`` with its numbers computed (no bar, no spinner
+    in it) and the page's run is over: waits for that event, not for a guessed pause."""
     bar = page.locator(".st-key-tour_bar")
-    expect(bar).to_be_visible(timeout=240_000)
+    expect(bar).to_contain_text(f"step {step} of", timeout=600_000)
+    expect(bar.get_by_test_id("stProgress")).to_have_count(0, timeout=600_000)
     expect(bar.get_by_text("Computing this step's numbers")).to_have_count(0, timeout=600_000)
+    wait_idle(page, 600_000)
     return bar.inner_text()
 
 
@@ -62,9 +66,7 @@ def _open_tab(page) -> str:
 
 
 def _next(page) -> None:
-    page.locator(".st-key-tour_bar").get_by_role("button", name="Next ▶").click()
-    page.wait_for_timeout(300)
-    wait_idle(page, 600_000)
+    page.locator(".st-key-tour_bar").get_by_role("button", name="Next ▶").click()  # _bar waits for its step
 
 
 def _needs_models():
@@ -117,7 +119,7 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     wait_idle(page, 600_000)
 
     # 1: a previous-token head, opened in Head detail, grid coloured by it
-    text = _bar(page)
+    text = _bar(page, 1)
     assert "step 1 of 6" in text
     m = re.search(r"strongest previous-token head is (L\d+ H\d+) \((\d\.\d\d) of each token's attention\); "
                   r"(\d+) of (\d+) heads pass 0\.5", text)
@@ -136,7 +138,7 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
 
     # 2: the same head's layer in Head view
     _next(page)
-    text = _bar(page)
+    text = _bar(page, 2)
     n_heads, layer = re.search(r"All (\d+) heads of layer (\d+)", text).groups()
     m = re.search(r"Hover a word: H(\d+)'s lines go one word up \((\d\.\d\d) of its attention\)", text)
     assert f"L{layer} H{m.group(1)}" == head == _selected_head(page) and _open_tab(page) == "Head view"
@@ -150,7 +152,7 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
 
     # 3: the [CLS] head, grid coloured by attention to [CLS]
     _next(page)
-    text = _bar(page)
+    text = _bar(page, 3)
     m = re.search(r"strongest \[CLS\] head is (L\d+ H\d+) \((\d\.\d\d) of its attention\)", text)
     sink = m.group(1)
     assert _selected_head(page) == sink and _open_tab(page) == "Head detail"
@@ -162,7 +164,7 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
 
     # 4: Model view with the head the sentence names selected
     _next(page)
-    text = _bar(page)
+    text = _bar(page, 4)
     m = re.search(r"(\d+) of (\d+) heads put half or more of their attention on \[CLS\] or \[SEP\] \(a dark stripe at "
                   r"the left or right edge\), most of all (L\d+ H\d+) \((\d\.\d\d)\)", text)
     assert _selected_head(page) == m.group(3) and _open_tab(page) == "Model view"
@@ -171,7 +173,7 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
 
     # 5: the cone page's IsoScore section says the same sentence, numbers and all
     _next(page)
-    text = _bar(page)
+    text = _bar(page, 5)
     sentence = text[text.index("Through the layers"):].split("\n")[0].strip()
     expect(page.get_by_test_id("stMain").get_by_text(sentence, exact=True).first).to_be_visible(timeout=240_000)
     assert "/cone" in page.url and "w_cone_section=isotropy" in page.url
@@ -179,7 +181,7 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
 
     # 6: the genome step opens the classifier with valid what-if entries and no red error
     _next(page)
-    text = _bar(page)
+    text = _bar(page, 6)
     assert "step 6 of 6" in text
     called = re.search(r"calls this genome (.+?) \((.+?), log-odds (-?\d+\.\d\d)\)", text)
     name, p_call, logodds = called.groups()
