@@ -143,8 +143,10 @@ def test_genome_sentence_names_the_box_count_and_page_probabilities():
              "best_single": {"change": "revert N501Y", "logodds_before": 10.1, "logodds_after": 9.95,
                              "p_after": 0.99995}}
     text = genome_sentence(facts)
-    assert "(> 99.9%, log-odds 10.1)" in text and "(29 changes in the *What if?* box below)" in text
-    assert "falls to < 0.1%" in text and "from 10.1 to 9.9" in text
+    assert "(> 99.9%, log-odds 10.10)" in text and "(29 changes in the *What if?* box below)" in text
+    assert "falls to < 0.1%" in text and "**revert N501Y**, and watch" in text
+    # only numbers the classifier page prints: not the 39 candidates nor the single marker's own log-odds
+    assert "39" not in text and "9.95" not in text
 
 
 def test_readme_tour_sentence_is_the_shipped_models():
