@@ -58,6 +58,11 @@ def tiny_variant(tiny_variant_dir):
 
 
 # --- browser tests: one Chromium per test module, one app server per module ------------------------
+#: Upper bound of a browser wait (an action, an element, an expectation): every wait ends on its
+#: event, this only turns a hang into a failure, so it is sized for a busy 2-core machine, not a quiet one.
+BROWSER_BOUND_MS = 600_000
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian's Chromium driven by Playwright (never a downloaded browser), one per test module."""
@@ -70,10 +75,40 @@ def browser():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
     from screenshots import CHROMIUM_ARGS
 
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=BROWSER_BOUND_MS)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-        yield b
+        yield _WatchedBrowser(b)
         b.close()
+
+
+class _WatchedBrowser:
+    """The browser, whose every new page counts its script runs (``tools/screenshots.watch_runs``),
+    so ``wait_idle`` waits for the run an action started, never for time."""
+
+    def __init__(self, browser):
+        self._browser = browser
+
+    def new_context(self, **kw):
+        from screenshots import watch_runs
+
+        context = self._browser.new_context(**kw)
+        context.set_default_timeout(BROWSER_BOUND_MS)
+        watch_runs(context)
+        return context
+
+    def new_page(self, **kw):
+        from screenshots import watch_runs
+
+        page = self._browser.new_page(**kw)
+        page.set_default_timeout(BROWSER_BOUND_MS)
+        watch_runs(page)
+        return page
+
+    def __getattr__(self, name):
+        return getattr(self._browser, name)
 
 
 @pytest.fixture(scope="module")
