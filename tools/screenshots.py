@@ -88,7 +88,22 @@ class Runs:
 
     def after(self, action, timeout_ms: int = 600_000) -> None:
         """Do ``action`` (a ``goto``, a click that reruns the script...), then wait until a run that
-        finished after it has been reported and the app is idle."""
+        the page asked for after the action began has finished and the app is idle.
+
+        On a page that counts its runs (``watch_runs``) the request itself is seen, in the page, so
+        a run asked for late (a slider's debounce) or a previous run's late finish cannot satisfy
+        the wait; elsewhere, a finished run reported after the action (the page's websocket as
+        Playwright relays it)."""
+        if self.page.evaluate("() => window.__bertgeomRuns !== undefined"):
+            before = self.page.evaluate("() => [window.__bertgeomRuns.page, window.__bertgeomRuns.seq]")
+            action()
+            self.page.wait_for_function(
+                """([idle, page, seq]) => { const r = window.__bertgeomRuns;
+                     if (r === undefined) return false;
+                     const asked = r.page === page ? r.requested > seq : r.requested > 0;  // a new document
+                     return asked && r.finished > r.requested && document.querySelector(idle) !== null; }""",
+                arg=[IDLE, *before], timeout=timeout_ms, polling=50)
+            return
         seen = self.finished
         action()
         deadline = time.monotonic() + timeout_ms / 1000
@@ -106,7 +121,7 @@ class Runs:
 #: the click or key press that makes it, so a wait that starts after the action cannot miss it.
 WATCH_RUNS_JS = """(() => {
   if (window.__bertgeomRuns) return;
-  const runs = window.__bertgeomRuns = {seq: 0, requested: 0, finished: 0};
+  const runs = window.__bertgeomRuns = {page: Math.random(), seq: 0, requested: 0, finished: 0};
   const varint = (b, i) => {
     let v = 0, s = 0, c;
     do { c = b[i++]; v += (c & 127) * 2 ** s; s += 7; } while (c & 128 && i < b.length);
