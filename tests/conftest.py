@@ -57,7 +57,7 @@ def tiny_variant(tiny_variant_dir):
     return load_model(variant_spec(tiny_variant_dir))
 
 
-# --- browser tests: one Chromium per test module, one app server per module ------------------------
+# --- browser tests: one Chromium per test module, one app server for the session -------------------
 #: Upper bound of a browser wait (an action, an element, an expectation): every wait ends on its
 #: event, this only turns a hang into a failure, so it is sized for a busy 2-core machine, not a quiet one.
 BROWSER_BOUND_MS = 600_000
@@ -111,11 +111,13 @@ class _WatchedBrowser:
         return getattr(self._browser, name)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tmp_path_factory):
-    """``streamlit run app.py`` on a free local port for one test module: its base URL. Its disk
-    cache is a fresh folder, so a test sees what a new machine sees, whatever earlier runs left in
-    ``~/.cache/bertgeom``."""
+    """``streamlit run app.py`` on a free local port, shared by the browser test modules (one server
+    start and one model load for all of them, instead of one per module): its base URL. Its disk
+    cache is a fresh folder, so the suite sees what a new machine sees, whatever earlier runs left in
+    ``~/.cache/bertgeom``. A test that needs a server of its own (the first visitor of a fresh
+    process, a setting in its environment) starts one."""
     import sys
     from pathlib import Path
 
