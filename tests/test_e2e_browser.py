@@ -101,7 +101,8 @@ def test_upload_a_fasta_and_download_the_csv(server, page, tmp_path):
     wait_idle(page, BOUND_MS)
     page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(fasta))
     wait_idle(page, BOUND_MS)
-    expect(page.get_by_text("2 records")).to_be_visible(timeout=BOUND_MS)
+    # the table's heading (while the batch runs, "Classifying 2 records…" holds the same words)
+    expect(page.get_by_role("heading", name="2 records")).to_be_visible(timeout=BOUND_MS)
     with page.expect_download() as info:
         page.get_by_role("button", name="Download all predictions (CSV)").click()
     path = info.value.path()
