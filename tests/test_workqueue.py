@@ -177,7 +177,7 @@ def test_in_the_app_a_cache_miss_waits_for_a_slot_and_a_hit_does_not():
 
     q = work_queue()
     sentence = f"A sentence nobody has traced yet, number {time.time_ns()}."
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = "tiny-random"
     at.session_state["text_value"] = sentence
     at.run()  # the home page draws without a trace; the Attention Heads page needs one
@@ -292,7 +292,7 @@ def test_in_the_app_a_batch_waits_outside_the_cache_and_reruns_never_queue(tiny_
     demo = [g.text for g in genome_set("demo")]
     nonce = f">batch_{time.time_ns()}"  # records nobody has classified in this process
     text = "\n".join(g.replace(">", nonce + "_", 1) for g in demo[:3])
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = text
     at.run()
@@ -351,7 +351,7 @@ def test_progress_bars_in_a_cached_function_are_never_replayed():
     raised CacheReplayClosureError on every rerun of the batch table, #21)."""
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_function(_script_with_a_bar_inside_and_outside_a_cache, default_timeout=60)
+    at = AppTest.from_function(_script_with_a_bar_inside_and_outside_a_cache, default_timeout=600)
     at.run()
     assert not at.exception and at.markdown[0].value == "total 10"
     at.run()  # a cache hit
@@ -377,7 +377,7 @@ def test_a_cancelled_set_view_says_so_and_waits_for_the_user():
     again instead of starting by itself (issue #36), and the note says it is usually prepared."""
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_function(_script_with_a_cancellable_bar, default_timeout=60)
+    at = AppTest.from_function(_script_with_a_cancellable_bar, default_timeout=600)
     at.run()
     assert not at.exception and at.session_state["runs_of_the_body"] == 1 and at.markdown[-1].value == "done"
     # the Cancel button's callback (the button itself is gone once the bar finished: AppTest cannot
