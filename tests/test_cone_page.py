@@ -199,7 +199,7 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def test_cone_page_minilm_sentence_all_sections(cache_dir):
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = "minilm-l6"  # the variant model may be the default
     at.session_state["text_value"] = SENTENCE
     at.run()
@@ -237,7 +237,7 @@ def test_cone_page_minilm_sentence_all_sections(cache_dir):
 
 def test_cone_page_tiny_variant_model_per_class_and_projections(tiny_variant_dir, cache_dir, monkeypatch):
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = genome_set("demo")[-1].text
     at.run()
@@ -271,7 +271,7 @@ def test_cone_page_uploaded_labelled_fasta(tiny_variant_dir, cache_dir, monkeypa
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     demo = genome_set("demo")
     fasta = "".join(f">{it.name}|{it.label}\n{it.text.split(chr(10), 1)[1]}\n" for it in (demo[0], demo[3], demo[7]))
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = demo[-1].text
     at.run()

@@ -166,7 +166,7 @@ def page_with_paste(tiny_variant_dir, monkeypatch):
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
 
     def open_page(page: str, genome_text: str) -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=240)
+        at = AppTest.from_file(APP, default_timeout=600)
         at.session_state["model_id"] = str(tiny_variant_dir)
         at.session_state["genome_value"] = genome_text
         at.run()

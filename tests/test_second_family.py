@@ -25,7 +25,7 @@ def _toy_registered(tmp_path_factory, monkeypatch):
 
 
 def _open(page: str, **state) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = toy.MODEL_ID
     at.session_state["letters_value"] = WORD
     for key, value in state.items():
@@ -129,7 +129,7 @@ def test_every_cone_section_opens(section):
 
 
 def test_a_fresh_session_starts_with_the_default_sentence_and_an_empty_box_per_other_kind():
-    at = AppTest.from_file(APP, default_timeout=120).run()
+    at = AppTest.from_file(APP, default_timeout=600).run()
     from bertgeom.ui.state import STORE
 
     assert at.session_state["text_value"] == STORE["text_value"] != ""
@@ -137,7 +137,7 @@ def test_a_fresh_session_starts_with_the_default_sentence_and_an_empty_box_per_o
 
 
 def test_the_home_page_lists_the_family():
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = toy.MODEL_ID
     at.session_state["letters_value"] = WORD
     at.run()
