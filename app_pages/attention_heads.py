@@ -16,6 +16,7 @@ import streamlit as st
 
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, token_lines
+from bertgeom.analysis.facts import behaviour_note, one_back_note
 from bertgeom.analysis.heads import FEATURE_DOCS, feature_doc
 from bertgeom.analysis.patterns import (
     DISPLAY_NAMES,
@@ -102,6 +103,9 @@ with left:
                          selected=(layer, head), hover_text=grid_hover)
     else:
         doc_caption(FEATURE_DOCS[colour])
+        if colour in ("prev", "next", "cls", "sep"):  # Clark's behaviours: the clause the tour reads from here too
+            note = behaviour_note(table, colour)
+            st.caption(note[0].upper() + note[1:] + ("" if note.endswith(".") else "."))
         grid = head_grid(table[colour], colour_label=FEATURE_DOCS[colour].label, selected=(layer, head),
                          hover_text=grid_hover)
     chart(grid, "w_grid", selects_head=True)
@@ -133,7 +137,7 @@ with right:
 # tabs (lazy: only the open tab runs)
 # ------------------------------------------------------------------------------------------
 
-domains = trace.encoded.extra.get("domains") if kind.has_domains else None
+domains = trace.encoded.domains if kind.has_domains else None
 
 
 # --- Head detail --------------------------------------------------------------------------
@@ -159,6 +163,9 @@ def head_detail_tab() -> None:
         st.info(f"No weight of this head reaches θ = {theta:.2f} (its largest is {attention.max():.3f}): "
                 "lower θ to see the map.")
     chart(fh.attention_map(attention, axis, hover_labels=hover_labels(axis, domains), theta=theta), "w_heatmap")
+    if attention.shape[0] > 1:
+        words_on = kind.can("words") and bool(st.session_state.get("w_words"))
+        st.caption(f"In this map {one_back_note(attention, 'word' if words_on else 'token')}.")
     arcs = arcs_frame(attention, axis, theta=theta, domains=domains)
     with st.expander(f"Strongest links (weight ≥ {theta:.2f}): {len(arcs)}", expanded=False):
         if len(arcs):

@@ -236,10 +236,10 @@ def bench_model_pass(n: int = 300, *, quick: bool = False, which: str = "auto", 
         res = conesets.cone_profiles_over_set(loaded, items, "content", streams=streams, batch_size=batch_size,
                                               timings=timings)
     t_pass = time.perf_counter() - t0
-    N = len(res["names"])
-    cls = np.transpose(res["cls"], (1, 0, 2)).astype(np.float64)  # [L+1, N, D]
+    N = len(res)
+    cls = np.transpose(res.cls, (1, 0, 2)).astype(np.float64)  # [L+1, N, D]
     with conesets.single_threaded():  # small matrices: one BLAS thread (see conesets.single_threaded)
-        proj, sil = _projections(cls, res["labels"], slow=slow_projections and not quick)
+        proj, sil = _projections(cls, res.labels, slow=slow_projections and not quick)
     t_total = t_pass + sum(v for v in proj.values() if np.isfinite(v))
     other = t_pass - ft.seconds - timings.get("profile_s", 0.0)
     return {
@@ -247,8 +247,8 @@ def bench_model_pass(n: int = 300, *, quick: bool = False, which: str = "auto", 
         "layers": loaded.num_layers,
         "heads": loaded.num_heads,
         "genomes": N,
-        "errors": int(len(res["error_names"])),
-        "tokens_per_genome": float(np.median(res["m"])) + 2,
+        "errors": int(len(res.error_names)),
+        "tokens_per_genome": float(np.median(res.m)) + 2,
         "streams": streams,
         "batch_size": batch_size,
         "seconds": {
@@ -264,7 +264,7 @@ def bench_model_pass(n: int = 300, *, quick: bool = False, which: str = "auto", 
         "ms_per_genome": 1000 * t_pass / max(N, 1),
         "forward_calls": ft.calls,
         "silhouette_last_layer": float(sil[-1]) if len(sil) else float("nan"),
-        "accuracy": float(np.mean(res["correct"])) if N else float("nan"),
+        "accuracy": float(np.mean(res.correct)) if N else float("nan"),
     }
 
 

@@ -23,9 +23,20 @@ Each scenario runs in its own browser context (a new session). p50 and p95 are o
 (cold: one fresh server per repeat). The figures are wall-clock seconds on the machine it runs on,
 beside the figures the issue measured before (``BEFORE``) on the 2-core development machine.
 
-Usage: ``python bench/bench_latency.py [--quick] [--repeats N] [--update-readme]``
-(``--quick``: one cold server, two warm repeats, the subspace view's default head only and no
-head-disabling view: under 10 minutes on 2 cores). Results go to ``bench/out/latency.json``.
+**Not prepared** (:func:`unprepared_scenarios`): every view that is usually prepared or computes over
+a set, opened for the first time on a server whose cache is empty and whose background preparation
+is off (``BERTGEOM_PREPARE_SETS=0``), one fresh server per repeat: the tour's first step from Home (the
+server has loaded no model yet), then each set view with its model already loaded (the page is opened,
+untimed, before the action that starts the computation: a tab, or the view's own *Run* switch). Two
+times per view: from the action to the first frame a progress bar is visible (``—``: the view showed
+none), and to its result on screen. The default model is MiniLM (its 24 sentences: minutes); ``--unprepared-model
+sars-cov-2-variant`` measures the genome model (much longer: its sets are genomes of 1,273 codons).
+
+Usage: ``python bench/bench_latency.py [--quick] [--repeats N] [--unprepared-repeats N] [--update-readme]``
+(``--quick``: one cold server, two warm repeats, the subspace view's default head only, no
+head-disabling view, one not-prepared pass: 11.8 minutes on 2 cores, 2026-12-02, prepare-sets 4 of
+them; the full run about 40; ``--only-unprepared --unprepared-repeats 1``: 11.9 minutes on a busy
+2-core machine). Results go to ``bench/out/latency.json``.
 """
 
 from __future__ import annotations
@@ -68,6 +79,21 @@ window.__bench = {states: []};
   const log = () => window.__bench.states.push([performance.now(), app.getAttribute('data-test-script-state')]);
   log();
   new MutationObserver(log).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+})();
+"""
+
+#: Installed in the not-prepared runs too: the first frame (page clock) a progress bar is visible since
+#: ``window.__bench.bar`` was last set to null (a cheap attribute query per frame, no text search).
+WATCH_BAR = """
+window.__bench = window.__bench || {states: []};
+window.__bench.bar = null;
+(function bars() {
+  if (window.__bench.bar === null) {
+    for (const b of document.querySelectorAll("[data-testid='stProgress']")) {
+      if (b.checkVisibility()) { window.__bench.bar = performance.now(); break; }
+    }
+  }
+  requestAnimationFrame(bars);
 })();
 """
 
@@ -220,7 +246,16 @@ def scenarios(quick: bool) -> list[tuple[str, object]]:
         page.locator("[data-testid='stRadio'] label").filter(has_text="Each head, over the set").first.click()
         return _settle(page, "Accuracy, all heads", to, since=t0)
 
-    out = [("home page complete after start", home), ("head click", head_click), ("tab switch", tab_switch),
+    def tour(page, base, to):
+        _open(page, base, "", "Start here", to)
+        t0 = _now(page)
+        page.get_by_role("button", name="Start the tour").click()
+        return _settle(page, TOUR_DONE, to, since=t0)
+
+    # the tour right after the home page, as a visitor meets it: on a cold server it loads MiniLM (later,
+    # compare checkpoints finds that same-shape checkpoint loaded)
+    out = [("home page complete after start", home), ("the tour's first step (MiniLM)", tour),
+           ("head click", head_click), ("tab switch", tab_switch),
            ("paste a genome", paste), ("batch of 20 genomes", batch),
            ("integrated gradients (default genome)", ig),
            ("Attention Heads: over a set of inputs", heads_set),
@@ -232,6 +267,116 @@ def scenarios(quick: bool) -> list[tuple[str, object]]:
         out.append(("Attention Heads: disabling over the set", disable_set))
     out += [("attention flow (spike model)", heads_tab("Attention flow", "After layer")),
             ("compare checkpoints", heads_tab("Compare checkpoints", "Cosine per head"))]
+    return out
+
+
+#: What the tour's first step shows when it is done: its sentence and the head's map below.
+TOUR_DONE = ["strongest previous-token head is", "who attends to whom"]
+
+
+def _since_bar(page, t0: float) -> float | None:
+    """Seconds from ``t0`` (page clock) to the first visible progress bar after it, None if none was."""
+    bar = page.evaluate("window.__bench.bar")
+    return None if bar is None else max(0.0, (bar - t0) / 1000)
+
+
+def unprepared_scenarios(model: str, quick: bool) -> list[tuple[str, object]]:
+    """``(name, run(page, base, timeout) -> (seconds to the first progress bar or None, seconds to the
+    result))``: the views usually prepared, or computed over a set, on a server that has prepared
+    nothing. The tour comes first (it loads its model on this fresh server); every other view's page is
+    opened untimed first, so its model is loaded and the time is the view's own work."""
+    heads = f"?view=heads&model={model}&layer=1&head=1"
+    subspace = f"?view=subspace&model={model}&layer=1&head=1"
+    encoder = model != SPIKE
+
+    def timed(page, action, expect, to, exact=False):
+        page.evaluate("window.__bench.bar = null")
+        t0 = _now(page)
+        action()
+        result = _settle(page, expect, to, exact=exact, since=t0)
+        return _since_bar(page, t0), result
+
+    def tour(page, base, to):
+        _open(page, base, "", "Start here", to)
+        return timed(page, lambda: page.get_by_role("button", name="Start the tour").click(), TOUR_DONE, to)
+
+    def heads_set(page, base, to):
+        _open(page, base, heads, "L1 H1 — who attends to whom", to)
+        return timed(page, lambda: _tab(page, "Over a set of inputs"), "mean map of", to)
+
+    def qk_set(page, base, to):
+        _open(page, base, heads, "L1 H1 — who attends to whom", to)
+        return timed(page, lambda: _tab(page, "Queries & keys over a set"), "How well distance reads as attention", to)
+
+    def cone_set(page, base, to):
+        _open(page, base, f"?view=cone&model={model}", "Token set", to, exact=True)
+        button = page.locator("[data-testid='stButtonGroup'] button").filter(has_text="Per class over a set").first
+        return timed(page, button.click, "Histograms per layer", to)
+
+    def subspace_set(page, base, to):
+        _open(page, base, subspace, "Weights (D4)", to)
+        _tab(page, "Across inputs")
+        switch = page.locator("[data-testid='stCheckbox'] label").filter(has_text="Compute for L1 H1 over")
+        switch.first.wait_for(state="visible", timeout=to * 1000)
+        return timed(page, switch.first.click, "Per-input values", to)
+
+    def faithful(page, base, to):
+        _open(page, base, subspace, "Weights (D4)", to)
+        return timed(page, lambda: _tab(page, "Faithful vs correct"), "Faithful vs model, every head", to)
+
+    def disable_set(page, base, to):
+        _open(page, base, heads, "L1 H1 — who attends to whom", to)
+        _tab(page, "Disable heads")
+        page.locator("[data-testid='stRadio'] label").filter(has_text="Each head, over the set").first.click()
+        run = page.get_by_role("button", name="Run over the set")
+        run.wait_for(state="visible", timeout=to * 1000)
+        done = "Heads whose loss moves [CLS] most" if encoder else "Accuracy, all heads"
+        return timed(page, run.click, done, to)
+
+    out = [("the tour's first step (MiniLM, model not loaded yet)", tour),
+           ("Attention Heads: over a set of inputs", heads_set),
+           ("Attention Heads: queries & keys over a set", qk_set),
+           ("Cone Index: per class over a set", cone_set),
+           ("Subspace: across inputs, one head", subspace_set),
+           ("Subspace: faithful vs correct (one input, padded to 512)", faithful)]
+    if not quick:
+        out.append(("Attention Heads: disabling over the set", disable_set))
+    return out
+
+
+def run_unprepared_pass(model: str, quick: bool, timeout_s: float, log) -> dict[str, tuple]:
+    """One fresh server on an empty cache with the background preparation off: every view of
+    :func:`unprepared_scenarios` once, in its own browser session. ``{name: (bar_s, result_s)}``."""
+    from playwright.sync_api import sync_playwright
+    from screenshots import CHROMIUM_ARGS, free_port, start_server
+
+    cache = Path(tempfile.mkdtemp(prefix="bertgeom-latency-unprepared-"))
+    port = free_port()
+    server = start_server(port, env={"BERTGEOM_CACHE_DIR": str(cache), "BERTGEOM_PREPARE_SETS": "0"})
+    base = f"http://127.0.0.1:{port}"
+    out: dict[str, tuple] = {}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+                                        args=CHROMIUM_ARGS)
+            for name, run in unprepared_scenarios(model, quick):
+                ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+                ctx.add_init_script(WATCH_STATE)
+                ctx.add_init_script(WATCH_BAR)
+                page = ctx.new_page()
+                try:
+                    out[name] = run(page, base, timeout_s)
+                    bar, res = out[name]
+                    log(f"not prepared: bar {'—' if bar is None else f'{bar:.2f} s'}, result {res:7.2f} s  {name}")
+                except Exception as exc:  # a failed view is reported, the others still run
+                    log(f"not prepared:  FAILED  {name}: {type(exc).__name__}: {str(exc)[:160]}")
+                finally:
+                    ctx.close()
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(cache, ignore_errors=True)
     return out
 
 
@@ -302,6 +447,19 @@ def summarise(all_times: dict, prepare_s: float) -> dict:
             "date": time.strftime("%Y-%m-%d")}
 
 
+def summarise_unprepared(passes: list[dict[str, tuple]], model: str) -> dict:
+    """Per view: the first progress bar and the result, p50 and p95 over the fresh servers."""
+    names = list(dict.fromkeys(n for p in passes for n in p))
+    rows = []
+    for name in names:
+        got = [p[name] for p in passes if name in p]
+        bars = [b for b, _ in got if b is not None]
+        rows.append({"view": name, "n": len(got), "bars_shown": len(bars),
+                     "bar_p50": percentile(bars, 50), "bar_p95": percentile(bars, 95),
+                     "p50": percentile([r for _, r in got], 50), "p95": percentile([r for _, r in got], 95)})
+    return {"model": model, "rows": rows}
+
+
 def readme_block(res: dict, command: str) -> str:
     def f(x):
         return "—" if x is None else f"{x:.1f} s"
@@ -318,6 +476,20 @@ def readme_block(res: dict, command: str) -> str:
     lines.append(f"Seconds in Chromium from the action to its result on screen, {res['machine']}, {res['date']}; "
                  "cold = first use on a freshly started server, warm = again in a new session. The set views "
                  f"read the summaries `python -m bertgeom prepare-sets` wrote ({prep}). `{command}`.")
+    un = res.get("unprepared")
+    if un and un["rows"]:
+        lines += ["", "| not prepared (first use, empty cache) | first progress bar p50 / p95 | result p50 / p95 | "
+                      "servers (bar shown) |", "|---|---|---|---|"]
+        for r in un["rows"]:
+            lines.append(f"| {r['view']} | {f(r['bar_p50'])} / {f(r['bar_p95'])} | {f(r['p50'])} / {f(r['p95'])} | "
+                         f"{r['n']} ({r['bars_shown']}) |")
+        lines.append("")
+        lines.append(f"The same views on a server that has prepared nothing ({un['model']}; empty cache, background "
+                     f"preparation off), {res['machine']}: seconds from the action that starts the work to the first "
+                     "frame a progress bar is visible (— where none was), and to the result on screen. The tour "
+                     "comes first on a fresh server, so it includes loading its model; every other view's page was "
+                     "opened (untimed) before, so its model was loaded. Every bar shows the time left and a "
+                     "*Cancel*.")
     return "\n".join(lines)
 
 
@@ -328,6 +500,12 @@ def main(argv=None) -> int:
     ap.add_argument("--warm", type=int, default=None, help="warm repeats per server (default 3, quick 2)")
     ap.add_argument("--cache-dir", default=None, help="a prepared cache to reuse (default: a fresh one, prepared here)")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds one step may take")
+    ap.add_argument("--unprepared-model", default="minilm-l6",
+                    help="the model of the not-prepared views (default MiniLM; the genome model takes much longer)")
+    ap.add_argument("--unprepared-repeats", type=int, default=None,
+                    help="fresh servers for the not-prepared views (default 3, quick 1; 0 skips them)")
+    ap.add_argument("--only-unprepared", action="store_true",
+                    help="only the not-prepared views (no prepare-sets, no prepared table; nothing written to docs)")
     ap.add_argument("--update-readme", action="store_true")
     args = ap.parse_args(argv)
     cold = args.repeats or (1 if args.quick else 3)
@@ -342,17 +520,27 @@ def main(argv=None) -> int:
     else:
         tmp = tempfile.mkdtemp(prefix="bertgeom-latency-")
         cache = Path(tmp)
+    unprepared = args.unprepared_repeats if args.unprepared_repeats is not None else (1 if args.quick else 3)
+    t_start = time.perf_counter()
     try:
-        prepare_s = prepare(cache, args.quick)
-        log(f"prepare-sets: {prepare_s:.1f} s")
-        plan = scenarios(args.quick)
-        all_times = {name: {"cold": [], "warm": []} for name, _ in plan}
-        for _ in range(cold):
-            for name, modes in run_server_pass(cache, plan, warm, args.timeout, log).items():
-                for m in modes:
-                    all_times[name][m] += modes[m]
+        all_times: dict = {}
+        prepare_s = 0.0
+        if not args.only_unprepared:
+            prepare_s = prepare(cache, args.quick)
+            log(f"prepare-sets: {prepare_s:.1f} s")
+            plan = scenarios(args.quick)
+            all_times = {name: {"cold": [], "warm": []} for name, _ in plan}
+            for _ in range(cold):
+                for name, modes in run_server_pass(cache, plan, warm, args.timeout, log).items():
+                    for m in modes:
+                        all_times[name][m] += modes[m]
         res = summarise(all_times, prepare_s)
         res["prepared_fresh"] = tmp is not None
+        passes = [run_unprepared_pass(args.unprepared_model, args.quick, args.timeout * 3, log)
+                  for _ in range(unprepared)]
+        res["unprepared"] = summarise_unprepared(passes, args.unprepared_model)
+        res["runtime_s"] = time.perf_counter() - t_start
+        log(f"benchmark runtime: {res['runtime_s'] / 60:.1f} min")
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -362,7 +550,9 @@ def main(argv=None) -> int:
     block = readme_block(res, command)
     print(res["machine"])
     print(block)
-    if args.update_readme:
+    if args.update_readme and args.only_unprepared:
+        print("--only-unprepared writes no docs (the block needs the prepared table too)")
+    elif args.update_readme:
         from bench.readme_blocks import replace_block
 
         replace_block("latency", block, heading="### Latency in the browser")

@@ -15,10 +15,25 @@ from bertgeom.analysis.heads import (
     DEFAULT_DIST_BINS,
     _as_lhtt,
     _check_params,
-    _ordered_names,
     _query_rows,
 )
 from bertgeom.tokens import TokenKinds
+
+
+def reference_names(max_offset: int, local_windows: Sequence[int]) -> list[str]:
+    """The feature columns in table order, written out here (not read from the registry of
+    :mod:`bertgeom.analysis.heads`) so that the agreement test also holds the order."""
+    names = ["self", "prev", "next"]
+    for k in range(2, max_offset + 1):
+        names += [f"off_m{k}", f"off_p{k}"]
+    names += ["bwd", "fwd", "bwd_all", "fwd_all"] + [f"local_{int(w)}" for w in local_windows]
+    names += ["cls", "sep", "sep_max", "punct", "special", "sink", "content_mass", "sep_from_sep", "sep_from_other"]
+    names += ["entropy", "entropy_norm", "entropy_cls", "max_weight", "verticality", "col_content", "col3_content"]
+    names += ["mean_dist", "mean_dist_norm", "signed_offset", "signed_offset_norm"]
+    names += ["mean_dist_content", "mean_dist_content_norm", "signed_offset_content"]
+    names += ["k90_median", "k90_mean", "k90_frac", "block_mass", "block_inner", "n_blocks", "segment_mass"]
+    names += ["delta_row", "template_residual"]
+    return names
 
 
 def reference_per_head(
@@ -55,7 +70,7 @@ def reference_per_head(
     nb = 2 * len(edges) + 1
     w = int(local_window)
     eps = float(entropy_smoothing)
-    names = _ordered_names(max_offset, local_windows)
+    names = reference_names(max_offset, local_windows)
     out = {n: np.zeros((L, H)) for n in names}
     hist = np.zeros((L, H, nb))
     k90_all = np.zeros((L, H, len(q_rows)), dtype=np.int32)

@@ -20,7 +20,33 @@ SARS-CoV-2 family (:mod:`bertgeom.sars_cov_2`, a package the core never imports)
 model list, model or input kind is first looked up.
 """
 
-from bertgeom.version import __version__
+
+def _quiet_interrupt_while_the_cli_starts() -> None:
+    """Under ``python -m bertgeom`` only: a Ctrl+C from here until the CLI's ``run()`` takes over
+    (this package's imports, then ``bertgeom.__main__``'s) exits with status 130 and one sentence,
+    instead of a traceback from inside an import. ``run()`` restores Python's handler. A library
+    import leaves SIGINT alone, and so does a CLI started with SIGINT ignored."""
+    import signal
+    import sys
+
+    argv = getattr(sys, "orig_argv", [])
+    if sys.argv[:1] != ["-m"] or "-m" not in argv or argv[argv.index("-m") + 1:][:1] != ["bertgeom"]:
+        return  # not the CLI being started (sys.argv[0] is "-m" only while -m locates its module)
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def interrupted(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # one sentence, however many Ctrl+C follow
+        sys.stderr.write("interrupted (Ctrl+C).\n")
+        raise SystemExit(130)
+
+    signal.signal(signal.SIGINT, interrupted)
+    sys._bertgeom_start_up_interrupt = interrupted  # run() hands SIGINT back only if still this one
+
+
+_quiet_interrupt_while_the_cli_starts()
+
+from bertgeom.version import __version__  # noqa: E402
 from bertgeom.inputs import (  # noqa: E402
     INPUT_KINDS,
     EncodedInput,

@@ -95,8 +95,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(argv: list[str] | None = None) -> int:
     """:func:`main`, with Ctrl+C at any point (start-up included: imports, model loading) answered
-    in one sentence and exit status 130; the commands that write say more in their own handlers."""
+    in one sentence and exit status 130; the commands that write say more in their own handlers.
+    Before this, ``bertgeom/__init__.py`` answered Ctrl+C the same way (the imports): from here on
+    it is Python's ``KeyboardInterrupt`` again, which the commands handle."""
     try:
+        import signal
+
+        if signal.getsignal(signal.SIGINT) is getattr(sys, "_bertgeom_start_up_interrupt", None):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         return main(argv)
     except KeyboardInterrupt:
         try:

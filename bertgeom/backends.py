@@ -236,12 +236,42 @@ def export_ahead(loaded, log=None) -> Path | None:
 # ---------------------------------------------------------------------------------------------
 # Runtimes
 # ---------------------------------------------------------------------------------------------
+_OPENVINO_IMPORT_LOCK = threading.Lock()
+
+
+def import_openvino():
+    """``openvino``, imported with its usage telemetry declined.
+
+    ``import openvino`` sends an "import" event to Google Analytics unless a consent file in the
+    user's home says no or the environment looks like CI (``openvino_telemetry``: no consent file
+    counts as consent). The send runs from a background thread that forks a process: offline it
+    waits for its timeout, and forked from a server whose other threads were inside OpenVINO it hung
+    both classify threads for good (issue 33, a suite run under load). bertgeom sends nothing
+    anywhere, so the import runs with the telemetry package's CI opt-out set, and the variable is
+    restored afterwards. An ``openvino`` already imported by the caller is returned as it is."""
+    import sys
+
+    if "openvino" in sys.modules:
+        return sys.modules["openvino"]
+    with _OPENVINO_IMPORT_LOCK:
+        saved = os.environ.get("CI")
+        os.environ["CI"] = "true"  # openvino_telemetry's OptInChecker declines in CI: nothing is sent
+        try:
+            import openvino
+        finally:
+            if saved is None:
+                os.environ.pop("CI", None)
+            else:
+                os.environ["CI"] = saved
+    return openvino
+
+
 class _OpenVINO:
     """The exported graph compiled by OpenVINO for the CPU (``f32`` or the ``bf16`` inference-precision
     hint), one infer request per calling thread (requests of one compiled model run concurrently)."""
 
     def __init__(self, onnx_path: Path, precision: str, threads: int | None, streams: int = 1):
-        import openvino as ov
+        ov = import_openvino()
 
         core = ov.Core()
         core.set_property({"CACHE_DIR": str(export_dir() / "openvino")})

@@ -252,6 +252,126 @@ def _layer(layer, x, key_real, uniform_w, dis_bh, *, need_attn: bool, fused: boo
     return out, (probs if need_attn else None)
 
 
+def _check_options(precision: str, attention: str, disable_as: str) -> None:
+    if precision not in ("fp32", "bf16"):
+        raise ValueError("precision must be 'fp32' or 'bf16' (resolve 'auto' with resolve_precision), "
+                         f"got {precision!r}")
+    if attention not in ("auto", "model", "eager", "sdpa"):
+        raise ValueError(f"attention must be auto, model, eager or sdpa, got {attention!r}")
+    if disable_as not in ("uniform", "zero"):
+        raise ValueError(f"disable_as must be 'uniform' or 'zero', got {disable_as!r}")
+
+
+def _batch(input_ids, inputs_embeds, attention_mask, dev):
+    """``(ids [B, T] or None, embeddings [B, T, D] or None, B, T, real-token mask [B, T] bool on the CPU)``,
+    the inputs on the model's device."""
+    import torch
+
+    x_in = ids = None
+    if inputs_embeds is not None:
+        x_in = inputs_embeds if isinstance(inputs_embeds, torch.Tensor) else torch.as_tensor(np.asarray(inputs_embeds))
+        if x_in.ndim == 2:
+            x_in = x_in[None]
+        x_in = x_in.to(dev)
+        B, T = int(x_in.shape[0]), int(x_in.shape[1])
+    else:
+        ids = _as_long(input_ids, dev)
+        if ids.ndim == 1:
+            ids = ids[None]
+        B, T = (int(s) for s in ids.shape)
+    if attention_mask is None:
+        mask_cpu = np.ones((B, T), dtype=bool)
+    elif isinstance(attention_mask, torch.Tensor):
+        mask_cpu = attention_mask.detach().to("cpu").numpy().reshape(B, T).astype(bool)
+    else:
+        mask_cpu = np.asarray(attention_mask).reshape(B, T).astype(bool)
+    return ids, x_in, B, T, mask_cpu
+
+
+def _attention_path(attention: str, *, attentions: bool, hidden_states: bool, logits_only: bool,
+                    disabled, start_layer: int, start_hidden, grad: bool) -> str:
+    """``"model"``, ``"eager"`` or ``"sdpa"``: what ``attention`` resolves to for these requests
+    (``auto``: the model's own forward unless something is intervened on), or a ValueError for a
+    combination that cannot be honoured."""
+    if logits_only and (attentions or hidden_states):
+        raise ValueError("logits_only computes only the [CLS] row of the last layer: no attentions or hidden states")
+    intervened = disabled is not None or start_layer or start_hidden is not None or grad
+    if logits_only and attention in ("auto", "model"):
+        attention = "sdpa"  # the model's own forward computes every row, and no attention weights are wanted
+    if attention == "auto":
+        attention = "model" if not intervened else ("eager" if attentions else "sdpa")
+    if attention == "model" and intervened and (disabled is not None or start_layer or start_hidden is not None):
+        raise ValueError("disabled heads and resuming need the recomputed forward (attention='eager' or 'sdpa')")
+    if attention == "sdpa" and attentions:
+        raise ValueError("fused SDPA returns no attention weights: use attention='eager' or 'model'")
+    return attention
+
+
+def _models_own_forward(model, ids, x_in, mask, contexts, *, attentions: bool, hidden_states: bool,
+                        precision: str) -> ForwardOutput:
+    """The model's own forward, run inside ``contexts`` (the grad guard and the autocast)."""
+    guard, autocast = contexts
+    with guard, autocast:
+        kw = dict(inputs_embeds=x_in) if ids is None else dict(input_ids=ids)
+        out = model(**kw, attention_mask=mask, output_attentions=attentions,
+                    output_hidden_states=hidden_states, return_dict=True)
+    if attentions and (out.attentions is None or out.attentions[0] is None):
+        raise RuntimeError("The model returned no attention weights; it must run with eager attention.")
+    hs = tuple(out.hidden_states) if hidden_states else None
+    last = out.hidden_states[-1] if hidden_states else getattr(out, "last_hidden_state", None)
+    return ForwardOutput(
+        last_hidden=last,
+        cls=None if hs is None else _stack_cls(hs),
+        logits=getattr(out, "logits", None),
+        hidden_states=hs,
+        attentions=tuple(out.attentions) if attentions else None,
+        precision=precision,
+    )
+
+
+def _stack_cls(hidden_states):
+    """``[B, L+1, D]``: the [CLS] row of every hidden state."""
+    import torch
+
+    return torch.stack([h[:, 0] for h in hidden_states], dim=1)
+
+
+def _disabled_heads(disabled, B: int, L: int, n_heads: int, start_layer: int, dev):
+    """``(disabled [B, L, H] bool on the device, any disabled per layer [L] on the CPU)``, or
+    ``(None, None)`` when no head is disabled."""
+    import torch
+
+    if disabled is None:
+        return None, None
+    dis_np = np.asarray(disabled, dtype=bool)
+    if dis_np.shape == (L, n_heads):
+        dis_np = np.broadcast_to(dis_np, (B, L, n_heads))
+    if dis_np.shape != (B, L, n_heads):
+        raise ValueError(f"disabled must be [L, H] = {(L, n_heads)} or [B, L, H], got {dis_np.shape}")
+    if start_layer > 0 and dis_np[:, :start_layer].any():
+        raise ValueError("disabled heads below start_layer would be ignored")
+    dis_any = dis_np.any(axis=(0, 2))  # [L], decided on the CPU: no device round trip per layer
+    return torch.from_numpy(np.array(dis_np, dtype=bool, copy=True)).to(dev), dis_any
+
+
+def _first_hidden(emb, ids, x_in, start_hidden, start_layer: int, B: int, T: int, dev, dtype):
+    """The input of layer ``start_layer``: the embeddings (``start_layer = 0``) or ``start_hidden``
+    broadcast to the batch (called inside the caller's grad and autocast contexts)."""
+    import torch
+
+    if start_hidden is None:
+        if start_layer:
+            raise ValueError("start_layer > 0 needs start_hidden")
+        tt = torch.zeros((B, T), dtype=torch.long, device=dev)
+        return emb(input_ids=ids, token_type_ids=tt) if ids is not None else emb(inputs_embeds=x_in, token_type_ids=tt)
+    x = start_hidden if isinstance(start_hidden, torch.Tensor) else torch.as_tensor(
+        np.array(start_hidden, dtype=np.float32, copy=True))
+    x = x.to(device=dev, dtype=dtype)
+    if x.ndim == 2:
+        x = x[None]
+    return x.expand(B, -1, -1) if x.shape[0] == 1 and B > 1 else x
+
+
 def run_forward(
     loaded,
     input_ids=None,
@@ -286,96 +406,30 @@ def run_forward(
 
     import torch
 
-    if precision not in ("fp32", "bf16"):
-        raise ValueError("precision must be 'fp32' or 'bf16' (resolve 'auto' with resolve_precision), "
-                         f"got {precision!r}")
-    if attention not in ("auto", "model", "eager", "sdpa"):
-        raise ValueError(f"attention must be auto, model, eager or sdpa, got {attention!r}")
-    if disable_as not in ("uniform", "zero"):
-        raise ValueError(f"disable_as must be 'uniform' or 'zero', got {disable_as!r}")
+    _check_options(precision, attention, disable_as)
     model = getattr(loaded, "model", loaded)
     param = next(model.parameters())
     dev = param.device
-    if inputs_embeds is not None:
-        x_in = inputs_embeds if isinstance(inputs_embeds, torch.Tensor) else torch.as_tensor(np.asarray(inputs_embeds))
-        if x_in.ndim == 2:
-            x_in = x_in[None]
-        x_in = x_in.to(dev)
-        B, T = int(x_in.shape[0]), int(x_in.shape[1])
-        ids = None
-    else:
-        ids = _as_long(input_ids, dev)
-        if ids.ndim == 1:
-            ids = ids[None]
-        B, T = (int(s) for s in ids.shape)
-    if attention_mask is None:
-        mask_cpu = np.ones((B, T), dtype=bool)
-    elif isinstance(attention_mask, torch.Tensor):
-        mask_cpu = attention_mask.detach().to("cpu").numpy().reshape(B, T).astype(bool)
-    else:
-        mask_cpu = np.asarray(attention_mask).reshape(B, T).astype(bool)
-    if logits_only and (attentions or hidden_states):
-        raise ValueError("logits_only computes only the [CLS] row of the last layer: no attentions or hidden states")
-    intervened = disabled is not None or start_layer or start_hidden is not None or grad
-    if logits_only and attention in ("auto", "model"):
-        attention = "sdpa"  # the model's own forward computes every row, and no attention weights are wanted
-    if attention == "auto":
-        attention = "model" if not intervened else ("eager" if attentions else "sdpa")
-    if attention == "model" and intervened and (disabled is not None or start_layer or start_hidden is not None):
-        raise ValueError("disabled heads and resuming need the recomputed forward (attention='eager' or 'sdpa')")
-    if attention == "sdpa" and attentions:
-        raise ValueError("fused SDPA returns no attention weights: use attention='eager' or 'model'")
+    ids, x_in, B, T, mask_cpu = _batch(input_ids, inputs_embeds, attention_mask, dev)
+    attention = _attention_path(attention, attentions=attentions, hidden_states=hidden_states,
+                                logits_only=logits_only, disabled=disabled, start_layer=start_layer,
+                                start_hidden=start_hidden, grad=grad)
     autocast = (torch.autocast(dev.type, dtype=torch.bfloat16)
                 if precision == "bf16" and param.dtype != torch.bfloat16 else contextlib.nullcontext())
     guard = torch.enable_grad() if grad else torch.inference_mode()
     mask = torch.from_numpy(mask_cpu.astype(np.int64)).to(dev)
 
     if attention == "model":
-        with guard, autocast:
-            kw = dict(inputs_embeds=x_in) if ids is None else dict(input_ids=ids)
-            out = model(**kw, attention_mask=mask, output_attentions=attentions,
-                        output_hidden_states=hidden_states, return_dict=True)
-        if attentions and (out.attentions is None or out.attentions[0] is None):
-            raise RuntimeError("The model returned no attention weights; it must run with eager attention.")
-        hs = tuple(out.hidden_states) if hidden_states else None
-        last = out.hidden_states[-1] if hidden_states else getattr(out, "last_hidden_state", None)
-        return ForwardOutput(
-            last_hidden=last,
-            cls=None if hs is None else torch.stack([h[:, 0] for h in hs], dim=1),
-            logits=getattr(out, "logits", None),
-            hidden_states=hs,
-            attentions=tuple(out.attentions) if attentions else None,
-            precision=precision,
-        )
+        return _models_own_forward(model, ids, x_in, mask, (guard, autocast), attentions=attentions,
+                                   hidden_states=hidden_states, precision=precision)
 
     model, _, emb, layers, head = model_parts(model)
     L = len(layers)
     n_heads = int(layers[0].attention.self.num_attention_heads)
-    dis = None
-    if disabled is not None:
-        dis_np = np.asarray(disabled, dtype=bool)
-        if dis_np.shape == (L, n_heads):
-            dis_np = np.broadcast_to(dis_np, (B, L, n_heads))
-        if dis_np.shape != (B, L, n_heads):
-            raise ValueError(f"disabled must be [L, H] = {(L, n_heads)} or [B, L, H], got {dis_np.shape}")
-        if start_layer > 0 and dis_np[:, :start_layer].any():
-            raise ValueError("disabled heads below start_layer would be ignored")
-        dis_any = dis_np.any(axis=(0, 2))  # [L], decided on the CPU: no device round trip per layer
-        dis = torch.from_numpy(np.array(dis_np, dtype=bool, copy=True)).to(dev)
+    dis, dis_any = _disabled_heads(disabled, B, L, n_heads, start_layer, dev)
     all_real = bool(mask_cpu.all())
     with guard, autocast:
-        if start_hidden is None:
-            if start_layer:
-                raise ValueError("start_layer > 0 needs start_hidden")
-            tt = torch.zeros((B, T), dtype=torch.long, device=dev)
-            x = emb(input_ids=ids, token_type_ids=tt) if ids is not None else emb(inputs_embeds=x_in, token_type_ids=tt)
-        else:
-            x = start_hidden if isinstance(start_hidden, torch.Tensor) else torch.as_tensor(
-                np.array(start_hidden, dtype=np.float32, copy=True))
-            x = x.to(device=dev, dtype=param.dtype)
-            if x.ndim == 2:
-                x = x[None]
-            x = x.expand(B, -1, -1) if x.shape[0] == 1 and B > 1 else x
+        x = _first_hidden(emb, ids, x_in, start_hidden, start_layer, B, T, dev, param.dtype)
         key_real = None if all_real else mask.bool()
         real = mask.float()
         uniform_w = real / real.sum(-1, keepdim=True)  # [B, T]

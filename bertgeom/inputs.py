@@ -42,13 +42,22 @@ class InputItem:
     label: str | None = None
 
 
+#: The domain of every token of one input, in token order, ``""`` for special tokens (the names come
+#: from the input kind's :attr:`InputKind.domains`; e.g. the spike's ``NTD``, ``RBD``...).
+TokenDomains = tuple[str, ...]
+
+
 @dataclass
 class EncodedInput:
     """Model-ready tokens for one input, with where each token came from.
 
     ``spans[i] = (start, end)`` is the half-open range the token covers in the input
     (characters of the text, or 0-based nucleotides of the aligned spike); special
-    tokens have ``(-1, -1)``.
+    tokens have ``(-1, -1)``. ``axis_labels``: a label per token for plot axes (e.g. genome
+    positions). ``domains``: the :data:`TokenDomains` of an input kind that names domains (else
+    ``None``). ``annotation``: what the input kind's plug-in learned while reading the input (the
+    genome kind keeps its analysis of the genome here); it is the plug-in's own type, and generic
+    code never reads it.
     """
 
     key: str
@@ -61,7 +70,14 @@ class EncodedInput:
     is_punct: np.ndarray
     notes: list[str] = field(default_factory=list)
     axis_labels: list[str] | None = None
-    extra: dict = field(default_factory=dict)
+    domains: TokenDomains | None = None
+    annotation: object = None
+
+    def __post_init__(self) -> None:
+        if self.domains is not None:
+            self.domains = tuple(str(d) for d in self.domains)
+            if len(self.domains) != len(self.tokens):
+                raise ValueError(f"{len(self.domains)} token domains for {len(self.tokens)} tokens")
 
     @property
     def n_tokens(self) -> int:
@@ -156,7 +172,7 @@ class InputKind:
     a small one (one per class) to compare against; ``read_set(data, labels)`` reads a user's
     uploaded set (bytes; ``labels`` an optional TSV). ``class_names`` maps class ids to the names a
     user reads. ``domains`` (in order) name the token domains the encoder writes into
-    ``EncodedInput.extra["domains"]`` (``""`` for special tokens); ``domain_share(d)`` is the
+    ``EncodedInput.domains`` (``""`` for special tokens); ``domain_share(d)`` is the
     reference share (%) of tokens in domain ``d``. ``pages`` are extra pages the kind enables
     (``"classifier"``); ``capabilities`` are keys of :data:`CAPABILITIES`; ``classify`` classifies
     whole records for :func:`bertgeom.classify` (``None``: the kind's models do not).

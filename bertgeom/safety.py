@@ -4,6 +4,8 @@ One home for each rule, so every site calls the same code:
 
 * :func:`plain` - a user string (FASTA header, file name, manifest field, error text) as markdown
   that renders exactly that text: no link, image, colour directive, emoji shortcode or formula.
+* :func:`plotly_text`, :func:`plotly_texts` - a user's or a model's string (class label, token, record
+  name) as plotly text: shown as written, never as the HTML subset plotly renders (a link, a style).
 * :func:`csv_cell`, :func:`csv_bytes` - CSV cells a spreadsheet will not run as a formula.
 * :class:`AtomicFile` - an output file that replaces the previous one only when the run succeeds,
   written under a name unique to the run, never through a link.
@@ -21,6 +23,9 @@ References
 * CommonMark 0.31, section 2.4 (backslash escapes: any ASCII punctuation may be escaped).
 * GitHub Flavored Markdown, "Autolinks (extension)": bare ``www.``, ``http://`` and e-mail
   addresses become links, recognised in the text after escapes are resolved.
+* plotly.js, "Styling and formatting text" (``svg_text_utils``): titles, tick labels, legend names,
+  annotations and hover text render ``<a href>``, ``<b>``, ``<i>``, ``<br>``, ``<span style>``,
+  ``<sub>``, ``<sup>`` and decode ``&lt; &gt; &amp;`` and numeric entities.
 * OWASP, "CSV Injection": cells starting with ``= + - @``, tab or carriage return are prefixed
   with an apostrophe.
 * POSIX ``open(2)``: ``O_EXCL`` with ``O_CREAT`` fails on an existing name, a link included;
@@ -59,6 +64,23 @@ def plain(text: object) -> str:
     out = str(text).translate(_ESCAPES)
     out = out.replace("\\:", "\\:" + _JOIN).replace("\\@", "\\@" + _JOIN)
     return _WWW.sub(r"\1" + _JOIN, out)
+
+
+# ---- plotly text -----------------------------------------------------------------------------
+_PLOTLY_ESCAPES = {ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;"}
+
+
+def plotly_text(value: object) -> str:
+    """A user's or a model's string as plotly text that shows exactly that string: ``& < >`` as
+    entities, so no tag of the HTML subset plotly renders (a link, a styled span, a line break) is
+    formed, while the chart still shows the characters. Our own markup (``<br>``, ``<extra>``) is
+    added around it by the figure."""
+    return str(value).translate(_PLOTLY_ESCAPES)
+
+
+def plotly_texts(values) -> list:
+    """:func:`plotly_text` of every string in ``values`` (numbers and ``None`` pass unchanged)."""
+    return [plotly_text(v) if isinstance(v, str) else v for v in values]
 
 
 # ---- CSV -------------------------------------------------------------------------------------

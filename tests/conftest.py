@@ -57,7 +57,12 @@ def tiny_variant(tiny_variant_dir):
     return load_model(variant_spec(tiny_variant_dir))
 
 
-# --- browser tests: one Chromium per test module, one app server per module ------------------------
+# --- browser tests: one Chromium per test module, one app server for the session -------------------
+#: Upper bound of a browser wait (an action, an element, an expectation): every wait ends on its
+#: event, this only turns a hang into a failure, so it is sized for a busy 2-core machine, not a quiet one.
+BROWSER_BOUND_MS = 600_000
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian's Chromium driven by Playwright (never a downloaded browser), one per test module."""
@@ -70,17 +75,49 @@ def browser():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
     from screenshots import CHROMIUM_ARGS
 
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=BROWSER_BOUND_MS)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-        yield b
+        yield _WatchedBrowser(b)
         b.close()
 
 
-@pytest.fixture(scope="module")
+class _WatchedBrowser:
+    """The browser, whose every new page counts its script runs (``tools/screenshots.watch_runs``),
+    so ``wait_idle`` waits for the run an action started, never for time."""
+
+    def __init__(self, browser):
+        self._browser = browser
+
+    def new_context(self, **kw):
+        from screenshots import watch_runs
+
+        context = self._browser.new_context(**kw)
+        context.set_default_timeout(BROWSER_BOUND_MS)
+        watch_runs(context)
+        return context
+
+    def new_page(self, **kw):
+        from screenshots import watch_runs
+
+        page = self._browser.new_page(**kw)
+        page.set_default_timeout(BROWSER_BOUND_MS)
+        watch_runs(page)
+        return page
+
+    def __getattr__(self, name):
+        return getattr(self._browser, name)
+
+
+@pytest.fixture(scope="session")
 def server(tmp_path_factory):
-    """``streamlit run app.py`` on a free local port for one test module: its base URL. Its disk
-    cache is a fresh folder, so a test sees what a new machine sees, whatever earlier runs left in
-    ``~/.cache/bertgeom``."""
+    """``streamlit run app.py`` on a free local port, shared by the browser test modules (one server
+    start and one model load for all of them, instead of one per module): its base URL. Its disk
+    cache is a fresh folder, so the suite sees what a new machine sees, whatever earlier runs left in
+    ``~/.cache/bertgeom``. A test that needs a server of its own (the first visitor of a fresh
+    process, a setting in its environment) starts one."""
     import sys
     from pathlib import Path
 

@@ -11,7 +11,7 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGE = "app_pages/attention_heads.py"
 
 
-def open_heads_page(tab: str = "Head detail", timeout: int = 300, **state) -> AppTest:
+def open_heads_page(tab: str = "Head detail", timeout: int = 600, **state) -> AppTest:
     """The page on ``tab`` with ``state`` in the session (MiniLM unless a model is given)."""
     state.setdefault("model_id", "minilm-l6")  # explicit: the default model may change
     at = AppTest.from_file(APP, default_timeout=timeout)

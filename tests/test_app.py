@@ -17,7 +17,7 @@ SENTENCE = "The cat sat on the mat because it was tired."
 def _app(**state) -> AppTest:
     """The app with the English MiniLM picked (the variant model may be the default)."""
     state.setdefault("model_id", "minilm-l6")
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=600)
     for key, value in state.items():
         at.session_state[key] = value
     return at
@@ -34,7 +34,7 @@ def _charts(at):
 
 
 def test_home_page_explains_and_offers_examples():
-    at = AppTest.from_file(APP, default_timeout=120).run()  # a fresh session: the default model
+    at = AppTest.from_file(APP, default_timeout=600).run()  # a fresh session: the default model
     assert not at.exception
     assert "bertgeom" in at.title[0].value
     assert any("The cat sat" in b.label for b in at.button)
@@ -114,7 +114,7 @@ def test_home_genome_example_opens_the_classifier_with_that_genome():
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")
-    at = AppTest.from_file(APP, default_timeout=240).run()
+    at = AppTest.from_file(APP, default_timeout=600).run()
     next(b for b in at.button if "Omicron genome" in b.label).click().run()
     assert not at.exception
     assert at.title[0].value == "Variant Classifier"

@@ -232,3 +232,27 @@ def test_concurrent_requests_share_one_fast_classifier(tiny_variant):
     assert len({id(fc) for fc in got}) == 1
     keys = [k for k in tiny_variant.extra if isinstance(k, tuple) and k[0] == "fast-classifier"]
     assert keys and all(k[1] == tiny_variant.weights_hash for k in keys)
+
+
+def test_openvino_is_imported_with_its_telemetry_declined():
+    """``import openvino`` alone starts a thread that forks a process to send an event to Google
+    Analytics (no consent file counts as consent); forked from a server inside OpenVINO it hung the
+    classify threads. bertgeom's import leaves no such thread, no child, and the consent off, in an
+    environment that does not look like CI (CI is unset in the child)."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("openvino") is None:
+        pytest.skip("openvino is not installed (the optional fast extra)")
+    probe = ("import threading, multiprocessing\n"
+             "from bertgeom.backends import import_openvino\n"
+             "import_openvino()\n"
+             "import openvino_telemetry\n"
+             "print([t.name for t in threading.enumerate()], multiprocessing.active_children(),"
+             " openvino_telemetry.Telemetry().consent)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "TF_BUILD", "JENKINS_URL")}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True,
+                          cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    assert done.stdout.strip() == "['MainThread'] [] False", done.stdout + done.stderr

@@ -74,32 +74,61 @@ def set_result(tiny_variant):
 
 def test_set_profiles_cover_all_8_classes_with_curves_per_layer(set_result):
     res, seen = set_result
-    N = len(res["names"])
-    assert N == len(genome_set()) and seen[-1] == (N, N) and len(res["error_names"]) == 0
-    assert set(res["labels"].tolist()) == set(CLASSES)
-    assert res["hidden"].shape == (N, 3)  # tiny model: 2 layers -> hidden_states[0..2]
-    assert res["head_output"].shape == (N, 2, 4) and res["multihead_faithful"].shape == (N, 2)
-    assert res["cls"].shape == (N, 3, 32) and res["mean"].shape == (N, 3, 32) and res["logits"].shape == (N, 8)
-    assert np.all((res["m"] > 400) & (res["m"] < 430))
+    assert isinstance(res, conesets.ConeSet)
+    N = len(res)
+    assert N == len(genome_set()) and seen[-1] == (N, N) and len(res.error_names) == 0
+    assert set(res.labels.tolist()) == set(CLASSES)
+    assert res.hidden.shape == (N, 3)  # tiny model: 2 layers -> hidden_states[0..2]
+    assert res.streams["head_output"].shape == (N, 2, 4) and res.streams["multihead_faithful"].shape == (N, 2)
+    assert res.cls.shape == (N, 3, 32) and res.mean.shape == (N, 3, 32) and res.logits.shape == (N, 8)
+    assert np.all((res.m > 400) & (res.m < 430))
     values, x = conesets.stream_values(res, "hidden")
     assert x.tolist() == [0, 1, 2] and np.all((values > 0) & (values <= 1))
-    stats = conesets.group_stats(values, res["labels"], CLASSES)
+    stats = conesets.group_stats(values, res.labels, CLASSES)
     assert list(stats) == list(CLASSES)
     assert all(s["mean"].shape == (3,) and s["sd"].shape == (3,) for s in stats.values())
     assert sum(int(s["n"]) for s in stats.values()) == N
     one_head, xh = conesets.stream_values(res, "head_output", head=1, normalized=False)
-    np.testing.assert_allclose(one_head, res["head_output"][:, :, 1])
+    np.testing.assert_allclose(one_head, res.streams["head_output"][:, :, 1])
     assert xh.tolist() == [1, 2]
-    sub = conesets.subset(res, res["labels"] == "omicron")
-    assert len(sub["names"]) == 5 and sub["cls"].shape[0] == 5 and len(sub["error_names"]) == 0
+    sub = conesets.subset(res, res.labels == "omicron")
+    assert len(sub) == 5 and sub.cls.shape[0] == 5 and len(sub.error_names) == 0
+    assert sub.streams["head_output"].shape == (5, 2, 4) and sub.logits.shape == (5, 8)
+
+
+def test_cone_set_stores_without_pickle_and_reads_the_dicts_written_before(set_result, tmp_path):
+    res, _ = set_result
+    path = tmp_path / "set.npz"
+    np.savez(path, **res.to_arrays())
+    with np.load(path, allow_pickle=False) as z:
+        back = conesets.ConeSet.from_arrays({k: z[k] for k in z.files})
+    for f in ("names", "labels", "predicted", "correct", "hidden", "m", "cls", "mean", "logits"):
+        np.testing.assert_array_equal(getattr(back, f), getattr(res, f), err_msg=f)
+    assert back.streams.keys() == res.streams.keys()
+    # the flat dict the set functions returned before ConeSet existed (the keys of files on disk)
+    old = {"names": res.names, "labels": res.labels, "predicted": res.predicted, "correct": res.correct,
+           "error_names": res.error_names, "error_messages": res.error_messages, "hidden": res.hidden,
+           "m": res.m, "cls": res.cls, "mean": res.mean, "logits": res.logits, **res.streams}
+    np.testing.assert_array_equal(conesets.ConeSet.from_arrays(old).streams["head_output"],
+                                  res.streams["head_output"])
+    # nothing analysed: the old dict held names and errors only
+    empty = conesets.ConeSet.from_arrays({"names": np.zeros(0, str), "error_names": np.array(["x"]),
+                                          "error_messages": np.array(["not a genome"])})
+    assert len(empty) == 0 and empty.error_messages.tolist() == ["not a genome"]
+    with pytest.raises(ValueError, match="lacks hidden, m"):
+        conesets.ConeSet.from_arrays({"names": res.names})
+    with pytest.raises(ValueError, match="one row per input"):
+        conesets.cone_set(res.names, res.labels, res.predicted, hidden=res.hidden, m=res.m, cls=res.cls[:3])
+    with pytest.raises(ValueError, match="entries for a set"):
+        res.subset(np.ones(3, bool))
 
 
 def test_set_profiles_are_stable_and_seeded_pca_of_cls_is_reproducible(tiny_variant, set_result):
     res, _ = set_result
     again = conesets.cone_profiles_over_set(tiny_variant, genome_set()[:6], "content", batch_size=4)
-    np.testing.assert_allclose(again["hidden"], res["hidden"][:6], rtol=1e-5)
-    np.testing.assert_allclose(again["cls"], res["cls"][:6], rtol=1e-4, atol=1e-5)
-    X = res["cls"][:, -1, :].astype(np.float64)
+    np.testing.assert_allclose(again.hidden, res.hidden[:6], rtol=1e-5)
+    np.testing.assert_allclose(again.cls, res.cls[:6], rtol=1e-4, atol=1e-5)
+    X = res.cls[:, -1, :].astype(np.float64)
     p1, p2 = pca(X, 3), pca(X, 3)
     np.testing.assert_array_equal(p1.coords, p2.coords)
     assert p1.coords.shape == (len(X), 3) and 0 < p1.total_explained_variance <= 1
@@ -110,10 +139,10 @@ def test_set_padded_to_512_counts_pad_rows_and_reports_bad_records(tiny_variant)
 
     items = list(genome_set("demo")[:2]) + [InputItem("broken", ">broken\nNNNNNNNNNN", "gh")]
     res = conesets.cone_profiles_over_set(tiny_variant, items, "all", pad_to=512, batch_size=2)
-    assert res["m"].tolist() == [512, 512] and res["error_names"].tolist() == ["broken"]
-    assert res["hidden"].shape == (2, 3) and res["predicted"].tolist()[0] in CLASSES
+    assert res.m.tolist() == [512, 512] and res.error_names.tolist() == ["broken"]
+    assert res.hidden.shape == (2, 3) and res.predicted.tolist()[0] in CLASSES
     content = conesets.cone_profiles_over_set(tiny_variant, items[:2], "content", streams=False)
-    assert "layer_input" not in content and content["hidden"].shape == (2, 3)
+    assert not content.has("layer_input") and content.streams == {} and content.hidden.shape == (2, 3)
 
 
 def test_class_mean_attention_official_recipe(tiny_variant):
@@ -170,7 +199,7 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def test_cone_page_minilm_sentence_all_sections(cache_dir):
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = "minilm-l6"  # the variant model may be the default
     at.session_state["text_value"] = SENTENCE
     at.run()
@@ -208,7 +237,7 @@ def test_cone_page_minilm_sentence_all_sections(cache_dir):
 
 def test_cone_page_tiny_variant_model_per_class_and_projections(tiny_variant_dir, cache_dir, monkeypatch):
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = genome_set("demo")[-1].text
     at.run()
@@ -242,7 +271,7 @@ def test_cone_page_uploaded_labelled_fasta(tiny_variant_dir, cache_dir, monkeypa
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     demo = genome_set("demo")
     fasta = "".join(f">{it.name}|{it.label}\n{it.text.split(chr(10), 1)[1]}\n" for it in (demo[0], demo[3], demo[7]))
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = demo[-1].text
     at.run()

@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from screenshots import IDLE, Runs, free_port, start_server  # noqa: E402
+from screenshots import IDLE, Runs  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 SHOTS = ROOT / "artifacts" / "screenshots"
@@ -38,17 +38,14 @@ def _records() -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def server():
+def server(server):
+    """The session's app server (conftest), when the shipped variant model is installed."""
     from bertgeom.models import REGISTRY
     from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")
-    port = free_port()
-    proc = start_server(port)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=20)
+    return server
 
 
 def _no_error_box(page) -> None:

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from screenshots import IDLE, Runs, wait_idle  # noqa: E402
+from screenshots import BOUND_MS, IDLE, Runs, wait_idle  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 SHOTS = ROOT / "artifacts" / "screenshots"
@@ -35,23 +35,22 @@ def _shot(page, name: str) -> None:
 
 def test_home_page_opens(server, page):
     page.goto(server)
-    wait_idle(page)
-    expect(page.get_by_text("the geometry of BERT's attention").first).to_be_visible(timeout=60_000)
+    wait_idle(page, BOUND_MS)
+    expect(page.get_by_text("the geometry of BERT's attention").first).to_be_visible(timeout=BOUND_MS)
     _shot(page, "home")
 
 
 def test_clicking_a_head_in_the_grid_opens_its_heatmap(server, page):
     page.goto(f"{server}/?view=heads&model=minilm-l6&layer=1&head=1")
-    wait_idle(page)
-    expect(page.get_by_text("L1 H1 — who attends to whom")).to_be_visible(timeout=60_000)
+    wait_idle(page, BOUND_MS)
+    expect(page.get_by_text("L1 H1 — who attends to whom")).to_be_visible(timeout=BOUND_MS)
     grid = page.get_by_test_id("stPlotlyChart").first
     # squares are ordered layer-major: index 2*12 + 4 is layer 3, head 5
     point = grid.locator(".scatterlayer .trace").first.locator(".point").nth(2 * 12 + 4)
     box = point.bounding_box()  # plotly's drag layer sits on top: click by coordinates
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    page.wait_for_timeout(500)
-    wait_idle(page)
-    expect(page.get_by_text("L3 H5 — who attends to whom")).to_be_visible(timeout=60_000)
+    wait_idle(page, BOUND_MS)
+    expect(page.get_by_text("L3 H5 — who attends to whom")).to_be_visible(timeout=BOUND_MS)
     assert "layer=3" in page.url and "head=5" in page.url
     _shot(page, "attention_heads")
 
@@ -82,13 +81,13 @@ def test_paste_a_genome_and_see_prediction_and_qc_card(server, page):
     from bertgeom.sars_cov_2.variant.spec import genome_set
 
     page.goto(f"{server}/?view=classifier&model=sars-cov-2-variant")
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     box = page.get_by_role("textbox", name="Genome or spike sequence")
     box.fill(genome_set("demo")[3].text)  # Alpha
     box.press("Control+Enter")
-    wait_idle(page)
-    expect(page.get_by_text("Verdict:").first).to_be_visible(timeout=120_000)
-    expect(page.get_by_text("Alpha —").first).to_be_visible(timeout=60_000)
+    wait_idle(page, BOUND_MS)
+    expect(page.get_by_text("Verdict:").first).to_be_visible(timeout=BOUND_MS)
+    expect(page.get_by_text("Alpha —").first).to_be_visible(timeout=BOUND_MS)
     _shot(page, "variant_classifier")
 
 
@@ -99,10 +98,11 @@ def test_upload_a_fasta_and_download_the_csv(server, page, tmp_path):
     fasta = tmp_path / "two.fasta"
     fasta.write_text(genome_set("demo")[5].text + "\n" + genome_set("demo")[7].text + "\n")
     page.goto(f"{server}/?view=classifier&model=sars-cov-2-variant")
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(fasta))
-    wait_idle(page)
-    expect(page.get_by_text("2 records")).to_be_visible(timeout=120_000)
+    wait_idle(page, BOUND_MS)
+    # the table's heading (while the batch runs, "Classifying 2 records…" holds the same words)
+    expect(page.get_by_role("heading", name="2 records")).to_be_visible(timeout=BOUND_MS)
     with page.expect_download() as info:
         page.get_by_role("button", name="Download all predictions (CSV)").click()
     path = info.value.path()
@@ -114,10 +114,10 @@ def test_upload_a_fasta_and_download_the_csv(server, page, tmp_path):
 @pytest.mark.parametrize(("view", "title"), [("subspace", "Subspace Directions"), ("cone", "Cone Index per Layer")])
 def test_the_geometry_pages_open_without_errors(server, page, view, title):
     page.goto(f"{server}/?view={view}&model=minilm-l6&layer=2&head=3")
-    wait_idle(page)
-    expect(page.get_by_role("heading", name=title)).to_be_visible(timeout=120_000)
+    wait_idle(page, BOUND_MS)
+    expect(page.get_by_role("heading", name=title)).to_be_visible(timeout=BOUND_MS)
     expect(page.get_by_test_id("stException")).to_have_count(0)
-    expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible(timeout=120_000)
+    expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible(timeout=BOUND_MS)
     _shot(page, view)
 
 
@@ -128,16 +128,15 @@ def _click_point(page, point) -> None:
     point.scroll_into_view_if_needed()
     box = point.bounding_box()  # plotly's drag layer sits on top: click by coordinates
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    page.wait_for_timeout(500)
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
 
 
 def test_head_view_hover_keeps_only_that_tokens_links(server, page):
     page.goto(f"{server}/?view=heads&model=minilm-l6&layer=2&head=3&heads_tab=Head+view")
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     frame = page.frame_locator("iframe[title='st.iframe']").first
     svg = frame.locator("svg#hv")
-    expect(svg).to_have_attribute("data-shown", re.compile(r"^\d+$"), timeout=60_000)
+    expect(svg).to_have_attribute("data-shown", re.compile(r"^\d+$"), timeout=BOUND_MS)
     every = int(svg.get_attribute("data-shown"))
     frame.locator("g.token[data-side=q][data-i='2']").hover()
     expect(svg).to_have_attribute("data-focus", "q2")
@@ -152,12 +151,12 @@ def test_head_view_hover_keeps_only_that_tokens_links(server, page):
 
 def test_model_view_click_selects_the_head(server, page):
     page.goto(f"{server}/?view=heads&model=minilm-l6&layer=1&head=1&heads_tab=Model+view")
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     chart = page.get_by_test_id("stPlotlyChart").filter(has=page.locator(".heatmaplayer"))  # the model view
-    expect(chart.locator(".heatmaplayer image")).to_have_count(6 * 12, timeout=60_000)  # one thumbnail per head
+    expect(chart.locator(".heatmaplayer image")).to_have_count(6 * 12, timeout=BOUND_MS)  # one thumbnail per head
     points = chart.locator(".scatterlayer .trace").last.locator(".point")
     _click_point(page, points.nth(1 * 12 + 4))  # layer-major: layer 2, head 5
-    expect(page.get_by_role("heading", name="L2 H5")).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("heading", name="L2 H5")).to_be_visible(timeout=BOUND_MS)
     assert "layer=2" in page.url and "head=5" in page.url
     _shot(page, "model_view")
 
@@ -167,12 +166,12 @@ def test_set_embedding_click_opens_that_input(server, page):
 
     texts = {it.name: it.text for it in sentence_set()}
     page.goto(f"{server}/?view=heads&model=minilm-l6&layer=2&head=3&heads_tab=Queries+%26+keys+over+a+set")
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     chart = page.get_by_test_id("stPlotlyChart").filter(has_text="(query)")  # the joint map's legend
-    expect(chart.locator(".scatterlayer .point").first).to_be_visible(timeout=120_000)
+    expect(chart.locator(".scatterlayer .point").first).to_be_visible(timeout=BOUND_MS)
     _click_point(page, chart.locator(".scatterlayer .trace").nth(2).locator(".point").nth(3))
     opened = page.get_by_text(re.compile(r"^Opened .+ \(token \d+\) in the sidebar"))
-    expect(opened).to_be_visible(timeout=60_000)
+    expect(opened).to_be_visible(timeout=BOUND_MS)
     name = re.match(r"Opened (.+) \(token", opened.inner_text()).group(1)
     expect(page.get_by_role("textbox", name="Input sentence")).to_have_value(texts[name])
     _shot(page, "qk_set")
@@ -191,18 +190,18 @@ def test_the_tour_opens_each_steps_page_head_and_tab(server, page):
     table = head_features(trace.attentions, TokenKinds(is_cls=enc.is_cls, is_sep=enc.is_sep, is_punct=enc.is_punct))
     prev, cls = strongest_head(table, "prev"), strongest_head(table, "cls")
     page.goto(server)
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     page.get_by_role("button", name="Start the tour").click()
-    wait_idle(page)
-    expect(page.get_by_text("Tour · step 1 of")).to_be_visible(timeout=60_000)
-    expect(page.get_by_text(f"{prev.label} — who attends to whom")).to_be_visible(timeout=60_000)
+    wait_idle(page, BOUND_MS)
+    expect(page.get_by_text("Tour · step 1 of")).to_be_visible(timeout=BOUND_MS)
+    expect(page.get_by_text(f"{prev.label} — who attends to whom")).to_be_visible(timeout=BOUND_MS)
     page.get_by_role("button", name="Next ▶").click()
-    wait_idle(page)
-    expect(page.get_by_text("Tour · step 2 of")).to_be_visible(timeout=60_000)
+    wait_idle(page, BOUND_MS)
+    expect(page.get_by_text("Tour · step 2 of")).to_be_visible(timeout=BOUND_MS)
     expect(page.get_by_role("tab", name="Head view", selected=True)).to_be_visible()
     assert "heads_tab=Head+view" in page.url
     page.get_by_role("button", name="Next ▶").click()
-    wait_idle(page)
-    expect(page.get_by_text("Tour · step 3 of")).to_be_visible(timeout=60_000)
-    expect(page.get_by_text(f"{cls.label} — who attends to whom")).to_be_visible(timeout=60_000)
+    wait_idle(page, BOUND_MS)
+    expect(page.get_by_text("Tour · step 3 of")).to_be_visible(timeout=BOUND_MS)
+    expect(page.get_by_text(f"{cls.label} — who attends to whom")).to_be_visible(timeout=BOUND_MS)
     _shot(page, "tour_step3")

@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from screenshots import free_port, start_server, wait_idle  # noqa: E402
+from screenshots import BOUND_MS, free_port, start_server, wait_idle  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 
@@ -47,8 +47,8 @@ def test_a_pages_address_opens_without_a_dialog_for_the_first_visitor(browser, p
         # the English pages on the tiny random model (fast); the dialog came from the path alone
         query = "?model=tiny-random" if path in ("heads", "subspace", "cone") else ""
         page.goto(f"http://127.0.0.1:{port}/{path}{query}")
-        wait_idle(page)
-        expect(page.get_by_role("heading", name=title, exact=True).first).to_be_visible(timeout=60_000)
+        wait_idle(page, BOUND_MS)
+        expect(page.get_by_role("heading", name=title, exact=True).first).to_be_visible(timeout=BOUND_MS)
         expect(page.get_by_text("Page not found")).to_have_count(0)
         expect(page.get_by_role("dialog")).to_have_count(0)
         assert urlsplit(page.url).path == f"/{path}"  # still on its own address

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from screenshots import wait_idle
+from screenshots import BOUND_MS, wait_idle
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 SHOTS = ROOT / "artifacts" / "screenshots"
@@ -61,20 +61,20 @@ def test_a_large_upload_note_and_a_record_heading_show_markup_as_text(server, pa
     big = "".join(f">{r.name}\n{r.sequence}\n" for r in recs).encode()
     assert len(big) > 200_000  # over the box limit: the sidebar's note names the file
     page.goto(f"{server}/?view=classifier&model=sars-cov-2-variant")
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     _upload(page.get_by_test_id("stSidebar").get_by_test_id("stFileUploaderDropzoneInput"), FILE_NAME, big)
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     note = page.get_by_test_id("stSidebar").get_by_text("Using the upload", exact=False)
-    expect(note).to_be_visible(timeout=120_000)
+    expect(note).to_be_visible(timeout=BOUND_MS)
     assert FILE_NAME in note.inner_text().replace("\u2060", "")
     _nothing_rendered(page)
 
     box = page.get_by_test_id("stSidebar").get_by_role("textbox").first
     box.fill(f">{HEADER}\n{recs[-1].sequence}\n")
     box.press("Control+Enter")
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     heading = page.get_by_role("heading", name="see http", exact=False)
-    expect(heading).to_be_visible(timeout=120_000)
+    expect(heading).to_be_visible(timeout=BOUND_MS)
     assert heading.inner_text().replace("\u2060", "").strip() == HEADER
     _nothing_rendered(page)
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -87,31 +87,31 @@ def test_set_uploads_on_cone_and_subspace_show_names_and_errors_as_text(server, 
     fasta = f">![x](http://127.0.0.1:9/evil-x.png)|omicron\n{junk}\n>www.evil.example.com|delta\n{junk}\n".encode()
 
     page.goto(f"{server}/?view=cone&model=sars-cov-2-variant")
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     page.get_by_test_id("stButtonGroup").get_by_text("Per class over a set").click()
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     page.get_by_text("upload your own labelled FASTA").click()
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     _upload(page.get_by_test_id("stMain").get_by_test_id("stFileUploaderDropzoneInput").first, FILE_NAME, fasta)
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     note = page.get_by_test_id("stMain").get_by_text("Uploaded set", exact=False)
-    expect(note).to_be_visible(timeout=120_000)
+    expect(note).to_be_visible(timeout=BOUND_MS)
     assert FILE_NAME in note.inner_text().replace("\u2060", "")
     _nothing_rendered(page)
 
     page.goto(f"{server}/?view=subspace&model=sars-cov-2-variant")
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     page.get_by_role("tab", name="Across inputs").click()
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     page.get_by_text("Use your own set instead").click()
     _upload(page.get_by_test_id("stMain").get_by_test_id("stFileUploaderDropzoneInput").first, FILE_NAME, fasta)
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     page.get_by_text("Compute for", exact=False).click()
-    wait_idle(page)
+    wait_idle(page, BOUND_MS)
     errors = page.get_by_text("input(s) could not be analysed", exact=False)
-    expect(errors).to_be_visible(timeout=120_000)
+    expect(errors).to_be_visible(timeout=BOUND_MS)
     errors.click()
-    expect(page.get_by_text("evil-x.png", exact=False).first).to_be_visible(timeout=30_000)
+    expect(page.get_by_text("evil-x.png", exact=False).first).to_be_visible(timeout=BOUND_MS)
     _nothing_rendered(page)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "hostile_markup_subspace.png"), full_page=True)

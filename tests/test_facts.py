@@ -63,7 +63,7 @@ def test_minilm_claims_are_true_of_minilm(minilm):
 def test_home_opens_with_the_guided_tour():
     """The teachers' tour is the guided tour on the front (bertgeom.ui.tour): its steps are listed on
     Home, and each step's sentence is computed from the view it opens (browser test: test_e2e_browser)."""
-    at = AppTest.from_file(APP, default_timeout=180).run()
+    at = AppTest.from_file(APP, default_timeout=600).run()
     assert not at.exception
     titles = [m.value for m in at.markdown if m.value.startswith("### A guided tour in")]
     assert titles and any("A head that reads the previous word" in m.value for m in at.markdown)

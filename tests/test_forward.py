@@ -196,3 +196,23 @@ def test_every_forward_path_moves_its_inputs_to_the_models_device(meta_model):
         with pytest.raises((NotImplementedError, RuntimeError), match="meta"), rec:
             call()
         assert not rec.mixed, (name, rec.mixed[:3])
+
+
+def test_the_attention_path_resolves_auto_and_refuses_what_cannot_be_honoured():
+    """run_forward's choice of path, one named step: the model's own forward when nothing is
+    intervened on, eager when attention weights are wanted, fused SDPA otherwise."""
+    from bertgeom.forward import _attention_path
+
+    kw = dict(attentions=False, hidden_states=False, logits_only=False, disabled=None, start_layer=0,
+              start_hidden=None, grad=False)
+    assert _attention_path("auto", **kw) == "model"
+    assert _attention_path("auto", **{**kw, "grad": True}) == "sdpa"
+    assert _attention_path("auto", **{**kw, "grad": True, "attentions": True}) == "eager"
+    assert _attention_path("model", **{**kw, "logits_only": True}) == "sdpa"
+    assert _attention_path("eager", **{**kw, "disabled": np.zeros((1, 1), bool)}) == "eager"
+    with pytest.raises(ValueError, match="recomputed forward"):
+        _attention_path("model", **{**kw, "disabled": np.zeros((1, 1), bool)})
+    with pytest.raises(ValueError, match="no attention weights"):
+        _attention_path("sdpa", **{**kw, "attentions": True})
+    with pytest.raises(ValueError, match="logits_only"):
+        _attention_path("auto", **{**kw, "logits_only": True, "hidden_states": True})

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.reference_heads import reference_per_head
+from bench.reference_heads import reference_names, reference_per_head
 from bertgeom.analysis.heads import (
     DEFAULT_DIST_BINS,
     FEATURE_DOCS,
@@ -279,6 +279,48 @@ def test_every_feature_is_documented():
         assert label and formula and source
     assert set(FEATURE_DOCS) <= set(t.names)
     assert hist_labels(DEFAULT_DIST_BINS)[0] == "d-33+" and len(hist_labels()) == 15
+
+
+#: The table's columns with the default parameters, in order (written out in the loop reference).
+DEFAULT_COLUMNS = reference_names(max_offset=3, local_windows=(1, 2, 4))
+
+
+def test_the_registry_keeps_the_column_order_and_refuses_a_second_feature_of_one_name():
+    from bertgeom.analysis.heads import HEAD_FEATURES, head_feature
+
+    t = head_features(softmax_maps(np.random.default_rng(5), 1, 2, 12), TokenKinds.simple(12))
+    assert t.names == DEFAULT_COLUMNS
+    assert all(HEAD_FEATURES[n].doc == FEATURE_DOCS[n] for n in FEATURE_DOCS)
+    with pytest.raises(ValueError, match="registered already"):
+        head_feature("entropy", ("again", "x", "y"))(lambda chunk: chunk.zeros())
+
+
+def test_a_new_feature_is_one_registered_function_read_by_the_table_the_docs_and_precompute():
+    """One edit adds a metric: the chunk loop computes it, the table, FEATURE_DOCS, feature_doc and the
+    precompute configuration (its stored columns) know it; it matches a loop over heads and rows."""
+    from bertgeom.analysis.heads import HEAD_FEATURES, head_feature
+    from bertgeom.precompute import PrecomputeConfig, PrecomputeError
+
+    with pytest.raises(PrecomputeError, match="diag_max"):
+        PrecomputeConfig(features=("diag_max",))
+
+    @head_feature("diag_max", ("strongest self weight", "max_{i in Q} A[i,i]", "a test's own feature"))
+    def _diag_max(chunk):
+        return np.diagonal(chunk.X, axis1=1, axis2=2)[:, chunk.p.q].max(axis=1)
+
+    try:
+        kinds = TokenKinds.simple(17, punct_positions=[4])
+        attn = softmax_maps(np.random.default_rng(6), 2, 3, 17)
+        t = head_features(attn, kinds, chunk_mb=0.001, n_jobs=2)  # one head per chunk, on threads
+        assert t.names[-1] == "diag_max" and t.names[:-1] == DEFAULT_COLUMNS
+        q = np.flatnonzero(kinds.content)
+        want = [[max(float(attn[l, h, i, i]) for i in q) for h in range(3)] for l in range(2)]
+        np.testing.assert_allclose(t["diag_max"], want, rtol=1e-7)
+        assert feature_doc("diag_max").formula == "max_{i in Q} A[i,i]"
+        assert PrecomputeConfig(features=("diag_max",)).features == ("diag_max",)
+    finally:
+        del HEAD_FEATURES["diag_max"], FEATURE_DOCS["diag_max"]
+    assert "diag_max" not in head_features(attn, kinds).names
 
 
 def test_class_mean_maps_zeroing_and_threshold_sum():

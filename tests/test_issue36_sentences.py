@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from bertgeom.analysis.facts import cone_summary, isoscore_rank_note
+from bertgeom.sars_cov_2.variant import genome_analysis
 
 
 def test_isoscore_note_follows_the_number_of_vectors_and_dimensions():
@@ -95,7 +96,7 @@ def test_three_qc_verdicts_side_by_side(tiny_variant):
     from bertgeom.sars_cov_2.variant.result import qc_verdicts
     from bertgeom.sars_cov_2.variant.spec import demo_genomes
 
-    analysis = encode_input(tiny_variant, demo_genomes()[7]["text"]).extra["analysis"]
+    analysis = genome_analysis(encode_input(tiny_variant, demo_genomes()[7]["text"]))
     rows = qc_verdicts(analysis)
     assert [r["check"] for r in rows] == ["Spike QC", "Genome QC", "QC score (Nextclade-like)"]
     assert rows[0]["verdict"] == analysis.qc.verdict and "never reads" not in rows[0]["for the call"]
@@ -129,3 +130,51 @@ def test_faithful_geometry_layer_by_layer_reports_progress_and_equals_all_layers
     ref = sub.attention_deviation(A[..., :T, :], Ac, rows=token_rows(trace, "content"))
     for k in ref:
         np.testing.assert_allclose(dev[k], ref[k], rtol=1e-6)
+
+
+def test_tour_stage_estimate_uses_the_last_durations_on_this_machine_else_the_pace():
+    from bertgeom.ui.tour import stage_eta
+
+    eta = stage_eta([20.0, 4.0, 1.0])
+    assert eta(0, 3, 0.0).startswith("about 25 s left (as long as it took the last time")
+    assert eta(1, 3, 22.0).startswith("about 5 s left")  # what is left after the model, however long it took now
+    assert eta(3, 3, 30.0) == "finishing…"
+    unknown = stage_eta([None, 4.0, 1.0])  # the model never loaded here: no number before the pace has one
+    assert unknown(0, 3, 0.0) == "estimating the time left…"
+    assert unknown(1, 3, 10.0).startswith("about 5 s left (as long")  # the rest was timed here before
+    assert stage_eta([20.0, None, 1.0])(1, 3, 10.0) == "about 20 s left"  # an untimed stage ahead: the pace
+
+
+def test_one_back_note_counts_rows_whose_darkest_cell_is_the_token_before():
+    from bertgeom.analysis.facts import one_back_note
+
+    n = 5
+    shift = np.eye(n, k=-1)
+    shift[0, 0] = 1.0  # the first row has no token before it: not counted
+    assert one_back_note(shift).startswith("in 4 of the 4 rows after the first (100%)")
+    mixed = shift.copy()
+    mixed[3] = np.eye(n)[3]  # one row reads itself instead
+    assert one_back_note(mixed, "word").startswith("in 3 of the 4 rows after the first (75%)")
+    assert one_back_note(mixed, "word").endswith("on the word before")
+    assert one_back_note(np.eye(n)).startswith("in 0 of the 4 rows")
+
+
+def test_page_notes_and_tour_facts_are_one_computation(tiny_bert):
+    """The grid caption, the Head view ranking and the Model view count print the very clauses the tour
+    says (bertgeom.analysis.facts), on a real model's features."""
+    from bertgeom.analysis.facts import behaviour_note, layer_ranking, special_heads_note, strongest_head, tour_facts
+    from bertgeom.analysis.heads import head_features
+    from bertgeom.trace import run_trace
+
+    trace = run_trace(tiny_bert, "The cat sat on the mat because it was tired.")
+    table = head_features(trace.attentions, trace.encoded)
+    facts = tour_facts(table)
+    assert facts["prev"] == behaviour_note(table, "prev") and facts["sink"] == behaviour_note(table, "cls")
+    prev = strongest_head(table, "prev")
+    ranking = layer_ranking(table, "prev", prev.layer)
+    assert ranking[0] == (prev.head, prev.value)  # the layer's first is the model's strongest head
+    assert [v for _, v in ranking] == sorted((v for _, v in ranking), reverse=True)
+    special = np.asarray(table["cls"]) + np.asarray(table["sep"])
+    note, (layer, head) = special_heads_note(table)
+    assert note.startswith(f"{int((special >= 0.5).sum())} of {special.size} heads")
+    assert special[layer, head] == special.max() and f"({special.max():.2f})" in note

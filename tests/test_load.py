@@ -1,5 +1,8 @@
-"""Load: 6 browser sessions at once classify different genomes and browse heads, while a 7th,
-light client keeps opening the home page (the scenario is ``tools/load_scenario.py``).
+"""Load: 4 browser sessions at once classify different genomes and browse heads, while a 5th,
+light client keeps opening the home page (the scenario is ``tools/load_scenario.py``; the benchmark,
+``bench/bench_load.py``, runs it with 6). Four keep the test a test of sessions at once (more than
+the server's heavy-work slots on 2 cores) at two thirds of the work, and the whole scenario is
+bounded (25 minutes, a failure guard on a busy machine; every wait inside ends on its event).
 
 All finish, each sees only its own results, the server's memory stays bounded, and the light
 client is served while they work. The working clients' browsers run at low CPU priority (a control
@@ -23,24 +26,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from load_scenario import SESSIONS, run_load  # noqa: E402
+from load_scenario import run_load  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
+SESSIONS = 4
+BOUND_S = 1500
 
 
-def test_six_sessions_at_once_and_a_light_client_is_served():
+def test_sessions_at_once_and_a_light_client_is_served():
     from bertgeom.models import REGISTRY
     from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")
-    d = run_load(clients_niced=True)
+    d = run_load(clients_niced=True, sessions=SESSIONS, timeout=BOUND_S)
     (ROOT / "artifacts").mkdir(exist_ok=True)
     (ROOT / "artifacts" / "load.json").write_text(json.dumps(d))
     times, median, idle = d["light_client_home_s"], d["light_client_home_median_s"], d["idle_home_s"]
     print(f"server peak RSS with {SESSIONS} sessions: {d['server_peak_rss_mib']} MiB; light client's home page while "
           f"they work: median {median:.2f} s over {len(times)} loads {times} (idle {idle:.2f} s); CPU while working: "
-          f"server {d['server_cpu_s_while_working']} s, the six browsers {d['browsers_cpu_s_while_working']} s")
+          f"server {d['server_cpu_s_while_working']} s, the {SESSIONS} browsers {d['browsers_cpu_s_while_working']} s")
     assert len(d["results"]) == SESSIONS
     assert all(r["own_heading"] for r in d["results"]), d["results"]
     assert d["server_peak_rss_mib"] < 6000

@@ -40,7 +40,7 @@ def _nothing_rendered(at) -> None:
 
 
 def test_a_shared_links_token_search_is_shown_as_text():
-    at = AppTest.from_file(APP, default_timeout=300)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = "tiny-random"
     at.session_state["text_value"] = "The cat sat on the mat."
     at.query_params["heads_tab"] = "Queries & keys over a set"
@@ -54,7 +54,7 @@ def test_a_shared_links_token_search_is_shown_as_text():
 
 
 def test_a_methods_link_section_is_shown_as_text():
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.query_params["section"] = "![](//0)"
     at.run()
     at.switch_page("app_pages/methods.py").run()
@@ -83,7 +83,7 @@ def test_custom_class_labels_are_data_not_one_of_the_eight(relabelled_model):
 
     folder, labels = relabelled_model
     genome = load_demo_genomes()[0][0]
-    at = AppTest.from_file(APP, default_timeout=300)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = str(folder)
     at.session_state["genome_value"] = f">g\n{genome.sequence}\n"
     at.run()
@@ -101,7 +101,7 @@ def test_the_batch_table_is_drawn_with_formula_cells_neutralised(tiny_variant_di
     genome = load_demo_genomes()[0][0].sequence
     names = ["=cmd|' /C calc'!A0", '=HYPERLINK("http://127.0.0.1:9/x","click")', "+1+1", "@SUM(A1)", "plain"]
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
-    at = AppTest.from_file(APP, default_timeout=300)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = "".join(f">{n}\n{genome}\n" for n in names)
     at.run()

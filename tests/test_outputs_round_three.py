@@ -275,3 +275,44 @@ def test_ctrl_c_during_start_up_is_one_sentence(tiny_variant_dir, tmp_path, demo
     rc, err = _interrupt_during_start_up(args, env)
     assert rc == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.strip().count("\n") == 0 and "interrupted" in err
+
+
+# The ~0.1 s before the CLI's run(): the package's own imports and bertgeom.__main__'s. A
+# sitecustomize (run by the child's interpreter before -m finds its module) holds the start-up at one
+# import, says so on stderr and waits on stdin, which the test never writes: SIGINT is sent on that
+# line, so it surely lands inside the window, however busy the machine.
+_HOLD_AT_IMPORT = '''
+import os, sys
+
+class _Hold:
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["HOLD_AT"]:
+            sys.meta_path.remove(self)
+            sys.stderr.write("held at " + name + "\\n")
+            sys.stderr.flush()
+            sys.stdin.read()  # never written: only a signal ends the wait
+        return None
+
+sys.meta_path.insert(0, _Hold())
+'''
+
+
+@pytest.mark.parametrize("hold_at", ["bertgeom.version", "bertgeom.models", "bertgeom.trace", "bertgeom.__main__"])
+def test_ctrl_c_in_the_imports_before_the_cli_runs_is_one_sentence(tmp_path, hold_at):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_HOLD_AT_IMPORT)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "HOLD_AT": hold_at, "PYTHONPATH": os.pathsep.join([str(site), str(root)])}
+    proc = subprocess.Popen([sys.executable, "-m", "bertgeom", "models"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        line = proc.stderr.readline()  # the event: the child is inside that import
+        assert line == f"held at {hold_at}\n", line + proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err == "interrupted (Ctrl+C).\n" and not out, err

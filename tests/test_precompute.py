@@ -176,8 +176,8 @@ def test_results_hold_the_library_computations(inputs, tiny_variant, local1):
     curves = res.class_curves()
     assert set(curves) <= set(res.labels) and all(v["mean"].shape == (L + 1,) for v in curves.values())
     cs = res.to_cone_set()
-    assert cs["hidden"].shape == (N_GENOMES, L + 1) and cs["cls"].shape[0] == N_GENOMES
-    assert list(cs["error_names"]) == ["not_a_genome"]
+    assert cs.hidden.shape == (N_GENOMES, L + 1) and cs.cls.shape[0] == N_GENOMES
+    assert list(cs.error_names) == ["not_a_genome"] and cs.streams == {}
     assert res.head_feature("delta_row").shape == (N_GENOMES + 1, L, H)
     with pytest.raises(KeyError):
         res.head_feature("verticality")
@@ -185,6 +185,31 @@ def test_results_hold_the_library_computations(inputs, tiny_variant, local1):
     slim = load_results(local1, columns=["cone_0"], cls=False)  # what a huge run would read
     assert list(slim.genomes.columns) == ["index", "name", "label", "predicted", "correct", "error", "cone_0"]
     assert slim.cls.shape[0] == N_GENOMES + 1 and slim.maps.keys() == res.maps.keys()
+
+
+def test_precomputed_and_computed_cone_sets_are_one_type_with_equal_values(inputs, tiny_variant, local1):
+    """The two producers of a set's cone profiles (the model run here, a precompute run read back)
+    give the same ConeSet type and the same numbers for the same genomes."""
+    from bertgeom.sets.cone import ConeSet, cone_profiles_over_set
+    from bertgeom.inputs import InputItem
+    from bertgeom.probabilities import class_probabilities
+    from bertgeom.sars_cov_2.variant.spec import genome_set
+
+    truth = dict(line.split("\t") for line in Path(inputs[1]).read_text().splitlines()[1:])
+    items = [InputItem(it.name, it.text, truth[it.name]) for it in genome_set()[:N_GENOMES]]
+    here = cone_profiles_over_set(tiny_variant, items, "content", streams=False, batch_size=4)
+    stored = load_results(local1).to_cone_set()
+    assert type(here) is type(stored) is ConeSet
+    for field in ("names", "labels", "predicted", "correct", "m"):
+        np.testing.assert_array_equal(getattr(stored, field), getattr(here, field), err_msg=field)
+    assert stored.correct.any() and not stored.correct.all()  # both branches of predicted == label
+    np.testing.assert_allclose(stored.hidden, here.hidden, rtol=1e-6)  # Parquet keeps float32
+    np.testing.assert_allclose(stored.cls, here.cls, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(stored.stream_values("hidden")[0], here.stream_values("hidden")[0], rtol=1e-6)
+    for a in (here, stored):
+        assert a.hidden.dtype == np.float64 and a.m.dtype == np.int64 and a.cls.dtype == np.float32
+    np.testing.assert_allclose(stored.probs, class_probabilities(tiny_variant, here.logits), atol=1e-5)
+    assert stored.error_names.tolist() == ["not_a_genome"] and here.error_names.tolist() == []
 
 
 def test_heads_maps_and_reduced_cls(inputs, tiny_variant, local1, tmp_path):

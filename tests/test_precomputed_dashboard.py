@@ -25,7 +25,7 @@ def test_cone_page_reads_per_class_curves_from_a_results_directory(tiny_variant,
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     monkeypatch.setenv("BERTGEOM_RESULTS_DIR", str(root))
     monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = genome_set("demo")[-1].text
     at.session_state["w_cone_section"] = "classes"  # straight to the per-class view of the results directory

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bertgeom.sets import prepared
+from bertgeom.sets.cone import ConeSet
 from bertgeom.sets.inputs import disk_cached_arrays, map_over_set, set_fingerprint, shipped_set
 
 
@@ -55,7 +56,7 @@ def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant)
 
     # the cone page's default view (content tokens, unpadded) is on disk under the page's key
     cone = _read(prepared.cone_set_key(mid, tiny_variant, set_fingerprint(items), prepared.CONE_TOKEN_SET, None))
-    assert cone["hidden"].shape[0] == len(summary["names"])
+    assert ConeSet.from_arrays(cone).hidden.shape[0] == len(summary["names"])
 
     # a second run (a server restart, a second `prepare-sets`) computes nothing; with the summary on
     # disk the class-mean maps are listed one task per class

@@ -38,7 +38,7 @@ def test_cone_page_shows_the_probe_for_the_variant_set(tiny_variant_dir, tmp_pat
 
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=300)
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = genome_set("demo")[-1].text
     at.run()

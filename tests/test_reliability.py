@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+from bertgeom.sars_cov_2.variant import genome_analysis
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE_NAMES = ["![x](http://127.0.0.1:9/x.png)", ":red[red] **bold** $x^2$", "see http://evil.example.com/a",
@@ -126,7 +127,7 @@ def test_the_single_result_csv_neutralises_a_formula_name(tiny_variant):
 
     rec = load_demo_genomes()[0][0]
     trace = run_trace(tiny_variant, f">=HYPERLINK(\"http://x\")\n{rec.sequence}")
-    analysis = trace.encoded.extra["analysis"]
+    analysis = genome_analysis(trace.encoded)
     row = result_row(tiny_variant, analysis, trace.predicted, list(trace.labels), trace.probs)
     body = list(csv.DictReader(csv_bytes([row]).decode().splitlines()))
     assert body[0]["name"] == "'=HYPERLINK(\"http://x\")"
@@ -253,7 +254,7 @@ def test_a_manifest_model_id_is_shown_as_text(run_template, tiny_variant_dir, tm
 def test_attention_heads_on_an_input_with_no_content_token_says_so(text):
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
     at.query_params["model"] = "tiny-random"
     at.query_params["text"] = text  # as the URL text=%E2%80%8B, %E2%80%AE, %00
     at.run()
@@ -271,7 +272,7 @@ def test_a_broken_variant_model_folder_gives_one_sentence_on_the_classifier(tiny
     shutil.copytree(tiny_variant_dir, broken)
     (broken / "model.safetensors").write_bytes(b"\x00garbage" * 100)
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
     at.session_state["model_id"] = str(broken)
     at.run()
     at.switch_page("bertgeom/sars_cov_2/page.py").run()
@@ -321,7 +322,7 @@ def test_duplicate_names_are_told_apart_on_the_classifier_page(tiny_variant_dir,
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = ("".join(f">same\n{demo[i].sequence}\n" for i in range(2))
                                         + f">other\n{demo[2].sequence}\n")
@@ -368,7 +369,7 @@ def _cone_page_on_precomputed_sets(tiny_variant_dir, tmp_path, monkeypatch, *, c
     monkeypatch.setenv("BERTGEOM_RESULTS_DIR", str(tmp_path / "results"))
     if cache:
         monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = genome_set("demo")[-1].text
     at.session_state["w_cone_section"] = "classes"

@@ -116,7 +116,7 @@ def test_integrated_gradients_track_never_overlaps_the_domain_bar(tiny_variant):
     assert (ig.attributions[1:-1] < 0).any()  # a signed track: the case that drew over the bar
     tracks = {"[CLS] attention": cls_attention_by_layer(trace)[-1], "attention rollout": attention_rollout(trace)[-1],
               "integrated gradients": ig.attributions}
-    fig = spike_track(tracks, trace.encoded.axis_labels, trace.encoded.extra["domains"])
+    fig = spike_track(tracks, trace.encoded.axis_labels, trace.encoded.domains)
     lay = fig.layout
     track_dom, bar_dom = tuple(lay.yaxis.domain), tuple(lay.yaxis2.domain)
     assert bar_dom[1] < track_dom[0]  # disjoint: the bar lies wholly under the tracks
@@ -166,7 +166,7 @@ def page_with_paste(tiny_variant_dir, monkeypatch):
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
 
     def open_page(page: str, genome_text: str) -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=240)
+        at = AppTest.from_file(APP, default_timeout=600)
         at.session_state["model_id"] = str(tiny_variant_dir)
         at.session_state["genome_value"] = genome_text
         at.run()

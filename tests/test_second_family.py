@@ -25,7 +25,7 @@ def _toy_registered(tmp_path_factory, monkeypatch):
 
 
 def _open(page: str, **state) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = toy.MODEL_ID
     at.session_state["letters_value"] = WORD
     for key, value in state.items():
@@ -50,11 +50,29 @@ def test_the_family_is_read_by_the_library():
     tr = trace(loaded, WORD)
     assert tr.tokens[0] == "[CLS]" and tr.tokens[-1] == "[SEP]" and len(tr.tokens) == len(WORD) + 2
     assert tr.predicted in toy.CLASSES
-    assert set(tr.encoded.extra["domains"]) == {"", "head", "tail"}
+    assert set(tr.encoded.domains) == {"", "head", "tail"}
     q = tr["q", 1]
     assert q.shape == (2, len(tr.tokens), 8)
     feats = tr.head_features()
     assert feats["entropy"].shape == (2, 2)
+
+
+def test_token_domains_and_the_plugin_annotation_are_typed_fields_of_the_encoding():
+    """A kind's token domains travel as ``EncodedInput.domains`` (one per token, checked), and what a
+    plug-in learned while reading an input as its opaque ``annotation``: no magic keys."""
+    import dataclasses
+
+    import numpy as np
+    from bertgeom import load_model
+    from bertgeom.inputs import EncodedInput, encode_input
+
+    enc = encode_input(load_model(toy.MODEL_ID), WORD)
+    assert isinstance(enc.domains, tuple) and len(enc.domains) == enc.n_tokens
+    assert enc.domains[0] == enc.domains[-1] == "" and enc.annotation is None
+    assert "extra" not in {f.name for f in dataclasses.fields(EncodedInput)}
+    with pytest.raises(ValueError, match="3 token domains for 4 tokens"):
+        EncodedInput("ab", np.arange(4), ["[CLS]", "a", "b", "[SEP]"], np.zeros((4, 2), int), "letter",
+                     np.zeros(4, bool), np.zeros(4, bool), np.zeros(4, bool), domains=("", "head", ""))
 
 
 def test_the_sidebar_offers_its_input_box_and_examples():
@@ -111,7 +129,7 @@ def test_every_cone_section_opens(section):
 
 
 def test_a_fresh_session_starts_with_the_default_sentence_and_an_empty_box_per_other_kind():
-    at = AppTest.from_file(APP, default_timeout=120).run()
+    at = AppTest.from_file(APP, default_timeout=600).run()
     from bertgeom.ui.state import STORE
 
     assert at.session_state["text_value"] == STORE["text_value"] != ""
@@ -119,7 +137,7 @@ def test_a_fresh_session_starts_with_the_default_sentence_and_an_empty_box_per_o
 
 
 def test_the_home_page_lists_the_family():
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = toy.MODEL_ID
     at.session_state["letters_value"] = WORD
     at.run()

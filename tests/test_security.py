@@ -42,7 +42,7 @@ def test_every_torch_load_is_weights_only():
 
 
 def _run_with_model(model_id: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = model_id
     at.run()
     return at.switch_page("app_pages/attention_heads.py").run()
@@ -61,14 +61,14 @@ def test_a_local_path_typed_in_the_ui_is_refused_unless_enabled(tiny_bert_dir, m
 
 def test_a_model_path_in_a_shared_link_is_ignored_unless_enabled(tiny_bert_dir, monkeypatch):
     monkeypatch.delenv("BERTGEOM_ALLOW_CUSTOM_MODELS", raising=False)
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.query_params["model"] = str(tiny_bert_dir)
     at.run()
     assert at.session_state["model_id"] != str(tiny_bert_dir)
 
 
 def test_user_text_is_shown_as_text_not_html():
-    at = AppTest.from_file(APP, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["text_value"] = "<img src=x onerror=alert(1)> <b>bold</b>"
     at.session_state["model_id"] = "minilm-l6"
     at.run()

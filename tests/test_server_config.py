@@ -39,7 +39,7 @@ def test_the_home_page_needs_no_torch_and_torch_comes_in_the_background_after_it
         "import os, sys, threading\n"
         "os.environ['BERTGEOM_PREPARE_SETS'] = '0'\n"
         "from streamlit.testing.v1 import AppTest\n"
-        f"at = AppTest.from_file({str(ROOT / 'app.py')!r}, default_timeout=120)\n"
+        f"at = AppTest.from_file({str(ROOT / 'app.py')!r}, default_timeout=600)\n"
         "import bertgeom.runtime as rt\n"
         "rt.configure_server_threads()\n"
         "assert 'torch' not in sys.modules, 'configuring threads imported torch'\n"

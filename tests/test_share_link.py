@@ -18,7 +18,7 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 def _open_link(url: str, page: str = "app_pages/attention_heads.py") -> AppTest:
     """A fresh session opened on ``url``'s query, then on ``page`` (what ?view= does in a browser)."""
-    at = AppTest.from_file(APP, default_timeout=180)
+    at = AppTest.from_file(APP, default_timeout=600)
     for k, v in parse_qsl(urlsplit(url).query):
         at.query_params[k] = v
     at.run()

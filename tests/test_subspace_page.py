@@ -39,7 +39,7 @@ def _charts(at) -> dict[str, dict]:
 
 def _open(**state) -> AppTest:
     state.setdefault("model_id", "minilm-l6")  # the variant model is the app's default
-    at = AppTest.from_file(APP, default_timeout=180)
+    at = AppTest.from_file(APP, default_timeout=600)
     for key, value in state.items():
         at.session_state[key] = value
     at.run()

@@ -19,7 +19,7 @@ def variant_app(tiny_variant_dir, monkeypatch):
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
 
     def make(genome_text: str) -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=180)
+        at = AppTest.from_file(APP, default_timeout=600)
         at.session_state["model_id"] = str(tiny_variant_dir)
         at.session_state["genome_value"] = genome_text
         at.run()
@@ -130,7 +130,7 @@ def test_the_web_csv_quotes_formula_like_names():
 def test_the_shared_sidebar_shows_a_markdown_header_as_text_on_every_page(tiny_variant_dir, monkeypatch):
     """The 'contains no sequence' error of the Attention Heads page quotes the header as typed."""
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
-    at = AppTest.from_file(APP, default_timeout=180)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = ">![p](http://127.0.0.1:8999/p.png) :red[x]\n"
     at.run()
@@ -175,7 +175,7 @@ def test_an_emptied_box_shows_how_to_start_and_nothing_computed(variant_app):
 
 def test_a_link_made_on_a_pasted_genome_says_so_and_shows_no_other_genome(tiny_variant_dir, monkeypatch):
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
-    at = AppTest.from_file(APP, default_timeout=180)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.query_params.update({"view": "classifier", "model": str(tiny_variant_dir), "input": "missing"})
     at.run()
     at = at.switch_page(PAGE).run()

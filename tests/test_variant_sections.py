@@ -13,7 +13,7 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 def test_gene_tables_nearest_clade_and_qc_score_read_the_one_analysis(tiny_variant_dir, monkeypatch):
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
-    at = AppTest.from_file(APP, default_timeout=180)
+    at = AppTest.from_file(APP, default_timeout=600)
     at.session_state["model_id"] = str(tiny_variant_dir)
     at.session_state["genome_value"] = genome_set("demo")[3].text  # the Alpha example
     at.run()

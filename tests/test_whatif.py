@@ -8,6 +8,7 @@ import pytest
 
 from bertgeom.sars_cov_2.genome.markers import load_marker_table, marker_state
 from bertgeom.inputs import encode_input
+from bertgeom.sars_cov_2.variant import genome_analysis
 from bertgeom.sars_cov_2.variant.spec import demo_genomes
 from bertgeom.sars_cov_2.variant.explain import SpikeChange, apply_changes, probabilities_for_spike
 from bertgeom.probabilities import class_log_odds, class_probabilities
@@ -27,7 +28,20 @@ from bertgeom.sars_cov_2.variant.whatif import (
 @pytest.fixture(scope="module")
 def omicron(tiny_variant):
     enc = encode_input(tiny_variant, demo_genomes()[7]["text"])
-    return enc.extra["analysis"].spike.aligned
+    return genome_analysis(enc).spike.aligned
+
+
+def test_a_genome_input_carries_its_analysis_and_domains_as_typed_fields(tiny_variant):
+    from bertgeom.sars_cov_2.genome.pipeline import GenomeAnalysis
+    from bertgeom.inputs import EncodedInput
+
+    enc = encode_input(tiny_variant, demo_genomes()[7]["text"])
+    assert isinstance(genome_analysis(enc), GenomeAnalysis) and genome_analysis(enc) is enc.annotation
+    assert len(enc.domains) == enc.n_tokens and "RBD" in enc.domains and enc.domains[0] == ""
+    text = EncodedInput("a", np.arange(3), ["[CLS]", "a", "[SEP]"], np.zeros((3, 2), int), "char",
+                        np.eye(3, dtype=bool)[0], np.eye(3, dtype=bool)[2], np.zeros(3, bool))
+    with pytest.raises(TypeError, match="not a genome"):
+        genome_analysis(text)
 
 
 def test_candidates_cover_every_carried_marker(omicron):
@@ -129,8 +143,10 @@ def test_genome_sentence_names_the_box_count_and_page_probabilities():
              "best_single": {"change": "revert N501Y", "logodds_before": 10.1, "logodds_after": 9.95,
                              "p_after": 0.99995}}
     text = genome_sentence(facts)
-    assert "(> 99.9%, log-odds 10.1)" in text and "(29 changes in the *What if?* box below)" in text
-    assert "falls to < 0.1%" in text and "from 10.1 to 9.9" in text
+    assert "(> 99.9%, log-odds 10.10)" in text and "(29 changes in the *What if?* box below)" in text
+    assert "falls to < 0.1%" in text and "**revert N501Y**, and watch" in text
+    # only numbers the classifier page prints: not the 39 candidates nor the single marker's own log-odds
+    assert "39" not in text and "9.95" not in text
 
 
 def test_readme_tour_sentence_is_the_shipped_models():

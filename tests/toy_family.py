@@ -41,7 +41,7 @@ def encode_letters(loaded: LoadedModel, text: str) -> EncodedInput:
     half = (len(letters) + 1) // 2
     domains = [""] + [DOMAINS[0] if i < half else DOMAINS[1] for i in range(len(letters))] + [""]
     return EncodedInput(text.strip(), ids, tokens, spans, "letter", is_cls, is_sep, np.zeros(n, bool),
-                        extra={"domains": domains})
+                        domains=tuple(domains))
 
 
 def _load(spec: ModelSpec) -> LoadedModel:

@@ -48,6 +48,10 @@ def start_server(port: int, env: dict | None = None) -> subprocess.Popen:
     raise RuntimeError("streamlit did not become healthy (exited, or not within 600 s)")
 
 
+#: Upper bound of a browser test's wait on a busy 2-core machine: every wait ends on its event (an
+#: element, a finished run), this only turns a hang into a failure.
+BOUND_MS = 600_000
+
 #: The app's state attribute once a script run has finished and no other is running.
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 
@@ -84,7 +88,22 @@ class Runs:
 
     def after(self, action, timeout_ms: int = 600_000) -> None:
         """Do ``action`` (a ``goto``, a click that reruns the script...), then wait until a run that
-        finished after it has been reported and the app is idle."""
+        the page asked for after the action began has finished and the app is idle.
+
+        On a page that counts its runs (``watch_runs``) the request itself is seen, in the page, so
+        a run asked for late (a slider's debounce) or a previous run's late finish cannot satisfy
+        the wait; elsewhere, a finished run reported after the action (the page's websocket as
+        Playwright relays it)."""
+        if self.page.evaluate("() => window.__bertgeomRuns !== undefined"):
+            before = self.page.evaluate("() => [window.__bertgeomRuns.page, window.__bertgeomRuns.seq]")
+            action()
+            self.page.wait_for_function(
+                """([idle, page, seq]) => { const r = window.__bertgeomRuns;
+                     if (r === undefined) return false;
+                     const asked = r.page === page ? r.requested > seq : r.requested > 0;  // a new document
+                     return asked && r.finished > r.requested && document.querySelector(idle) !== null; }""",
+                arg=[IDLE, *before], timeout=timeout_ms, polling=50)
+            return
         seen = self.finished
         action()
         deadline = time.monotonic() + timeout_ms / 1000
@@ -95,10 +114,77 @@ class Runs:
         self.page.wait_for_selector(IDLE, timeout=timeout_ms)
 
 
+#: Installed in a page before its own scripts (``add_init_script``): the page's websocket counts, in
+#: one sequence, each script run the page asks for (a ``BackMsg`` carrying ``rerun_script``, field 11)
+#: and each run the server reports finished (a ``ForwardMsg`` carrying ``script_finished``, field 6,
+#: other than ``FINISHED_EARLY_FOR_RERUN``, 2). The request is counted in the same JavaScript task as
+#: the click or key press that makes it, so a wait that starts after the action cannot miss it.
+WATCH_RUNS_JS = """(() => {
+  if (window.__bertgeomRuns) return;
+  const runs = window.__bertgeomRuns = {page: Math.random(), seq: 0, requested: 0, finished: 0};
+  const varint = (b, i) => {
+    let v = 0, s = 0, c;
+    do { c = b[i++]; v += (c & 127) * 2 ** s; s += 7; } while (c & 128 && i < b.length);
+    return [v, i];
+  };
+  const fields = (b) => {  // the message's top-level fields as [number, varint value or null]
+    const out = []; let i = 0;
+    try {
+      while (i < b.length) {
+        let t, v = null; [t, i] = varint(b, i);
+        const w = t & 7;
+        if (w === 0) [v, i] = varint(b, i);
+        else if (w === 2) { let n; [n, i] = varint(b, i); i += n; }
+        else if (w === 1) i += 8; else if (w === 5) i += 4; else break;
+        out.push([Math.floor(t / 8), v]);
+      }
+    } catch (e) { /* not a protobuf message: counts nothing */ }
+    return out;
+  };
+  const bytes = (d) => d instanceof ArrayBuffer ? new Uint8Array(d)
+    : ArrayBuffer.isView(d) ? new Uint8Array(d.buffer, d.byteOffset, d.byteLength) : null;
+  const Native = window.WebSocket;
+  class Watched extends Native {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener("message", (e) => {
+        const b = bytes(e.data);
+        if (b && fields(b).some(([n, v]) => n === 6 && v !== 2)) runs.finished = ++runs.seq;
+      });
+    }
+    send(data) {
+      const b = bytes(data);
+      if (b && fields(b).some(([n]) => n === 11)) runs.requested = ++runs.seq;
+      return super.send(data);
+    }
+  }
+  window.WebSocket = Watched;
+})();"""
+
+
+def watch_runs(target) -> None:
+    """Count the script runs of every page ``target`` (a Playwright page or browser context) opens
+    from now on, for ``wait_idle``. Call before the first ``goto``."""
+    target.add_init_script(script=WATCH_RUNS_JS)
+
+
 def wait_idle(page, timeout_ms: int = 120_000) -> None:
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms)
-    page.wait_for_timeout(800)
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms)
+    """Wait until the last script run the page asked for has finished and the app is idle: an event
+    (the page's websocket, ``watch_runs``), never a pause, so a busy machine only makes it slower.
+    ``timeout_ms`` is an upper bound that turns a hang into a failure.
+
+    A page opened without ``watch_runs`` (some screenshot tools) falls back to the idle state seen
+    twice, 800 ms apart."""
+    if not page.evaluate("() => window.__bertgeomRuns !== undefined"):
+        page.wait_for_selector(IDLE, timeout=timeout_ms)
+        page.wait_for_timeout(800)
+        page.wait_for_selector(IDLE, timeout=timeout_ms)
+        return
+    page.wait_for_function(
+        """(idle) => { const r = window.__bertgeomRuns;
+                       return r.requested > 0 && r.finished > r.requested
+                              && document.querySelector(idle) !== null; }""",
+        arg=IDLE, timeout=timeout_ms, polling=50)
 
 
 def main(out_dir: str, paths: list[str]) -> None:
@@ -113,6 +199,7 @@ def main(out_dir: str, paths: list[str]) -> None:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
             height = int(os.environ.get("SHOT_HEIGHT", "1000"))  # taller viewports capture long pages whole
             page = browser.new_page(viewport={"width": 1400, "height": height})
+            watch_runs(page)
             for i, path in enumerate(paths):
                 page.goto(f"http://127.0.0.1:{port}/{path.lstrip('/')}")
                 wait_idle(page)

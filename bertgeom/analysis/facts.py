@@ -17,7 +17,8 @@ import numpy as np
 
 from bertgeom.tables import head_label
 
-__all__ = ["HeadFact", "cone_summary", "isoscore_rank_note", "strongest_head", "sink_summary", "tour_facts"]
+__all__ = ["HeadFact", "behaviour_note", "cone_summary", "isoscore_rank_note", "layer_ranking", "one_back_note",
+           "special_heads_note", "strongest_head", "sink_summary", "tour_facts"]
 
 #: feature -> (what the head does, Clark's threshold)
 BEHAVIOURS = {
@@ -82,21 +83,61 @@ def tour_facts(table) -> dict[str, str]:
     Keys: ``prev`` (the strongest previous-token head), ``next``, ``sink`` (see
     :func:`sink_summary`), and ``prev_head`` / ``sink_head`` as ``"layer,head"`` (0-based) for
     buttons that select the head named in the sentence."""
-    prev, nxt = strongest_head(table, "prev"), strongest_head(table, "next")
+    prev = strongest_head(table, "prev")
     cls, sep = strongest_head(table, "cls"), strongest_head(table, "sep")
     sink = cls if cls.value >= sep.value else sep
-
-    def one(f: HeadFact, what: str) -> str:
-        return (f"in this model the strongest {what} head is **{f.label}** ({f.value:.2f} of each token's attention); "
-                f"{f.n_above} of {f.n_heads} heads pass {f.threshold:g}")
-
     return {
-        "prev": one(prev, "previous-token"),
-        "next": one(nxt, "next-token"),
+        "prev": behaviour_note(table, "prev"),
+        "next": behaviour_note(table, "next"),
         "sink": sink_summary(table),
         "prev_head": f"{prev.layer},{prev.head}",
         "sink_head": f"{sink.layer},{sink.head}",
     }
+
+
+#: The words :func:`behaviour_note` uses for a head that reads one neighbour.
+_NEIGHBOUR = {"prev": "previous-token", "next": "next-token"}
+
+
+def behaviour_note(table, feature: str) -> str:
+    """The strongest head of one of Clark's behaviours and how many heads pass his threshold: the
+    clause the tour says and the Attention Heads grid prints under its colour (computed once here, so
+    the two cannot disagree). ``cls``/``sep`` give :func:`sink_summary` (both special tokens)."""
+    if feature in ("cls", "sep"):
+        return sink_summary(table)
+    f = strongest_head(table, feature)
+    what = _NEIGHBOUR.get(feature, BEHAVIOURS[feature][0])
+    return (f"in this model the strongest {what} head is **{f.label}** ({f.value:.2f} of each token's attention); "
+            f"{f.n_above} of {f.n_heads} heads pass {f.threshold:g}")
+
+
+def one_back_note(attention, unit: str = "token") -> str:
+    """How often a map's darkest cell of a row sits just left of the diagonal (on the token before):
+    counted over the rows after the first, on the map as drawn (tokens, or words when merged)."""
+    A = np.asarray(attention, dtype=np.float64)
+    rows = np.arange(1, A.shape[0])
+    hits = int((A[rows].argmax(axis=1) == rows - 1).sum())
+    share = hits / max(rows.size, 1)
+    return (f"in {hits} of the {rows.size} rows after the first ({share:.0%}) the darkest cell sits just left of "
+            f"the diagonal, on the {unit} before")
+
+
+def special_heads_note(table) -> tuple[str, tuple[int, int]]:
+    """How many heads put half or more of their attention on [CLS] and [SEP] together, and the head
+    that puts the most there (0-based): the Model view's caption and the tour's step on it."""
+    special = np.asarray(table["cls"], dtype=np.float64) + np.asarray(table["sep"], dtype=np.float64)
+    layer, head = (int(x) for x in np.unravel_index(int(np.argmax(special)), special.shape))
+    n = int((special >= 0.5).sum())
+    return (f"{n} of {special.size} heads put half or more of their attention on [CLS] or [SEP] (a dark stripe at the "
+            f"left or right edge), most of all **{head_label(layer, head)}** ({special[layer, head]:.2f})",
+            (layer, head))
+
+
+def layer_ranking(table, feature: str, layer: int) -> list[tuple[int, float]]:
+    """``(head, value)`` of one layer's heads, largest ``feature`` first (ties by head number)."""
+    values = np.asarray(table[feature], dtype=np.float64)[layer]
+    order = sorted(range(values.size), key=lambda h: (-values[h], h))
+    return [(h, float(values[h])) for h in order]
 
 
 def isoscore_rank_note(m: int, d: int) -> str:

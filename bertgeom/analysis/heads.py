@@ -14,6 +14,12 @@ offsets, segments or histogram bins.  ``bench/reference_heads.py`` holds a plain
 loop-over-heads-and-rows version of the same formulas; the tests check that both
 agree and ``bench/bench_head_features.py`` times them.  Token masks: :mod:`bertgeom.tokens`.
 
+Each feature is one function registered once with its documentation (``@head_feature(name,
+(label, formula, source))``, in :data:`HEAD_FEATURES`): the chunk loop computes every registered
+feature, the table's columns and :data:`FEATURE_DOCS` (what the pages and the precompute
+configuration read) follow the registry, and intermediates shared by several features (the offset
+profile, the sorted rows, the column means…) are computed once per chunk by :class:`_Chunk`.
+
 Row convention: unless a feature says otherwise, it is a mean over the *query rows*
 ``Q``, by default the content tokens (``rows="content"``: not [CLS], [SEP], [PAD]).
 ``rows="all"`` gives Clark's convention (mean over all ``n`` rows).  Keys always span every
@@ -41,15 +47,16 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Sequence
+from functools import cached_property
 
 import numpy as np
 
 from bertgeom.tokens import TokenKinds
 from bertgeom.attention import ZERO_MODES, kept_tokens
-from bertgeom.metricdocs import MetricDoc, doc_table
+from bertgeom.metricdocs import MetricDoc
 from bertgeom.tables import head_label
 from numpy.lib.stride_tricks import as_strided
 
@@ -58,6 +65,11 @@ __all__ = [
     "head_features",
     "class_mean_maps",
     "FEATURE_DOCS",
+    "HEAD_FEATURES",
+    "HeadFeature",
+    "head_feature",
+    "head_feature_family",
+    "feature_names",
     "DEFAULT_DIST_BINS",
     "feature_doc",
     "hist_labels",
@@ -74,138 +86,6 @@ _K90_TOL = 1e-9  # relative slack so that e.g. 18 x 0.05 counts as reaching 0.9
 # Feature documentation
 # ----------------------------------------------------------------------------------------
 
-# name -> (short label, formula, source).  Row means are over the query rows Q
-# (content tokens by default); n = T = number of real tokens, V = content positions,
-# n_v = |V|, C = [CLS], S = [SEP] positions, P = punctuation positions.
-FEATURE_DOCS: dict[str, MetricDoc] = doc_table({
-    "self": (
-        "attention to self",
-        "mean_i A[i,i]",
-        "Clark 2019 §3.1 ('self'); Guan-style r_0; Bonino m_self (reconstruction)",
-    ),
-    "prev": ("attention to previous token", "mean_i A[i,i-1]", "Clark 2019 §3.1 ('left'); Guan-style r_-1"),
-    "next": ("attention to next token", "mean_i A[i,i+1]", "Clark 2019 §3.1 ('right'); Guan-style r_+1"),
-    "bwd": (
-        "backward window mass",
-        "mean_i sum_{1<=i-j<=w} A[i,j]  (w = local_window)",
-        "Bonino m_bwd(w) (reconstruction; docs/methods.md §3.4)",
-    ),
-    "fwd": (
-        "forward window mass",
-        "mean_i sum_{1<=j-i<=w} A[i,j]  (w = local_window)",
-        "Bonino m_fwd(w) (reconstruction; docs/methods.md §3.4)",
-    ),
-    "bwd_all": ("mass on all earlier tokens", "mean_i sum_{j<i} A[i,j]", "Bonino M_bwd (reconstruction)"),
-    "fwd_all": ("mass on all later tokens", "mean_i sum_{j>i} A[i,j]", "Bonino M_fwd (reconstruction)"),
-    "cls": ("attention to [CLS]", "mean_i A[i,C]", "Clark 2019 §3.2; = Kovaleva [CLS] score"),
-    "sep": ("attention to [SEP]", "mean_i sum_{j in S} A[i,j]", "Clark 2019 §3.2"),
-    "sep_max": ("strongest [SEP] column", "max_{s in S} mean_i A[i,s]", "Kovaleva 2019 §4.4 (get_max_target_weight)"),
-    "punct": ("attention to punctuation", "mean_i sum_{j in P} A[i,j]  (P = '.' ',' by default)", "Clark 2019 §3.2"),
-    "special": (
-        "special-token mass",
-        "cls + sep = mean_i (A[i,C] + sum_{j in S} A[i,j])",
-        "Bonino m_spec (reconstruction)",
-    ),
-    "sink": ("sink mass", "cls + sep + punct", "Guan-style G9 (reconstruction)"),
-    "content_mass": ("mass on content keys", "mean_i sum_{j in V} A[i,j]", "ours"),
-    "sep_from_sep": (
-        "[SEP] -> [SEP]",
-        "mean_{i in S} sum_{j in S} A[i,j]  (0 without [SEP])",
-        "Clark 2019 §3.2 (real |S| as denominator)",
-    ),
-    "sep_from_other": (
-        "other -> [SEP]",
-        "mean_{i not in S} sum_{j in S} A[i,j]  ([CLS] row counts as other)",
-        "Clark 2019 §3.2",
-    ),
-    "entropy": ("row entropy (nats)", "mean_i -sum_j a ln a,  a = 0.9999 A[i,j] + 0.0001/n", "Clark 2019 §3.3"),
-    "entropy_norm": (
-        "normalised entropy",
-        "entropy / ln n",
-        "Guan-style G8 (reconstruction); Bonino H-hat (reconstruction, ln n instead of ln n_v)",
-    ),
-    "entropy_cls": (
-        "[CLS]-row entropy (nats)",
-        "-sum_j a ln a on the [CLS] row (smoothed as above)",
-        "Clark 2019 §3.3",
-    ),
-    "max_weight": ("focus (max weight)", "mean_i max_j A[i,j]", "from Clark 2019 §3.3's text"),
-    "verticality": ("strongest column", "max_j mean_i A[i,j]  (any key)", "Kovaleva 2019 §4.1 'vertical'"),
-    "col_content": ("strongest content column", "max_{j in V} mean_i A[i,j]", "Bonino m_col (reconstruction)"),
-    "col3_content": (
-        "top-3 content columns",
-        "sum of the 3 largest mean_i A[i,j], j in V",
-        "Bonino m_col3 (reconstruction)",
-    ),
-    "mean_dist": ("mean attended distance", "mean_i sum_j A[i,j] |j-i|", "Guan-style G1 (reconstruction)"),
-    "mean_dist_norm": (
-        "distance / uniform",
-        "mean_dist / E_U,  E_U = mean_i mean_j |j-i|  (= (n^2-1)/(3n) over all rows)",
-        "Guan-style G2 (reconstruction)",
-    ),
-    "signed_offset": (
-        "mean signed offset",
-        "mean_i sum_j A[i,j] (j-i)  (<0 looks back)",
-        "Guan-style G3 (reconstruction)",
-    ),
-    "signed_offset_norm": ("signed offset / uniform", "signed_offset / E_U", "Guan-style G3 (reconstruction)"),
-    "mean_dist_content": (
-        "content-only distance",
-        "mean_i sum_{j in V} A[i,j]|j-i| / sum_{j in V} A[i,j]  (rows with content mass > 0)",
-        "Guan-style G7 (reconstruction)",
-    ),
-    "mean_dist_content_norm": (
-        "content distance / uniform",
-        "mean_dist_content / mean_i mean_{j in V} |j-i|",
-        "Guan-style G7 (reconstruction)",
-    ),
-    "signed_offset_content": (
-        "content-only signed offset",
-        "mean_i sum_{j in V} A[i,j](j-i) / sum_{j in V} A[i,j]",
-        "Guan-style G7 (reconstruction)",
-    ),
-    "k90_median": (
-        "k90 median",
-        "median_i k90_i,  k90_i = min #largest entries of row i with sum >= 0.9 * row sum",
-        "Bonino §2.5 metastable-state size (after Ramsauer et al.)",
-    ),
-    "k90_mean": ("k90 mean", "mean_i k90_i", "Bonino §2.5 (compute_size_of_metastable_state_k averages)"),
-    "k90_frac": ("k90 median / real tokens", "median_i k90_i / n_v  (kappa)", "Bonino kappa (reconstruction)"),
-    "block_mass": (
-        "block mass",
-        "mean_{i in V} sum_{j in comp(i), j!=i, |i-j|>w} A[i,j]; comp = connected components (>=3 nodes) of "
-        "{S=(A+A^T)/2 >= tau/n_v, |i-j|>w} on V, tau = 1.5",
-        "Bonino m_block (reconstruction; docs/methods.md §3.4, §10)",
-    ),
-    "block_inner": (
-        "within-block mass",
-        "mean_{i in V} sum_{j in comp(i)} A[i,j]  (same components, self and neighbours included)",
-        "ours; Kovaleva 'block' proxy",
-    ),
-    "n_blocks": (
-        "number of blocks",
-        "#components with >= 3 members (graph of block_mass)",
-        "Bonino n_blocks (reconstruction)",
-    ),
-    "segment_mass": (
-        "own-segment content mass",
-        "mean_i sum_{j in V, seg(j)=seg(i)} A[i,j]; 0 for single-segment inputs",
-        "Kovaleva 2019 §4.1 'block' (reconstruction)",
-    ),
-    "delta_row": (
-        "row alignment over all keys δ_row",
-        "|| sum_{i in Q} A[i,:]/||A[i,:]|| || / |Q|  (query rows Q, every key; not the Subspace page's delta_A, "
-        "which drops the keys outside the token set)",
-        "Bonino delta_row (reconstruction; docs/methods.md §3.4)",
-    ),
-    "template_residual": (
-        "template residual",
-        "max(0, 1 - (sink + self + prev + next))",
-        "Kovaleva 2019 §4.1 heterogeneous proxy (reconstruction)",
-    ),
-})
-
-
 def hist_labels(dist_bins: Sequence[int] = DEFAULT_DIST_BINS) -> list[str]:
     """Labels of the signed distance-histogram bins, from far-backward to far-forward."""
     edges = list(dist_bins)
@@ -220,17 +100,13 @@ def hist_labels(dist_bins: Sequence[int] = DEFAULT_DIST_BINS) -> list[str]:
 
 
 def feature_doc(name: str) -> MetricDoc:
-    """(label, formula, source) for any feature name, including generated ones."""
+    """(label, formula, source) for any feature name, including generated ones (a family's
+    ``off_m2``, ``local_4``… and the histogram bins ``d-1``, ``d0``…)."""
     if name in FEATURE_DOCS:
         return FEATURE_DOCS[name]
-    if name.startswith("off_m") or name.startswith("off_p"):
-        k = int(name[5:])
-        sign = "-" if name[4] == "m" else "+"
-        return MetricDoc(f"offset {sign}{k} mass", f"mean_i A[i,i{sign}{k}]", "Guan-style G4 r_k (reconstruction)")
-    if name.startswith("local_"):
-        w = int(name[6:])
-        return MetricDoc(f"local mass |j-i|<={w}", f"mean_i sum_{{|j-i|<={w}}} A[i,j]",
-                         "Guan-style G5 loc(w) (reconstruction)")
+    for family in HEAD_FEATURES.values():
+        if family.names is not None and name.startswith(family.name + "_"):
+            return family.doc(name)
     if name.startswith("d-") or name.startswith("d+") or name == "d0":
         return MetricDoc(f"distance bin {name[1:]}", "mean_i sum_{j-i in bin} A[i,j]",
                          "Guan-style G6 histogram (reconstruction)")
@@ -460,7 +336,7 @@ def head_features(
     else:
         parts = [run(s) for s in spans]
 
-    names = _ordered_names(max_offset, local_windows)
+    names = feature_names(plan)
     out = {n: np.concatenate([p[0][n] for p in parts]).reshape(L, H) for n in names}
     hist = np.concatenate([p[1] for p in parts]).reshape(L, H, -1)
     k90 = np.concatenate([p[2] for p in parts]).reshape(L, H, plan.nq)
@@ -584,142 +460,490 @@ def _offset_profile(X: np.ndarray, q: np.ndarray) -> np.ndarray:
     return Z.sum(axis=1)[:, : 2 * T - 1] / q.size
 
 
-def _chunk_features(X: np.ndarray, p: _Plan, sort_src: np.ndarray | None = None, blocks: bool = True):
-    """Features of a contiguous float64 stack ``X`` of ``n`` maps ``[n, T, T]``.
+# ----------------------------------------------------------------------------------------
+# The feature registry: one function per feature, registered once with its documentation
+# ----------------------------------------------------------------------------------------
 
-    Per-row quantities are computed on all ``T`` rows (cheaper than copying the query
-    rows out) and reduced over the query rows ``p.q`` at the end.  ``sort_src`` is the
-    same chunk in its original float32 dtype if it had one (sorting it is exact and faster).
+
+@dataclass(frozen=True)
+class HeadFeature:
+    """One registered per-head feature: ``compute(chunk) -> [n]`` for a chunk of ``n`` heads
+    (a :class:`_Chunk`), documented by ``doc``. A *family* (``names`` given) is a set of features
+    whose names depend on the parameters (``off_m2``, ``local_4``…): ``names(plan)`` lists them,
+    ``compute`` returns ``{name: [n]}`` and ``doc`` is a function of the name."""
+
+    name: str
+    doc: MetricDoc | Callable[[str], MetricDoc]
+    compute: Callable[["_Chunk"], np.ndarray | dict[str, np.ndarray]]
+    names: Callable[["_Plan"], list[str]] | None = None
+
+    def names_for(self, plan: "_Plan") -> list[str]:
+        return [self.name] if self.names is None else self.names(plan)
+
+
+#: Every per-head feature, in the column order of :class:`HeadFeatureTable` (registration order).
+HEAD_FEATURES: dict[str, HeadFeature] = {}
+#: ``name -> MetricDoc`` of every registered feature with a fixed name (row means are over the
+#: query rows Q, content tokens by default; n = T real tokens, V content positions, n_v = |V|,
+#: C = [CLS], S = [SEP] positions, P = punctuation positions). Families: :func:`feature_doc`.
+FEATURE_DOCS: dict[str, MetricDoc] = {}
+
+
+def head_feature(name: str, doc: MetricDoc | tuple[str, str, str]):
+    """Register ``fn(chunk) -> [n]`` as the per-head feature ``name`` with its ``(label, formula,
+    source)``: :func:`head_features` computes it for every head, and the pages, the stored
+    precompute columns and :data:`FEATURE_DOCS` read it from :data:`HEAD_FEATURES`. ``fn`` reads
+    the attention and shared intermediates from the :class:`_Chunk` (vectorised over heads)."""
+
+    def register(fn):
+        if name in HEAD_FEATURES:
+            raise ValueError(f"a head feature named {name!r} is registered already")
+        HEAD_FEATURES[name] = HeadFeature(name, MetricDoc(*doc), fn)
+        FEATURE_DOCS[name] = HEAD_FEATURES[name].doc
+        return fn
+
+    return register
+
+
+def head_feature_family(name: str, names: Callable[["_Plan"], list[str]], doc: Callable[[str], MetricDoc]):
+    """Register ``fn(chunk) -> {name: [n]}``: features whose names come from the parameters."""
+
+    def register(fn):
+        if name in HEAD_FEATURES:
+            raise ValueError(f"a head feature named {name!r} is registered already")
+        HEAD_FEATURES[name] = HeadFeature(name, doc, fn, names)
+        return fn
+
+    return register
+
+
+def feature_names(plan: "_Plan") -> list[str]:
+    """The columns of a :class:`HeadFeatureTable` computed with ``plan``'s parameters."""
+    return [n for feat in HEAD_FEATURES.values() for n in feat.names_for(plan)]
+
+
+class _Chunk:
+    """A contiguous float64 stack ``X`` of ``n`` maps ``[n, T, T]`` and what its features share.
+
+    Per-row quantities are computed on all ``T`` rows (cheaper than copying the query rows out)
+    and reduced over the query rows ``p.q``; every shared intermediate is computed once, on first
+    use, and is small (``[n, T]`` or ``[n, 2T-1]``: the large temporaries are freed inside).
+    ``sort_src`` is the same chunk in its original float32 dtype if it had one (sorting it is exact
+    and faster). ``chunk[name]`` is a feature's value (computed on demand, then kept).
     """
-    n, T, _ = X.shape
-    q, nq, nv = p.q, p.nq, p.nv
-    f: dict[str, np.ndarray] = {}
 
-    def qmean(per_row: np.ndarray) -> np.ndarray:  # [n, T] -> [n]
-        return per_row[:, q].mean(axis=1)
+    def __init__(self, X: np.ndarray, p: "_Plan", sort_src: np.ndarray | None = None, blocks: bool = True):
+        self.X, self.p, self.sort_src, self.blocks = X, p, sort_src, blocks
+        self.n, self.T = X.shape[0], X.shape[1]
+        self.values: dict[str, np.ndarray] = {}
+        self._family_of = {m: f for f in HEAD_FEATURES.values() if f.names is not None for m in f.names_for(p)}
 
-    def key_mass(cols: np.ndarray) -> np.ndarray:  # [n, T]: sum over a few key columns
-        return X[:, :, cols].sum(axis=-1) if cols.size else np.zeros((n, T))
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.values:
+            family = self._family_of.get(name)
+            if family is not None:
+                self.values.update(family.compute(self))
+            else:
+                self.values[name] = HEAD_FEATURES[name].compute(self)
+        return self.values[name]
 
-    # ---- 1. key-type masses per row --------------------------------------------------
-    sep_r = key_mass(p.sep_cols)
-    f["cls"] = qmean(key_mass(p.cls_cols))
-    f["sep"] = qmean(sep_r)
-    f["punct"] = qmean(key_mass(p.punct_cols))
-    f["special"] = f["cls"] + f["sep"]
-    f["sink"] = f["special"] + f["punct"]
-    # content mass computed directly (not as rowsum minus specials) so that the G7
-    # renormalisation stays accurate on sink heads whose content mass is tiny
-    cont_r = np.einsum("nij,j->ni", X, p.cmask)[:, q]
-    poscont_r = np.einsum("nij,j->ni", X, p.pos * p.cmask)[:, q]
-    f["content_mass"] = cont_r.mean(axis=1)
-    f["sep_from_sep"] = sep_r[:, p.sep_cols].mean(axis=1) if p.sep_cols.size else np.zeros(n)
-    f["sep_from_other"] = (
-        sep_r[:, p.other_rows].mean(axis=1) if (p.sep_cols.size and p.other_rows.size) else np.zeros(n)
-    )
-    if p.two_seg:
-        own = np.zeros((n, nq))
-        for s, ind in enumerate(p.seg_ind):  # one pass per segment (2 for a sentence pair)
-            rows_s = p.segq == s
-            if rows_s.any():
-                own[:, rows_s] = np.einsum("nij,j->ni", X, ind)[:, q[rows_s]]
-        f["segment_mass"] = own.mean(axis=1)
-    else:
-        f["segment_mass"] = np.zeros(n)
+    def zeros(self) -> np.ndarray:
+        return np.zeros(self.n)
 
-    # ---- 2. offsets, windows, histogram and distances from the offset profile ----------
-    prof = _offset_profile(X, q)  # [n, 2T-1]
+    # ---- helpers ---------------------------------------------------------------------------
+    def qmean(self, per_row: np.ndarray) -> np.ndarray:  # [n, T] -> [n]
+        return per_row[:, self.p.q].mean(axis=1)
 
-    def s_range(lo: int | None, hi: int | None) -> np.ndarray:
+    def key_mass(self, cols: np.ndarray) -> np.ndarray:  # [n, T]: sum over a few key columns
+        return self.X[:, :, cols].sum(axis=-1) if cols.size else np.zeros((self.n, self.T))
+
+    def offset_mass(self, lo: int | None, hi: int | None) -> np.ndarray:
+        """Mean mass at offsets ``lo <= j - i <= hi`` (``None``: unbounded), from the offset profile."""
+        T = self.T
         lo = -(T - 1) if lo is None else max(lo, -(T - 1))
         hi = T - 1 if hi is None else min(hi, T - 1)
         if hi < lo:
-            return np.zeros(n)
-        return prof[:, T - 1 + lo: T + hi].sum(axis=1)
+            return np.zeros(self.n)
+        return self.profile[:, T - 1 + lo: T + hi].sum(axis=1)
 
-    f["self"], f["prev"], f["next"] = s_range(0, 0), s_range(-1, -1), s_range(1, 1)
-    for k in range(2, p.max_offset + 1):
-        f[f"off_m{k}"] = s_range(-k, -k)
-        f[f"off_p{k}"] = s_range(k, k)
-    w = p.w
-    f["bwd"] = s_range(-w, -1)
-    f["fwd"] = s_range(1, w)
-    f["bwd_all"] = s_range(None, -1)
-    f["fwd_all"] = s_range(1, None)
-    for lw in p.local_windows:
-        f[f"local_{lw}"] = s_range(-lw, lw)
-    pos_bins = [(e, p.edges[k + 1] - 1 if k + 1 < len(p.edges) else None) for k, e in enumerate(p.edges)]
-    hist_cols = [s_range(None if hi is None else -hi, -e) for e, hi in reversed(pos_bins)]
-    hist_cols.append(f["self"])
-    hist_cols += [s_range(e, hi) for e, hi in pos_bins]
-    hist = np.stack(hist_cols, axis=-1)
-    offs = np.arange(-(T - 1), T, dtype=np.float64)
-    f["mean_dist"] = prof @ np.abs(offs)
-    f["signed_offset"] = prof @ offs
-    prof = None  # the [n, 2T-1] profile is no longer needed: free it before the next block
-    f["mean_dist_norm"] = f["mean_dist"] / p.EU if p.EU > 0 else np.zeros(n)
-    f["signed_offset_norm"] = f["signed_offset"] / p.EU if p.EU > 0 else np.zeros(n)
-    # content-only (G7): renormalise each row over the content keys
-    distc_r = np.einsum("nij,ij->ni", X, p.Dc)[:, q]
-    qpos = q.astype(np.float64)[None, :]
-    okc = cont_r > 1e-12
-    denom = np.where(okc, cont_r, 1.0)
-    safe = np.maximum(okc.sum(axis=1), 1)
-    f["mean_dist_content"] = np.where(okc, distc_r / denom, 0.0).sum(axis=1) / safe
-    f["mean_dist_content_norm"] = f["mean_dist_content"] / p.EUc if p.EUc > 0 else np.zeros(n)
-    f["signed_offset_content"] = np.where(okc, (poscont_r - qpos * cont_r) / denom, 0.0).sum(axis=1) / safe
+    # ---- shared intermediates --------------------------------------------------------------
+    @cached_property
+    def sep_rows(self) -> np.ndarray:
+        """``[n, T]`` mass of each row on the [SEP] keys."""
+        return self.key_mass(self.p.sep_cols)
 
-    # ---- 3. columns: verticality, strongest content column, [SEP] column ----------------
-    colsum = X.sum(axis=1)
-    if p.nonq.size:
-        colsum -= X[:, p.nonq, :].sum(axis=1)
-    colmean = colsum / nq
-    f["sep_max"] = colmean[:, p.sep_cols].max(axis=1) if p.sep_cols.size else np.zeros(n)
-    top_col = colmean.argmax(axis=1)
-    f["verticality"] = colmean.max(axis=1)
-    cv = np.sort(colmean[:, p.v], axis=1)
-    f["col_content"] = cv[:, -1]
-    f["col3_content"] = cv[:, -min(3, nv):].sum(axis=1)
+    @cached_property
+    def content_rows(self) -> np.ndarray:
+        """``[n, |Q|]`` mass of each query row on the content keys (computed directly, not as the
+        row sum minus the specials, so that the G7 renormalisation stays accurate on sink heads)."""
+        return np.einsum("nij,j->ni", self.X, self.p.cmask)[:, self.p.q]
 
-    # ---- 4. entropy (Clark smoothing) ---------------------------------------------------
-    buf = np.multiply(X, 1.0 - p.eps)
-    buf += p.eps / T
-    lg = np.log(buf)
-    ent_rows = np.einsum("nij,nij->ni", buf, lg)
-    del buf, lg
-    f["entropy"] = -ent_rows[:, q].mean(axis=1)
-    f["entropy_norm"] = f["entropy"] / math.log(T) if T > 1 else np.zeros(n)
-    f["entropy_cls"] = -ent_rows[:, p.cls_row] if p.cls_row >= 0 else np.zeros(n)
+    @cached_property
+    def profile(self) -> np.ndarray:
+        """``[n, 2T-1]``: :func:`_offset_profile` (offset ``d`` at column ``T-1+d``)."""
+        return _offset_profile(self.X, self.p.q)
 
-    # ---- 5. sorted rows: max weight and k90 ---------------------------------------------
-    # k90 = T - #{m : sum of the m smallest entries <= total - k_mass * total}
-    srt = np.sort(X if sort_src is None else sort_src, axis=-1)
-    f["max_weight"] = qmean(srt[..., -1].astype(np.float64))
-    asc = np.cumsum(srt[:, q], axis=-1, dtype=np.float64)
-    del srt
-    total = asc[..., -1:]
-    budget = total - total * (p.k_mass * (1.0 - _K90_TOL))
-    k90 = np.clip(T - (asc <= budget).sum(axis=-1), 1, T)
-    del asc
-    f["k90_median"] = np.median(k90, axis=1).astype(np.float64)
-    f["k90_mean"] = k90.mean(axis=1)
-    f["k90_frac"] = f["k90_median"] / nv
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        return np.arange(-(self.T - 1), self.T, dtype=np.float64)
 
-    # ---- 6. row alignment: cone index of the query rows / |Q| -----------------------------
+    @cached_property
+    def hist(self) -> np.ndarray:
+        """``[n, B]`` the signed distance histogram (:func:`hist_labels`), far-backward first."""
+        p = self.p
+        pos_bins = [(e, p.edges[k + 1] - 1 if k + 1 < len(p.edges) else None) for k, e in enumerate(p.edges)]
+        cols = [self.offset_mass(None if hi is None else -hi, -e) for e, hi in reversed(pos_bins)]
+        cols.append(self["self"])
+        cols += [self.offset_mass(e, hi) for e, hi in pos_bins]
+        return np.stack(cols, axis=-1)
+
+    @cached_property
+    def content_rows_renormalised(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """G7's rows with content mass (``ok [n, |Q|]``), their content mass (1 elsewhere) and how
+        many there are per head (at least 1)."""
+        ok = self.content_rows > 1e-12
+        return ok, np.where(ok, self.content_rows, 1.0), np.maximum(ok.sum(axis=1), 1)
+
+    @cached_property
+    def column_means(self) -> np.ndarray:
+        """``[n, T]`` mean over the query rows of each key column."""
+        X, p = self.X, self.p
+        colsum = X.sum(axis=1)
+        if p.nonq.size:
+            colsum -= X[:, p.nonq, :].sum(axis=1)
+        return colsum / p.nq
+
+    @cached_property
+    def content_columns_sorted(self) -> np.ndarray:
+        return np.sort(self.column_means[:, self.p.v], axis=1)
+
+    @cached_property
+    def top_col(self) -> np.ndarray:
+        """``[n]`` the 0-based key of the strongest column."""
+        return self.column_means.argmax(axis=1)
+
+    @cached_property
+    def entropy_rows(self) -> np.ndarray:
+        """``[n, T]`` ``sum_j a ln a`` of each row, Clark's smoothing ``a = (1-eps) A + eps/T``."""
+        buf = np.multiply(self.X, 1.0 - self.p.eps)
+        buf += self.p.eps / self.T
+        lg = np.log(buf)
+        return np.einsum("nij,nij->ni", buf, lg)
+
+    @cached_property
+    def sorted_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(max [n, T] float64, k90 [n, |Q|])`` from one sort of every row.
+
+        ``k90 = T - #{m : sum of the m smallest entries <= total - k_mass * total}``."""
+        p, T = self.p, self.T
+        srt = np.sort(self.X if self.sort_src is None else self.sort_src, axis=-1)
+        top = srt[..., -1].astype(np.float64)
+        asc = np.cumsum(srt[:, p.q], axis=-1, dtype=np.float64)
+        del srt
+        total = asc[..., -1:]
+        budget = total - total * (p.k_mass * (1.0 - _K90_TOL))
+        return top, np.clip(T - (asc <= budget).sum(axis=-1), 1, T)
+
+    @cached_property
+    def block_graph(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(block_mass, block_inner, n_blocks)`` (:func:`_block_features`; NaN with ``blocks=False``)."""
+        if not self.blocks:
+            return tuple(np.full(self.n, np.nan) for _ in range(3))
+        return _block_features(self.X, self.p)
+
+
+def _chunk_features(X: np.ndarray, p: "_Plan", sort_src: np.ndarray | None = None, blocks: bool = True):
+    """Every registered feature of one chunk of heads, with its histogram, per-row k90 and strongest
+    column: ``(features {name: [n]}, hist [n, B], k90 [n, |Q|], top_col [n])``."""
+    chunk = _Chunk(X, p, sort_src, blocks)
+    features = {name: chunk[name] for name in feature_names(p)}
+    return features, chunk.hist, chunk.sorted_rows[1], chunk.top_col
+
+
+# ---- 1. offsets and windows (from the offset profile) --------------------------------------
+@head_feature("self", ("attention to self", "mean_i A[i,i]",
+                       "Clark 2019 §3.1 ('self'); Guan-style r_0; Bonino m_self (reconstruction)"))
+def _self(c: _Chunk):
+    return c.offset_mass(0, 0)
+
+
+@head_feature("prev", ("attention to previous token", "mean_i A[i,i-1]", "Clark 2019 §3.1 ('left'); Guan-style r_-1"))
+def _prev(c: _Chunk):
+    return c.offset_mass(-1, -1)
+
+
+@head_feature("next", ("attention to next token", "mean_i A[i,i+1]", "Clark 2019 §3.1 ('right'); Guan-style r_+1"))
+def _next(c: _Chunk):
+    return c.offset_mass(1, 1)
+
+
+def _offset_doc(name: str) -> MetricDoc:
+    k, sign = int(name[5:]), "-" if name[4] == "m" else "+"
+    return MetricDoc(f"offset {sign}{k} mass", f"mean_i A[i,i{sign}{k}]", "Guan-style G4 r_k (reconstruction)")
+
+
+@head_feature_family("off", lambda p: [f"off_{s}{k}" for k in range(2, p.max_offset + 1) for s in "mp"], _offset_doc)
+def _offsets(c: _Chunk):
+    out = {}
+    for k in range(2, c.p.max_offset + 1):
+        out[f"off_m{k}"] = c.offset_mass(-k, -k)
+        out[f"off_p{k}"] = c.offset_mass(k, k)
+    return out
+
+
+@head_feature("bwd", ("backward window mass", "mean_i sum_{1<=i-j<=w} A[i,j]  (w = local_window)",
+                      "Bonino m_bwd(w) (reconstruction; docs/methods.md §3.4)"))
+def _bwd(c: _Chunk):
+    return c.offset_mass(-c.p.w, -1)
+
+
+@head_feature("fwd", ("forward window mass", "mean_i sum_{1<=j-i<=w} A[i,j]  (w = local_window)",
+                      "Bonino m_fwd(w) (reconstruction; docs/methods.md §3.4)"))
+def _fwd(c: _Chunk):
+    return c.offset_mass(1, c.p.w)
+
+
+@head_feature("bwd_all", ("mass on all earlier tokens", "mean_i sum_{j<i} A[i,j]", "Bonino M_bwd (reconstruction)"))
+def _bwd_all(c: _Chunk):
+    return c.offset_mass(None, -1)
+
+
+@head_feature("fwd_all", ("mass on all later tokens", "mean_i sum_{j>i} A[i,j]", "Bonino M_fwd (reconstruction)"))
+def _fwd_all(c: _Chunk):
+    return c.offset_mass(1, None)
+
+
+def _local_doc(name: str) -> MetricDoc:
+    w = int(name[6:])
+    return MetricDoc(f"local mass |j-i|<={w}", f"mean_i sum_{{|j-i|<={w}}} A[i,j]",
+                     "Guan-style G5 loc(w) (reconstruction)")
+
+
+@head_feature_family("local", lambda p: [f"local_{w}" for w in p.local_windows], _local_doc)
+def _local(c: _Chunk):
+    return {f"local_{w}": c.offset_mass(-w, w) for w in c.p.local_windows}
+
+
+# ---- 2. key-type masses ---------------------------------------------------------------------
+@head_feature("cls", ("attention to [CLS]", "mean_i A[i,C]", "Clark 2019 §3.2; = Kovaleva [CLS] score"))
+def _cls(c: _Chunk):
+    return c.qmean(c.key_mass(c.p.cls_cols))
+
+
+@head_feature("sep", ("attention to [SEP]", "mean_i sum_{j in S} A[i,j]", "Clark 2019 §3.2"))
+def _sep(c: _Chunk):
+    return c.qmean(c.sep_rows)
+
+
+@head_feature("sep_max", ("strongest [SEP] column", "max_{s in S} mean_i A[i,s]",
+                          "Kovaleva 2019 §4.4 (get_max_target_weight)"))
+def _sep_max(c: _Chunk):
+    return c.column_means[:, c.p.sep_cols].max(axis=1) if c.p.sep_cols.size else c.zeros()
+
+
+@head_feature("punct", ("attention to punctuation", "mean_i sum_{j in P} A[i,j]  (P = '.' ',' by default)",
+                        "Clark 2019 §3.2"))
+def _punct(c: _Chunk):
+    return c.qmean(c.key_mass(c.p.punct_cols))
+
+
+@head_feature("special", ("special-token mass", "cls + sep = mean_i (A[i,C] + sum_{j in S} A[i,j])",
+                          "Bonino m_spec (reconstruction)"))
+def _special(c: _Chunk):
+    return c["cls"] + c["sep"]
+
+
+@head_feature("sink", ("sink mass", "cls + sep + punct", "Guan-style G9 (reconstruction)"))
+def _sink(c: _Chunk):
+    return c["special"] + c["punct"]
+
+
+@head_feature("content_mass", ("mass on content keys", "mean_i sum_{j in V} A[i,j]", "ours"))
+def _content_mass(c: _Chunk):
+    return c.content_rows.mean(axis=1)
+
+
+@head_feature("sep_from_sep", ("[SEP] -> [SEP]", "mean_{i in S} sum_{j in S} A[i,j]  (0 without [SEP])",
+                               "Clark 2019 §3.2 (real |S| as denominator)"))
+def _sep_from_sep(c: _Chunk):
+    return c.sep_rows[:, c.p.sep_cols].mean(axis=1) if c.p.sep_cols.size else c.zeros()
+
+
+@head_feature("sep_from_other", ("other -> [SEP]", "mean_{i not in S} sum_{j in S} A[i,j]  ([CLS] row counts as other)",
+                                 "Clark 2019 §3.2"))
+def _sep_from_other(c: _Chunk):
+    p = c.p
+    return c.sep_rows[:, p.other_rows].mean(axis=1) if (p.sep_cols.size and p.other_rows.size) else c.zeros()
+
+
+# ---- 3. entropy (Clark smoothing), focus and columns ----------------------------------------
+@head_feature("entropy", ("row entropy (nats)", "mean_i -sum_j a ln a,  a = 0.9999 A[i,j] + 0.0001/n",
+                          "Clark 2019 §3.3"))
+def _entropy(c: _Chunk):
+    return -c.entropy_rows[:, c.p.q].mean(axis=1)
+
+
+@head_feature("entropy_norm", ("normalised entropy", "entropy / ln n",
+                               "Guan-style G8 (reconstruction); Bonino H-hat (reconstruction, ln n instead of ln n_v)"))
+def _entropy_norm(c: _Chunk):
+    return c["entropy"] / math.log(c.T) if c.T > 1 else c.zeros()
+
+
+@head_feature("entropy_cls", ("[CLS]-row entropy (nats)", "-sum_j a ln a on the [CLS] row (smoothed as above)",
+                              "Clark 2019 §3.3"))
+def _entropy_cls(c: _Chunk):
+    return -c.entropy_rows[:, c.p.cls_row] if c.p.cls_row >= 0 else c.zeros()
+
+
+@head_feature("max_weight", ("focus (max weight)", "mean_i max_j A[i,j]", "from Clark 2019 §3.3's text"))
+def _max_weight(c: _Chunk):
+    return c.qmean(c.sorted_rows[0])
+
+
+@head_feature("verticality", ("strongest column", "max_j mean_i A[i,j]  (any key)", "Kovaleva 2019 §4.1 'vertical'"))
+def _verticality(c: _Chunk):
+    return c.column_means.max(axis=1)
+
+
+@head_feature("col_content", ("strongest content column", "max_{j in V} mean_i A[i,j]",
+                              "Bonino m_col (reconstruction)"))
+def _col_content(c: _Chunk):
+    return c.content_columns_sorted[:, -1]
+
+
+@head_feature("col3_content", ("top-3 content columns", "sum of the 3 largest mean_i A[i,j], j in V",
+                               "Bonino m_col3 (reconstruction)"))
+def _col3_content(c: _Chunk):
+    return c.content_columns_sorted[:, -min(3, c.p.nv):].sum(axis=1)
+
+
+# ---- 4. distances ---------------------------------------------------------------------------
+@head_feature("mean_dist", ("mean attended distance", "mean_i sum_j A[i,j] |j-i|", "Guan-style G1 (reconstruction)"))
+def _mean_dist(c: _Chunk):
+    return c.profile @ np.abs(c.offsets)
+
+
+@head_feature("mean_dist_norm", ("distance / uniform",
+                                 "mean_dist / E_U,  E_U = mean_i mean_j |j-i|  (= (n^2-1)/(3n) over all rows)",
+                                 "Guan-style G2 (reconstruction)"))
+def _mean_dist_norm(c: _Chunk):
+    return c["mean_dist"] / c.p.EU if c.p.EU > 0 else c.zeros()
+
+
+@head_feature("signed_offset", ("mean signed offset", "mean_i sum_j A[i,j] (j-i)  (<0 looks back)",
+                                "Guan-style G3 (reconstruction)"))
+def _signed_offset(c: _Chunk):
+    return c.profile @ c.offsets
+
+
+@head_feature("signed_offset_norm", ("signed offset / uniform", "signed_offset / E_U",
+                                     "Guan-style G3 (reconstruction)"))
+def _signed_offset_norm(c: _Chunk):
+    return c["signed_offset"] / c.p.EU if c.p.EU > 0 else c.zeros()
+
+
+@head_feature("mean_dist_content", (
+    "content-only distance",
+    "mean_i sum_{j in V} A[i,j]|j-i| / sum_{j in V} A[i,j]  (rows with content mass > 0)",
+    "Guan-style G7 (reconstruction)"))
+def _mean_dist_content(c: _Chunk):
+    ok, denom, safe = c.content_rows_renormalised
+    dist_rows = np.einsum("nij,ij->ni", c.X, c.p.Dc)[:, c.p.q]
+    return np.where(ok, dist_rows / denom, 0.0).sum(axis=1) / safe
+
+
+@head_feature("mean_dist_content_norm", ("content distance / uniform", "mean_dist_content / mean_i mean_{j in V} |j-i|",
+                                         "Guan-style G7 (reconstruction)"))
+def _mean_dist_content_norm(c: _Chunk):
+    return c["mean_dist_content"] / c.p.EUc if c.p.EUc > 0 else c.zeros()
+
+
+@head_feature("signed_offset_content", ("content-only signed offset",
+                                        "mean_i sum_{j in V} A[i,j](j-i) / sum_{j in V} A[i,j]",
+                                        "Guan-style G7 (reconstruction)"))
+def _signed_offset_content(c: _Chunk):
+    p = c.p
+    ok, denom, safe = c.content_rows_renormalised
+    poscont_rows = np.einsum("nij,j->ni", c.X, p.pos * p.cmask)[:, p.q]
+    qpos = p.q.astype(np.float64)[None, :]
+    return np.where(ok, (poscont_rows - qpos * c.content_rows) / denom, 0.0).sum(axis=1) / safe
+
+
+# ---- 5. k90, blocks, segments, alignment ------------------------------------------------------
+@head_feature("k90_median", ("k90 median",
+                             "median_i k90_i,  k90_i = min #largest entries of row i with sum >= 0.9 * row sum",
+                             "Bonino §2.5 metastable-state size (after Ramsauer et al.)"))
+def _k90_median(c: _Chunk):
+    return np.median(c.sorted_rows[1], axis=1).astype(np.float64)
+
+
+@head_feature("k90_mean", ("k90 mean", "mean_i k90_i", "Bonino §2.5 (compute_size_of_metastable_state_k averages)"))
+def _k90_mean(c: _Chunk):
+    return c.sorted_rows[1].mean(axis=1)
+
+
+@head_feature("k90_frac", ("k90 median / real tokens", "median_i k90_i / n_v  (kappa)",
+                           "Bonino kappa (reconstruction)"))
+def _k90_frac(c: _Chunk):
+    return c["k90_median"] / c.p.nv
+
+
+@head_feature("block_mass", (
+    "block mass",
+    "mean_{i in V} sum_{j in comp(i), j!=i, |i-j|>w} A[i,j]; comp = connected components (>=3 nodes) of "
+    "{S=(A+A^T)/2 >= tau/n_v, |i-j|>w} on V, tau = 1.5",
+    "Bonino m_block (reconstruction; docs/methods.md §3.4, §10)"))
+def _block_mass(c: _Chunk):
+    return c.block_graph[0]
+
+
+@head_feature("block_inner", (
+    "within-block mass",
+    "mean_{i in V} sum_{j in comp(i)} A[i,j]  (same components, self and neighbours included)",
+    "ours; Kovaleva 'block' proxy"))
+def _block_inner(c: _Chunk):
+    return c.block_graph[1]
+
+
+@head_feature("n_blocks", ("number of blocks", "#components with >= 3 members (graph of block_mass)",
+                           "Bonino n_blocks (reconstruction)"))
+def _n_blocks(c: _Chunk):
+    return c.block_graph[2]
+
+
+@head_feature("segment_mass", ("own-segment content mass",
+                               "mean_i sum_{j in V, seg(j)=seg(i)} A[i,j]; 0 for single-segment inputs",
+                               "Kovaleva 2019 §4.1 'block' (reconstruction)"))
+def _segment_mass(c: _Chunk):
+    p = c.p
+    if not p.two_seg:
+        return c.zeros()
+    own = np.zeros((c.n, p.nq))
+    for s, ind in enumerate(p.seg_ind):  # one pass per segment (2 for a sentence pair)
+        rows_s = p.segq == s
+        if rows_s.any():
+            own[:, rows_s] = np.einsum("nij,j->ni", c.X, ind)[:, p.q[rows_s]]
+    return own.mean(axis=1)
+
+
+@head_feature("delta_row", (
+    "row alignment over all keys δ_row",
+    "|| sum_{i in Q} A[i,:]/||A[i,:]|| || / |Q|  (query rows Q, every key; not the Subspace page's delta_A, "
+    "which drops the keys outside the token set)",
+    "Bonino delta_row (reconstruction; docs/methods.md §3.4)"))
+def _delta_row(c: _Chunk):
+    X, q, nq = c.X, c.p.q, c.p.nq
     norms = np.sqrt(np.einsum("nij,nij->ni", X, X))
     inv = np.zeros_like(norms)
     nz = norms[:, q] > 0
-    inv[:, q] = np.divide(1.0, norms[:, q], out=np.zeros((n, nq)), where=nz)
-    f["delta_row"] = np.linalg.norm(np.einsum("nij,ni->nj", X, inv), axis=1) / nq
+    inv[:, q] = np.divide(1.0, norms[:, q], out=np.zeros((c.n, nq)), where=nz)
+    return np.linalg.norm(np.einsum("nij,ni->nj", X, inv), axis=1) / nq
 
-    # ---- 7. block graph -------------------------------------------------------------------
-    if blocks:
-        f["block_mass"], f["block_inner"], f["n_blocks"] = _block_features(X, p)
-    else:
-        f["block_mass"] = f["block_inner"] = f["n_blocks"] = np.full(n, np.nan)
 
-    f["template_residual"] = np.maximum(0.0, 1.0 - (f["sink"] + f["self"] + f["prev"] + f["next"]))
-    return f, hist, k90, top_col
+@head_feature("template_residual", ("template residual", "max(0, 1 - (sink + self + prev + next))",
+                                    "Kovaleva 2019 §4.1 heterogeneous proxy (reconstruction)"))
+def _template_residual(c: _Chunk):
+    return np.maximum(0.0, 1.0 - (c["sink"] + c["self"] + c["prev"] + c["next"]))
 
 
 #: The features of the block graph (:func:`head_features` ``blocks=False`` leaves them NaN).
@@ -796,20 +1020,6 @@ def _block_features(X: np.ndarray, p: _Plan):
     inner = inner_rows[:, v].sum(axis=1) / nv
     block = (inner_rows - local_rows)[:, v].sum(axis=1) / nv
     return block, inner, n_blocks
-
-
-def _ordered_names(max_offset: int, local_windows: Sequence[int]) -> list[str]:
-    names = ["self", "prev", "next"]
-    for k in range(2, max_offset + 1):
-        names += [f"off_m{k}", f"off_p{k}"]
-    names += ["bwd", "fwd", "bwd_all", "fwd_all"] + [f"local_{int(w)}" for w in local_windows]
-    names += ["cls", "sep", "sep_max", "punct", "special", "sink", "content_mass", "sep_from_sep", "sep_from_other"]
-    names += ["entropy", "entropy_norm", "entropy_cls", "max_weight", "verticality", "col_content", "col3_content"]
-    names += ["mean_dist", "mean_dist_norm", "signed_offset", "signed_offset_norm"]
-    names += ["mean_dist_content", "mean_dist_content_norm", "signed_offset_content"]
-    names += ["k90_median", "k90_mean", "k90_frac", "block_mass", "block_inner", "n_blocks", "segment_mass"]
-    names += ["delta_row", "template_residual"]
-    return names
 
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from bertgeom.tables import head_label
+from bertgeom.safety import plotly_text, plotly_texts  # noqa: F401 - plotly_text: the figures' one escape
 
 #: Toolbar options for ``st.plotly_chart(config=...)``: SVG download, no logo.
 PLOTLY_CONFIG = {
@@ -225,8 +226,8 @@ def matrix_heatmap(
     """
     A = np.asarray(M, dtype=np.float32)
     labelled = row_labels is not None
-    x = list(col_labels) if labelled else np.arange(A.shape[1]) + 1
-    y = list(row_labels) if labelled else np.arange(A.shape[0]) + 1
+    x = plotly_texts(col_labels) if labelled else np.arange(A.shape[1]) + 1
+    y = plotly_texts(row_labels) if labelled else np.arange(A.shape[0]) + 1
     if diverging:
         m = float(np.nanmax(np.abs(A))) if A.size else 1.0
         m = m if m > 0 else 1.0
@@ -262,7 +263,7 @@ def probability_bars(labels: Sequence[str], series: dict[str, Sequence[float]], 
     """Horizontal bars of class probabilities: one series (the predicted class ``highlight``ed)
     or several side by side (e.g. before / after disabling heads)."""
     display = display or {}
-    names = [display.get(c, c) for c in labels]
+    names = plotly_texts(str(display.get(c, c)) for c in labels)  # a custom model's labels are data
     fig = go.Figure()
     colours = ("#9db4c0", SELECTED_COLOUR)
     for i, (name, probs) in enumerate(series.items()):
@@ -287,6 +288,7 @@ def token_lines(attention: np.ndarray, tokens: Sequence[str], *, theta: float = 
     a = np.asarray(attention, dtype=float)
     n = a.shape[0]
     fig = go.Figure()
+    shown = plotly_texts(str(t) for t in tokens)
     i, j = np.nonzero(a >= theta)
     for w in sorted({round(float(v), 1) for v in a[i, j]}):  # group links by rounded weight
         sel = np.isclose(np.round(a[i, j], 1), w)
@@ -296,9 +298,9 @@ def token_lines(attention: np.ndarray, tokens: Sequence[str], *, theta: float = 
             ys += [qi, kj, None]
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
                                  line=dict(color=f"rgba(76,120,168,{max(0.08, min(1.0, w)):.2f})", width=1 + 5 * w)))
-    fig.add_trace(go.Scatter(x=[0] * n, y=list(range(n)), mode="text", text=list(tokens), textposition="middle left",
+    fig.add_trace(go.Scatter(x=[0] * n, y=list(range(n)), mode="text", text=shown, textposition="middle left",
                              hoverinfo="skip", showlegend=False))
-    fig.add_trace(go.Scatter(x=[1] * n, y=list(range(n)), mode="text", text=list(tokens), textposition="middle right",
+    fig.add_trace(go.Scatter(x=[1] * n, y=list(range(n)), mode="text", text=shown, textposition="middle right",
                              hoverinfo="skip", showlegend=False))
     fig.update_layout(
         title=title, height=max(300, 26 * n + 60), margin=dict(l=10, r=10, t=40 if title else 10, b=10),

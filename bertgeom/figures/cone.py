@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from bertgeom.figures.base import PALETTE, category_colours, layout
+from bertgeom.safety import plotly_text, plotly_texts
 
 REFERENCE_COLOUR = "#888888"
 
@@ -177,13 +178,13 @@ def class_curves(values: np.ndarray, groups: Sequence[str], *, x: Sequence[int] 
     for k in keys:
         sel = v[g == k]
         mu, sd = np.nanmean(sel, 0), np.nanstd(sel, 0)
-        name = f"{display.get(k, k)} (n={len(sel)})"
+        name = f"{plotly_text(display.get(k, k))} (n={len(sel)})"
         _band(fig, x, mu - sd, mu + sd, colours[k], name, legendgroup=k)
         fig.add_trace(go.Scatter(
             x=x, y=mu, mode="lines+markers", name=name, legendgroup=k, line=dict(color=colours[k], width=2.5),
             customdata=np.stack([sd, np.full(K, len(sel))], axis=1),
             hovertemplate="layer %{x}<br>mean %{y:.3f} ± %{customdata[0]:.3f}<br>n = %{customdata[1]}<extra>"
-            + display.get(k, k) + "</extra>",
+            + plotly_text(display.get(k, k)) + "</extra>",
         ))
     if reference is not None:
         ref = np.broadcast_to(np.asarray(reference, float), (K,))
@@ -235,9 +236,9 @@ def layer_histograms(series: Mapping[str, np.ndarray], *, panel_titles: Sequence
             xs = np.concatenate([edges[:-1], edges[-1:]])
             ys = np.concatenate([cnt, cnt[-1:]])
             fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="lines", line_shape="hv", name=display.get(k, k), legendgroup=k,
+                x=xs, y=ys, mode="lines", line_shape="hv", name=plotly_text(display.get(k, k)), legendgroup=k,
                 showlegend=j == 0, line=dict(color=colours.get(k, PALETTE[0]), width=2),
-                hovertemplate="%{x:.3f}: %{y}<extra>" + display.get(k, k) + "</extra>",
+                hovertemplate="%{x:.3f}: %{y}<extra>" + plotly_text(display.get(k, k)) + "</extra>",
             ), row=r, col=c)
     fig.update_xaxes(nticks=4)  # plotly picks the decimals (narrow ranges need more than 2)
     fig.update_xaxes(title_text=x_title, row=rows)
@@ -259,13 +260,14 @@ def projection_scatter(coords: np.ndarray, groups: Sequence[str], *, hover: Sequ
     keys = [c for c in (order or sorted(present)) if c in present]
     colours = category_colours(list(order or sorted(present)))
     display = display or {}
-    hover = np.asarray(hover if hover is not None else [""] * len(g), dtype=object)
+    hover = np.asarray(plotly_texts(hover) if hover is not None else [""] * len(g), dtype=object)
     axis_titles = list(axis_titles or [f"dim {i + 1}" for i in range(k)])
     fig = go.Figure()
     for c in keys:
         sel = g == c
-        common = dict(mode="markers", name=display.get(c, c), text=hover[sel].tolist(),
-                      hovertemplate="%{text}<extra>" + display.get(c, c) + "</extra>")
+        shown = plotly_text(display.get(c, c))
+        common = dict(mode="markers", name=shown, text=hover[sel].tolist(),
+                      hovertemplate="%{text}<extra>" + shown + "</extra>")
         if k == 2:
             marker = dict(size=9, color=colours[c], opacity=0.85, line=dict(width=0.5, color="white"))
             fig.add_trace(go.Scatter(x=X[sel, 0], y=X[sel, 1], marker=marker, **common))

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 from bertgeom.figures.base import head_grid
 from bertgeom.figures.heads import attention_map
+from bertgeom.safety import plotly_text, plotly_texts
 
 __all__ = ["token_bars", "significance_grid", "difference_map"]
 
@@ -18,8 +19,8 @@ def token_bars(series: Mapping[str, Sequence[float]], tokens: Sequence[str], *, 
                ylabel: str = "", numbered: bool = True) -> go.Figure:
     """Grouped bars, one group per token, one bar per series; x = ``tokens``, made unique by their position
     (``numbered``) unless they already are."""
-    x = [f"{i}:{t}" for i, t in enumerate(tokens)] if numbered else [str(t) for t in tokens]
-    fig = go.Figure([go.Bar(x=x, y=np.asarray(v, dtype=float), name=str(n)) for n, v in series.items()])
+    x = plotly_texts(f"{i}:{t}" for i, t in enumerate(tokens)) if numbered else plotly_texts(str(t) for t in tokens)
+    fig = go.Figure([go.Bar(x=x, y=np.asarray(v, dtype=float), name=plotly_text(n)) for n, v in series.items()])
     fig.update_layout(title=title, barmode="group", height=340, yaxis=dict(title=ylabel),
                       xaxis=dict(type="category", tickangle=-60), legend=dict(orientation="h", y=1.12),
                       margin=dict(l=10, r=10, t=60 if title else 30, b=10), plot_bgcolor="white")

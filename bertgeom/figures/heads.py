@@ -14,6 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from bertgeom.figures.base import SELECTED_COLOUR, category_colours, head_grid, head_label
+from bertgeom.safety import plotly_text, plotly_texts
 
 __all__ = [
     "attention_map",
@@ -87,8 +88,8 @@ def attention_map(
     """
     a = np.asarray(attention, dtype=np.float32)
     n = a.shape[0]
-    labels = [str(x) for x in labels]
-    cats = [str(x) for x in (hover_labels if hover_labels is not None else labels)]
+    labels = plotly_texts(str(x) for x in labels)
+    cats = plotly_texts(str(x) for x in (hover_labels if hover_labels is not None else labels))
     if len(set(cats)) != n:  # categorical axes need unique names
         cats = [f"{i}: {c}" for i, c in enumerate(cats)]
     shown = np.where(a >= theta, a, np.nan).astype(np.float32) if theta > 0 else a
@@ -140,12 +141,12 @@ def feature_bars(
     """
     names = list(names)
     vals = np.asarray(values, dtype=float)
-    ylab = list(labels) if labels is not None else names
+    ylab = plotly_texts(labels if labels is not None else names)
     fig = go.Figure(
         go.Bar(
             x=vals, y=ylab, orientation="h", marker_color="#4c78a8",
             text=[f"{v:.2f}" for v in vals], textposition="outside", cliponaxis=False,
-            hovertext=list(hover) if hover is not None else names, hoverinfo="text+x",
+            hovertext=plotly_texts(hover if hover is not None else names), hoverinfo="text+x",
         )
     )
     if marks:
@@ -174,7 +175,7 @@ def label_counts(counts: Mapping[str, int], *, display: Mapping[str, str] | None
     gate") sit on the left in full instead of overlapping under a half-width chart."""
     keys = list(counts)
     palette = category_colours(sorted(keys))
-    names = [display.get(k, k) if display else k for k in keys]
+    names = plotly_texts(str(display.get(k, k) if display else k) for k in keys)
     fig = go.Figure(go.Bar(y=names, x=[counts[k] for k in keys], orientation="h",
                            marker_color=[palette[k] for k in keys],
                            text=[counts[k] for k in keys], textposition="outside", cliponaxis=False))
@@ -197,7 +198,7 @@ def label_shares(
         for c, f in zip(classes, np.asarray(frac, dtype=float)):
             if f <= 0:
                 continue
-            name = display.get(c, c) if display else c
+            name = plotly_text(display.get(c, c) if display else c)
             fig.add_trace(go.Bar(x=[f], y=[tax], orientation="h", name=name, marker_color=palette[c],
                                  legendgroup=c, showlegend=c not in seen, text=[f"{name} {f:.0%}"],
                                  textposition="inside", insidetextanchor="middle", hoverinfo="text"))
@@ -291,7 +292,7 @@ def distribution(
     and the violin already shows where they lie."""
     fig = go.Figure()
     display = display or {}
-    names = {k: str(display.get(k, k)) for k in groups}
+    names = {k: plotly_text(display.get(k, k)) for k in groups}
     palette = category_colours(list(names.values()))
     for key, vals in groups.items():
         v = np.asarray(vals, dtype=float).ravel()

@@ -335,6 +335,8 @@ def qk_set_scatter(frame, colour_by: str = "kind", *, title: str = "", highlight
     from bertgeom.figures.base import category_colours, layout
 
     cats = frame[colour_by].astype(str).replace("", NO_LABEL)
+    from bertgeom.safety import plotly_text
+
     palette = category_colours(sorted(set(cats)))
     fig = go.Figure()
     for cat, colour in palette.items():
@@ -344,10 +346,10 @@ def qk_set_scatter(frame, colour_by: str = "kind", *, title: str = "", highlight
                 continue
             sub = frame[sel]
             fig.add_trace(go.Scatter(
-                x=sub["x"], y=sub["y"], mode="markers", name=f"{cat} ({role})", legendgroup=cat,
+                x=sub["x"], y=sub["y"], mode="markers", name=f"{plotly_text(cat)} ({role})", legendgroup=cat,
                 marker=dict(color=colour, symbol=symbol, size=7, opacity=0.75, line=dict(width=0)),
                 customdata=np.column_stack([sub["item"], sub["position"], sub["role"]]).tolist(),
-                hovertext=[f"{role} · {t} (input {i + 1}, position {p})" for t, i, p in
+                hovertext=[f"{role} · {plotly_text(t)} (input {i + 1}, position {p})" for t, i, p in
                            zip(sub["token"], sub["item"], sub["position"])],
                 hoverinfo="text",
             ))

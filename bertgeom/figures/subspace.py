@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from bertgeom.figures.base import category_colours, head_grid, head_label, layout
+from bertgeom.safety import plotly_text, plotly_texts  # noqa: F401
 
 __all__ = [
     "scalar_grid",
@@ -239,7 +240,7 @@ def joint_qk_figure(
     if K.shape[0] != n or len(tokens) != n:
         raise ValueError("joint_qk_figure: queries, keys and tokens must have the same length")
     pos = np.arange(n)
-    toks = [str(t) for t in tokens]
+    toks = plotly_texts(str(t) for t in tokens)
     fig = go.Figure()
     symbols = {0: "circle", 1: "x"}
     kinds = {0: "query", 1: "key"}
@@ -349,7 +350,7 @@ def class_box_figure(
     ``hover_name`` (the quantity's variable name) is shown in the hover only."""
     cls = np.asarray([str(c) for c in classes], dtype=object)
     order = list(order) if order is not None else list(dict.fromkeys(cls.tolist()))
-    labels = [str(n) for n in names] if names is not None else [str(i) for i in range(cls.size)]
+    labels = plotly_texts(str(n) for n in names) if names is not None else [str(i) for i in range(cls.size)]
     palette = category_colours(list(series))
     fig = go.Figure()
     rank = {c: i for i, c in enumerate(order)}
@@ -357,7 +358,7 @@ def class_box_figure(
     idx = np.flatnonzero(keep)
     idx = idx[np.argsort([rank[c] for c in cls[idx]], kind="stable")]
     display = display or {}
-    shown = [str(display.get(c, c)) for c in cls[idx]]
+    shown = plotly_texts(str(display.get(c, c)) for c in cls[idx])
     what = f"{hover_name} = " if hover_name else ""
     for name, vals in series.items():
         v = np.asarray(vals, dtype=float).ravel()
@@ -369,7 +370,8 @@ def class_box_figure(
         )
     layout(fig, title=title, height=320, boxmode="group",
             legend=dict(orientation="h", y=-0.3), showlegend=len(series) > 1)
-    fig.update_xaxes(title="class", categoryorder="array", categoryarray=[str(display.get(c, c)) for c in order])
+    fig.update_xaxes(title="class", categoryorder="array",
+                     categoryarray=plotly_texts(str(display.get(c, c)) for c in order))
     fig.update_yaxes(title=y_title)
     return fig
 
@@ -398,7 +400,7 @@ def attention_comparison_figure(
         raise ValueError("attention_comparison_figure: two [T, T] matrices of the same shape are needed")
     D = Af - Ac
     n = Ac.shape[0]
-    labels = [str(x) for x in labels]
+    labels = plotly_texts(str(x) for x in labels)
     fig = make_subplots(
         rows=1, cols=3, horizontal_spacing=0.08,
         subplot_titles=("correct (the model's attention)", "faithful (official code)",

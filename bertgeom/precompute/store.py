@@ -273,21 +273,22 @@ class PrecomputeResults:
         keep &= groups != ""
         return group_stats(self.cone_curves(normalized)[keep], groups[keep], order=self.labels)
 
-    def to_cone_set(self) -> dict[str, np.ndarray]:
-        """The analysed genomes as the dict :func:`bertgeom.sets.cone.cone_profiles_over_set` returns
-        (``names, labels, predicted, correct, hidden [N, L+1], m, cls [N, L+1, K], probs``), so the
-        Cone Index page can show a precomputed set without running the model."""
-        g = self.genomes[self.ok()]
+    def to_cone_set(self):
+        """The analysed genomes as a :class:`bertgeom.sets.cone.ConeSet` (made by the same producer as
+        :func:`bertgeom.sets.cone.cone_profiles_over_set`: ``hidden [N, L+1]``, ``m``, ``cls``,
+        ``probs``, no streams), so the Cone Index page can show a precomputed set without running
+        the model. Unreadable records are its errors."""
+        from bertgeom.sets.cone import cone_set
+
         ok = self.ok()
-        probs = g[[f"p_{c}" for c in self.labels]].to_numpy(np.float32)
-        errs = self.genomes[~ok]
-        return {
-            "names": g["name"].to_numpy(str), "labels": g["label"].fillna("").to_numpy(str),
-            "predicted": g["predicted"].fillna("").to_numpy(str), "correct": g["correct"].to_numpy(bool),
-            "hidden": g[[f"cone_raw_{l}" for l in range(self.num_layers + 1)]].to_numpy(np.float64),
-            "m": g["cone_m"].to_numpy(np.int64), "cls": np.asarray(self.cls[ok]), "probs": probs,
-            "error_names": errs["name"].to_numpy(str), "error_messages": errs["error"].to_numpy(str),
-        }
+        g, errs = self.genomes[ok], self.genomes[~ok]
+        cls = np.asarray(self.cls[ok]) if self.cls.size else None
+        return cone_set(
+            g["name"].to_numpy(str), g["label"].fillna("").to_numpy(str), g["predicted"].fillna("").to_numpy(str),
+            hidden=g[[f"cone_raw_{l}" for l in range(self.num_layers + 1)]].to_numpy(np.float64),
+            m=g["cone_m"].to_numpy(np.int64), cls=cls,
+            probs=g[[f"p_{c}" for c in self.labels]].to_numpy(np.float32),
+            errors=zip(errs["name"].astype(str).tolist(), errs["error"].astype(str).tolist()))
 
 
 def _shard_ids(root: Path) -> list[int]:

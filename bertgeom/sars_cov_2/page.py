@@ -10,7 +10,7 @@ from bertgeom.figures.base import probability_bars, probability_label
 from bertgeom.runtime import import_in_background
 from bertgeom.sars_cov_2.variant.figures import layer_strip, spike_track
 from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
-from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID, genome_analysis
 from bertgeom.models import REGISTRY, ModelLoadError, resolve_spec
 from bertgeom.inputs import InputError
 from bertgeom.ui.cache import cached_model, get_trace
@@ -152,7 +152,7 @@ try:
 except InputError as exc:
     st.error(plain(exc))
     st.stop()
-analysis = trace.encoded.extra["analysis"]
+analysis = genome_analysis(trace.encoded)
 probs = class_probabilities(loaded, trace.logits)  # calibrated: the warning below reads these
 labels = list(trace.labels)
 pred = trace.predicted
@@ -245,7 +245,7 @@ if no_call:  # nothing below reads anything but the model's call: the downloads 
 # ---- explanation track ----------------------------------------------------------------------
 st.markdown("#### Which parts of the spike drove the prediction?")
 axis = trace.encoded.axis_labels
-domains = trace.encoded.extra["domains"]
+domains = trace.encoded.domains
 cls_att = cls_attention_by_layer(trace)
 rollout = attention_rollout(trace)
 c1, c2 = st.columns([3, 1])

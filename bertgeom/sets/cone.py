@@ -12,15 +12,19 @@ This is the batch layer of the *Cone Index per Layer* page (Bonino 2025 (arXiv:2
 * :func:`padded_forward`: the model run on inputs padded to a fixed length, so that the
   official code's "all 512 rows, padding included" token set can be reproduced.
 
-Everything returns numpy arrays (no Streamlit); results of the set functions are dicts of
-arrays that can be stored with ``numpy.savez`` without pickle.
+Everything returns numpy arrays (no Streamlit). A set's profiles are one typed result,
+:class:`ConeSet`, made by one producer, :func:`cone_set`, whether the model ran here
+(:func:`cone_profiles_over_set`) or a precompute run is read back
+(:meth:`bertgeom.precompute.store.PrecomputeResults.to_cone_set`); :meth:`ConeSet.to_arrays` and
+:meth:`ConeSet.from_arrays` store it with ``numpy.savez`` without pickle (files written before the
+type existed hold the same keys and still load).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -44,6 +48,8 @@ __all__ = [
     "padded_forward",
     "padded_runner",
     "input_cones",
+    "ConeSet",
+    "cone_set",
     "cone_profiles_over_set",
     "group_stats",
     "class_mean_attention",
@@ -192,6 +198,186 @@ def input_cones(
 
 
 # -------------------------------------------------------------------------------------------
+# The typed result of a set (one producer: cone_set)
+# -------------------------------------------------------------------------------------------
+#: Per-input vectors a set may hold, with the names the Cone Index page shows for them.
+VECTORS = {"cls": "[CLS] vector", "mean": "mean of the content tokens",
+           "logits": "logits (pre-softmax, the classifier's output)"}
+
+
+@dataclass(frozen=True, eq=False)  # arrays: equality would be element-wise; compare fields instead
+class ConeSet:
+    """Cone-index profiles of the inputs of a set (``N`` analysed inputs, ``L`` layers, ``H`` heads,
+    ``D`` width), made by :func:`cone_set` only.
+
+    ``names, labels, predicted [N]`` (str, ``""`` when absent) and ``correct [N]`` (bool: predicted
+    and equal to the label); ``hidden [N, L+1]`` the cone index ``I`` of ``hidden_states[0..L]``
+    (rows unit-normalised as in the official code, float64) and ``m [N]`` the rows counted;
+    ``streams``: the per-layer streams of :data:`STREAMS` that were computed (``[N, L]``, per-head
+    ones ``[N, L, H]``; empty for a precomputed set, which stores ``hidden`` only); ``cls`` and
+    ``mean`` ``[N, L+1, D]`` float32 (``None`` when not kept); ``logits`` / ``probs`` ``[N, C]`` of a
+    classifier (``None`` otherwise); ``error_names`` / ``error_messages``: the inputs that could not
+    be analysed, with the reason.
+    """
+
+    names: np.ndarray
+    labels: np.ndarray
+    predicted: np.ndarray
+    correct: np.ndarray
+    hidden: np.ndarray
+    m: np.ndarray
+    streams: Mapping[str, np.ndarray] = field(default_factory=dict)
+    cls: np.ndarray | None = None
+    mean: np.ndarray | None = None
+    logits: np.ndarray | None = None
+    probs: np.ndarray | None = None
+    error_names: np.ndarray = field(default_factory=lambda: np.zeros(0, str))
+    error_messages: np.ndarray = field(default_factory=lambda: np.zeros(0, str))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def labelled(self) -> bool:
+        """True when at least one input has a class label."""
+        return bool(np.any(self.labels != ""))
+
+    def has(self, key: str) -> bool:
+        """True when the set holds the stream (``"hidden"`` or one of :data:`STREAMS`) or vector
+        (:data:`VECTORS`) ``key``."""
+        if key == "hidden":
+            return True
+        if key in VECTORS:
+            return getattr(self, key) is not None
+        return key in self.streams
+
+    def stream(self, key: str) -> np.ndarray:
+        """``hidden`` or one stream of :data:`STREAMS`, as stored (``I``, not normalised)."""
+        if key == "hidden":
+            return self.hidden
+        if key not in self.streams:
+            raise KeyError(f"the set result has no stream {key!r}")
+        return self.streams[key]
+
+    def vectors(self, key: str) -> np.ndarray:
+        """One kind of per-input vectors of :data:`VECTORS` (``cls``, ``mean`` or ``logits``)."""
+        if key not in VECTORS or getattr(self, key) is None:
+            raise KeyError(f"the set result holds no {key!r} vectors")
+        return getattr(self, key)
+
+    def stream_values(self, key: str, *, head: int | None = None, normalized: bool = True):
+        """Per-input values ``[N, K]`` and layer numbers ``[K]`` of one stream.
+
+        ``key``: ``"hidden"`` (layers 0..L) or a stream of :data:`STREAMS` (layers 1..L); per-head
+        streams give the mean over heads, or head ``head`` (0-based) when given. ``normalized``
+        divides by each input's ``m`` (``I/m``).
+        """
+        v = np.asarray(self.stream(key), dtype=np.float64)
+        if v.ndim == 3:
+            v = v.mean(-1) if head is None else v[:, :, int(head)]
+        if normalized:
+            m = np.asarray(self.m, dtype=np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = v / np.where(m > 0, m, np.nan)[:, None]
+        x = np.arange(v.shape[1]) if key == "hidden" else np.arange(1, v.shape[1] + 1)
+        return v, x
+
+    def subset(self, keep) -> "ConeSet":
+        """The inputs ``keep`` (bool ``[N]``); the list of errors is kept whole."""
+        keep = np.asarray(keep, bool)
+        if keep.shape != (len(self),):
+            raise ValueError(f"the selection has {keep.size} entries for a set of {len(self)} inputs")
+
+        def rows(a):
+            return None if a is None else a[keep]
+
+        return replace(self, names=self.names[keep], labels=self.labels[keep], predicted=self.predicted[keep],
+                       correct=self.correct[keep], hidden=self.hidden[keep], m=self.m[keep],
+                       streams={k: v[keep] for k, v in self.streams.items()}, cls=rows(self.cls),
+                       mean=rows(self.mean), logits=rows(self.logits), probs=rows(self.probs))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Flat arrays for ``numpy.savez`` (no pickle): the keys :meth:`from_arrays` reads."""
+        out = {"names": self.names, "labels": self.labels, "predicted": self.predicted, "correct": self.correct,
+               "hidden": self.hidden, "m": self.m, "error_names": self.error_names,
+               "error_messages": self.error_messages, **self.streams}
+        out.update({k: getattr(self, k) for k in (*VECTORS, "probs") if getattr(self, k) is not None})
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "ConeSet":
+        """A set stored by :meth:`to_arrays` (or by the dict-returning code before it: same keys)."""
+        names = arrays.get("names")
+        missing = [k for k in ("names", "hidden", "m") if k not in arrays and (names is None or len(names))]
+        if missing:
+            raise ValueError(f"the stored cone set lacks {', '.join(missing)}: compute it again")
+        return cone_set(names, arrays.get("labels"), arrays.get("predicted"), hidden=arrays.get("hidden"),
+                        m=arrays.get("m"), streams={k: arrays[k] for k in STREAMS if k in arrays},
+                        cls=arrays.get("cls"), mean=arrays.get("mean"), logits=arrays.get("logits"),
+                        probs=arrays.get("probs"),
+                        errors=zip(np.asarray(arrays.get("error_names", [])).tolist(),
+                                   np.asarray(arrays.get("error_messages", [])).tolist()))
+
+
+def _strings(values, n: int) -> np.ndarray:
+    if values is None:
+        return np.full(n, "", dtype=str) if n else np.zeros(0, str)
+    out = np.asarray(["" if v is None else str(v) for v in np.asarray(values, dtype=object).tolist()], dtype=str)
+    return out if len(out) else np.zeros(0, str)
+
+
+def cone_set(
+    names: Sequence[str],
+    labels: Sequence[str | None] | None,
+    predicted: Sequence[str | None] | None,
+    *,
+    hidden=None,
+    m=None,
+    streams: Mapping[str, np.ndarray] | None = None,
+    cls=None,
+    mean=None,
+    logits=None,
+    probs=None,
+    errors: Iterable[tuple[str, str]] = (),
+) -> ConeSet:
+    """The one producer of :class:`ConeSet`: types and shapes made uniform, ``correct`` derived.
+
+    ``labels`` / ``predicted`` may hold ``None`` (absent: stored as ``""``); ``correct`` is
+    ``predicted == label`` where both are given. Every per-input array must have ``N`` rows;
+    a stream outside :data:`STREAMS` is refused. ``hidden`` and ``m`` may be omitted only when no
+    input was analysed (``N = 0``).
+    """
+    names = _strings(names, 0)
+    n = len(names)
+    labels, predicted = _strings(labels, n), _strings(predicted, n)
+    correct = (predicted != "") & (predicted == labels)
+    streams = {k: np.asarray(v, dtype=np.float64) for k, v in (streams or {}).items()}
+    unknown = sorted(set(streams) - set(STREAMS))
+    if unknown:
+        raise ValueError(f"unknown stream(s) {', '.join(unknown)}; known: {', '.join(STREAMS)}")
+
+    def opt(a, dtype):
+        return None if a is None else np.asarray(a, dtype=dtype)
+
+    errors = list(errors)
+    out = ConeSet(names=names, labels=labels, predicted=predicted, correct=correct,
+                  hidden=np.zeros((0, 0)) if hidden is None and not n else np.asarray(hidden, dtype=np.float64),
+                  m=np.zeros(0, np.int64) if m is None and not n else np.asarray(m, dtype=np.int64), streams=streams,
+                  cls=opt(cls, np.float32), mean=opt(mean, np.float32), logits=opt(logits, np.float32),
+                  probs=opt(probs, np.float32),
+                  error_names=_strings([e[0] for e in errors], 0), error_messages=_strings([e[1] for e in errors], 0))
+    if out.hidden.ndim != 2 or out.m.ndim != 1:
+        raise ValueError(f"hidden must be [N, L+1] and m [N]; got {out.hidden.shape} and {out.m.shape}")
+    bad = [k for k, v in (("labels", labels), ("predicted", predicted), ("hidden", out.hidden), ("m", out.m),
+                          *out.streams.items(),
+                          *((k, getattr(out, k)) for k in (*VECTORS, "probs")))
+           if v is not None and len(v) != n]
+    if bad:
+        raise ValueError(f"{', '.join(bad)} must have one row per input ({n})")
+    return out
+
+
+# -------------------------------------------------------------------------------------------
 # Over a set (one batched pass)
 # -------------------------------------------------------------------------------------------
 def _profile(hidden, layer_weights, rows, content, attention_mask, attentions, streams, faithful) -> dict:
@@ -211,22 +397,16 @@ def _profile(hidden, layer_weights, rows, content, attention_mask, attentions, s
     return res
 
 
-def _stack_results(names, labels, predicted, per_item: list[dict], logits, errors) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {
-        "names": np.asarray(names, dtype=str),
-        "labels": np.asarray([lab or "" for lab in labels], dtype=str),
-        "predicted": np.asarray([p or "" for p in predicted], dtype=str),
-        "error_names": np.asarray([e[0] for e in errors], dtype=str),
-        "error_messages": np.asarray([e[1] for e in errors], dtype=str),
-    }
-    correct = [bool(p) and p == lab for p, lab in zip(predicted, labels)]
-    out["correct"] = np.asarray(correct, dtype=bool)
-    if per_item:
-        for k in per_item[0]:
-            out[k] = np.stack([r[k] for r in per_item])
-    if logits and all(x is not None for x in logits):
-        out["logits"] = np.stack(logits).astype(np.float32)
-    return out
+def _stack_results(names, labels, predicted, per_item: list[dict], logits, errors) -> ConeSet:
+    """The per-input reductions of :func:`_profile` stacked into a :class:`ConeSet`."""
+
+    def stacked(key):
+        return np.stack([r[key] for r in per_item]) if per_item and key in per_item[0] else None
+
+    keep_logits = bool(logits) and all(x is not None for x in logits)
+    return cone_set(names, labels, predicted, hidden=stacked("hidden"), m=stacked("m"),
+                    streams={k: stacked(k) for k in STREAMS if stacked(k) is not None}, cls=stacked("cls"),
+                    mean=stacked("mean"), logits=np.stack(logits) if keep_logits else None, errors=errors)
 
 
 @single_threaded()
@@ -242,7 +422,7 @@ def cone_profiles_over_set(
     batch_size: int = 8,
     progress: Callable[[int, int], None] | None = None,
     timings: dict | None = None,
-) -> dict[str, np.ndarray]:
+) -> ConeSet:
     """Cone-index profiles, streams and [CLS]/mean-pooled vectors of every input of a set.
 
     One batched forward pass per ``batch_size`` inputs (through
@@ -250,9 +430,8 @@ def cone_profiles_over_set(
     so that PAD rows exist, as in the official code). Inputs that cannot be encoded are
     listed in ``error_names``/``error_messages`` and never stop the run.
 
-    Returns (``N`` analysed inputs, ``L`` layers, ``H`` heads, ``D`` width):
-    ``names, labels, predicted [N]`` (str, ``""`` when absent), ``correct [N]``,
-    ``hidden [N, L+1]`` (``I`` of ``hidden_states[l]``), ``m [N]``, with ``streams``:
+    Returns a :class:`ConeSet` (``N`` analysed inputs, ``L`` layers, ``H`` heads, ``D`` width) with
+    ``hidden [N, L+1]``, ``m [N]``, with ``streams`` the streams
     ``layer_input, post_attention, layer_output [N, L]``, ``head_output [N, L, H]`` and with
     ``faithful`` ``multihead_faithful [N, L]``, ``head_output_faithful [N, L, H]``;
     ``cls, mean [N, L+1, D]`` (float32); ``logits [N, C]`` for a classifier.
@@ -416,29 +595,11 @@ def class_mean_attention(
 # -------------------------------------------------------------------------------------------
 # Reading set results
 # -------------------------------------------------------------------------------------------
-def stream_values(data: dict, key: str, *, head: int | None = None, normalized: bool = True):
-    """Per-input values ``[N, K]`` and layer numbers ``[K]`` of one stream of a set result.
-
-    ``key``: ``"hidden"`` (layers 0..L) or a stream of :data:`STREAMS` (layers 1..L); per-head
-    streams give the mean over heads, or head ``head`` (0-based) when given. ``normalized``
-    divides by each input's ``m`` (``I/m``).
-    """
-    if key not in data:
-        raise KeyError(f"the set result has no stream {key!r}")
-    v = np.asarray(data[key], dtype=np.float64)
-    if v.ndim == 3:
-        v = v.mean(-1) if head is None else v[:, :, int(head)]
-    if normalized:
-        m = np.asarray(data["m"], dtype=np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            v = v / np.where(m > 0, m, np.nan)[:, None]
-    x = np.arange(v.shape[1]) if key == "hidden" else np.arange(1, v.shape[1] + 1)
-    return v, x
+def stream_values(data: ConeSet, key: str, *, head: int | None = None, normalized: bool = True):
+    """:meth:`ConeSet.stream_values` (kept as a function for callers of the library)."""
+    return data.stream_values(key, head=head, normalized=normalized)
 
 
-def subset(data: dict, keep) -> dict:
-    """The rows ``keep`` (bool ``[N]``) of every per-input array of a set result."""
-    keep = np.asarray(keep, bool)
-    n = len(keep)
-    return {k: (v[keep] if (isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == n
-                            and not k.startswith("error_")) else v) for k, v in data.items()}
+def subset(data: ConeSet, keep) -> ConeSet:
+    """:meth:`ConeSet.subset` (kept as a function for callers of the library)."""
+    return data.subset(keep)

@@ -42,14 +42,14 @@ def domain_names(encoded, domains=None) -> list[str]:
     """The token domains counted over a set, ``[CLS]`` last (it counts as its own domain): the input
     kind's ``domains`` in order, or (without them) those of ``encoded`` in order of appearance."""
     if domains is None:
-        domains = dict.fromkeys(d for d in encoded.extra.get("domains", []) if d)
+        domains = dict.fromkeys(d for d in encoded.domains or () if d)
     return [str(d) for d in domains] + [CLS_DOMAIN]
 
 
 def _domain_onehot(encoded, domains=None) -> np.ndarray:
     """``[T, D]``: 1 where token ``t`` lies in domain ``d`` (``[CLS]`` counts as its own domain)."""
     names = domain_names(encoded, domains)
-    doms = [d or CLS_DOMAIN for d in encoded.extra.get("domains", [""] * encoded.n_tokens)]
+    doms = [d or CLS_DOMAIN for d in encoded.domains or ("",) * encoded.n_tokens]
     onehot = np.zeros((encoded.n_tokens, len(names)), dtype=np.float64)
     for j, d in enumerate(doms):
         if d in names:
@@ -113,7 +113,7 @@ def compute_set_arrays(
         rows = js_rows_for(enc, js_max_rows)
         acc.update(trace.attentions, rows=rows)
         out["js_rows"] = enc.n_tokens if rows is None else rows.size
-        if domains and "domains" in enc.extra:  # the kind names its domains: one [D] layout for the set
+        if domains and enc.domains is not None:  # the kind names its domains: one [D] layout for the set
             out["dom"], out["dom_hi"] = domain_masses(trace.attentions, enc, theta, domains=domains)
             out["dom_cnt"], out["dom_tok"] = domain_counts(trace.attentions, enc, theta, domains=domains)
         return out
@@ -267,7 +267,7 @@ def class_mean_over_set(loaded, items, theta: float = SET_THETA) -> dict:
     n = max(1, len(res.results))
     if longest.axis_labels:  # inputs with their own coordinates (e.g. amino-acid ranges)
         labels = list(longest.axis_labels)
-        doms = [d or "" for d in longest.extra.get("domains", [""] * T)]
+        doms = list(longest.domains or ("",) * T)
     else:
         labels = [f"pos {i}" for i in range(T)]
         doms = [""] * T

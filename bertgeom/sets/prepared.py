@@ -238,7 +238,7 @@ def _cone_set_task(ctx: _Context) -> PreparedTask:
 
     def run(progress):
         _store(key, cone_profiles_over_set(ctx.loaded, ctx.items, CONE_TOKEN_SET, pad_to=None,
-                                           layer_weights=ctx.layer_weights, progress=progress))
+                                           layer_weights=ctx.layer_weights, progress=progress).to_arrays())
 
     return PreparedTask(key, f"cone index per class over the {len(ctx.items)} inputs (Cone Index)", run,
                         group="cone-set", model_id=ctx.model_id)

@@ -65,7 +65,7 @@ def _read_arrays(file_id: str, _key) -> dict:
 
 
 def set_cones(model_id: str, items: tuple[InputItem, ...], fingerprint: str, token_set: str,
-              pad_to: int | None) -> dict:
+              pad_to: int | None) -> conesets.ConeSet:
     """Per-input cone profiles, streams and [CLS]/mean vectors over a set: from disk (prepared ahead
     for the shipped set, or written by an earlier visit), else computed with a progress bar."""
     from bertgeom.sets.prepared import cone_set_key, is_on_disk, key_id
@@ -79,14 +79,15 @@ def set_cones(model_id: str, items: tuple[InputItem, ...], fingerprint: str, tok
                                                               usually_prepared=True) as update:
             disk_cached_arrays(key, lambda: conesets.cone_profiles_over_set(
                 loaded, items, token_set, pad_to=pad_to, layer_weights=cached_layer_weights(model_id),
-                progress=update))
+                progress=update).to_arrays())
         if not is_on_disk(key):  # a read-only cache: keep the computed arrays in memory only
             return _computed_cones(model_id, fingerprint, token_set, pad_to, items)
-    return _read_arrays(key_id(key), key)
+    return conesets.ConeSet.from_arrays(_read_arrays(key_id(key), key))
 
 
 @st.cache_data(max_entries=4, show_spinner="Running the model over the set…")
-def _computed_cones(model_id: str, fingerprint: str, token_set: str, pad_to: int | None, _items) -> dict:
+def _computed_cones(model_id: str, fingerprint: str, token_set: str, pad_to: int | None,
+                    _items) -> conesets.ConeSet:
     return conesets.cone_profiles_over_set(cached_model(model_id), _items, token_set, pad_to=pad_to,
                                            layer_weights=cached_layer_weights(model_id))
 
@@ -224,8 +225,8 @@ def results_note(path: str, weights_hash: str) -> str:
 
 
 @st.cache_data(max_entries=4, show_spinner="Reading the precomputed results…")
-def precomputed_set(path: str) -> dict:
-    """A precomputed directory as the per-set dict the page draws (no model run)."""
+def precomputed_set(path: str) -> conesets.ConeSet:
+    """A precomputed directory as the set result the page draws (no model run)."""
     from bertgeom.precompute import load_results
 
     return load_results(_listed_results(path)).to_cone_set()

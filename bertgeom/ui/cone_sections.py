@@ -108,31 +108,31 @@ def load_set(v: View):
         data = cone_cache.precomputed_set(fp.split(":", 1)[1])
     else:
         data = cone_cache.set_cones(model_id, items, fp, token_set, pad_to)
-    errors_expander(zip(data["error_names"].tolist(), data["error_messages"].tolist()))
-    if len(data["names"]) == 0:
+    errors_expander(zip(data.error_names.tolist(), data.error_messages.tolist()))
+    if len(data) == 0:
         st.warning("No input of the set could be analysed.")
         return None
-    labelled = bool(np.any(data["labels"] != ""))
+    labelled = data.labelled
     if loaded.spec.is_classifier and labelled:
-        acc = float(np.mean(data["correct"][data["labels"] != ""]))
+        acc = float(np.mean(data.correct[data.labels != ""]))
         only = st.checkbox(f"Correctly classified inputs only (as the official code; accuracy here {acc:.0%})",
                            key=f"w_cone_correct_{section}")
         if only:
-            data = conesets.subset(data, data["correct"])
-            if len(data["names"]) == 0:
+            data = data.subset(data.correct)
+            if len(data) == 0:
                 st.warning("No input of the set is classified correctly by this model: untick the box.")
                 return None
     return items, fp, data, labelled
 
 
-def group_order(data, loaded) -> list[str]:
-    present = set(data["labels"].tolist())
+def group_order(data: conesets.ConeSet, loaded) -> list[str]:
+    present = set(data.labels.tolist())
     order = [c for c in loaded.labels if c in present]
     return order + sorted(present - set(order))
 
 
-def groups_of(data) -> np.ndarray:
-    return data["labels"]
+def groups_of(data: conesets.ConeSet) -> np.ndarray:
+    return data.labels
 
 
 STREAM_CHOICES = {
@@ -150,17 +150,15 @@ STREAM_CHOICES = {
 STREAM_NEEDS = {"one_head": "head_output", "one_head_faithful": "head_output_faithful"}
 
 
-def available_streams(data) -> list[str]:
+def available_streams(data: conesets.ConeSet) -> list[str]:
     """The stream choices a set result holds (a precomputed set may hold hidden_states only)."""
-    return [c for c in STREAM_CHOICES if STREAM_NEEDS.get(c, c) in data]
+    return [c for c in STREAM_CHOICES if data.has(STREAM_NEEDS.get(c, c))]
 
 
-def stream_from_choice(data, choice: str, head: int, normalized: bool):
-    if choice == "one_head":
-        return conesets.stream_values(data, "head_output", head=head, normalized=normalized)
-    if choice == "one_head_faithful":
-        return conesets.stream_values(data, "head_output_faithful", head=head, normalized=normalized)
-    return conesets.stream_values(data, choice, normalized=normalized)
+def stream_from_choice(data: conesets.ConeSet, choice: str, head: int, normalized: bool):
+    if choice in STREAM_NEEDS:
+        return data.stream_values(STREAM_NEEDS[choice], head=head, normalized=normalized)
+    return data.stream_values(choice, normalized=normalized)
 
 
 def stream_label(choice: str, head: int) -> str:
@@ -239,7 +237,7 @@ def classes_section(v: View) -> None:
                                    help="For the streams of one head. The official code used head 5 (index 4).") - 1
             normalized = a3.toggle("Normalised (I / m)", value=True, key="w_cone_set_norm")
             values, x = stream_from_choice(data, choice, head, normalized)
-            mref = float(np.median(data["m"]))
+            mref = float(np.median(data.m))
             ref = 1 / np.sqrt(mref) if normalized else np.sqrt(mref)
             chart(fc.class_curves(values, groups, x=x, order=order, display=DISPLAY,
                                   y_title="I / m" if normalized else "I", unit_range=normalized,
@@ -280,8 +278,8 @@ def classes_section(v: View) -> None:
             stat_df = pd.DataFrame([{"class": DISPLAY.get(g, g), "layer": int(xi), "mean": s["mean"][j],
                                      "sd": s["sd"][j], "n": int(s["n"])}
                                     for g, s in stats.items() for j, xi in enumerate(x)])
-            per_input = pd.DataFrame({"input": data["names"], "label": data["labels"], "predicted": data["predicted"],
-                                      "correct": data["correct"], "m": data["m"]})
+            per_input = pd.DataFrame({"input": data.names, "label": data.labels, "predicted": data.predicted,
+                                      "correct": data.correct, "m": data.m})
             for j, xi in enumerate(x):
                 per_input[f"layer_{xi}"] = values[:, j]
             with st.expander("Numbers (mean ± sd per class and layer)"):
@@ -304,8 +302,7 @@ def distribution_section(v: View) -> None:
         if loaded_set is not None:
             items, fp, data, labelled = loaded_set
             groups, order = groups_of(data), group_order(data, v.loaded)
-            feat_opts = {k: v for k, v in (("cls", "[CLS] vector"), ("mean", "mean of the content tokens"),
-                                           ("logits", "logits (pre-softmax, the classifier's output)")) if k in data}
+            feat_opts = {k: label for k, label in conesets.VECTORS.items() if data.has(k)}
             if not feat_opts:
                 st.info("This set holds no vectors to project.")
                 st.stop()
@@ -315,12 +312,12 @@ def distribution_section(v: View) -> None:
                               format_func={"pca": "PCA", "umap": "UMAP (slow)", "tsne": "t-SNE (slow)"}.get)
             dims = b3.radio("Plot", [2, 3], horizontal=True, key="w_cone_dims", format_func=lambda d: f"{d}-D")
             if feature == "logits":
-                X = data["logits"].astype(np.float64)
+                X = data.vectors("logits").astype(np.float64)
                 layer_name = "logits"
                 layer = None
             else:
                 layer = st.slider("Layer (0 = embeddings)", 0, L, L, key="w_cone_proj_layer")
-                X = data[feature][:, layer, :].astype(np.float64)
+                X = data.vectors(feature)[:, layer, :].astype(np.float64)
                 layer_name = f"layer {layer}"
             N = X.shape[0]
             if method != "pca" and N < dims + 3:
@@ -328,7 +325,7 @@ def distribution_section(v: View) -> None:
                 method = "pca"
             proj = cone_cache.projection(X, method, dims)
             hover = [f"{n}<br>label: {DISPLAY.get(lab, lab) or '—'}<br>predicted: {p or '—'}"
-                     for n, lab, p in zip(data["names"], data["labels"], data["predicted"])]
+                     for n, lab, p in zip(data.names, data.labels, data.predicted)]
             if proj.explained_variance_ratio is not None:
                 ax = [f"PC{i + 1} ({100 * r:.1f}%)" for i, r in enumerate(proj.explained_variance_ratio)]
                 ptitle = f"PCA of {feat_opts[feature]}, {layer_name}: {100 * proj.total_explained_variance:.1f}% of the variance shown"
@@ -347,7 +344,7 @@ def distribution_section(v: View) -> None:
             sep_df = None
             if feature != "logits" and labelled and n_cls >= 2:
                 has = groups != ""  # unlabelled inputs do not count in the score
-                feats = np.transpose(data[feature][has], (1, 0, 2)).astype(np.float64)
+                feats = np.transpose(data.vectors(feature)[has], (1, 0, 2)).astype(np.float64)
                 sep = cone_cache.separability(feats, groups[has])
                 chart(fc.layer_score_curve({"silhouette (−1…1)": sep["silhouette"]}, selected=layer,
                                            y_title="silhouette",
@@ -361,8 +358,8 @@ def distribution_section(v: View) -> None:
             elif not labelled:
                 st.info("No class labels in this set: the points are one group and no separability score is defined.")
             coord_df = pd.DataFrame(proj.coords, columns=[f"dim{i + 1}" for i in range(dims)])
-            coord_df.insert(0, "label", data["labels"])
-            coord_df.insert(0, "input", data["names"])
+            coord_df.insert(0, "label", data.labels)
+            coord_df.insert(0, "input", data.names)
             d1, d2 = st.columns(2)
             with d1:
                 csv_button(coord_df, f"projection_{method}_{layer_name.replace(' ', '')}.csv", "w_cone_proj_csv",

@@ -23,6 +23,7 @@ import pandas as pd
 import streamlit as st
 import streamlit.components.v1 as components
 
+from bertgeom.analysis.facts import layer_ranking, special_heads_note
 from bertgeom.analysis.token_groups import contiguous_groups, group_attention, window_bounds
 from bertgeom.figures import headview as hv
 from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
@@ -84,6 +85,11 @@ def head_view_tab(v: PageView) -> None:
                              min_weight=min_w, note=note, title=f"Head view, layer {layer + 1}")
     rows = A.shape[-1]
     components.html(page, height=min(760, 22 * rows + 110), scrolling=True)
+    table_ = getattr(v, "table", None)
+    if table_ is not None and "prev" in table_:
+        ranking = layer_ranking(table_, "prev", layer)
+        st.caption(f"Attention to the previous token in layer {layer + 1}, most first: "
+                   + " · ".join(f"H{h + 1} ({x:.2f})" for h, x in ranking) + ".")
     st.download_button("Download this view (HTML, works offline)", page.encode("utf-8"),
                        file_name=f"head_view_L{layer + 1}.html", mime="text/html", key="w_hv_dl",
                        icon=":material/download:", on_click="ignore")
@@ -131,6 +137,10 @@ def model_view_tab(v: PageView) -> None:
     fig = hv.model_view(v.trace.attentions, importance=imp, importance_label=IMPORTANCE[kind].split(" (")[0],
                         selected=(v.layer, v.head))
     chart(fig, "w_model_view", selects_head=True)
+    table_ = getattr(v, "table", None)
+    if table_ is not None and "cls" in table_ and "sep" in table_:
+        note = special_heads_note(table_)[0]
+        st.caption(f"On this input {note}.")
     if imp is not None:
         top = np.dstack(np.unravel_index(np.argsort(-imp, axis=None)[:3], imp.shape))[0]
         st.caption("Most important here: " + ", ".join(f"{head_label(l, h)} ({imp[l, h]:.3g})" for l, h in top)
@@ -161,7 +171,7 @@ def _layer_records(model_id: str, fingerprint: str, layer: int, with_groups: boo
     loaded = cached_model(model_id)
 
     def groups(trace):
-        return trace.encoded.extra.get("domains") if with_groups else None
+        return trace.encoded.domains if with_groups else None
 
     with heavy("running the model over the set"), \
             progress(f"Running the model over {len(_items)} inputs for layer {layer + 1}…") as update:

@@ -302,9 +302,9 @@ class PageView:
         return INPUT_KINDS.of(self.loaded)
 
     @property
-    def domains(self) -> list[str] | None:
+    def domains(self) -> tuple[str, ...] | None:
         """The token domain of each token when the input kind has domains, else None."""
-        return self.trace.encoded.extra.get("domains") if self.kind.has_domains else None
+        return self.trace.encoded.domains if self.kind.has_domains else None
 
     @property
     def HL(self) -> str:

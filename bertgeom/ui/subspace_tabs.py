@@ -228,7 +228,7 @@ def data_tab(v: View) -> None:
     st.markdown(f"#### {HL} · queries and keys in one plane")
     c1, c2, c3 = st.columns([2, 2, 3])
     colour = "position"
-    if kind.has_domains and trace.encoded.extra.get("domains"):
+    if kind.has_domains and trace.encoded.domains:
         colour = c1.radio("Colour by", ["domain", "position"], horizontal=True, key="w_sub_pca_colour",
                           format_func={"position": "token position", "domain": kind.domain_noun}.get)
     else:
@@ -242,7 +242,7 @@ def data_tab(v: View) -> None:
     proj = sc.cached_joint_qk(model_id, wh, text, layer, head, normalize, use_faithful)
     cats = None
     if colour == "domain":
-        cats = [d or "special token" for d in trace.encoded.extra["domains"]]
+        cats = [d or "special token" for d in trace.encoded.domains]
     chart(fs.joint_qk_figure(proj.q_coords, proj.k_coords, trace.axis_labels,
                            colour_by="category" if colour == "domain" else "position", categories=cats,
                            explained=proj.explained_variance_ratio,

@@ -20,7 +20,6 @@ import numpy as np
 import streamlit as st
 
 from bertgeom.models import REGISTRY
-from bertgeom.tables import head_label
 
 TEXT_MODEL = "minilm-l6"
 SENTENCE = 0  # example sentence index
@@ -49,21 +48,20 @@ def _sentence_text() -> str:
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def _text_facts(model_id: str, text: str) -> dict:
-    from bertgeom.analysis.facts import strongest_head, tour_facts
+    """Every number the text steps say, each computed by the function that prints it on the page
+    the step opens (:mod:`bertgeom.analysis.facts`), so sentence and page cannot disagree."""
+    from bertgeom.analysis.facts import layer_ranking, one_back_note, special_heads_note, strongest_head, tour_facts
     from bertgeom.ui.cache import cached_head_features, get_trace
 
     table = cached_head_features(model_id, text)
-    facts = tour_facts(table)
     prev = strongest_head(table, "prev")
     trace = get_trace(model_id, text)
-    A = np.asarray(trace.attentions[prev.layer, prev.head])
-    rows = np.arange(1, A.shape[0])
-    one_back = float(np.mean(A[rows].argmax(axis=1) == rows - 1))
-    layer_prev = np.asarray(table["prev"])[prev.layer]
-    special = np.asarray(table["cls"]) + np.asarray(table["sep"])
-    return {**facts, "prev_fact": prev, "one_back": one_back, "layer_prev": layer_prev,
-            "n_special": int((special >= 0.5).sum()), "n_heads": int(special.size),
-            "special_max": tuple(int(x) for x in np.unravel_index(int(np.argmax(special)), special.shape))}
+    special, special_max = special_heads_note(table)
+    return {**tour_facts(table), "prev_fact": prev,
+            # on the token map Head detail draws (the step turns the words toggle off)
+            "one_back": one_back_note(trace.attentions[prev.layer, prev.head]),
+            "layer_prev": layer_ranking(table, "prev", prev.layer), "n_heads_layer": int(table["prev"].shape[1]),
+            "special": special, "special_max": special_max}
 
 
 def _prev_step() -> dict:
@@ -71,16 +69,15 @@ def _prev_step() -> dict:
     p = f["prev_fact"]
     return {"head": (p.layer, p.head), "sentence": (
         f"The grid is coloured by *attention to previous token*: {f['prev']}. Its map below draws strong weights "
-        f"**dark**; for {f['one_back']:.0%} of the words of “{_sentence_text()}” the darkest cell of the row sits just "
-        "left of the diagonal, on the word before.")}
+        f"**dark**; on “{_sentence_text()}”, {f['one_back']}.")}
 
 
 def _head_view_step() -> dict:
     f = _text_facts(TEXT_MODEL, _sentence_text())
     p = f["prev_fact"]
-    others = [f"H{h + 1} ({v:.2f})" for h, v in sorted(enumerate(f["layer_prev"]), key=lambda x: -x[1])[1:3]]
+    others = [f"H{h + 1} ({v:.2f})" for h, v in f["layer_prev"][1:3]]
     return {"head": (p.layer, p.head), "sentence": (
-        f"All {len(f['layer_prev'])} heads of layer {p.layer + 1} at once, one colour each. Hover a word: "
+        f"All {f['n_heads_layer']} heads of layer {p.layer + 1} at once, one colour each. Hover a word: "
         f"H{p.head + 1}'s lines go one word up ({f['prev_fact'].value:.2f} of its attention); the next most "
         f"previous-looking heads here are {', '.join(others)}. Untick heads to compare them.")}
 
@@ -94,11 +91,8 @@ def _sink_step() -> dict:
 
 def _model_view_step() -> dict:
     f = _text_facts(TEXT_MODEL, _sentence_text())
-    layer, head = f["special_max"]
-    return {"head": (layer, head), "sentence": (
-        f"Every head's map as a thumbnail: {f['n_special']} of {f['n_heads']} heads put half or more of their "
-        f"attention on [CLS] or [SEP] (a dark stripe at the left or right edge), most of all "
-        f"{head_label(layer, head)}. "
+    return {"head": f["special_max"], "sentence": (
+        f"Every head's map as a thumbnail: {f['special']}. "
         "Click a thumbnail to open that head; *Size by* shows which heads matter when disabled.")}
 
 
@@ -159,7 +153,7 @@ def steps() -> list[Step]:
     if TEXT_MODEL in REGISTRY:
         out += [
             Step("A head that reads the previous word", "heads", TEXT_MODEL, ("heads_tab", "Head detail"), "prev",
-                 _prev_step),
+                 _prev_step, (("w_words", False),)),
             Step("Every head of a layer, as lines", "heads", TEXT_MODEL, ("heads_tab", "Head view"), "prev",
                  _head_view_step),
             Step("Heads that rest on a special token", "heads", TEXT_MODEL, ("heads_tab", "Head detail"), "cls",
@@ -171,6 +165,115 @@ def steps() -> list[Step]:
     if VARIANT_MODEL_ID in REGISTRY:
         out.append(Step("A genome: which change moves the call?", "classifier", VARIANT_MODEL_ID, None, None,
                         _genome_step))
+    return out
+
+
+# ---- computing a step: at once when this server has done it, else under a bar -----------------
+#: Steps whose numbers this server process has computed (their model, trace and facts are in its caches).
+_WARM: set[str] = set()
+_TIMINGS_FILE = "tour-timings.json"
+
+#: What the bar says while a step is computed for the first time on this server.
+FIRST_TIME_NOTE = ("A tour step usually opens at once: its model, its input's pass and its numbers are computed once "
+                   "per server and kept. This server has not computed this step yet, so it does now, for you "
+                   "(loading the model is most of it; Cancel stops between stages).")
+
+
+def _stages(step: Step) -> list[tuple[str, Callable[[], object]]]:
+    """The step's work in the order it runs, each stage cached per process (so the page below and the
+    next steps read it at once): load the model, run it on the input, per-head features, the numbers."""
+    from bertgeom.ui.cache import cached_head_features, cached_model, get_trace
+
+    text = _genome_text() if step.page == "classifier" else _sentence_text()
+    name = REGISTRY[step.model].display_name if step.model in REGISTRY else step.model
+    out = [(f"Loading {name} (once per server)…", lambda: cached_model(step.model)),
+           ("Running the model on the tour's input…", lambda: get_trace(step.model, text))]
+    if step.page == "heads":
+        out.append(("Computing every head's features…", lambda: cached_head_features(step.model, text)))
+    out.append(("Computing this step's numbers…" if step.page != "classifier" else
+                "Scoring the genome's marker changes with the model…", step.facts))
+    return out
+
+
+def _timings_path():
+    from bertgeom.runtime import cache_dir
+
+    return cache_dir() / _TIMINGS_FILE
+
+
+def _read_timings() -> dict[str, float]:
+    """Seconds each stage took the last time it ran on this machine (model and stage: seconds)."""
+    import json
+
+    try:
+        data = json.loads(_timings_path().read_text())
+        return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _write_timings(new: dict[str, float]) -> None:
+    import json
+    import os
+
+    path = _timings_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({**_read_timings(), **new}))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no writable cache: the next estimate is from the pace alone
+
+
+def stage_eta(expected: list[float | None]) -> Callable[[int, int, float], str]:
+    """An honest time left for stages of known past durations: the remaining stages' durations the
+    last time on this machine, less the time already spent in the current one; where a remaining
+    stage was never timed here, the pace so far (:func:`bertgeom.ui.widgets.eta_text`)."""
+    from bertgeom.ui.widgets import eta_text
+
+    marks = [0.0]  # elapsed at the start of the current stage
+
+    def eta(done: int, total: int, elapsed: float) -> str:
+        if done >= total:
+            return "finishing…"
+        rest = expected[done:]
+        if any(x is None for x in rest):
+            return eta_text(done, total, elapsed)
+        if len(marks) <= done:
+            marks.append(elapsed)
+        left = max(sum(rest) - (elapsed - marks[min(done, len(marks) - 1)]), 1.0)
+        return f"about {left:.0f} s left (as long as it took the last time on this machine)"
+
+    return eta
+
+
+def _compute(step: Step, index: int) -> dict:
+    """The step's facts: at once when this server has computed them, else stage by stage under a bar
+    with the time left and *Cancel* (drawn here, outside every cached function)."""
+    import time
+
+    from bertgeom.ui.widgets import progress
+
+    if step.title in _WARM:
+        with st.spinner("Computing this step's numbers…"):  # cached: a moment (evicted: one forward pass)
+            return step.facts()
+    stages = _stages(step)
+    timed = _read_timings()
+    names = [f"{step.model}: {label}" for label, _ in stages]
+    eta = stage_eta([timed.get(n) for n in names])
+    taken: dict[str, float] = {}
+    with progress(stages[0][0], key=f"tour step {index + 1}", note=FIRST_TIME_NOTE, eta=eta) as update:
+        out = None
+        for k, ((label, run), name) in enumerate(zip(stages, names)):
+            update(k, len(stages), label)
+            t0 = time.perf_counter()
+            out = run()
+            taken[name] = time.perf_counter() - t0
+        update(len(stages), len(stages), "Done")
+    _WARM.add(step.title)
+    if any(t > 0.5 for t in taken.values()):  # a real computation, not the caches answering
+        _write_timings(taken)
     return out
 
 
@@ -240,11 +343,17 @@ def tour_bar(pages: dict, current) -> None:
         return  # the user left the step's page: the bar waits on it (Home lists the steps)
     with st.container(border=True, key="tour_bar"):
         c1, c2 = st.columns([5, 3], vertical_alignment="center")
+        with c2:  # first: the buttons stay when a first computation is cancelled (it stops the run)
+            b1, b2, b3 = st.columns([4, 4, 3])
+            b1.button("◀ Back", key="w_tour_prev", on_click=_apply, args=(index - 1,), disabled=index == 0,
+                      help="Previous step")
+            if index + 1 < len(all_steps):
+                b2.button("Next ▶", key="w_tour_next", on_click=_apply, args=(index + 1,), type="primary")
+            b3.button("End", key="w_tour_end", on_click=_end, help="End the tour")
         with c1:
             st.markdown(f"**Tour · step {index + 1} of {len(all_steps)} — {step.title}**")
             try:
-                with st.spinner("Computing this step's numbers…"):
-                    facts = step.facts()
+                facts = _compute(step, index)
                 if st.session_state.get("_tour_select") == index:
                     st.session_state.pop("_tour_select")
                     _select_from(facts)
@@ -252,13 +361,6 @@ def tour_bar(pages: dict, current) -> None:
             except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
                 st.session_state.pop("_tour_select", None)
                 st.warning(f"This step's numbers could not be computed: {str(exc).splitlines()[0][:160]}")
-        with c2:
-            b1, b2, b3 = st.columns([4, 4, 3])
-            b1.button("◀ Back", key="w_tour_prev", on_click=_apply, args=(index - 1,), disabled=index == 0,
-                      help="Previous step")
-            if index + 1 < len(all_steps):
-                b2.button("Next ▶", key="w_tour_next", on_click=_apply, args=(index + 1,), type="primary")
-            b3.button("End", key="w_tour_end", on_click=_end, help="End the tour")
 
 
 def tour_overview() -> None:

@@ -104,8 +104,9 @@ def _restart(key: str) -> None:
 
 
 @contextmanager
-def progress(text: str, *, show: bool = True, usually_prepared: bool = False,
-             key: str | None = None) -> Iterator[Callable[[int, int], None]]:
+def progress(text: str, *, show: bool = True, usually_prepared: bool = False, key: str | None = None,
+             note: str | None = None, eta: Callable[[int, int, float], str] | None = None,
+             ) -> Iterator[Callable[..., None]]:
     """A progress bar for the duration of the block, updated by the yielded ``(done, total)``
     callback (``show=False``: a silent callback, e.g. when the answer is already cached), with the
     time left estimated from the pace so far (:func:`eta_text`) and a *Cancel* button.
@@ -114,7 +115,9 @@ def progress(text: str, *, show: bool = True, usually_prepared: bool = False,
     item per update, so it stops within one item; nothing half-done is cached). The view then says
     it was cancelled and offers to start again, instead of starting by itself. ``usually_prepared``
     says on the page that this result normally comes from the background preparation
-    (:func:`usually_prepared_note`). ``key`` names the view for the cancel (default: ``text``).
+    (:func:`usually_prepared_note`; ``note`` says it in the view's own words). ``key`` names the view
+    for the cancel (default: ``text``). ``eta(done, total, elapsed_s)`` replaces the pace-based
+    estimate; ``update(done, total, label)`` may name the stage now running in place of ``text``.
 
     Written with the cache's recording paused: a bar drawn while a cached function computes is
     never replayed on its later hits (a replayed update of a bar made outside the cached function
@@ -136,19 +139,19 @@ def progress(text: str, *, show: bool = True, usually_prepared: bool = False,
         if show:
             slot = st.empty()  # the note, bar and button go away together when the work is done
             with slot.container():
-                if usually_prepared:
-                    st.caption(f"ℹ️ {usually_prepared_note()}")
-                bar = st.progress(0.0, text=f"{text} {eta_text(0, 1, 0.0)}")
+                if usually_prepared or note:
+                    st.caption(f"ℹ️ {note or usually_prepared_note()}")
+                bar = st.progress(0.0, text=f"{text} {(eta or eta_text)(0, 1, 0.0)}")
                 st.button("Cancel", key="w_cancel_" + hashlib.sha1(key.encode()).hexdigest()[:10],
                           on_click=_cancel, args=(key,), icon=":material/stop_circle:",
                           help="Stops this computation within one input; nothing half-done is kept.")
     start = time.monotonic()
 
-    def update(done: int, total: int) -> None:
+    def update(done: int, total: int, label: str | None = None) -> None:
         if bar is not None:
             with not_replayed():
-                bar.progress(min(1.0, done / max(total, 1)),
-                             text=f"{text} {done}/{total} · {eta_text(done, total, time.monotonic() - start)}")
+                left = (eta or eta_text)(done, total, time.monotonic() - start)
+                bar.progress(min(1.0, done / max(total, 1)), text=f"{label or text} {done}/{total} · {left}")
 
     try:
         yield update

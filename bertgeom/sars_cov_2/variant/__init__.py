@@ -219,7 +219,17 @@ def encoded_from_analysis(analysis, vocab, key: str) -> EncodedInput:
         )
     labels = [str(x) for x in axis.label]
     return EncodedInput(key, ids, tokens, spans, "nt", is_cls, is_sep, np.zeros(n, bool), notes,
-                        axis_labels=labels, extra={"analysis": analysis, "domains": [str(d) for d in axis.domain]})
+                        axis_labels=labels, domains=tuple(str(d) for d in axis.domain), annotation=analysis)
+
+
+def genome_analysis(encoded: EncodedInput):
+    """The :class:`~bertgeom.sars_cov_2.genome.pipeline.GenomeAnalysis` a genome input carries (its
+    ``annotation``, set by :func:`encoded_from_analysis`); a clear error for any other input."""
+    from bertgeom.sars_cov_2.genome.pipeline import GenomeAnalysis
+
+    if not isinstance(encoded.annotation, GenomeAnalysis):
+        raise TypeError("this input is not a genome read by the variant model (it carries no genome analysis)")
+    return encoded.annotation
 
 
 def encode_genome_input(loaded: LoadedModel, text: str) -> EncodedInput:

@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from bertgeom.figures.base import category_colours
+from bertgeom.safety import plotly_texts
 
 DOMAIN_COLOURS = category_colours(["SP", "NTD", "RBD", "FP", "HR1", "HR2", "TM", "CT", "S1", "S2"])
 NO_DOMAIN_COLOUR = "#c8c8c8"  # the paper's "no domain N" stretches between named domains
@@ -50,6 +51,7 @@ def spike_track(
     (:data:`TRACK_DOMAIN` above :data:`BAR_DOMAIN`), sharing the x axis drawn under the bar.
     """
     t = len(axis_labels)
+    axis_labels = plotly_texts(str(a) for a in axis_labels)  # k-mers of a custom model's vocabulary
     x = np.arange(t)
     fig = go.Figure()
     shapes, notes = [], []  # set once below: add_shape/add_annotation re-validate the whole list on every call
@@ -78,7 +80,7 @@ def spike_track(
         pos = sorted(mutation_tokens)
         fig.add_trace(go.Scatter(x=pos, y=[1.08] * len(pos), mode="markers", name="mutations",
                                  marker=dict(symbol="triangle-down", size=8, color="#333"),
-                                 hovertext=[mutation_tokens[p] for p in pos], hoverinfo="text"))
+                                 hovertext=plotly_texts(mutation_tokens[p] for p in pos), hoverinfo="text"))
     step = max(1, t // 12)
     ticks = list(range(1, t - 1, step))
     bottom = min(-0.05, low - 0.05)  # room for a signed track's lowest value, none wasted otherwise
@@ -104,6 +106,7 @@ def layer_strip(values: np.ndarray, axis_labels: Sequence[str], *, title: str = 
                                colorscale="Blues", colorbar=dict(thickness=10),
                                hovertemplate="%{y} token %{x}<br>%{z:.4f}<extra></extra>"))
     fig.update_layout(title=title, height=80 + 26 * v.shape[0], margin=dict(l=10, r=10, t=30 if title else 10, b=30),
-                      xaxis=dict(tickmode="array", tickvals=ticks, ticktext=[axis_labels[i] for i in ticks]),
+                      xaxis=dict(tickmode="array", tickvals=ticks,
+                                 ticktext=plotly_texts(str(axis_labels[i]) for i in ticks)),
                       yaxis=dict(autorange="reversed"))
     return fig

@@ -184,7 +184,9 @@ def tour_change(rows: list[dict], cls: str) -> dict | None:
 
 def rank_changes_for_trace(loaded, encoded, cls: str, **kwargs) -> list[dict]:
     """:func:`rank_changes` on the aligned spike an encoded genome carries (what generic UI code holds)."""
-    return rank_changes(loaded, encoded.extra["analysis"].spike.aligned, cls, **kwargs)
+    from bertgeom.sars_cov_2.variant import genome_analysis
+
+    return rank_changes(loaded, genome_analysis(encoded).spike.aligned, cls, **kwargs)
 
 
 # ---- the What if? box: names in bertgeom's and Nextclade's forms ---------------------------------
@@ -331,18 +333,21 @@ def genome_sentence(facts: dict) -> str:
 
     name = INPUT_KINDS.class_name(facts["pred"])
     pick, single = facts["pick"], facts["best_single"]
-    text = f"The model calls this genome **{name}** ({probability_label(facts['p'])}, log-odds {facts['logodds']:.1f})."
+    # every number here is one the page it opens prints: the probability and log-odds in the what-if
+    # table (two decimals, as there), the box's count and the call after it; the tour's browser test
+    # holds each to the page's own text
+    text = f"The model calls this genome **{name}** ({probability_label(facts['p'])}, log-odds {facts['logodds']:.2f})."
     if pick is None:
         return text
     new = INPUT_KINDS.class_name(pick["new_call"])
     n = pick.get("n_entries", pick["n_markers"])
     verb = "changes the call" if pick["new_call"] != facts["pred"] else "lowers it most"
-    text += (f" Of {facts['n']} marker changes tried with the model, the smallest that {verb} is to "
+    text += (f" Of the marker changes tried with the model, the smallest that {verb} is to "
              f"**{pick['change']}** ({n} change{'s' if n != 1 else ''} in the *What if?* box below): {name} falls to "
              f"{probability_label(pick['p_after'])} and the call becomes **{new}** "
              f"({probability_label(pick['p_new_call'])}).")
     if single is not None:
-        text += (f" One marker alone barely matters: the strongest, {single['change']}, moves {name}'s log-odds "
-                 f"from {single['logodds_before']:.1f} to {single['logodds_after']:.1f} "
-                 f"({probability_label(single['p_after'])}; the model was trained not to flip on one marker).")
+        typed = f" (type `{single['nucleotides']}` alone in the box)" if single.get("nucleotides") else ""
+        text += (" One marker alone barely matters (the model was trained not to flip on one marker): try the "
+                 f"strongest, **{single['change']}**{typed}, and watch {name}'s log-odds in the table.")
     return text
