@@ -408,11 +408,12 @@ def tour_genome_sentence() -> str:
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
     from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
-    from bertgeom.sars_cov_2.variant.spec import demo_genomes
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
     from bertgeom.sars_cov_2.variant.whatif import genome_facts, genome_sentence
 
     loaded = load_model(VARIANT_MODEL_ID)
-    return genome_sentence(genome_facts(loaded, run_trace(loaded, demo_genomes()[7]["text"])))
+    rec, _ = load_demo_genomes()[7]  # the tour's genome (spec.demo_genomes()[7]: the shipped Omicron)
+    return genome_sentence(genome_facts(loaded, run_trace(loaded, f">{rec.name}\n{rec.sequence}")))
 
 
 def replace_tour_block(text: str, sentence: str) -> str:
