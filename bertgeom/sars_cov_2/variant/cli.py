@@ -403,16 +403,16 @@ TOUR_BEGIN, TOUR_END = "<!-- tour-genome: python -m bertgeom tour --update docs/
 
 
 def tour_genome_sentence() -> str:
-    """The tour's genome step sentence, computed from the shipped variant model on the demo genome
-    (:func:`bertgeom.sars_cov_2.variant.whatif.genome_sentence`; the tour shows the same)."""
+    """The tour's genome step sentence, computed from the shipped variant model on the step's demo
+    genome by the step the plug-in registers (:data:`bertgeom.sars_cov_2.variant.spec.TOUR_GENOME_STEP`;
+    the tour shows the same)."""
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
-    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+    from bertgeom.sars_cov_2.variant.spec import TOUR_GENOME_STEP as step
     from bertgeom.sars_cov_2.variant.spec import demo_genomes
-    from bertgeom.sars_cov_2.variant.whatif import genome_facts, genome_sentence
 
-    loaded = load_model(VARIANT_MODEL_ID)
-    return genome_sentence(genome_facts(loaded, run_trace(loaded, demo_genomes()[7]["text"])))
+    loaded = load_model(step.model_id)
+    return step.sentence(step.facts(loaded, run_trace(loaded, demo_genomes()[step.example]["text"])))
 
 
 def replace_tour_block(text: str, sentence: str) -> str:
