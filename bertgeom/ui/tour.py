@@ -280,13 +280,13 @@ def _compute(step: Step, index: int) -> dict:
 
 # ---- applying a step (button callbacks) -------------------------------------------------------
 def _apply(index: int) -> None:
+    from bertgeom.ui.state import widget_key
+
     all_steps = steps()
     if not 0 <= index < len(all_steps):
         st.session_state.pop("_tour_step", None)
         return
     step = all_steps[index]
-    from bertgeom.ui.state import widget_key
-
     st.session_state["model_id"] = step.model
     kind = input_kind_of(REGISTRY[step.model])
     st.session_state[kind.session_key] = st.session_state[widget_key(kind)] = step.text()

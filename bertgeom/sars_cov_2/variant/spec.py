@@ -280,8 +280,9 @@ TOUR_GENOME_STEP = TourStep(
 
 def register() -> InputKind:
     """Register the case study's family with the library (idempotent): the ``variant`` loader with
-    its directory recogniser, the genome input kind and, when its weights are shipped, the
-    variant model as the picker's first and default model. Returns the genome kind."""
+    its directory recogniser, the genome input kind, its page, commands, home starts and tour step
+    and, when its weights are shipped, the variant model as the picker's first and default model.
+    Returns the genome kind."""
     register_loader("variant", load_variant, recognise=_recognise)
     register_input_kind(GENOME)
     register_page(CLASSIFIER_PAGE)
