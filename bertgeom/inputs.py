@@ -399,3 +399,44 @@ def register_start_example(example: StartExample) -> StartExample:
     """Offer ``example`` on the home page."""
     dict.__setitem__(START_EXAMPLES, example.label, example)
     return example
+
+
+def _no_widget_values(facts: dict) -> Mapping[str, object]:
+    return {}
+
+
+@dataclass(frozen=True)
+class TourStep:
+    """A guided-tour step a plug-in adds after the generic ones, offered while ``model_id`` is
+    installed: it opens page ``page`` (``"heads"``: Attention Heads; or a registered page's key) on
+    example ``example`` of the model's input kind and says one sentence computed from that view.
+
+    ``facts(loaded, trace)`` computes the step's numbers from the model and its trace of the example
+    (the tour caches them on disk, keyed by ``version``: bump it when they change meaning);
+    ``sentence(facts)`` writes the step's sentence from them; ``widget_values(facts)`` names the
+    widgets of the page the step fills (key: value; ``None`` clears one), set once before the page
+    draws them. ``work_label`` is what the tour's bar says while ``facts`` runs the first time."""
+
+    title: str
+    page: str
+    model_id: str
+    example: int
+    facts: Callable[..., dict]
+    sentence: Callable[[dict], str]
+    widget_values: Callable[[dict], Mapping[str, object]] = _no_widget_values
+    work_label: str = "Computing this step's numbers…"
+    version: int = 1
+
+
+class TourSteps(PluginRegistry):
+    """The guided tour's plug-in steps, by title (in registration order)."""
+
+
+#: Tour steps plug-ins registered (:func:`register_tour_step`); the tour (bertgeom/ui/tour.py) reads them.
+TOUR_STEPS = TourSteps()
+
+
+def register_tour_step(step: TourStep) -> TourStep:
+    """Add ``step`` to the guided tour, after the generic steps."""
+    dict.__setitem__(TOUR_STEPS, step.title, step)
+    return step

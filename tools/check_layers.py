@@ -63,7 +63,6 @@ PENDING_PLUGIN_EXCEPTIONS: dict[str, str] = {
     "bertgeom/precompute/core.py": "precompute accepts only the spike model",
     "bertgeom/precompute/engines.py": "precompute accepts only the spike model",
     "bertgeom/precompute/run.py": "precompute accepts only the spike model",
-    "bertgeom/ui/tour.py": "the tour's genome step",
 }
 
 

@@ -6,9 +6,11 @@ current step with *Previous* / *Next* / *End tour*. A step is applied in a butto
 widget values may be set) and the page switch happens at the start of the next run
 (:func:`tour_bar`, called by ``app.py`` before the sidebar).
 
-The genome step searches the demo genome's marker reversions and additions for the change that
-changes the call (:mod:`bertgeom.sars_cov_2.variant.whatif`, scored by the model, cached on disk) and opens the
-Variant Classifier with that change in its *What if?* box.
+The generic steps read MiniLM on an example sentence. A plug-in adds its steps after them
+(:class:`bertgeom.inputs.TourStep`, :func:`bertgeom.inputs.register_tour_step`), shown while its model is
+installed: the tour computes their numbers from the model and its trace of the step's example (cached
+on disk) and fills the widgets the step names. The SARS-CoV-2 plug-in's genome step opens the Variant
+Classifier with the marker change that moves the call in its *What if?* box.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
+from bertgeom.inputs import PAGES, TOUR_STEPS, TourStep, input_kind_of
 from bertgeom.models import REGISTRY
 
 TEXT_MODEL = "minilm-l6"
 SENTENCE = 0  # example sentence index
-GENOME = 7  # demo genome index (Omicron)
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class Step:
     colour: str | None  # the head grid's colour-by
     facts: Callable[[], dict]  # -> {"head": (layer, head) | None, "sentence": str, ...}
     settings: tuple[tuple[str, object], ...] = ()  # other widget values the sentence assumes
+    text: Callable[[], str] = lambda: _sentence_text()  # the input the step opens
+    work_label: str = "Computing this step's numbers…"  # the bar's last stage while facts() first runs
 
 
 # ---- facts (cached; no Streamlit element inside) ---------------------------------------------
@@ -116,39 +120,39 @@ def _cone_step() -> dict:
     return {"head": None, "sentence": cone_summary(f["cone"], f["iso"], f["m"])}
 
 
-#: Bump when the genome step's facts change meaning (its cache lives on disk across versions).
-GENOME_FACTS_VERSION = 2
-
-
-@st.cache_data(show_spinner=False, max_entries=2, persist="disk")
-def _genome_change(model_id: str, text: str, version: int = GENOME_FACTS_VERSION) -> dict:
-    """The demo genome's call and the ranked marker changes (forward passes: cached on disk), in the
-    calibrated probabilities every screen shows (:func:`bertgeom.probabilities.class_probabilities`)."""
+# ---- plug-in steps (bertgeom.inputs.TourStep) -------------------------------------------------
+@st.cache_data(show_spinner=False, max_entries=4, persist="disk")
+def _plugin_facts(title: str, model_id: str, text: str, version: int) -> dict:
+    """A plug-in step's numbers from the model and its trace of ``text`` (forward passes: cached on
+    disk; ``version`` is the step's own, bumped when its numbers change meaning)."""
     from bertgeom.ui.cache import cached_model, get_trace
-    from bertgeom.sars_cov_2.variant.whatif import genome_facts
 
-    return genome_facts(cached_model(model_id), get_trace(model_id, text))
-
-
-def _genome_text() -> str:
-    from bertgeom.sars_cov_2.variant.spec import demo_genomes
-
-    return demo_genomes()[GENOME]["text"]
+    return TOUR_STEPS[title].facts(cached_model(model_id), get_trace(model_id, text))
 
 
-def _genome_step() -> dict:
-    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
-    from bertgeom.sars_cov_2.variant.whatif import genome_sentence
+def _example_text(model_id: str, index: int) -> str:
+    """Example ``index`` of the input kind ``model_id`` reads."""
+    return input_kind_of(REGISTRY[model_id]).examples()[index].text
 
-    f = _genome_change(VARIANT_MODEL_ID, _genome_text())
-    pick = f["pick"]
-    return {"head": None, "sentence": genome_sentence(f), "what_if": pick["nucleotides"] if pick else ""}
+
+def _plugin_step(tour_step: TourStep) -> Step:
+    """The tour's step for a plug-in's :class:`~bertgeom.inputs.TourStep`: its sentence and the widget
+    values it fills, from its numbers."""
+
+    def text() -> str:
+        return _example_text(tour_step.model_id, tour_step.example)
+
+    def facts() -> dict:
+        f = _plugin_facts(tour_step.title, tour_step.model_id, text(), tour_step.version)
+        return {"head": None, "sentence": tour_step.sentence(f), "widgets": dict(tour_step.widget_values(f))}
+
+    page = PAGES[tour_step.page].url_path if tour_step.page in PAGES else tour_step.page
+    return Step(tour_step.title, page, tour_step.model_id, None, None, facts, text=text,
+                work_label=tour_step.work_label)
 
 
 def steps() -> list[Step]:
-    """The tour's steps whose models this server has."""
-    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
-
+    """The tour's steps whose models this server has: the generic ones, then the plug-ins'."""
     out = []
     if TEXT_MODEL in REGISTRY:
         out += [
@@ -162,9 +166,7 @@ def steps() -> list[Step]:
             Step("The cone narrows, layer by layer", "cone", TEXT_MODEL, ("w_cone_section", "isotropy"), None,
                  _cone_step, (("w_cone_tokens", "content"),)),
         ]
-    if VARIANT_MODEL_ID in REGISTRY:
-        out.append(Step("A genome: which change moves the call?", "classifier", VARIANT_MODEL_ID, None, None,
-                        _genome_step))
+    out += [_plugin_step(s) for s in TOUR_STEPS.values() if s.model_id in REGISTRY]
     return out
 
 
@@ -184,14 +186,13 @@ def _stages(step: Step) -> list[tuple[str, Callable[[], object]]]:
     next steps read it at once): load the model, run it on the input, per-head features, the numbers."""
     from bertgeom.ui.cache import cached_head_features, cached_model, get_trace
 
-    text = _genome_text() if step.page == "classifier" else _sentence_text()
+    text = step.text()
     name = REGISTRY[step.model].display_name if step.model in REGISTRY else step.model
     out = [(f"Loading {name} (once per server)…", lambda: cached_model(step.model)),
            ("Running the model on the tour's input…", lambda: get_trace(step.model, text))]
     if step.page == "heads":
         out.append(("Computing every head's features…", lambda: cached_head_features(step.model, text)))
-    out.append(("Computing this step's numbers…" if step.page != "classifier" else
-                "Scoring the genome's marker changes with the model…", step.facts))
+    out.append((step.work_label, step.facts))
     return out
 
 
@@ -279,18 +280,16 @@ def _compute(step: Step, index: int) -> dict:
 
 # ---- applying a step (button callbacks) -------------------------------------------------------
 def _apply(index: int) -> None:
+    from bertgeom.ui.state import widget_key
+
     all_steps = steps()
     if not 0 <= index < len(all_steps):
         st.session_state.pop("_tour_step", None)
         return
     step = all_steps[index]
     st.session_state["model_id"] = step.model
-    if step.page == "classifier":
-        text = _genome_text()
-        st.session_state["genome_value"] = st.session_state["w_genome"] = text
-    else:
-        text = _sentence_text()
-        st.session_state["text_value"] = st.session_state["w_text"] = text
+    kind = input_kind_of(REGISTRY[step.model])
+    st.session_state[kind.session_key] = st.session_state[widget_key(kind)] = step.text()
     st.session_state["_tour_step"] = index
     st.session_state["_tour_go"] = step.page
     # the step's numbers (and the head they name) are computed by the bar, under its spinner: a
@@ -305,15 +304,17 @@ def _apply(index: int) -> None:
 
 
 def _select_from(facts: dict) -> None:
-    """Apply what a step's facts name (its head, its what-if entries): once per step, from the bar,
-    before the page draws the widgets they set."""
+    """Apply what a step's facts name (its head, the widget values a plug-in step fills): once per
+    step, from the bar, before the page draws the widgets they set."""
     from bertgeom.ui.state import select_head
 
     if facts.get("head") is not None:
         select_head(*facts["head"])
-    if facts.get("what_if"):
-        st.session_state["w_add"] = facts["what_if"]
-        st.session_state.pop("w_revert", None)
+    for key, value in facts.get("widgets", {}).items():
+        if value is None:
+            st.session_state.pop(key, None)
+        else:
+            st.session_state[key] = value
 
 
 def _end() -> None:

@@ -403,17 +403,19 @@ TOUR_BEGIN, TOUR_END = "<!-- tour-genome: python -m bertgeom tour --update docs/
 
 
 def tour_genome_sentence() -> str:
-    """The tour's genome step sentence, computed from the shipped variant model on the demo genome
-    (:func:`bertgeom.sars_cov_2.variant.whatif.genome_sentence`; the tour shows the same)."""
+    """The tour's genome step sentence, computed from the shipped variant model on the step's demo
+    genome by the step the plug-in registers (:data:`bertgeom.sars_cov_2.variant.spec.TOUR_GENOME_STEP`;
+    the tour shows the same)."""
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
+    from bertgeom.inputs import TOUR_STEPS, input_kind_of
     from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
-    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
-    from bertgeom.sars_cov_2.variant.whatif import genome_facts, genome_sentence
 
-    loaded = load_model(VARIANT_MODEL_ID)
-    rec, _ = load_demo_genomes()[7]  # the tour's genome (spec.demo_genomes()[7]: the shipped Omicron)
-    return genome_sentence(genome_facts(loaded, run_trace(loaded, f">{rec.name}\n{rec.sequence}")))
+    # the registered step (spec.TOUR_GENOME_STEP), read from the registry: spec imports this module
+    step = next(s for s in TOUR_STEPS.values() if s.model_id == VARIANT_MODEL_ID)
+    loaded = load_model(step.model_id)
+    text = input_kind_of(loaded).examples()[step.example].text  # what the tour runs (ui/tour.py)
+    return step.sentence(step.facts(loaded, run_trace(loaded, text)))
 
 
 def replace_tour_block(text: str, sentence: str) -> str:

@@ -28,9 +28,11 @@ from bertgeom.inputs import (
     InputKind,
     PageSpec,
     StartExample,
+    TourStep,
     register_input_kind,
     register_page,
     register_start_example,
+    register_tour_step,
 )
 from bertgeom.models import REGISTRY, register_commands, register_loader
 from bertgeom.sars_cov_2.variant import (
@@ -247,16 +249,47 @@ HOME_STARTS = (
 )
 
 
+def _tour_facts(loaded, trace) -> dict:
+    """The genome step's numbers: the call and the ranked marker changes
+    (:func:`bertgeom.sars_cov_2.variant.whatif.genome_facts`)."""
+    from bertgeom.sars_cov_2.variant.whatif import genome_facts
+
+    return genome_facts(loaded, trace)
+
+
+def _tour_sentence(facts: dict) -> str:
+    from bertgeom.sars_cov_2.variant.whatif import genome_sentence
+
+    return genome_sentence(facts)
+
+
+def _tour_what_if(facts: dict) -> dict[str, str | None]:
+    """The picked change's entries in the classifier's *What if?* box (its revert box cleared)."""
+    pick = facts["pick"]
+    return {"w_add": pick["nucleotides"], "w_revert": None} if pick and pick["nucleotides"] else {}
+
+
+#: The guided tour's genome step: the demo Omicron genome (example 7) on the Variant Classifier, with the
+#: smallest marker change that moves the call in its *What if?* box (``python -m bertgeom tour`` prints
+#: the same sentence for docs/guide.md).
+TOUR_GENOME_STEP = TourStep(
+    "A genome: which change moves the call?", "classifier", VARIANT_MODEL_ID, 7, facts=_tour_facts,
+    sentence=_tour_sentence, widget_values=_tour_what_if,
+    work_label="Scoring the genome's marker changes with the model…", version=2)
+
+
 def register() -> InputKind:
     """Register the case study's family with the library (idempotent): the ``variant`` loader with
-    its directory recogniser, the genome input kind and, when its weights are shipped, the
-    variant model as the picker's first and default model. Returns the genome kind."""
+    its directory recogniser, the genome input kind, its page, commands, home starts and tour step
+    and, when its weights are shipped, the variant model as the picker's first and default model.
+    Returns the genome kind."""
     register_loader("variant", load_variant, recognise=_recognise)
     register_input_kind(GENOME)
     register_page(CLASSIFIER_PAGE)
     register_commands("sars-cov-2", _add_commands)
     for start in HOME_STARTS:
         register_start_example(start)
+    register_tour_step(TOUR_GENOME_STEP)
     if (VARIANT_DIR / "model.safetensors").is_file():
         REGISTRY.add(variant_spec(), first=True)
     return GENOME
