@@ -80,8 +80,9 @@ def test_the_walk_finds_what_it_forbids():
 
 def test_the_call_sites_this_issue_fixed_use_class_probabilities():
     texts = dict(_sources())
-    for rel in ("bertgeom/ui/heads_tabs.py", "bertgeom/ui/heads_more_tabs.py", "bertgeom/sets/ablation.py",
-                "bertgeom/sars_cov_2/variant/whatif.py", "bertgeom/__main__.py", "bertgeom/sars_cov_2/page.py"):
+    for rel in ("bertgeom/ui/heads/disable_heads.py", "bertgeom/ui/heads/compare_inputs.py",
+                "bertgeom/sets/ablation.py", "bertgeom/sars_cov_2/variant/whatif.py", "bertgeom/__main__.py",
+                "bertgeom/sars_cov_2/page.py"):
         assert "class_probabilities(" in texts[rel], rel
 
 

@@ -44,7 +44,7 @@ def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant)
     groups = prepared.class_mean_names(summary, True, tiny_variant.labels)
     assert set(groups) == {None, *s.classes()}
     cls = next(c for c in groups if c is not None)
-    names = tuple(str(x) for x in np.asarray(s.names)[s.mask(cls)])  # as heads_tabs picks them
+    names = tuple(str(x) for x in np.asarray(s.names)[s.mask(cls)])  # as the Over a set of inputs tab picks them
     assert names == groups[cls]
     stored = prepared.class_mean_from_arrays(_read(prepared.class_mean_key(tiny_variant, set_fingerprint(items),
                                                                            names, SET_THETA)))

@@ -286,7 +286,7 @@ def test_the_classifier_names_its_example_buttons_as_every_chart_names_the_class
 def test_cluster_names_are_listed_in_their_own_numbering(sentence_features):
     """k-means on real head features: the page lists clusters as their (unique) names number them."""
     from bertgeom.analysis.headsim import cluster_heads, name_clusters
-    from bertgeom.ui.heads_tabs import _name_order
+    from bertgeom.ui.heads.head_similarity import _name_order
 
     t1, _ = sentence_features
     names = ["mean_dist_norm", "signed_offset_norm", "sink", "entropy_norm", "self", "prev", "next"]

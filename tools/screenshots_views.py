@@ -39,7 +39,7 @@ def head_view(page, base):
 def model_view(page, base):
     from urllib.parse import quote
 
-    from bertgeom.ui.heads_views_tabs import IMPORTANCE
+    from bertgeom.ui.heads.model_view import IMPORTANCE
 
     page.goto(base + HEADS + "&heads_tab=Model+view&w_mv_importance=" + quote(IMPORTANCE["disable"]))
     wait_idle(page, 300_000)

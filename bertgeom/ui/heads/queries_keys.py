@@ -1,17 +1,8 @@
-"""The Attention Heads page's views that researchers know from bertviz, Dodrio and AttentionViz:
+"""Attention Heads tab *Queries & keys over a set*: one head's queries and keys over a whole set,
+embedded jointly with AttentionViz's normalisation; a click opens that input; a search lists where
+the head attends most to a token.
 
-* **Head view** -- every head of the selected layer as token lines, one colour each, with
-  toggles; hover a token to see its links (:func:`bertgeom.figures.headview.head_view_html`,
-  a self-contained HTML page). Long inputs are read through a window or grouped by the input's
-  token groups (for genomes, their domains);
-* **Model view** -- a thumbnail of every head's pattern, optionally sized by importance
-  (the effect of disabling the head, or a gradient importance); a click selects the head;
-* **Queries & keys over a set** -- one head's queries and keys over a whole set, embedded
-  jointly with AttentionViz's normalisation; a click opens that input; a search lists where
-  the head attends most to a token.
-
-References: Vig 2019 (arXiv:1906.05714), Wang et al. 2021 Dodrio (arXiv:2103.14625),
-Yeh et al. 2023 AttentionViz (arXiv:2305.03210), Michel et al. 2019 (arXiv:1905.10650).
+References: Yeh et al. 2023 AttentionViz (arXiv:2305.03210).
 """
 
 from __future__ import annotations
@@ -21,133 +12,21 @@ from collections import OrderedDict
 import numpy as np
 import pandas as pd
 import streamlit as st
-import streamlit.components.v1 as components
 
-from bertgeom.analysis.facts import layer_ranking, special_heads_note
-from bertgeom.analysis.token_groups import contiguous_groups, group_attention, window_bounds
 from bertgeom.figures import headview as hv
-from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
-from bertgeom.tables import head_label
-from bertgeom.ui.cache import cached_layer_weights, cached_model
 from bertgeom.inputs import input_kind_of
-from bertgeom.safety import plain
-from bertgeom.ui.state import PageView, widget_key
-from bertgeom.ui.widgets import chart, guarded, table
+from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
+from bertgeom.ui.cache import cached_layer_weights, cached_model
+from bertgeom.ui.heads.view import View, token_groups
+from bertgeom.ui.plain import plain
+from bertgeom.ui.state import widget_key
+from bertgeom.ui.widgets import guarded, table
 
-#: Inputs longer than this are shown through a window or as token groups.
-FULL_TOKENS = 80
-WINDOW = 48
+
 #: The most inputs a set embedding reads (a few thousand points stay clickable).
 MAX_SET_INPUTS = 40
 
 
-def _groups(v: PageView) -> list[str] | None:
-    """One group label per token when the input kind has them (for genomes, the domains)."""
-    groups = getattr(v, "domains", None)
-    return list(groups) if groups is not None else None
-
-
-# --- Head view ------------------------------------------------------------------------------------
-def head_view_tab(v: PageView) -> None:
-    trace, layer = v.trace, v.layer
-    T = trace.encoded.n_tokens
-    st.caption("**What this shows:** bertviz's head view — every head of layer "
-               f"{layer + 1} at once, one colour per head. Each line joins a query token (left, the token that "
-               "looks) to a key token (right, the token looked at); the stronger the weight, the darker the line. "
-               "Tick heads on or off; **hover a token to see only its links, click it to keep them**. "
-               "The layer is the selected head's (change it with the boxes above).")
-    tokens = list(trace.tokens)
-    A = np.asarray(trace.attentions[layer], dtype=np.float64)
-    note = f"Layer {layer + 1}, {T} tokens."
-    groups = _groups(v)
-    if T > FULL_TOKENS:
-        modes = ["A window of tokens"] + (["Token groups (whole input)"] if groups else [])
-        mode = st.radio(f"This input has {T} tokens, too many lines to read at once: show", modes, horizontal=True,
-                        key="w_hv_mode", bind="query-params")
-        if mode.startswith("Token groups"):
-            grp = contiguous_groups(groups)
-            A = group_attention(A, grp)
-            tokens = [f"{g.name} ({g.stop - g.start} tok.)" for g in grp]
-            note = (f"Layer {layer + 1}: {T} tokens grouped into {len(grp)} runs of the same group; a line is the mean "
-                    "over the group's queries of their summed weight on the other group's keys (every row still "
-                    "sums to 1).")
-        else:
-            start = st.slider("Window start (token)", 0, T - WINDOW, 0, step=1, key="w_hv_start")
-            a, b = window_bounds(T, start, WINDOW)
-            A = A[:, a:b, a:b]
-            tokens = [f"{i}: {t}" for i, t in zip(range(a, b), tokens[a:b])]
-            note = (f"Layer {layer + 1}: tokens {a}–{b - 1} of {T} (queries and keys inside the window only; "
-                    "weight on keys outside the window is not drawn).")
-    min_w = st.slider("Hide links below", 0.0, 0.5, 0.02, step=0.01, key="w_hv_min", bind="query-params",
-                      help="Links weaker than this are not drawn (bertviz draws all, faintly).")
-    active = [h == v.head for h in range(v.H)] if st.toggle("Only the selected head at first", key="w_hv_one") else None
-    page = hv.head_view_html(A, tokens, head_names=[f"H{h + 1}" for h in range(v.H)], active=active,
-                             min_weight=min_w, note=note, title=f"Head view, layer {layer + 1}")
-    rows = A.shape[-1]
-    components.html(page, height=min(760, 22 * rows + 110), scrolling=True)
-    table_ = getattr(v, "table", None)
-    if table_ is not None and "prev" in table_:
-        ranking = layer_ranking(table_, "prev", layer)
-        st.caption(f"Attention to the previous token in layer {layer + 1}, most first: "
-                   + " · ".join(f"H{h + 1} ({x:.2f})" for h, x in ranking) + ".")
-    st.download_button("Download this view (HTML, works offline)", page.encode("utf-8"),
-                       file_name=f"head_view_L{layer + 1}.html", mime="text/html", key="w_hv_dl",
-                       icon=":material/download:", on_click="ignore")
-
-
-# --- Model view -----------------------------------------------------------------------------------
-IMPORTANCE = {
-    "none": "no importance",
-    "disable": "effect of disabling the head (1 − cos of the final [CLS])",
-    "gradient": "gradient importance (Σ α·|∂L/∂α|, mean over queries)",
-}
-
-
-def _importance(v: PageView, kind: str) -> np.ndarray | None:
-    from bertgeom.analysis.ablation import cls_cosine
-
-    if kind == "disable":
-        from bertgeom.ui.heads_cache import cached_sweep
-
-        sweep = cached_sweep(v.model_id, v.text, "heads")
-        return 1.0 - cls_cosine(sweep["cls"], sweep["base_cls"][None, None])
-    if kind == "gradient":
-        from bertgeom.ui.heads_more_tabs import cached_gradients
-
-        res = cached_gradients(v.model_id, v.text, int(np.argmax(v.trace.logits)))
-        return (res["attn"] * res["grad"]).sum(-1).mean(-1)
-    return None
-
-
-def model_view_tab(v: PageView) -> None:
-    st.caption("**What this shows:** bertviz's model view — a thumbnail of every head's attention map "
-               "(rows = layers, columns = heads; each scaled to its own strongest weight, long inputs pooled into "
-               "blocks). Vertical stripes are heads that read one token, a diagonal reads a neighbour. "
-               "**Click a thumbnail to select that head.** As in Dodrio, thumbnails can be sized and outlined by "
-               "how much the head matters.")
-    kinds = ["none", "disable"] + (["gradient"] if v.loaded.labels else [])
-    kind = st.radio("Size by", kinds, format_func=IMPORTANCE.get, horizontal=True, key="w_mv_importance",
-                    bind="query-params",
-                    help="Disabling: Kovaleva et al.'s uniform-attention ablation of one head at a time, measured as "
-                         "how far the final [CLS] vector turns. Gradient: Michel et al. 2019's head importance, "
-                         "approximated as α·|∂L/∂α| summed over keys (needs a classifier).")
-    imp = None
-    with guarded("The importance"):
-        imp = _importance(v, kind)
-    fig = hv.model_view(v.trace.attentions, importance=imp, importance_label=IMPORTANCE[kind].split(" (")[0],
-                        selected=(v.layer, v.head))
-    chart(fig, "w_model_view", selects_head=True)
-    table_ = getattr(v, "table", None)
-    if table_ is not None and "cls" in table_ and "sep" in table_:
-        note = special_heads_note(table_)[0]
-        st.caption(f"On this input {note}.")
-    if imp is not None:
-        top = np.dstack(np.unravel_index(np.argsort(-imp, axis=None)[:3], imp.shape))[0]
-        st.caption("Most important here: " + ", ".join(f"{head_label(l, h)} ({imp[l, h]:.3g})" for l, h in top)
-                   + ". Small thumbnails matter least on this input.")
-
-
-# --- Queries and keys over a set ------------------------------------------------------------------
 @st.cache_resource(max_entries=1)
 def _layer_records_memo() -> OrderedDict:
     """Process-wide LRU of each layer's records over a set (shared, read-only), in front of the model."""
@@ -201,7 +80,7 @@ def _on_qk_click(items_key: str, kind: str) -> None:
         st.session_state["_qk_opened"] = (items[item].name, position)
 
 
-def _choose_set(v: PageView) -> tuple[InputItem, ...] | None:
+def _choose_set(v: View) -> tuple[InputItem, ...] | None:
     kind = v.loaded.spec.input_kind
     src = st.radio("Set", ["shipped", "own"], horizontal=True, key="w_qk_set", bind="query-params",
                    format_func={"shipped": "the shipped set", "own": "my own inputs"}.get)
@@ -229,7 +108,7 @@ def _choose_set(v: PageView) -> tuple[InputItem, ...] | None:
     return tuple(items[:MAX_SET_INPUTS])
 
 
-def qk_set_tab(v: PageView) -> None:
+def qk_set_tab(v: View) -> None:
     from bertgeom.analysis.qk_embedding import collect_head_qk, dot_distance_correlation, embed_qk, token_search
 
     layer, head = v.layer, v.head
@@ -246,7 +125,7 @@ def qk_set_tab(v: PageView) -> None:
     method = c1.radio("Projection", ["pca", "umap", "tsne"], horizontal=True, key="w_qk_method", bind="query-params",
                       format_func={"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}.get)
     normalise = c2.toggle("Query-key normalisation (AttentionViz)", value=True, key="w_qk_norm")
-    groups = _groups(v) is not None
+    groups = token_groups(v) is not None
     labelled = any(it.label for it in items)
     colour_opts = ["kind", "role"] + (["group"] if groups else []) + (["label"] if labelled else [])
     colour_by = c3.selectbox("Colour by", colour_opts, key="w_qk_colour",
@@ -303,6 +182,3 @@ def qk_set_tab(v: PageView) -> None:
         by = pd.DataFrame({"kind": qk.rows["kind"], "received": qk.rows["received_mean"]}).groupby("kind")["received"]
         st.caption("Mean attention a key receives, by token kind: "
                    + ", ".join(f"{k} {m:.3f}" for k, m in by.mean().items()) + ".")
-
-
-TABS = {"Head view": head_view_tab, "Model view": model_view_tab, "Queries & keys over a set": qk_set_tab}

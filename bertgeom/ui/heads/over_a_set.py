@@ -1,0 +1,190 @@
+"""Attention Heads tab *Over a set of inputs*: the shipped set's class-mean maps, feature
+distributions and (input kinds with token domains) domain proportions with the top-head domain test.
+The statistics are computed once per model and set (:mod:`bertgeom.ui.heads_cache`).
+
+References: the 2025 paper's recipe (docs/methods.md §5), Vig et al. 2021 (domain proportions),
+:mod:`bertgeom.analysis.domain_ztest` (the z-test).
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+import streamlit as st
+
+from bertgeom.analysis.heads import FEATURE_DOCS
+from bertgeom.analysis.patterns import DISPLAY_NAMES, classify_heads, label_distribution
+from bertgeom.analysis.patterns import TAXONOMY_NAMES as TAXONOMIES
+from bertgeom.figures import heads as fh
+from bertgeom.figures.base import head_grid, matrix_heatmap
+from bertgeom.figures.further import significance_grid
+from bertgeom.inputs import INPUT_KINDS
+from bertgeom.tables import arcs_frame, head_label, head_labels, per_head_frame
+from bertgeom.ui import heads_cache as hc
+from bertgeom.ui.heads.pattern_labels import show_clark_findings
+from bertgeom.ui.heads.view import View, hover_labels, shipped_set_summary
+from bertgeom.ui.names import arc_table, class_name, feature_label
+from bertgeom.ui.widgets import chart, csv_button, doc_caption, errors_expander
+
+
+def _first_domain(kind, names: list[str]) -> int:
+    """The domain shown first: the kind's ``default_domain``, else the first."""
+    return names.index(kind.default_domain) if kind.default_domain in names else 0
+
+
+def _domain_share(kind, dom: str, summary) -> float:
+    """Percentage of the tokens in domain ``dom``: the kind's reference share, else the set's."""
+    if kind.domain_share is not None:
+        return kind.domain_share(dom)
+    tok = summary.arrays["dom_tok"].sum(axis=0)
+    names = [str(x) for x in summary.arrays["domain_names"]]
+    return 100.0 * float(tok[names.index(dom)]) / max(float(tok.sum()), 1.0)
+
+
+def set_tab(v: View) -> None:
+    model_id, loaded, kind, layer, head, L, H, th = v.model_id, v.loaded, v.kind, v.layer, v.head, v.L, v.H, v.th
+    items = hc.set_items(loaded.spec.input_kind)
+    what = f"the {len(items)} {kind.shipped_set_description.removeprefix('the ')}"
+    st.caption(f"Statistics over {what}. The model runs once over the set, ahead of time (`python -m bertgeom "
+               "prepare-sets`, or in the background when the server starts); the result is kept on disk, keyed by "
+               "the model's weights and the set, and read from there afterwards.")
+    summary = shipped_set_summary(model_id)
+    usable = summary.usable()
+    if summary.classifier:
+        st.markdown(f"**{summary.n}** inputs analysed, **{int(usable.sum())}** predicted correctly "
+                    "(the paper's recipe keeps only correct predictions).")
+    else:
+        st.markdown(f"**{summary.n}** inputs analysed (an encoder: all inputs are used).")
+    errors_expander(summary.errors)
+    if not usable.any():
+        st.warning("No input of the set was predicted correctly, so there is nothing to average.")
+        return
+    classes = summary.classes() if summary.classifier else []
+    options = [None] + classes
+    if st.session_state.get("w_set_class") not in options:  # one class first: its mean map needs a few passes only
+        st.session_state["w_set_class"] = classes[0] if classes else None
+    views = ["Class-mean map", "Feature distributions"] + (["Domain proportions"] if summary.has_domains else [])
+    c1, c2 = st.columns([2, 3])
+    if summary.classifier:
+        cls = c1.selectbox("Class", options, key="w_set_class",
+                           format_func=lambda c: "all classes" if c is None
+                           else f"{class_name(c)} ({int(summary.mask(c).sum())} correct)")
+    else:
+        cls = None
+    view = (c2 if summary.classifier else c1).radio("View", views, horizontal=True, key="w_set_view",
+                                                               bind="query-params")  # no gap before it
+    mask = summary.mask(cls)
+    who = ("all classes" if summary.classifier else "all inputs") if cls is None else cls  # file names
+    who_name = who if cls is None else class_name(cls)  # on screen
+
+    if view == "Class-mean map":
+        names = tuple(str(x) for x in np.asarray(summary.names)[mask])
+        cm = hc.class_mean(model_id, loaded.weights_hash, names)
+        st.markdown(f"#### {head_label(layer, head)} — mean map of {who_name} ({cm['n']} inputs)")
+        st.caption("Paper recipe ([docs/methods.md §5](/?view=methods&section=5)): "
+                   + ("correct predictions only; " if summary.classifier else "every input (this model predicts no class); ")
+                   + "each map zeroed from the first [SEP] on "
+                   "([SEP] and [PAD] removed, [CLS] kept), then averaged. "
+                   + ("" if kind.can("aligned_positions") else
+                      f"{kind.plural.capitalize()} differ in length and content, so positions, not tokens, are averaged."))
+        c1, c2 = st.columns(2)
+        theta_plot = c1.slider("Hide mean weights below", 0.0, 0.5, 0.01, 0.005, key="w_cm_theta",
+                               help="The paper's plots hide entries below theta_plot = 0.01.")
+        high = c2.toggle("High-confidence sum instead (Σ A·1[A ≥ 0.3], not divided)", key="w_cm_high")
+        M = np.asarray(cm["theta_sum" if high else "mean"][layer, head], dtype=np.float32)
+        doms = cm["domains"] if kind.has_domains else None
+        chart(fh.attention_map(M, cm["labels"], hover_labels=hover_labels(cm["labels"], doms), theta=theta_plot,
+                                colour_label="sum" if high else "mean"), "w_cm_map")
+        arcs = arcs_frame(M, cm["labels"], theta=max(theta_plot, 1e-9), domains=doms)
+        st.markdown(f"{len(arcs)} entries ≥ {theta_plot:.3f} (at most 200 listed)")
+        if len(arcs):
+            st.dataframe(arc_table(arcs), hide_index=True, width="stretch", height=240)
+            csv_button(arcs, f"class_mean_{who}_L{layer + 1}H{head + 1}.csv", "w_cm_csv")
+
+    elif view == "Feature distributions":
+        fnames = [n for n in summary.feature_names if n in FEATURE_DOCS]
+        if st.session_state.get("w_set_feature") not in fnames:
+            st.session_state["w_set_feature"] = "k90_frac" if "k90_frac" in fnames else fnames[0]
+        feat = st.selectbox("Feature", fnames, key="w_set_feature", format_func=feature_label)
+        doc_caption(FEATURE_DOCS[feat])
+        mean = summary.mean_table(mask)
+        values = summary.feature(feat)
+        groups = ({c: values[summary.mask(c), layer, head] for c in classes} if (summary.classifier and cls is None)
+                  else {who: values[mask, layer, head]})
+        grid_fig, box_fig = fh.feature_over_set(mean[feat], groups, feat, layer=layer, head=head,
+                                                display=INPUT_KINDS.all_class_names())
+        c1, c2 = st.columns([5, 4])
+        with c1:
+            st.markdown(f"Mean of **{feature_label(feat)}** over {who_name} ({int(mask.sum())} inputs); "
+                        "click a head to select it.")
+            chart(grid_fig, "w_set_grid", selects_head=True)
+        with c2:
+            chart(box_fig, "w_set_box")
+        k90_groups = ({class_name(c): summary.k90_rows(summary.mask(c), layer, head) for c in classes}
+                      if (summary.classifier and cls is None) else {who_name: summary.k90_rows(mask, layer, head)})
+        chart(fh.distribution(k90_groups, kind="violin", ylabel="k90 (keys holding 90% of a row)",
+                               title=f"{head_label(layer, head)}: metastable-state size k90 of every query row "
+                                     "(docs/methods.md §3.4)"), "w_set_k90")
+        per_input = summary.per_input_tables(mask)
+        rows = {}
+        for tax in TAXONOMIES:
+            classes_t, frac = label_distribution(per_input, tax, th)
+            rows[TAXONOMIES[tax]] = (classes_t, frac[layer, head])
+        chart(fh.label_shares(rows, display=DISPLAY_NAMES,
+                               title=f"{head_label(layer, head)}: labels over the inputs (one label per input)"), "w_set_shares")
+        set_labels = classify_heads(mean, th)
+        show_clark_findings(set_labels, mean, what=f"the mean over {who_name}")
+        std = summary.arrays["feats"][mask].astype(np.float64).std(axis=0)
+        cols = {}
+        for i, n in enumerate(summary.feature_names):
+            cols[f"{n}_mean"], cols[f"{n}_std"] = mean[n], std[..., i]
+        sdf = per_head_frame(cols)
+        csv_button(sdf, f"head_features_over_set_{who}.csv", "w_set_csv", "Download means and standard deviations (CSV)")
+
+    else:  # Domain proportions (input kinds with token domains)
+        dnames = [str(x) for x in summary.arrays["domain_names"]]
+        c1, c2 = st.columns(2)
+        dom = c1.selectbox(kind.domain_noun.capitalize(), dnames, index=_first_domain(kind, dnames), key="w_dom")
+        high = c2.toggle(f"Only weights > θ = {hc.SET_THETA} (high-confidence attention)", key="w_dom_high")
+        prop = summary.domain_proportions(mask, high=high) * 100  # [L, H, D] in %
+        p = prop[..., dnames.index(dom)]
+        st.caption("Share of the class-mean attention (zeroed from [SEP] on) that falls on keys in the domain, per "
+                   "head ([docs/methods.md §5](/?view=methods&section=5), after Vig et al. 2021). For reference, the domain holds "
+                   f"{_domain_share(kind, dom, summary):.1f}% of the tokens.")
+        c1, c2 = st.columns([5, 4])
+        with c1:
+            # one light-to-dark scale, as the attention maps: the lowest head is the palest, the highest the darkest
+            chart(head_grid(p, colour_label=f"% on {dom}", selected=(layer, head), colorscale="Blues"), "w_dom_grid", selects_head=True)
+        with c2:
+            chart(fh.layer_bars(np.nanmax(p, axis=1), title=f"Per-layer maximum, % on {dom}", ylabel="%"), "w_dom_bars")
+        ddf = per_head_frame({f"{d} %": prop[..., i] for i, d in enumerate(dnames)})
+        with st.expander("Every head x every domain"):
+            chart(matrix_heatmap(prop.reshape(L * H, -1), head_labels(L, H), dnames, colour_label="%",
+                                     colorscale="Blues", fmt=".1f"), "w_dom_matrix")
+        csv_button(ddf, f"domain_proportions_{who}.csv", "w_dom_csv")
+        if "dom_cnt" in summary.arrays:
+            domain_test_section(summary, mask, dom, v, who)
+
+
+def domain_test_section(summary, mask: np.ndarray, dom: str, v: View, who: str) -> None:
+    """The z-test of ``dom`` under the domain proportions (input kinds with token domains, over the set)."""
+    t = summary.domain_test(mask, dom)
+    st.markdown(f"##### Top heads for {dom}: which heads attend to it more than its share of the tokens?")
+    st.caption(f"**What this shows:** a head is starred when its strong attention (weights > 0.3) lands on {dom} "
+               f"more often than {dom}'s share of the tokens ({t.background:.1%}) would explain: a one-sided "
+               f"two-proportion z-test over {class_name(who)}, Bonferroni-corrected over all {t.z.size} heads "
+               f"(p < {t.alpha_heads:.1e}). Grey: a head with no weight above 0.3.")
+    c1, c2 = st.columns([5, 4])
+    with c1:
+        chart(significance_grid(t.z, t.significant, t.p, selected=(v.layer, v.head)), "w_dom_z_grid",
+              selects_head=True)
+    df = per_head_frame(t.rows())
+    with c2:
+        st.markdown(f"**{int(t.significant.sum())}** significant head(s)")
+        top = df[df["significant"]].sort_values("z", ascending=False).head(10)
+        if len(top):
+            shown = top[["layer", "head", "share_on_domain", "z", "p_value"]].round(3)
+            shown["p_value"] = [f"{x:.1e}" for x in top["p_value"]]  # tiny p-values would round to 0
+            st.dataframe(shown.rename(columns={"share_on_domain": f"share on {dom}", "p_value": "p-value"}),
+                         hide_index=True, width="stretch")  # words on screen; the CSV keeps the column names
+    csv_button(df, f"domain_test_{dom}_{who}.csv", "w_dom_z_csv", "Download the z-test per head (CSV)")
