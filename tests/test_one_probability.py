@@ -22,6 +22,8 @@ ALLOWED_SOFTMAX = {
 ALLOWED_PROBS = {
     ("bertgeom/sars_cov_2/variant/predict.py", None):
         "Prediction.probs: the calibrated dict class_probabilities filled",
+    ("bertgeom/sets/cone.py", "subset"):
+        "ConeSet.probs: precompute's calibrated p_<class> columns (class_probabilities), cut row by row",
 }
 
 
