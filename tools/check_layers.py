@@ -60,9 +60,6 @@ CASE_STUDY_MODULES = ("bertgeom.sars_cov_2",)
 
 # Generic files that still import the case study (issue 35 moves it behind a plug-in registry).
 PENDING_PLUGIN_EXCEPTIONS: dict[str, str] = {
-    "bertgeom/precompute/core.py": "precompute accepts only the spike model",
-    "bertgeom/precompute/engines.py": "precompute accepts only the spike model",
-    "bertgeom/precompute/run.py": "precompute accepts only the spike model",
     "bertgeom/ui/tour.py": "the tour's genome step",
 }
 
