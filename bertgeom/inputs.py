@@ -13,7 +13,7 @@ Where it sits: above the model registry (:mod:`bertgeom.models`), below the forw
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -164,6 +164,47 @@ CAPABILITIES = {
 
 
 @dataclass(frozen=True)
+class PreparedRecord:
+    """One record of a precompute input read by its input kind: the name stored with it, its tokens
+    (``None`` when it could not be analysed, with ``error`` saying why) and the kind's own per-record
+    columns (:attr:`PrecomputeSpec.columns`; values ``None`` when unknown)."""
+
+    name: str
+    encoded: EncodedInput | None
+    error: str = ""
+    columns: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PrecomputeSpec:
+    """What batch precompute (:mod:`bertgeom.precompute`) needs from an input kind: the kind's plug-in
+    says it once, and precompute's generic driver asks it (it never imports the plug-in).
+
+    ``read_records(path)`` streams the records of an input file in order (each with a ``name``; a
+    record whose ``stream_error`` is true ends a damaged file, its ``message`` says why).
+    ``to_payload(record)`` / ``from_payload(list)`` turn one record into a JSON list and back (the
+    shard payloads that travel to workers). ``prepare(record, tokenizer, max_tokens)`` tokenises one
+    record -> :class:`PreparedRecord`. ``columns``: the kind's per-record columns ``(name, type)``
+    with types ``"string"``, ``"int32"`` or ``"float32"``, stored after the class probabilities.
+    ``read_labels(path)``: ``name -> class`` from the labels file. ``map_tokens(loaded)``: the token
+    count ``T`` of the class-mean maps (inputs with exactly ``T`` tokens share positions).
+    ``model_spec(directory)``: the :class:`~bertgeom.models.ModelSpec` of a model directory of this
+    kind (how workers rebuild the model), ``model_files`` the files of such a directory, and
+    ``default_model`` the model id used when none is given."""
+
+    read_records: Callable[[object], Iterable]
+    to_payload: Callable[[object], list]
+    from_payload: Callable[[list], object]
+    prepare: Callable[[object, object, int], PreparedRecord]
+    read_labels: Callable[[object], dict]
+    map_tokens: Callable[[LoadedModel], int]
+    model_spec: Callable[[object], object]
+    columns: tuple[tuple[str, str], ...] = ()
+    model_files: tuple[str, ...] = ("config.json", "model.safetensors")
+    default_model: str = ""
+
+
+@dataclass(frozen=True)
 class InputKind:
     """Everything generic code asks about one kind of input, described once by the plug-in owning it.
 
@@ -175,7 +216,9 @@ class InputKind:
     ``EncodedInput.domains`` (``""`` for special tokens); ``domain_share(d)`` is the
     reference share (%) of tokens in domain ``d``. ``pages`` are extra pages the kind enables
     (``"classifier"``); ``capabilities`` are keys of :data:`CAPABILITIES`; ``classify`` classifies
-    whole records for :func:`bertgeom.classify` (``None``: the kind's models do not).
+    whole records for :func:`bertgeom.classify` (``None``: the kind's models do not);
+    ``precompute`` is what :mod:`bertgeom.precompute` needs to run over files of this kind
+    (:class:`PrecomputeSpec`; ``None``: precompute refuses the kind's models).
     """
 
     # what it is and how it is read
@@ -220,6 +263,8 @@ class InputKind:
     # whole-record classification (bertgeom.classify): ``classify(loaded, data, batch_size)`` -> one
     # prediction per record of ``data`` (text, bytes or a path), for kinds whose models call records
     classify: Callable[..., list] | None = None
+    # batch precompute (bertgeom.precompute): ``None`` for kinds it cannot read
+    precompute: PrecomputeSpec | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.capabilities) - set(CAPABILITIES)

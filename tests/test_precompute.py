@@ -253,6 +253,55 @@ def test_bad_requests_are_one_sentence(inputs, tiny_variant, local1, tmp_path):
     shutil.rmtree(busy)
 
 
+def test_stored_columns_are_the_generic_ones_and_the_genome_kinds_own(local1, tiny_variant):
+    """precompute asks the model's input kind for its own columns (issue 35): the genome kind's QC,
+    mutations and unknown k-mers sit where they always did, between the probabilities and n_tokens."""
+    import pyarrow.parquet as pq
+
+    from bertgeom.inputs import INPUT_KINDS
+
+    spec = INPUT_KINDS.of(tiny_variant).precompute
+    assert spec is not None and [c for c, _ in spec.columns] == ["qc", "qc_reasons", "n_mutations", "unk_rate"]
+    names = pq.read_schema(local1 / "shards" / "shard-000000.parquet").names
+    L, n = tiny_variant.num_layers, 7 + len(tiny_variant.labels) + 7
+    assert names[:n] == [
+        "index", "shard", "name", "label", "predicted", "correct", "confidence",
+        *[f"p_{c}" for c in tiny_variant.labels],
+        "qc", "qc_reasons", "n_mutations", "unk_rate", "n_tokens", "error", "cone_m"]
+    assert names[n] == "cone_0" and f"cone_raw_{L}" in names
+
+
+def test_a_model_whose_input_kind_has_no_precompute_is_refused_in_one_sentence(tmp_path, capsys):
+    """The toy letters family (tests/toy_family.py) and built-in text register no PrecomputeSpec: the
+    library and the command say so in one sentence (exit status 3), and nothing is written."""
+    import toy_family as toy
+
+    from bertgeom.__main__ import main
+    from bertgeom.models import load_model
+    from bertgeom.precompute.core import PrecomputeModelError, precompute_spec
+
+    fasta, labels = tmp_path / "in.txt", tmp_path / "labels.tsv"
+    fasta.write_text("wxyzzy\n")
+    labels.write_text("name\tlabel\n")
+    toy.register()
+    try:
+        with pytest.raises(PrecomputeModelError) as exc:
+            precompute(fasta, labels, tmp_path / "lib", loaded=load_model(toy.MODEL_ID))
+        msg = str(exc.value)
+        assert msg.startswith(f"the model '{toy.MODEL_ID}' reads 'letters' input, which precompute cannot read")
+        assert "spike" in msg and msg.endswith(").") and msg.count(". ") == 0 and "\n" not in msg
+        assert not (tmp_path / "lib").exists()
+        assert main(["precompute", str(fasta), str(labels), "--out", str(tmp_path / "cli"),
+                     "--model", toy.MODEL_ID, "--quiet"]) == 3
+        err = capsys.readouterr().err
+        assert "precompute cannot read" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "cli").exists()
+    finally:
+        toy.unregister()
+    with pytest.raises(PrecomputeModelError, match="'text' input, which precompute cannot read"):
+        precompute_spec("text")
+
+
 # ---------------------------------------------------------------------------------------------
 # One run per --out, user errors as one sentence with their exit status (#16 items 2 and 9)
 # ---------------------------------------------------------------------------------------------

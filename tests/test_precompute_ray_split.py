@@ -27,11 +27,13 @@ def test_prepare_gives_todays_error_rows_and_plain_arrays(tiny_variant, local1, 
     fasta.write_text(good.text + "\n>not_a_genome\nMKFLVLLPLVSSQCVNLTTRTQLPPAYTNSFTRGVYYPDKVF\n>short\nACGTACGTAC\n")
     records = list(iter_fasta_file(fasta))  # as the driver reads them: the protein is a RecordError
     assert isinstance(records[1], RecordError)
-    shard = shard_input(5, 40, records, {good.name: good.label, "short": "alpha"})
+    shard = shard_input(5, 40, records, {good.name: good.label, "short": "alpha"}, tiny_variant.spec.input_kind)
     prep = prepare_shard(shard, tiny_variant.tokenizer, tiny_variant.max_tokens)
 
-    cols = prep.columns
-    assert set(cols) == set(PREPARED_COLUMNS) and prep.n_records == 3 and (prep.shard, prep.start) == (5, 40)
+    cols = prep.columns  # the generic columns and the genome kind's own (its PrecomputeSpec.columns)
+    genome_columns = {"qc", "qc_reasons", "n_mutations", "unk_rate"}
+    assert set(cols) == set(PREPARED_COLUMNS) | genome_columns
+    assert prep.n_records == 3 and (prep.shard, prep.start) == (5, 40)
     assert cols["name"] == [good.name, "not_a_genome", "short"] and cols["label"] == [good.label, "", "alpha"]
     # the error column as the library gives it, and as the local engine stored it for the same record
     vocab, limit = tiny_variant.tokenizer, tiny_variant.max_tokens

@@ -6,7 +6,10 @@ per-head features (Parquet rows), and per class the class-mean attention maps ov
 classified genomes (NumPy), with a manifest (model hash, parameters, input checksum). The input is
 cut into shards of consecutive records; a shard is done when its files and done marker exist, so an
 interrupted run resumes where it stopped. The dashboard opens the directory with
-:func:`load_results`.
+:func:`load_results`. The package is generic over input kinds: the model's input kind supplies how
+its files are read and what it stores per record (``InputKind.precompute``, a
+:class:`~bertgeom.inputs.PrecomputeSpec`; the genome plug-in's reads FASTA), so nothing here
+imports a plug-in.
 
 Python API::
 

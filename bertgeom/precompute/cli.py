@@ -127,7 +127,7 @@ def register(sub) -> None:
     p.add_argument("labels", help="TSV with 'name' and 'label' (or 'class') columns")
     p.add_argument("--out", required=True, help="results directory (created; rerun with the same one to resume)")
     p.add_argument("--model", dest="variant_model", default=None, metavar="ID|DIR",
-                   help="variant model id or directory (default: the shipped one)")
+                   help="classifier id or directory; its input kind must support precompute (default: the plug-in's model, the shipped variant BERT)")
     p.add_argument("--engine", choices=("local", "ray"), default="local")
     p.add_argument("--workers", type=_positive, default=None,
                    help="processes (local, default: one per --threads cores on the CPU, 1 on a GPU) or model actors (ray, default: cluster CPUs / threads)")

@@ -1,15 +1,18 @@
-"""The engine-independent unit of work: one *shard* of genomes in, its result files out.
+"""The engine-independent unit of work: one *shard* of records in, its result files out.
 
 A shard is a run of consecutive records of the input (``shard_size`` of them, by position in the
-file), so shard boundaries never depend on the engine or on the number of workers. Every engine
-runs the same two steps: :func:`prepare_shard` (parse, align, tokenise: CPU only, no model) and
+file), so shard boundaries never depend on the engine or on the number of workers. What a record is
+and how it is read is the model's input kind's business: its :class:`~bertgeom.inputs.PrecomputeSpec`
+(``InputKind.precompute``, supplied by the kind's plug-in; for genomes: parse, align, QC, tokenise)
+is all this package asks, so it never imports a plug-in. Every engine
+runs the same two steps: :func:`prepare_shard` (read and tokenise records: CPU only, no model) and
 :meth:`ShardComputer.forward_shard` (model forward and reductions). :meth:`ShardComputer.run_payload`
 chains them in one process (the local pool, the Ray actors); the Ray engine's split mode runs the
 first as CPU tasks and the second on (GPU) actors. Either way a shard's files are byte-identical on
 the CPU, and the driver is the only writer.
 
-Per genome (one Parquet row): prediction, probabilities, QC verdict, number of mutations, cone
-index of ``hidden_states[l]`` over the content tokens for ``l = 0..L`` (``cone_{l}`` = I/m and
+Per record (one Parquet row): prediction, probabilities, the input kind's own columns (genomes: QC
+verdict, number of mutations, unknown k-mers), cone index of ``hidden_states[l]`` over the content tokens for ``l = 0..L`` (``cone_{l}`` = I/m and
 ``cone_raw_{l}`` = I, rows unit-normalised as in the official code; ``cone_m`` = m), the
 selected per-head features ``{feature}_{layer}-{head}`` (1-based names as in the UI), and the
 [CLS] vector of every layer (separate ``.npy``, optionally reduced to ``cls_dims``).
@@ -48,7 +51,7 @@ class PrecomputeError(RuntimeError):
 
 
 class PrecomputeModelError(PrecomputeError):
-    """The model cannot be loaded or is not a spike variant classifier (exit status 3)."""
+    """The model cannot be loaded, is not a classifier or its input kind does not support precompute (exit status 3)."""
 
     code = 3
 
@@ -105,20 +108,45 @@ class PrecomputeConfig:
         return cls(**{k: (tuple(v) if k == "features" else v) for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
+def precompute_spec(what):
+    """The :class:`~bertgeom.inputs.PrecomputeSpec` of a loaded model, a model spec or an input kind's
+    name; :class:`PrecomputeModelError` (one sentence) when its input kind does not support precompute."""
+    from bertgeom.inputs import INPUT_KINDS, InputError
+
+    spec = None if isinstance(what, str) else getattr(what, "spec", what)
+    name = what if spec is None else getattr(spec, "input_kind", None)
+    try:
+        kind = INPUT_KINDS.of(name)
+    except InputError:
+        kind = None
+    if kind is None or kind.precompute is None:
+        able = sorted(k.name for k in INPUT_KINDS.values() if k.precompute is not None)
+        who = f"the model '{getattr(spec, 'id', '?')}' reads" if spec is not None else "the input kind is"
+        raise PrecomputeModelError(
+            f"{who} '{name}' input, which precompute cannot read: give a model whose input kind supports "
+            f"precompute ({', '.join(able) or 'none is registered'}).")
+    return kind.precompute
+
+
+#: Arrow types of the input kinds' own columns (``PrecomputeSpec.columns``).
+_COLUMN_TYPES = ("string", "int32", "float32")
+
+
 @dataclass
 class ModelDims:
     layers: int
     heads: int
     hidden: int
     labels: tuple[str, ...]
-    map_tokens: int  # T of the class maps: [CLS] + spike k-mers + [SEP]
+    map_tokens: int  # T of the class maps (genomes: [CLS] + spike k-mers + [SEP])
+    kind: str = ""  # the model's input kind
+    kind_columns: tuple[tuple[str, str], ...] = ()  # the kind's own columns (name, type)
 
     @classmethod
     def of(cls, loaded) -> "ModelDims":
-        from bertgeom.sars_cov_2.genome.kmers import SPIKE_N_KMERS
-
+        spec = precompute_spec(loaded)
         return cls(loaded.num_layers, loaded.num_heads, int(loaded.config.hidden_size), tuple(loaded.labels),
-                   min(SPIKE_N_KMERS, loaded.max_tokens - 2) + 2)
+                   int(spec.map_tokens(loaded)), loaded.spec.input_kind, tuple(spec.columns))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,8 +156,9 @@ class ModelDims:
 class ShardInput:
     shard: int
     start: int  # 0-based position of the first record in the input
-    records: list  # [name, sequence or None, error message or None, notes]
+    records: list  # per record, the JSON list of its input kind's ``to_payload``
     labels: list  # true class per record ("" when unlabelled)
+    kind: str = ""  # the input kind that reads the records
 
     def encode(self) -> bytes:
         return zlib.compress(json.dumps(asdict(self), separators=(",", ":")).encode(), 1)
@@ -139,18 +168,12 @@ class ShardInput:
         return cls(**json.loads(zlib.decompress(data)))
 
 
-def shard_input(shard: int, start: int, records, truth: dict[str, str]) -> ShardInput:
-    """Payload of one shard from parsed records (``SequenceRecord`` / ``RecordError``)."""
-    from bertgeom.sars_cov_2.genome.fasta import RecordError
-
-    recs, labels = [], []
-    for r in records:
-        if isinstance(r, RecordError):
-            recs.append([r.name, None, r.message, []])
-        else:
-            recs.append([r.name, r.sequence, None, list(r.notes)])
-        labels.append(truth.get(r.name, ""))
-    return ShardInput(shard, start, recs, labels)
+def shard_input(shard: int, start: int, records, truth: dict[str, str], kind: str) -> ShardInput:
+    """Payload of one shard from records read by input kind ``kind`` (its ``read_records``)."""
+    spec = precompute_spec(kind)
+    recs = [spec.to_payload(r) for r in records]
+    labels = [truth.get(r.name, "") for r in records]
+    return ShardInput(shard, start, recs, labels, kind)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,11 +188,12 @@ def row_schema(dims: ModelDims, cfg: PrecomputeConfig):
     import pyarrow as pa
 
     f32, i32 = pa.float32(), pa.int32()
+    types = {"string": pa.string(), "int32": i32, "float32": f32}
     cols = [("index", pa.int64()), ("shard", i32), ("name", pa.string()), ("label", pa.string()),
             ("predicted", pa.string()), ("correct", pa.bool_()), ("confidence", f32)]
     cols += [(f"p_{c}", f32) for c in dims.labels]
-    cols += [("qc", pa.string()), ("qc_reasons", pa.string()), ("n_mutations", i32), ("unk_rate", f32),
-             ("n_tokens", i32), ("error", pa.string()), ("cone_m", i32)]
+    cols += [(name, types[t]) for name, t in dims.kind_columns]  # the input kind's own columns
+    cols += [("n_tokens", i32), ("error", pa.string()), ("cone_m", i32)]
     cols += [(f"cone_{l}", f32) for l in range(dims.layers + 1)]
     cols += [(f"cone_raw_{l}", f32) for l in range(dims.layers + 1)]
     cols += [(head_column(f, l, h), f32) for f in cfg.features for l in range(dims.layers) for h in range(dims.heads)]
@@ -267,30 +291,20 @@ def limited_threads(n: int):
         torch.set_num_threads(before)
 
 
-def _record(r):
-    from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceRecord
-
-    name, seq, err, notes = r
-    return SequenceRecord(name, seq, list(notes)) if err is None else RecordError(name, -1, err)
-
-
-def _analyse(rec, vocab, max_tokens: int):
-    """``(analysis, encoded or None)`` of one record (``encoded`` is None when it could not be analysed)."""
-    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
-    from bertgeom.sars_cov_2.variant import encoded_from_analysis
-
-    a = analyse_sequence(rec, vocab=vocab, max_length=max_tokens)
-    enc = encoded_from_analysis(a, vocab, a.name) if not a.error and a.token_ids is not None else None
-    return a, enc
-
-
 def analyse_and_encode(loaded, records):
-    """``(analysis, encoded or None)`` per record (``encoded`` is None when it could not be analysed)."""
-    return [_analyse(rec, loaded.tokenizer, loaded.max_tokens) for rec in records]
+    """``(PreparedRecord, encoded or None)`` per record read by ``loaded``'s input kind (``encoded``
+    is None when the record could not be analysed)."""
+    spec = precompute_spec(loaded)
+    out = []
+    for rec in records:
+        p = spec.prepare(rec, loaded.tokenizer, loaded.max_tokens)
+        out.append((p, p.encoded))
+    return out
 
 
-#: Parquet columns known before the forward pass (filled by :func:`prepare_shard`).
-PREPARED_COLUMNS = ("name", "label", "error", "qc", "qc_reasons", "n_mutations", "unk_rate", "n_tokens")
+#: Parquet columns known before the forward pass (filled by :func:`prepare_shard`), besides the
+#: input kind's own columns (``PrecomputeSpec.columns``).
+PREPARED_COLUMNS = ("name", "label", "error", "n_tokens")
 _CLS, _SEP, _PUNCT = 1, 2, 4  # bits of PreparedShard.kinds
 
 
@@ -318,8 +332,8 @@ class PreparedShard:
     """The CPU half of a shard: everything the forward step needs, as plain lists and numpy arrays,
     so that a Ray CPU task can hand it to a (GPU) forward actor through the object store cheaply.
 
-    ``columns``: the :data:`PREPARED_COLUMNS` per record (``error`` is "" for a tokenised record, the
-    analysis error otherwise). ``rows``: positions in the shard of the tokenised records, in order;
+    ``columns``: the :data:`PREPARED_COLUMNS` and the input kind's own columns per record (``error``
+    is "" for a tokenised record, the analysis error otherwise). ``rows``: positions in the shard of the tokenised records, in order;
     their token ids are concatenated in ``ids`` (``bounds[j]:bounds[j+1]`` for ``rows[j]``), their
     [CLS]/[SEP]/punctuation masks packed as bits in ``kinds``."""
 
@@ -347,23 +361,25 @@ class PreparedShard:
 
 
 def prepare_shard(shard: ShardInput, vocab, max_tokens: int) -> PreparedShard:
-    """Parse, align, QC and tokenise the records of a shard (CPU only: needs the k-mer vocabulary
-    and the model's token limit, not the model), the first step of :meth:`ShardComputer.run`."""
+    """Read and tokenise the records of a shard with its input kind's ``prepare`` (genomes: parse,
+    align, QC, k-mers; CPU only: needs the tokenizer and the model's token limit, not the model),
+    the first step of :meth:`ShardComputer.run`."""
+    spec = precompute_spec(shard.kind)
+    kind_columns = [c for c, _ in spec.columns]
     n = len(shard.records)
-    cols: dict[str, list] = {c: [None] * n for c in PREPARED_COLUMNS}
+    cols: dict[str, list] = {c: [None] * n for c in (*PREPARED_COLUMNS, *kind_columns)}
     cols["label"] = list(shard.labels)
     rows, ids, kinds = [], [], []
     for i, r in enumerate(shard.records):
-        a, enc = _analyse(_record(r), vocab, max_tokens)
-        cols["name"][i] = a.name
+        p = spec.prepare(spec.from_payload(r), vocab, max_tokens)
+        enc = p.encoded
+        cols["name"][i] = p.name
         if enc is None:
-            cols["error"][i] = a.error or "not tokenised"
+            cols["error"][i] = p.error or "not tokenised"
             continue
         cols["error"][i] = ""
-        cols["qc"][i] = a.qc.verdict if a.qc else ""
-        cols["qc_reasons"][i] = "; ".join(a.qc.reasons) if a.qc else ""
-        cols["n_mutations"][i] = len(a.mutations.nucleotide) if a.mutations else None
-        cols["unk_rate"][i] = a.unk_rate
+        for c in kind_columns:
+            cols[c][i] = p.columns.get(c)
         cols["n_tokens"][i] = enc.n_tokens
         rows.append(i)
         ids.append(np.asarray(enc.input_ids, np.int64))
@@ -397,7 +413,7 @@ class ShardComputer:
         self.dims = ModelDims.of(self.loaded)
         self.schema = row_schema(self.dims, self.cfg)
         self.keep = np.ones(self.dims.map_tokens, bool)
-        self.keep[-1] = False  # the [SEP] of a full spike (rows/cols from the first [SEP] on are zeroed)
+        self.keep[-1] = False  # the [SEP] of a full-length input (rows/cols from the first [SEP] on are zeroed)
         self._runner = None
 
     @property

@@ -7,9 +7,10 @@ engines run :func:`~bertgeom.precompute.core.prepare_shard` then
 count, on the same shard contents, so they write identical files. Ray can run the two halves apart
 (split mode): alignment as CPU tasks, forwards on model actors (with ``num_gpus`` on a GPU cluster).
 
-The model travels as its files (``config.json``, ``model.safetensors``, ``kmer_vocab.json``): Ray
-workers on other machines need neither the model nor the input on a shared disk, and results come
-back to the driver, the only writer.
+The model travels as its files (its input kind's ``PrecomputeSpec.model_files``; genomes:
+``config.json``, ``model.safetensors``, ``kmer_vocab.json``) with the kind's name, and a worker
+rebuilds it with the kind's ``model_spec``: Ray workers on other machines need neither the model nor
+the input on a shared disk, and results come back to the driver, the only writer.
 """
 
 from __future__ import annotations
@@ -29,19 +30,18 @@ from bertgeom.precompute.core import (
     PrecomputeError,
     PreparedShard,
     ShardComputer,
+    precompute_spec,
     prepare_payload,
 )
-
-MODEL_FILES = ("config.json", "model.safetensors", "kmer_vocab.json")
 
 Tasks = Iterable[tuple[int, bytes]]
 OnResult = Callable[[int, dict[str, bytes]], None]
 
 
-def model_bundle(source: str | os.PathLike) -> dict[str, bytes]:
-    """The files of a variant model directory, to rebuild it on a worker."""
+def model_bundle(source: str | os.PathLike, kind: str) -> dict[str, bytes]:
+    """The files of a model directory of input kind ``kind``, to rebuild it on a worker."""
     p = Path(source)
-    return {name: (p / name).read_bytes() for name in MODEL_FILES}
+    return {name: (p / name).read_bytes() for name in precompute_spec(kind).model_files}
 
 
 def _device(name: str) -> str:
@@ -53,23 +53,22 @@ def _device(name: str) -> str:
         raise PrecomputeError(str(exc)) from None
 
 
-def load_bundle(bundle: dict[str, bytes]):
-    """Load a model bundle (through a private temporary directory, removed afterwards)."""
+def load_bundle(bundle: dict[str, bytes], kind: str):
+    """Load a model bundle of input kind ``kind`` (through a private temporary directory, removed afterwards)."""
     from bertgeom.models import load_model
-    from bertgeom.sars_cov_2.variant import variant_spec
 
     with tempfile.TemporaryDirectory(prefix="bertgeom-model-") as tmp:
         d = Path(tmp)
         for name, data in bundle.items():
             (d / name).write_bytes(data)
-        return load_model(variant_spec(d))  # everything is read into memory: the folder can go
+        return load_model(precompute_spec(kind).model_spec(d))  # everything is read into memory: the folder can go
 
 
-def _computer(model_source: str, cfg_dict: dict, basis_arrays: dict | None, device: str = "cpu") -> ShardComputer:
+def _computer(model_source: str, kind: str, cfg_dict: dict, basis_arrays: dict | None,
+              device: str = "cpu") -> ShardComputer:
     from bertgeom.models import load_model
-    from bertgeom.sars_cov_2.variant import variant_spec
 
-    loaded = load_model(variant_spec(Path(model_source)))
+    loaded = load_model(precompute_spec(kind).model_spec(Path(model_source)))
     basis = ClsBasis.from_arrays(basis_arrays) if basis_arrays else None
     return ShardComputer(loaded, PrecomputeConfig.from_dict(cfg_dict), basis, device)
 
@@ -80,14 +79,14 @@ def _computer(model_source: str, cfg_dict: dict, basis_arrays: dict | None, devi
 _WORKER: ShardComputer | None = None
 
 
-def _init_worker(model_source: str, cfg_dict: dict, basis_arrays: dict | None, device: str = "cpu") -> None:
+def _init_worker(model_source: str, kind: str, cfg_dict: dict, basis_arrays: dict | None, device: str = "cpu") -> None:
     import signal
 
     global _WORKER
     # Ctrl+C reaches the whole process group: only the driver handles it (no traceback per worker)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _WORKER = _computer(model_source, cfg_dict, basis_arrays, device)
+    _WORKER = _computer(model_source, kind, cfg_dict, basis_arrays, device)
 
 
 def _run_in_worker(shard: int, payload: bytes) -> tuple[int, dict[str, bytes]]:
@@ -123,7 +122,8 @@ class LocalEngine:
 
         basis = computer.basis.arrays() if computer.basis is not None else None
         ex = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                 initargs=(model_source, computer.cfg.to_dict(), basis, self.device))
+                                 initargs=(model_source, computer.dims.kind, computer.cfg.to_dict(), basis,
+                                           self.device))
         it = iter(tasks)
         pending: set = set()
         try:
@@ -149,12 +149,12 @@ class RayForwardActor:
     """Split mode's model actor (Ray core, ``num_gpus`` on a GPU cluster): loads the model once for
     the whole run, then turns prepared shards (from the CPU tasks) into files."""
 
-    def __init__(self, model_ref, cfg_dict: dict, basis_arrays: dict | None, device: str = "cpu"):
+    def __init__(self, model_ref, kind: str, cfg_dict: dict, basis_arrays: dict | None, device: str = "cpu"):
         import ray
 
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         bundle = ray.get(model_ref[0])  # wrapped in a list: passed through untouched by Ray
-        loaded = load_bundle(bundle)
+        loaded = load_bundle(bundle, kind)
         basis = ClsBasis.from_arrays(basis_arrays) if basis_arrays else None
         self.computer = ShardComputer(loaded, PrecomputeConfig.from_dict(cfg_dict), basis, device)
 
@@ -292,8 +292,9 @@ class RayEngine:
         import ray
 
         basis = computer.basis.arrays() if computer.basis is not None else None
-        return {"model_ref": [ray.put(model_bundle(model_source))], "cfg_dict": computer.cfg.to_dict(),
-                "basis_arrays": basis, "device": self.device}
+        kind = computer.dims.kind
+        return {"model_ref": [ray.put(model_bundle(model_source, kind))], "kind": kind,
+                "cfg_dict": computer.cfg.to_dict(), "basis_arrays": basis, "device": self.device}
 
     def _run_data(self, computer: ShardComputer, model_source: str, tasks: Tasks, on_result: OnResult,
                   cpus: float, gpus: float) -> None:

@@ -23,6 +23,7 @@ from bertgeom.precompute.core import (
     cls_of_records,
     load_npz_bytes,
     pca_basis,
+    precompute_spec,
     random_basis,
     shard_input,
 )
@@ -58,12 +59,23 @@ class RunSummary:
                 f"{self.n_shards} in all ({self.n_records} records) in {self.seconds:.1f} s -> {self.out}")
 
 
-def load_spike_model(model: str | None, device: str = "cpu"):
-    """The variant model (on ``device``), or :class:`PrecomputeModelError` with one sentence."""
-    from bertgeom.models import ModelLoadError, load_model
-    from bertgeom.sars_cov_2.variant import INPUT_KIND, VARIANT_MODEL_ID
+def default_model_id() -> str:
+    """The model precompute loads when none is named: the default of the first registered input kind
+    that supports precompute (``PrecomputeSpec.default_model``)."""
+    from bertgeom.inputs import INPUT_KINDS
 
-    name = model or VARIANT_MODEL_ID
+    for kind in INPUT_KINDS.values():
+        if kind.precompute is not None and kind.precompute.default_model:
+            return kind.precompute.default_model
+    raise PrecomputeModelError("no installed input kind supports precompute: name a model with --model.")
+
+
+def load_precompute_model(model: str | None, device: str = "cpu"):
+    """The classifier ``model`` (default: :func:`default_model_id`) on ``device``, whose input kind
+    supports precompute; else :class:`PrecomputeModelError` with one sentence."""
+    from bertgeom.models import ModelLoadError, load_model
+
+    name = model or default_model_id()
     try:
         loaded = load_model(name, device=device)
     except ModelLoadError as exc:
@@ -73,18 +85,18 @@ def load_spike_model(model: str | None, device: str = "cpu"):
     except Exception as exc:  # noqa: BLE001 - a damaged config, vocabulary or weights file
         raise PrecomputeModelError(f"the model '{name}' could not be loaded ({type(exc).__name__}: "
                                    f"{str(exc)[:200]}).") from None
-    if loaded.spec.input_kind != INPUT_KIND or not loaded.labels or loaded.spec.loader != "variant":
-        raise PrecomputeModelError(f"'{loaded.spec.id}' is not a spike variant classifier; precompute needs one.")
+    precompute_spec(loaded)  # its input kind reads precompute's input files, or one sentence
+    if not loaded.labels:
+        raise PrecomputeModelError(f"'{loaded.spec.id}' is not a classifier (it has no classes); precompute needs one.")
     return loaded
 
 
-def count_records(path: Path) -> int:
-    """Records in the input; a truncated or unreadable compressed file is refused (a run must see
-    the whole input: its checksum and shard plan are recorded in the manifest)."""
-    from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
-
+def count_records(path: Path, spec) -> int:
+    """Records in the input (read by the input kind's :class:`~bertgeom.inputs.PrecomputeSpec`); a
+    truncated or unreadable compressed file is refused (a run must see the whole input: its checksum
+    and shard plan are recorded in the manifest)."""
     n = 0
-    for rec in iter_fasta_file(path):
+    for rec in spec.read_records(path):
         if getattr(rec, "stream_error", False):
             raise PrecomputeError(f"'{path}': {rec.message.replace('; the records before it were read.', '')}; "
                                   "precompute needs the whole file (repair or re-download it).")
@@ -129,32 +141,28 @@ def _check_same(old: dict, new: dict, out: Path) -> None:
 
 
 def _shard_payloads(path: Path, cfg: PrecomputeConfig, truth: dict, skip: set[int],
-                    limit: int | None) -> Iterator[tuple[int, bytes]]:
+                    limit: int | None, kind: str) -> Iterator[tuple[int, bytes]]:
     """Stream the input once, grouped into shards by record position; done shards are skipped."""
-    from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
-
     n_sent = 0
     buf: list = []
     shard = 0
-    for rec in iter_fasta_file(path):
+    for rec in precompute_spec(kind).read_records(path):
         buf.append(rec)
         if len(buf) == cfg.shard_size:
             if shard not in skip:
                 if limit is not None and n_sent >= limit:
                     return
-                yield shard, shard_input(shard, shard * cfg.shard_size, buf, truth).encode()
+                yield shard, shard_input(shard, shard * cfg.shard_size, buf, truth, kind).encode()
                 n_sent += 1
             buf, shard = [], shard + 1
     if buf and shard not in skip and (limit is None or n_sent < limit):
-        yield shard, shard_input(shard, shard * cfg.shard_size, buf, truth).encode()
+        yield shard, shard_input(shard, shard * cfg.shard_size, buf, truth, kind).encode()
 
 
-def _pilot_records(path: Path, n_records: int, size: int) -> list:
-    from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
-
+def _pilot_records(path: Path, n_records: int, size: int, spec) -> list:
     want = set(np.unique(np.linspace(0, max(n_records - 1, 0), min(size, n_records)).round().astype(int)).tolist())
     out = []
-    for i, rec in enumerate(iter_fasta_file(path)):
+    for i, rec in enumerate(spec.read_records(path)):
         if i in want:
             out.append(rec)
         if len(out) == len(want):
@@ -174,7 +182,8 @@ def _basis(rd: ResultsDir, loaded, dims: ModelDims, cfg: PrecomputeConfig, inp: 
         from bertgeom.precompute.core import limited_threads
 
         with limited_threads(cfg.threads):
-            x = cls_of_records(loaded, _pilot_records(inp, n_records, cfg.pca_pilot), cfg.batch_size)
+            pilot = _pilot_records(inp, n_records, cfg.pca_pilot, precompute_spec(loaded))
+            x = cls_of_records(loaded, pilot, cfg.batch_size)
         basis = pca_basis(x, cfg.cls_dims)
     tmp = rd.root / f"cls_basis.tmp{os.getpid()}.npz"
     np.savez(tmp, **basis.arrays())
@@ -202,7 +211,10 @@ def precompute(
     wait: bool = False,
     on_wait: Callable[[dict], None] | None = None,
 ) -> RunSummary:
-    """Precompute per-genome results and class-mean maps of a labelled FASTA file (resumable).
+    """Precompute per-record results and class-mean maps of a labelled input file (resumable).
+
+    The model's input kind reads the file (its :class:`~bertgeom.inputs.PrecomputeSpec`; genomes: a
+    FASTA file, plain, .gz or .xz); a model whose kind has none is refused with one sentence.
 
     ``engine``: ``"local"`` (``workers`` processes; 1 = in this process) or ``"ray"`` (``workers``
     model actors; ``address`` joins a cluster, else a local Ray instance is started;
@@ -211,7 +223,7 @@ def precompute(
     ``max_shards``: compute at most that many new shards, then stop (status ``partial``; a rerun
     resumes). ``progress(shards_done, n_shards, genomes_done)`` after each shard; ``on_shard(shard)``
     after a shard's files are written (an exception there interrupts the run cleanly).
-    ``loaded``: an already loaded variant model (else ``model`` is loaded). ``checkpoint_every``:
+    ``loaded``: an already loaded classifier (else ``model`` is loaded). ``checkpoint_every``:
     the running class-map sums are saved at least every that many shards.
     ``device``: where the forward passes run (``auto``, ``cpu``, ``cuda``; see
     :meth:`ShardComputer.forward`). One run at a time per ``out_dir`` (:class:`~bertgeom.precompute.lock.RunLock`):
@@ -226,7 +238,7 @@ def precompute(
         if not p.is_file():
             raise PrecomputeError(f"no file at '{p}'.")
     cfg = config or PrecomputeConfig()
-    loaded = loaded or load_spike_model(model, "cpu")  # the driver's copy: the [CLS] PCA pilot
+    loaded = loaded or load_precompute_model(model, "cpu")  # the driver's copy: the [CLS] PCA pilot
     dims = ModelDims.of(loaded)
     bad = [c for c in dims.labels if not re.fullmatch(r"[A-Za-z0-9_.-]+", c)]
     if bad:
@@ -247,9 +259,9 @@ def _precompute_locked(inp: Path, lab: Path, out: Path, loaded, dims: ModelDims,
                        on_shard) -> RunSummary:
     """The run itself, under the directory's lock (see :func:`precompute`)."""
     from bertgeom.precompute.lock import LOCK_NAME
-    from bertgeom.sars_cov_2.variant.predict import read_labels_tsv
 
-    n_records = count_records(inp)
+    spec = precompute_spec(loaded)
+    n_records = count_records(inp, spec)
     n_shards = math.ceil(n_records / cfg.shard_size)
     in_meta = {"path": str(inp.resolve()), "sha256": sha256_file(inp), "bytes": inp.stat().st_size, "n_records": n_records}
     lab_meta = {"path": str(lab.resolve()), "sha256": sha256_file(lab)}
@@ -269,7 +281,7 @@ def _precompute_locked(inp: Path, lab: Path, out: Path, loaded, dims: ModelDims,
 
     basis = _basis(rd, loaded, dims, cfg, inp, n_records)
     computer = ShardComputer(loaded, cfg, basis, eng.driver_device)
-    truth = read_labels_tsv(lab)
+    truth = spec.read_labels(lab)
 
     acc = MapAccumulator.load(rd.root)
     done = rd.done_shards(n_shards)
@@ -316,7 +328,7 @@ def _precompute_locked(inp: Path, lab: Path, out: Path, loaded, dims: ModelDims,
     gate = os.environ.get(GATE_ENV)
     run_info = {"engine": eng.name, "workers": workers, "address": address, "started": time.time()}
     model_source = str(loaded.spec.source)
-    tasks = _shard_payloads(inp, cfg, truth, set(done), max_shards)
+    tasks = _shard_payloads(inp, cfg, truth, set(done), max_shards, dims.kind)
     todo = n_shards - len(done) if max_shards is None else min(max_shards, n_shards - len(done))
     if eng.name == "local" and eng.workers > max(1, todo):  # a worker per shard at most: start-up is 15-30 s each
         eng.workers = max(1, todo)

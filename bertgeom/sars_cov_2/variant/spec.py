@@ -2,8 +2,9 @@
 
 :data:`GENOME` is the :class:`~bertgeom.inputs.InputKind` of the case study's models: its encoder
 (parse, align, cut the spike, tokenise), its example genomes and shipped sets (open INSDC genomes
-redistributed by Nextstrain), its class names, its token domains (the spike's domains, in order)
-and the pages it enables (the Variant Classifier). :func:`register` hands the family to the
+redistributed by Nextstrain), its class names, its token domains (the spike's domains, in order),
+the pages it enables (the Variant Classifier) and what batch precompute reads
+(:data:`~bertgeom.sars_cov_2.variant.precompute.GENOME_PRECOMPUTE`). :func:`register` hands the family to the
 library: the loader, the genome kind and, when its weights are present, the shipped model as the
 default of the picker. Nothing registers itself on import; ``bertgeom/__init__.py`` calls
 :func:`register` once for the shipped family.
@@ -45,6 +46,7 @@ from bertgeom.sars_cov_2.variant import (
     load_variant,
     variant_spec,
 )
+from bertgeom.sars_cov_2.variant.precompute import GENOME_PRECOMPUTE
 
 #: Upload file types of genome boxes (plain or compressed FASTA).
 FASTA_TYPES = ("fasta", "fa", "fna", "txt", "gz", "xz")
@@ -223,6 +225,7 @@ GENOME = InputKind(
     pages=("classifier",),
     capabilities=frozenset({"aligned_positions", "official_padding", "precomputed_results"}),
     classify=lambda loaded, data, batch_size=16: classify_genomes(loaded, data, batch_size=batch_size),
+    precompute=GENOME_PRECOMPUTE,
 )
 
 
