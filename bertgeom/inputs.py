@@ -392,18 +392,14 @@ class PageSpec:
     section: str = "Plug-ins"
 
 
-class Pages(PluginRegistry):
-    """The pages plug-ins registered, by key (in registration order)."""
-
-
-#: Pages registered by plug-ins (:func:`register_page`); the app's navigation reads them.
-PAGES = Pages()
+#: Pages registered by plug-ins, by key in registration order (:func:`register_page`); the app's
+#: navigation reads them.
+PAGES = PluginRegistry()
 
 
 def register_page(page: PageSpec) -> PageSpec:
     """Add ``page`` to the app's navigation, under ``page.section``, for input kinds naming ``page.key``."""
-    dict.__setitem__(PAGES, page.key, page)
-    return page
+    return PAGES.put(page.key, page)
 
 
 def registered_page(key: str) -> PageSpec:
@@ -432,18 +428,14 @@ class StartExample:
     page: str = "heads"
 
 
-class StartExamples(PluginRegistry):
-    """The home page's plug-in starts, by label (in registration order)."""
-
-
-#: One-click starts plug-ins registered (:func:`register_start_example`); the home page reads them.
-START_EXAMPLES = StartExamples()
+#: One-click starts plug-ins registered, by label in registration order (:func:`register_start_example`);
+#: the home page reads them.
+START_EXAMPLES = PluginRegistry()
 
 
 def register_start_example(example: StartExample) -> StartExample:
     """Offer ``example`` on the home page."""
-    dict.__setitem__(START_EXAMPLES, example.label, example)
-    return example
+    return START_EXAMPLES.put(example.label, example)
 
 
 def _no_widget_values(facts: dict) -> Mapping[str, object]:
@@ -473,15 +465,11 @@ class TourStep:
     version: int = 1
 
 
-class TourSteps(PluginRegistry):
-    """The guided tour's plug-in steps, by title (in registration order)."""
-
-
-#: Tour steps plug-ins registered (:func:`register_tour_step`); the tour (bertgeom/ui/tour.py) reads them.
-TOUR_STEPS = TourSteps()
+#: Tour steps plug-ins registered, by title in registration order (:func:`register_tour_step`); the
+#: tour (bertgeom/ui/tour.py) reads them.
+TOUR_STEPS = PluginRegistry()
 
 
 def register_tour_step(step: TourStep) -> TourStep:
     """Add ``step`` to the guided tour, after the generic steps."""
-    dict.__setitem__(TOUR_STEPS, step.title, step)
-    return step
+    return TOUR_STEPS.put(step.title, step)

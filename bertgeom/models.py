@@ -129,6 +129,11 @@ class PluginRegistry(dict):
     """A registry that loads the installed model families (:func:`load_plugins`) before any read, so
     a family's models and input kinds are there whoever asks first; writes go straight in."""
 
+    def put(self, key, value):
+        """Register ``value`` under ``key`` (a plug-in's own registration: no plug-in loading first)."""
+        dict.__setitem__(self, key, value)
+        return value
+
     def __getitem__(self, key):
         load_plugins()
         return super().__getitem__(key)
@@ -162,18 +167,14 @@ class PluginRegistry(dict):
         return super().items()
 
 
-class Commands(PluginRegistry):
-    """Command-line commands plug-ins add, by plug-in: each value is ``add(subparsers)``, which adds
-    the plug-in's subcommands to ``python -m bertgeom`` (their modules imported only when run)."""
-
-
-#: The plug-ins' command-line commands (:func:`register_commands`); ``python -m bertgeom`` reads them.
-COMMANDS = Commands()
+#: The plug-ins' command-line commands by plug-in (:func:`register_commands`): each value is
+#: ``add(subparsers)``, which adds its subcommands to ``python -m bertgeom`` (modules imported when run).
+COMMANDS = PluginRegistry()
 
 
 def register_commands(plugin: str, add) -> None:
     """Let ``python -m bertgeom`` offer the subcommands ``add(subparsers)`` adds, for plug-in ``plugin``."""
-    dict.__setitem__(COMMANDS, plugin, add)
+    COMMANDS.put(plugin, add)
 
 
 class ModelRegistry(PluginRegistry):
