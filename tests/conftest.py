@@ -111,13 +111,9 @@ class _WatchedBrowser:
         return getattr(self._browser, name)
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    """``streamlit run app.py`` on a free local port, shared by the browser test modules (one server
-    start and one model load for all of them, instead of one per module): its base URL. Its disk
-    cache is a fresh folder, so the suite sees what a new machine sees, whatever earlier runs left in
-    ``~/.cache/bertgeom``. A test that needs a server of its own (the first visitor of a fresh
-    process, a setting in its environment) starts one."""
+def _app_server(tmp_path_factory, cache_name: str):
+    """``streamlit run app.py`` on a free local port with a fresh disk cache folder: yields its base
+    URL, stops it afterwards."""
     import sys
     from pathlib import Path
 
@@ -125,7 +121,23 @@ def server(tmp_path_factory):
     from screenshots import free_port, start_server
 
     port = free_port()
-    proc = start_server(port, {"BERTGEOM_CACHE_DIR": str(tmp_path_factory.mktemp("server_cache"))})
+    proc = start_server(port, {"BERTGEOM_CACHE_DIR": str(tmp_path_factory.mktemp(cache_name))})
     yield f"http://127.0.0.1:{port}"
     proc.terminate()
-    proc.wait(timeout=20)
+    proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """The app server shared by the browser test modules (one server start and one model load for all
+    of them, instead of one per module): its base URL. Its disk cache is a fresh folder, so the suite
+    sees what a new machine sees, whatever earlier runs left in ``~/.cache/bertgeom``. A module that
+    needs a server that has computed nothing yet asks for :func:`own_server`."""
+    yield from _app_server(tmp_path_factory, "server_cache")
+
+
+@pytest.fixture(scope="module")
+def own_server(tmp_path_factory):
+    """A server of the requesting module's own, with an empty disk cache (the shared one has computed
+    what other modules asked for): for first-visit views such as the tour's steps."""
+    yield from _app_server(tmp_path_factory, "own_server_cache")

@@ -23,16 +23,9 @@ ERRORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A server of this module's own with an empty disk cache: a process that has computed no tour
-    step (the session's shared server has them from the other browser modules)."""
-    from screenshots import free_port, start_server
-
-    port = free_port()
-    proc = start_server(port, {"BERTGEOM_CACHE_DIR": str(tmp_path_factory.mktemp("first_step_cache"))})
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=60)
+def server(own_server):
+    """This module's own server with an empty disk cache: a process that has computed no tour step."""
+    return own_server
 
 
 def test_first_tour_step_shows_progress_with_a_cancel_and_finishes_after_start_again(server, browser):

@@ -27,16 +27,9 @@ ERRORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A server of this module's own, with an empty disk cache: the tour computes every step's
-    numbers as on a new machine (the session's shared server has them from other modules)."""
-    from screenshots import free_port, start_server
-
-    port = free_port()
-    proc = start_server(port, {"BERTGEOM_CACHE_DIR": str(tmp_path_factory.mktemp("tour_cache"))})
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=60)
+def server(own_server):
+    """This module's own server with an empty disk cache: the tour computes every step's numbers as on a new machine."""
+    return own_server
 
 
 def _context(browser):

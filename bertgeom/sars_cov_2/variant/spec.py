@@ -224,7 +224,7 @@ GENOME = InputKind(
     sweep_seconds=23.0,
     pages=("classifier",),
     capabilities=frozenset({"aligned_positions", "official_padding", "precomputed_results"}),
-    classify=lambda loaded, data, batch_size=16: classify_genomes(loaded, data, batch_size=batch_size),
+    classify=classify_genomes,
     precompute=GENOME_PRECOMPUTE,
 )
 
