@@ -206,6 +206,9 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     after = page.get_by_text(f"Prediction after {n} change(s): {call} ({p})", exact=True)
     expect(after).to_be_visible(timeout=BOUND_MS)
     box = page.get_by_role("textbox", name=re.compile("Add changes"))
+    # the box takes the tour's value a render after it mounts (Streamlit applies a value set from session
+    # state in an effect), so the prediction line can be on screen a moment before the box shows it: wait
+    expect(box).to_have_value(re.compile(r"\S"), timeout=BOUND_MS)
     assert len(box.input_value().split()) == int(n)
     expect(page.get_by_text("is not a change the box reads")).to_have_count(0)
     _no_error(page)
