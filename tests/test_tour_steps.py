@@ -38,8 +38,8 @@ facts = toy.facts()
 from bertgeom.models import load_model
 from bertgeom.trace import run_trace
 n = run_trace(load_model("minilm-l6"), toy.text()).encoded.n_tokens
-print("toy facts:", facts["head"], facts["sentence"] == f"It reads {n} tokens.",
-      facts["widgets"] == {"w_toy": n, "w_gone": None})
+print("toy facts:", facts.head, facts.sentence == f"It reads {n} tokens.",
+      facts.widgets == {"w_toy": n, "w_gone": None})
 """
 
 

@@ -15,8 +15,8 @@ Classifier with the marker change that moves the call in its *What if?* box.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import streamlit as st
@@ -29,6 +29,16 @@ SENTENCE = 0  # example sentence index
 
 
 @dataclass(frozen=True)
+class StepView:
+    """What a step shows once its numbers are in: its sentence, the head it selects ((layer, head),
+    0-based, or ``None``) and the widget values it fills (key: value; ``None`` clears one)."""
+
+    sentence: str
+    head: tuple[int, int] | None = None
+    widgets: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Step:
     """One tour step: where it goes and how its sentence is computed."""
 
@@ -37,7 +47,7 @@ class Step:
     model: str
     tab: tuple[str, str] | None  # (widget key, value) of the tab or section to open
     colour: str | None  # the head grid's colour-by
-    facts: Callable[[], dict]  # -> {"head": (layer, head) | None, "sentence": str, ...}
+    facts: Callable[[], StepView]  # the step's sentence, head and widget values, from its numbers
     settings: tuple[tuple[str, object], ...] = ()  # other widget values the sentence assumes
     text: Callable[[], str] = lambda: _sentence_text()  # the input the step opens
     work_label: str = "Computing this step's numbers…"  # the bar's last stage while facts() first runs
@@ -68,36 +78,36 @@ def _text_facts(model_id: str, text: str) -> dict:
             "special": special, "special_max": special_max}
 
 
-def _prev_step() -> dict:
+def _prev_step() -> StepView:
     f = _text_facts(TEXT_MODEL, _sentence_text())
     p = f["prev_fact"]
-    return {"head": (p.layer, p.head), "sentence": (
+    return StepView(
         f"The grid is coloured by *attention to previous token*: {f['prev']}. Its map below draws strong weights "
-        f"**dark**; on “{_sentence_text()}”, {f['one_back']}.")}
+        f"**dark**; on “{_sentence_text()}”, {f['one_back']}.", (p.layer, p.head))
 
 
-def _head_view_step() -> dict:
+def _head_view_step() -> StepView:
     f = _text_facts(TEXT_MODEL, _sentence_text())
     p = f["prev_fact"]
     others = [f"H{h + 1} ({v:.2f})" for h, v in f["layer_prev"][1:3]]
-    return {"head": (p.layer, p.head), "sentence": (
+    return StepView(
         f"All {f['n_heads_layer']} heads of layer {p.layer + 1} at once, one colour each. Hover a word: "
         f"H{p.head + 1}'s lines go one word up ({f['prev_fact'].value:.2f} of its attention); the next most "
-        f"previous-looking heads here are {', '.join(others)}. Untick heads to compare them.")}
+        f"previous-looking heads here are {', '.join(others)}. Untick heads to compare them.", (p.layer, p.head))
 
 
-def _sink_step() -> dict:
+def _sink_step() -> StepView:
     f = _text_facts(TEXT_MODEL, _sentence_text())
     layer, head = (int(x) for x in f["sink_head"].split(","))
-    return {"head": (layer, head), "sentence": f"Now coloured by attention to [CLS]: {f['sink']} Clark et al. (2019, "
-                                                "arXiv:1906.04341) read such resting attention as a no-op."}
+    return StepView(f"Now coloured by attention to [CLS]: {f['sink']} Clark et al. (2019, arXiv:1906.04341) read "
+                    "such resting attention as a no-op.", (layer, head))
 
 
-def _model_view_step() -> dict:
+def _model_view_step() -> StepView:
     f = _text_facts(TEXT_MODEL, _sentence_text())
-    return {"head": f["special_max"], "sentence": (
-        f"Every head's map as a thumbnail: {f['special']}. "
-        "Click a thumbnail to open that head; *Size by* shows which heads matter when disabled.")}
+    return StepView(f"Every head's map as a thumbnail: {f['special']}. "
+                    "Click a thumbnail to open that head; *Size by* shows which heads matter when disabled.",
+                    f["special_max"])
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -113,11 +123,11 @@ def _cone_facts(model_id: str, text: str) -> dict:
     return {"cone": unit_cone(hs), "iso": hidden_state_isoscore_curve(hs), "m": int(rows.sum())}
 
 
-def _cone_step() -> dict:
+def _cone_step() -> StepView:
     from bertgeom.analysis.facts import cone_summary
 
     f = _cone_facts(TEXT_MODEL, _sentence_text())
-    return {"head": None, "sentence": cone_summary(f["cone"], f["iso"], f["m"])}
+    return StepView(cone_summary(f["cone"], f["iso"], f["m"]))
 
 
 # ---- plug-in steps (bertgeom.inputs.TourStep) -------------------------------------------------
@@ -142,9 +152,9 @@ def _plugin_step(tour_step: TourStep) -> Step:
     def text() -> str:
         return _example_text(tour_step.model_id, tour_step.example)
 
-    def facts() -> dict:
+    def facts() -> StepView:
         f = _plugin_facts(tour_step.title, tour_step.model_id, text(), tour_step.version)
-        return {"head": None, "sentence": tour_step.sentence(f), "widgets": dict(tour_step.widget_values(f))}
+        return StepView(tour_step.sentence(f), widgets=dict(tour_step.widget_values(f)))
 
     page = PAGES[tour_step.page].url_path if tour_step.page in PAGES else tour_step.page
     return Step(tour_step.title, page, tour_step.model_id, None, None, facts, text=text,
@@ -249,8 +259,8 @@ def stage_eta(expected: list[float | None]) -> Callable[[int, int, float], str]:
     return eta
 
 
-def _compute(step: Step, index: int) -> dict:
-    """The step's facts: at once when this server has computed them, else stage by stage under a bar
+def _compute(step: Step, index: int) -> StepView:
+    """The step's view: at once when this server has computed them, else stage by stage under a bar
     with the time left and *Cancel* (drawn here, outside every cached function)."""
     import time
 
@@ -303,14 +313,14 @@ def _apply(index: int) -> None:
         st.session_state[key] = value
 
 
-def _select_from(facts: dict) -> None:
-    """Apply what a step's facts name (its head, the widget values a plug-in step fills): once per
+def _select_from(view: StepView) -> None:
+    """Apply what a step's view names (its head, the widget values a plug-in step fills): once per
     step, from the bar, before the page draws the widgets they set."""
     from bertgeom.ui.state import select_head
 
-    if facts.get("head") is not None:
-        select_head(*facts["head"])
-    for key, value in facts.get("widgets", {}).items():
+    if view.head is not None:
+        select_head(*view.head)
+    for key, value in view.widgets.items():
         if value is None:
             st.session_state.pop(key, None)
         else:
@@ -354,11 +364,11 @@ def tour_bar(pages: dict, current) -> None:
         with c1:
             st.markdown(f"**Tour · step {index + 1} of {len(all_steps)} — {step.title}**")
             try:
-                facts = _compute(step, index)
+                view = _compute(step, index)
                 if st.session_state.get("_tour_select") == index:
                     st.session_state.pop("_tour_select")
-                    _select_from(facts)
-                st.markdown(facts["sentence"])
+                    _select_from(view)
+                st.markdown(view.sentence)
             except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
                 st.session_state.pop("_tour_select", None)
                 st.warning(f"This step's numbers could not be computed: {str(exc).splitlines()[0][:160]}")
