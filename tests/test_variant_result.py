@@ -51,13 +51,13 @@ def test_the_second_opinion_warns_when_the_calls_disagree(demo):
     table = load_marker_table()
     a = demo["gamma"]
     agree = second_opinion(a, "gamma", 0.99)
-    assert agree["agrees"] and agree["call"] == "gamma" and not agree["warning"]
-    assert agree["matched"] == agree["expected"] == len(table.of("gamma"))
+    assert agree.agrees and agree.call == "gamma" and not agree.warning
+    assert agree.matched == agree.expected == len(table.of("gamma"))
     # a BERT that was fooled by one injected Lambda marker would call lambda: the page must warn
     fooled = second_opinion(a, "lambda", 0.98)
-    assert not fooled["agrees"] and "disagree" in fooled["warning"] and CLASS_DISPLAY["gamma"] in fooled["warning"]
+    assert not fooled.agrees and "disagree" in fooled.warning and CLASS_DISPLAY["gamma"] in fooled.warning
     unsure = second_opinion(a, "gamma", 0.6, min_confidence=0.9)
-    assert unsure["agrees"] and "unsure" in unsure["warning"]
+    assert unsure.agrees and "unsure" in unsure.warning
 
 
 def test_private_rows_are_exactly_what_the_qc_counts(demo):

@@ -210,30 +210,30 @@ with right:
         st.markdown("### No call")
         st.caption(plain(gate.reason) + " The QC and the mutation tables on this page are still computed "
                    "against Wuhan-Hu-1, for what they are worth; the model's probabilities are not shown.")
-        opinion = {"call": None}
+        opinion = None
     else:
         min_conf = st.slider("Warn below this confidence", 0.5, 0.99, 0.9, 0.01, key="w_min_conf")
         st.markdown(f"### {plain(CLASS_DISPLAY.get(pred, pred))} — {probability_label(confidence)}")  # labels are data
         opinion = second_opinion(analysis, pred, confidence, min_conf)
         mark = {True: ":green[:material/check_circle: agrees]", False: ":red[:material/error: disagrees]",
-                None: ":gray[:material/help: not comparable]"}[opinion["agrees"]]
+                None: ":gray[:material/help: not comparable]"}[opinion.agrees]
         st.markdown(f"**Second opinion** (rule-based, from each class's characteristic spike mutations): "
-                    f"**{opinion['display']}** — {opinion['evidence']}, {mark}",
+                    f"**{opinion.display}** — {opinion.evidence}, {mark}",
                     help="The table of characteristic mutations ships with the app "
                          "(bertgeom/data/definitions/characteristic_mutations.tsv): mutations shared by every "
                          "Nextstrain clade of a class, plus those carried by >= 75% of its training genomes. "
                          "A class is called when >= 60% of its readable markers (and at least 3) are present.")
         if qc.verdict == "fail":
             st.warning("Low confidence: the sequence fails QC, so treat this prediction with caution.")
-        if opinion["warning"]:
-            (st.error if opinion["agrees"] is False else st.warning)(plain(opinion["warning"]))
+        if opinion.warning:
+            (st.error if opinion.agrees is False else st.warning)(plain(opinion.warning))
         chart(probability_bars(labels, {"probability": probs}, display=CLASS_DISPLAY, highlight=pred), "w_probs")
 
 # ---- mutations -------------------------------------------------------------------------------
 report = analysis.mutations
 aligned = analysis.spike.aligned
 # below the gate the tables shade what characterises the nearest clade's class, not the model's call
-render_mutation_tables(analysis, analysis.clade.cls if no_call else pred, opinion["call"])
+render_mutation_tables(analysis, analysis.clade.cls if no_call else pred, opinion.call if opinion else None)
 if no_call:  # nothing below reads anything but the model's call: the downloads say why there is none
     c1, c2 = st.columns(2)
     c1.download_button("Download result (JSON)", json.dumps(result_record(loaded, analysis, pred, labels, probs),

@@ -4,6 +4,8 @@ downloadable result with its manifest."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bertgeom.version import __version__
 from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY, CLASSES
 
@@ -106,35 +108,51 @@ def csv_bytes(rows: list[dict]) -> bytes:
     return safe_csv_bytes(rows)
 
 
-def second_opinion(analysis, pred: str, confidence: float, min_confidence: float = 0.9) -> dict:
+@dataclass(frozen=True)
+class SecondOpinion:
+    """The rule-based marker call beside the BERT's: the class it calls (``call``, shown as ``display``),
+    its one-line ``summary`` and ``evidence``, how many of that class's markers the genome carries
+    (``matched`` of ``expected``), whether it agrees with the BERT (``agrees``: None where the two are not
+    comparable) and the warning a user should see (empty when none)."""
+
+    call: str
+    display: str
+    summary: str
+    evidence: str
+    agrees: bool | None
+    matched: int = 0
+    expected: int = 0
+    warning: str = ""
+
+
+def second_opinion(analysis, pred: str, confidence: float, min_confidence: float = 0.9) -> SecondOpinion:
     """The rule-based marker call beside the BERT's (:func:`bertgeom.sars_cov_2.genome.markers.call_cut`), with
     its evidence and the warning a user should see: disagreement, or a low BERT confidence. A class
     outside the eight (a custom model's own label) is "not comparable" (``agrees`` None)."""
     from bertgeom.sars_cov_2.genome.markers import call_cut
 
     rule = analysis.rule if getattr(analysis, "rule", None) is not None else call_cut(analysis.spike)
+    display = CLASS_DISPLAY.get(rule.call, rule.call)
     if pred not in CLASSES:  # a custom model's class labels are data: its own names are compared with nothing
-        return {"call": rule.call, "display": CLASS_DISPLAY.get(rule.call, rule.call), "summary": rule.summary(),
-                "agrees": None, "comparable": False, "matched": 0, "expected": 0,
-                "evidence": "not comparable",
-                "warning": (f"The model's class '{pred}' is not one of the eight classes the rule-based call knows "
-                            f"({', '.join(CLASSES)}), so the two calls are not comparable; the rules read "
-                            f"{CLASS_DISPLAY.get(rule.call, rule.call)} ({rule.summary()}).")}
+        return SecondOpinion(
+            rule.call, display, rule.summary(), "not comparable", None,
+            warning=(f"The model's class '{pred}' is not one of the eight classes the rule-based call knows "
+                     f"({', '.join(CLASSES)}), so the two calls are not comparable; the rules read "
+                     f"{display} ({rule.summary()})."))
     ev = rule.evidence.get(rule.call)
-    out = {"call": rule.call, "display": CLASS_DISPLAY.get(rule.call, rule.call), "summary": rule.summary(),
-           "agrees": rule.call == pred, "comparable": True, "matched": len(ev.present) if ev else 0,
-           "expected": ev.n_markers if ev else 0, "warning": "",
-           "evidence": (f"{len(ev.present)} of {ev.n_markers} markers" if rule.call != "gh" and ev else
-                        "no VOC's characteristic markers carried" + (f" ({rule.reason.split('(', 1)[1]}"
-                                                                      if "(" in rule.reason else ""))}
+    evidence = (f"{len(ev.present)} of {ev.n_markers} markers" if rule.call != "gh" and ev else
+                "no VOC's characteristic markers carried" + (f" ({rule.reason.split('(', 1)[1]}"
+                                                              if "(" in rule.reason else ""))
+    warning = ""
     if rule.call != pred:
-        out["warning"] = (f"The BERT ({CLASS_DISPLAY.get(pred, pred)}, {confidence:.0%}) and the rule-based call "
-                          f"from characteristic mutations ({out['display']}: {rule.summary()}) disagree. Check the "
-                          "mutation table and the QC card before trusting either.")
+        warning = (f"The BERT ({CLASS_DISPLAY.get(pred, pred)}, {confidence:.0%}) and the rule-based call "
+                   f"from characteristic mutations ({display}: {rule.summary()}) disagree. Check the "
+                   "mutation table and the QC card before trusting either.")
     elif confidence < min_confidence:
-        out["warning"] = (f"The BERT is unsure ({confidence:.0%} < {min_confidence:.0%}), although the rule-based "
-                          f"call agrees ({rule.summary()}).")
-    return out
+        warning = (f"The BERT is unsure ({confidence:.0%} < {min_confidence:.0%}), although the rule-based "
+                   f"call agrees ({rule.summary()}).")
+    return SecondOpinion(rule.call, display, rule.summary(), evidence, rule.call == pred,
+                         len(ev.present) if ev else 0, ev.n_markers if ev else 0, warning)
 
 
 def mutation_tokens(report, vocab, n_tokens: int) -> dict[int, str]:
