@@ -130,3 +130,17 @@ def test_the_toy_family_reads_a_paste_as_one_record_without_a_parser_of_its_own(
         assert run_trace(loaded, record).tokens == run_trace(loaded, "wxyzzy").tokens == ["[CLS]", *"wxyzzy", "[SEP]"]
     finally:
         toy.unregister()
+
+
+def test_the_heads_page_views_a_pastes_first_record_and_says_so(tiny_variant_dir, monkeypatch):
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    a, b = genome_set("demo")[0].text, genome_set("demo")[5].text
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.session_state["model_id"] = str(tiny_variant_dir)
+    at.session_state["genome_value"] = _renamed(a, "first") + "\n" + _renamed(b, "second", rna=True)
+    at.run()
+    at.switch_page("app_pages/attention_heads.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    notes = [c.value for c in at.caption if "records" in c.value]
+    assert len(notes) == 1 and "2 records" in notes[0] and "first" in notes[0]
+    assert not any("U read as T" in c.value for c in at.caption)  # the second record's note is not the view's
