@@ -1,10 +1,12 @@
 """What a model reads: user input turned into tokens, by input kind, and the spec of each input kind.
 
-An :class:`EncodedInput` holds the token ids with where each token came from (character spans
-for text, nucleotide spans for a genome) and which tokens are [CLS], [SEP] and punctuation
+A paste is read once into typed :class:`Record` s by its input kind (:attr:`InputKind.parse`: a
+name, the cleaned content, how it was read, a digest that caches key by); a record is read into an
+:class:`EncodedInput`: the token ids with where each token came from (character spans for text,
+nucleotide spans for a genome) and which tokens are [CLS], [SEP] and punctuation
 (:class:`~bertgeom.tokens.TokenKinds`). An :class:`InputKind` (after LIT's specs) describes one
-kind of input once: its encoder, its example inputs and shipped sets, its class names, its token
-domains and what the pages can offer for it. Generic code (the analyses, sets, figures, pages)
+kind of input once: its parser and encoder, its example inputs and shipped sets, its class names,
+its token domains and what the pages can offer for it. Generic code (the analyses, sets, figures, pages)
 asks the spec, never the kind's name. Text is built in; a plug-in registers its own kind with
 :func:`register_input_kind` (``bertgeom.sars_cov_2.variant`` registers the SARS-CoV-2 genome).
 
@@ -13,6 +15,8 @@ Where it sits: above the model registry (:mod:`bertgeom.models`), below the forw
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -40,6 +44,49 @@ class InputItem:
     name: str
     text: str
     label: str | None = None
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record of a paste, read once by its input kind (:attr:`InputKind.parse`).
+
+    ``name``: the record's name as the user gave it (a FASTA header's first word; ``"input"`` for a
+    paste that is one record). ``content``: what the kind's encoder reads, cleaned (a genome's
+    upper-case DNA, a text stripped). ``notes``: how the record was read (``RNA input: U read as T``),
+    shown beside anything computed from it. ``error``: why the record cannot be read (its content is
+    then empty; it keeps its place among the others). ``digest``: a hash of all of it, what caches
+    of computations on the record are keyed by (two records with one digest read the same).
+    """
+
+    name: str
+    content: str
+    notes: tuple[str, ...] = ()
+    error: str = ""
+    digest: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "notes", tuple(str(n) for n in self.notes))
+        payload = json.dumps([self.name, self.content, list(self.notes), self.error], ensure_ascii=False)
+        object.__setattr__(self, "digest", hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32])
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+def one_record(text: str) -> tuple[Record, ...]:
+    """The default :attr:`InputKind.parse`: the whole paste is one record (text stripped, as
+    :func:`normalise_text`), named ``"input"``."""
+    return (Record("input", normalise_text(text)),)
+
+
+def records_note(records: Sequence[Record]) -> str:
+    """What a view of a paste's first record says about the others ("" for a one-record paste)."""
+    if len(records) < 2:
+        return ""
+    bad = sum(not r.ok for r in records)
+    unread = f" ({bad} of them cannot be read)" if bad else ""
+    return f"The input holds {len(records)} records{unread}; this view shows the first, '{records[0].name}'."
 
 
 #: The domain of every token of one input, in token order, ``""`` for special tokens (the names come
@@ -117,6 +164,7 @@ def encode_text(loaded: LoadedModel, text: str) -> EncodedInput:
             f"The text has {len(key):,} characters; bertgeom reads at most {MAX_TEXT_CHARS:,} at once."
         )
     tok = loaded.tokenizer
+    # the text kind's own step: a Hugging Face tokenizer's character offsets
     enc = tok(key, return_offsets_mapping=True, truncation=False, add_special_tokens=True)
     ids = np.asarray(enc["input_ids"], dtype=np.int64)
     offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
@@ -129,18 +177,17 @@ def encode_text(loaded: LoadedModel, text: str) -> EncodedInput:
         )
         ids = np.concatenate([ids[: limit - 1], ids[-1:]])
         offsets = np.concatenate([offsets[: limit - 1], offsets[-1:]])
+    # from here on only what every tokenizer offers (bertgeom.tokens.Tokenizer)
     tokens = tok.convert_ids_to_tokens(ids.tolist())
-    special = set(getattr(tok, "all_special_ids", []) or [])
+    special = set(tok.all_special_ids or [])
     is_special = np.array([i in special for i in ids.tolist()])
-    cls_id = getattr(tok, "cls_token_id", None)
-    sep_id = getattr(tok, "sep_token_id", None)
-    is_cls = ids == (cls_id if cls_id is not None else -1)
-    is_sep = ids == (sep_id if sep_id is not None else -1)
+    is_cls = ids == (-1 if tok.cls_token_id is None else tok.cls_token_id)
+    is_sep = ids == (-1 if tok.sep_token_id is None else tok.sep_token_id)
     spans = offsets.copy()
     spans[is_special] = -1
     is_punct = np.array([(not s) and is_punct_token(t) for t, s in zip(tokens, is_special)])
-    if (ids == getattr(tok, "unk_token_id", -999)).any():
-        n_unk = int((ids == tok.unk_token_id).sum())
+    n_unk = 0 if tok.unk_token_id is None else int((ids == tok.unk_token_id).sum())
+    if n_unk:
         notes.append(f"{n_unk} token(s) are unknown to the model's vocabulary ([UNK]).")
     return EncodedInput(key, ids, tokens, spans, "char", is_cls, is_sep, is_punct, notes)
 
@@ -208,7 +255,12 @@ class PrecomputeSpec:
 class InputKind:
     """Everything generic code asks about one kind of input, described once by the plug-in owning it.
 
-    ``encoder(loaded, text) -> EncodedInput`` reads one input. ``examples()`` are the sidebar's
+    ``parse(text) -> tuple[Record, ...]`` reads a paste once into its records (default
+    :func:`one_record`: the whole text; raise :class:`InputError` for a paste nothing can be read
+    of); ``encode(loaded, record) -> EncodedInput`` reads one record into tokens. A kind whose
+    input is one record may give ``encoder(loaded, text) -> EncodedInput`` instead of ``encode``
+    (it then reads ``record.content``). Generic code reads a paste with
+    :func:`encode_input` (its first record) or :meth:`encode_record`. ``examples()`` are the sidebar's
     examples; ``shipped_set()`` the default set of the "over many inputs" views and ``demo_set()``
     a small one (one per class) to compare against; ``read_set(data, labels)`` reads a user's
     uploaded set (bytes; ``labels`` an optional TSV). ``class_names`` maps class ids to the names a
@@ -221,9 +273,11 @@ class InputKind:
     (:class:`PrecomputeSpec`; ``None``: precompute refuses the kind's models).
     """
 
-    # what it is and how it is read
+    # what it is and how it is read: a paste into records, a record into tokens
     name: str
-    encoder: Callable[[LoadedModel, str], EncodedInput]
+    encoder: Callable[[LoadedModel, str], EncodedInput] | None = None
+    parse: Callable[[str], tuple[Record, ...]] = one_record
+    encode: Callable[[LoadedModel, Record], EncodedInput] | None = None
     noun: str = "input"
     plural: str = "inputs"
     max_input_chars: int = 20_000
@@ -272,6 +326,18 @@ class InputKind:
             raise ValueError(f"unknown capabilities {sorted(unknown)}; known: {sorted(CAPABILITIES)}")
         if not self.session_key:
             object.__setattr__(self, "session_key", f"{self.name}_value")
+        if self.encoder is None and self.encode is None:
+            raise ValueError(f"input kind '{self.name}' needs an encode (record -> tokens) or an encoder "
+                             "(text -> tokens)")
+
+    def encode_record(self, loaded: LoadedModel, record: Record) -> EncodedInput:
+        """``record`` (one of :attr:`parse`'s) as model-ready tokens; a record that could not be
+        read raises its error as :class:`InputError`."""
+        if record.error:
+            raise InputError(record.error)
+        if self.encode is not None:
+            return self.encode(loaded, record)
+        return self.encoder(loaded, record.content)
 
     def can(self, capability: str) -> bool:
         """True when pages may offer ``capability`` (a key of :data:`CAPABILITIES`) for this kind."""
@@ -368,12 +434,28 @@ def input_kind_of(what) -> InputKind:
     return INPUT_KINDS.of(what)
 
 
-def encode_input(loaded: LoadedModel, text: str) -> EncodedInput:
-    """Turn user input into tokens with the encoder of ``loaded``'s input kind."""
+def _kind_reading(loaded: LoadedModel) -> InputKind:
     kind = INPUT_KINDS.get(loaded.spec.input_kind)
     if kind is None:
         raise InputError(f"No encoder reads '{loaded.spec.input_kind}' input (model '{loaded.spec.id}').")
-    return kind.encoder(loaded, text)
+    return kind
+
+
+def encode_record(loaded: LoadedModel, record: Record) -> EncodedInput:
+    """One record of a paste (:attr:`InputKind.parse`) as tokens, read by ``loaded``'s input kind."""
+    return _kind_reading(loaded).encode_record(loaded, record)
+
+
+def encode_input(loaded: LoadedModel, text: str) -> EncodedInput:
+    """Turn user input into tokens with ``loaded``'s input kind: the paste's first record (a note
+    says so when it holds more)."""
+    kind = _kind_reading(loaded)
+    records = kind.parse(text)
+    encoded = kind.encode_record(loaded, records[0])
+    note = records_note(records)
+    if note:
+        encoded.notes.insert(0, note)
+    return encoded
 
 
 @dataclass(frozen=True)

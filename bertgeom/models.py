@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bertgeom.tokens import Tokenizer
 
 #: Model families whose self-attention modules expose ``query``/``key``/``value``
 #: linear layers in ``encoder.layer[i].attention.self`` (what the analyses read).
@@ -254,13 +255,21 @@ def resolve_spec(model_id: str) -> ModelSpec:
 
 @dataclass
 class LoadedModel:
-    """An eval-mode encoder with its tokenizer; shared, never mutated after loading."""
+    """An eval-mode encoder with its tokenizer; shared, never mutated after loading.
+
+    ``tokenizer`` satisfies :class:`bertgeom.tokens.Tokenizer` (a Hugging Face tokenizer for text,
+    the input kind's own vocabulary otherwise): generic code reads only its members."""
 
     spec: ModelSpec
     model: Any  # transformers PreTrainedModel (BertModel or *ForSequenceClassification)
-    tokenizer: Any  # HF tokenizer (text) or the input kind's own vocabulary
+    tokenizer: Tokenizer
     weights_hash: str
     extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tokenizer, Tokenizer):
+            raise TypeError(f"the tokenizer of model '{self.spec.id}' ({type(self.tokenizer).__name__}) lacks what "
+                            "bertgeom.tokens.Tokenizer asks for (token strings of ids, the special token ids)")
 
     @property
     def config(self):

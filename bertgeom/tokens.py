@@ -1,6 +1,8 @@
 """Which tokens of one input are [CLS], [SEP], punctuation, padding: the one token-mask type
 (:class:`TokenKinds`) that the encoded input carries and every analysis reads, with the token sets
-(:data:`TOKEN_SETS`) that pick rows from it.
+(:data:`TOKEN_SETS`) that pick rows from it; and the one tokenizer protocol (:class:`Tokenizer`):
+what generic code may read of a model's tokenizer, whichever family it comes from (a Hugging Face
+tokenizer, the genome plug-in's k-mer vocabulary, a plain token list).
 
 Where it sits: below the inputs (:mod:`bertgeom.inputs` builds one per encoded input) and the
 analyses (per-head features, cone indices, subspace quantities read its masks).
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -27,6 +29,72 @@ TOKEN_SET_LABELS: dict[str, str] = {
     "content+cls": "content tokens + [CLS]",
     "all": "all positions (official code)",
 }
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What bertgeom's generic code reads of a model's tokenizer (``LoadedModel.tokenizer``): token
+    strings of ids and the ids of the special tokens (``None`` when the vocabulary has no such token).
+
+    A Hugging Face tokenizer satisfies it as it is; a plug-in's own vocabulary adds these members
+    (the genome plug-in's ``KmerVocab``) or uses :class:`TokenList`. Everything else a family's
+    tokenizer offers (the text encoder's offsets, the k-mer encoding) is read only by that family's
+    own input kind, never by generic code (tests/test_tokenizer_protocol.py checks both).
+    """
+
+    @property
+    def cls_token_id(self) -> int | None: ...
+
+    @property
+    def sep_token_id(self) -> int | None: ...
+
+    @property
+    def unk_token_id(self) -> int | None: ...
+
+    @property
+    def all_special_ids(self) -> list[int]: ...
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]: ...
+
+
+class TokenList:
+    """A fixed list of token strings as a :class:`Tokenizer` (id = position in the list): the
+    vocabulary of a family whose encoder reads its input itself. Special tokens are the listed ones
+    of ``[CLS]``, ``[SEP]``, ``[PAD]``, ``[UNK]`` and ``[MASK]``."""
+
+    SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+    def __init__(self, tokens: Sequence[str]):
+        self.tokens: tuple[str, ...] = tuple(str(t) for t in tokens)
+        self._index = {t: i for i, t in enumerate(self.tokens)}
+        if len(self._index) != len(self.tokens):
+            raise ValueError("a token list must not hold a token twice")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def token_to_id(self, token: str) -> int | None:
+        """The id of ``token`` (``None`` when it is not in the list)."""
+        return self._index.get(token)
+
+    @property
+    def cls_token_id(self) -> int | None:
+        return self._index.get("[CLS]")
+
+    @property
+    def sep_token_id(self) -> int | None:
+        return self._index.get("[SEP]")
+
+    @property
+    def unk_token_id(self) -> int | None:
+        return self._index.get("[UNK]")
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return [self._index[t] for t in self.SPECIALS if t in self._index]
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokens[int(i)] for i in ids]
 
 
 def is_punct_token(tok: str) -> bool:

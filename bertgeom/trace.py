@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from bertgeom.attention import softmax
-from bertgeom.inputs import EncodedInput, InputError, encode_input  # noqa: F401 - InputError re-exported
+from bertgeom.inputs import EncodedInput, InputError, Record, encode_input, encode_record  # noqa: F401 - InputError re-exported
 from bertgeom.models import LoadedModel
 
 
@@ -192,7 +192,14 @@ def run_batch(loaded: LoadedModel, encoded: list[EncodedInput]) -> list[Trace]:
     return traces
 
 
-def run_trace(loaded: LoadedModel, text_or_encoded: str | EncodedInput) -> Trace:
-    """Encode (if needed) and run one input: the single forward pass the pages share."""
-    enc = text_or_encoded if isinstance(text_or_encoded, EncodedInput) else encode_input(loaded, text_or_encoded)
+def run_trace(loaded: LoadedModel, text_or_encoded: str | Record | EncodedInput) -> Trace:
+    """Encode (if needed) and run one input: the single forward pass the pages share. A text is read
+    by the model's input kind (its first record); a :class:`~bertgeom.inputs.Record` of a paste
+    already read (:attr:`~bertgeom.inputs.InputKind.parse`) is encoded as it is, not parsed again."""
+    if isinstance(text_or_encoded, EncodedInput):
+        enc = text_or_encoded
+    elif isinstance(text_or_encoded, Record):
+        enc = encode_record(loaded, text_or_encoded)
+    else:
+        enc = encode_input(loaded, text_or_encoded)
     return run_batch(loaded, [enc])[0]

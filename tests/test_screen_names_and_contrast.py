@@ -20,7 +20,7 @@ from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
 from bertgeom.sars_cov_2.variant.spec import genome_set
 from bertgeom.trace import run_trace
 from bertgeom.ui.names import VARIABLE_NAME, class_name, input_notes
-from bertgeom.sars_cov_2.variant.spec import reading_notes
+from bertgeom.sars_cov_2.variant.spec import GENOME
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 RNA_NOTE = "RNA input: U read as T"
@@ -144,21 +144,19 @@ def _rna(text: str) -> str:
 
 
 def test_the_rna_note_is_the_same_on_the_sidebar_pages_and_the_classifier(tiny_variant):
-    from bertgeom.sars_cov_2.ui.cache import split_records
-
     rna = _rna(genome_set("demo")[3].text)
     sidebar = input_notes(run_trace(tiny_variant, rna).encoded.notes)  # Heads, Subspace, Cone
-    records = split_records(rna)
-    classifier_trace = run_trace(tiny_variant, records[0][1])  # the page feeds the model a cleaned copy
-    assert RNA_NOTE not in classifier_trace.encoded.notes  # why the classifier page lost the note
-    classifier = input_notes(classifier_trace.encoded.notes, reading_notes(rna)[0])
+    record = GENOME.parse(rna)[0]  # the classifier reads the paste once into records
+    classifier_trace = run_trace(tiny_variant, record)
+    assert RNA_NOTE in record.notes and RNA_NOTE in classifier_trace.encoded.notes  # the record keeps how it was read
+    classifier = input_notes(classifier_trace.encoded.notes, record.notes)
     assert RNA_NOTE in sidebar and classifier == sidebar
 
 
 def test_reading_notes_follow_each_record(tiny_variant):
     a, b = genome_set("demo")[0].text, genome_set("demo")[5].text
-    notes = reading_notes(a + "\n" + _rna(b))
-    assert len(notes) == 2 and RNA_NOTE not in notes[0] and RNA_NOTE in notes[1]
+    records = GENOME.parse(a + "\n" + _rna(b))
+    assert len(records) == 2 and RNA_NOTE not in records[0].notes and RNA_NOTE in records[1].notes
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import numpy as np
 
 from bertgeom.inputs import INPUT_KINDS, EncodedInput, Example, InputError, InputItem, InputKind
 from bertgeom.models import REGISTRY, LoadedModel, ModelSpec, build_tiny_random_bert, finish_loading, register_loader
+from bertgeom.tokens import TokenList
 
 ALPHABET = "wxyz"
 SPECIALS = ("[PAD]", "[CLS]", "[SEP]")
@@ -48,7 +49,7 @@ def _load(spec: ModelSpec) -> LoadedModel:
     model = finish_loading(build_tiny_random_bert(seed=3, vocab_size=len(VOCAB), layers=2, heads=2, hidden=16,
                                                   num_labels=len(CLASSES)))
     model.config.pad_token_id = 0
-    return LoadedModel(spec, model, VOCAB, "toy-weights")
+    return LoadedModel(spec, model, TokenList(VOCAB), "toy-weights")
 
 
 def _sequences() -> list[str]:

@@ -13,18 +13,18 @@ from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
 from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID, genome_analysis
 from bertgeom.models import REGISTRY, ModelLoadError, resolve_spec
 from bertgeom.inputs import InputError
-from bertgeom.ui.cache import cached_model, get_trace
-from bertgeom.sars_cov_2.variant.spec import demo_genomes, reading_notes
+from bertgeom.ui.cache import cached_model, get_record_trace, paste_records
+from bertgeom.sars_cov_2.variant.spec import demo_genomes
 from bertgeom.safety import csv_frame
 from bertgeom.ui.plain import plain
 from bertgeom.sars_cov_2.ui.cache import (
     MAX_BATCH_RECORDS,
     batch_chunks,
     classify_chunk,
+    digests,
     name_rows_apart,
     integrated_gradients_for,
     logits_for,
-    split_records,
 )
 from bertgeom.ui.workqueue import BATCH, call_heavy
 from bertgeom.ui.names import input_notes, note_line
@@ -64,8 +64,6 @@ def _use_example(i: int) -> None:
     st.session_state["w_genome"] = text
 
 
-_reading_notes = st.cache_data(max_entries=8, show_spinner=False)(reading_notes)
-
 examples = demo_genomes()
 cols = st.columns(len(examples))
 for i, (col, g) in enumerate(zip(cols, examples)):
@@ -102,9 +100,10 @@ if not text:  # only the genome in the box is ever shown: an empty box shows how
             "spike only) into the sidebar's box and press Ctrl+Enter, upload a FASTA file there (one or many "
             "records, .gz and .xz too), or click one of the example genomes above.", icon=":material/start:")
     st.stop()
-try:
-    records = split_records(text)
-except Exception as exc:  # noqa: BLE001 - SequenceInputError and friends: one sentence for the user
+try:  # the paste read once into records (name, cleaned sequence, reading notes, digest): the table,
+    # the trace and the notes below all read these, keyed by each record's digest
+    records = paste_records(model_id, text)
+except InputError as exc:
     st.error(plain(exc))
     st.stop()
 
@@ -120,7 +119,8 @@ if len(records) > 1:
     bar = st.progress(0.0, text=f"Classifying {n_rows} records…")
     rows: list[dict] = []
     for chunk in chunks:
-        rows += call_heavy(classify_chunk, model_id, chunk, what="classifying the records", priority=BATCH)
+        rows += call_heavy(classify_chunk, model_id, digests(chunk), chunk, what="classifying the records",
+                           priority=BATCH)
         bar.progress(len(rows) / n_rows, text=f"Classified {len(rows)} of {n_rows} records…")
     bar.empty()
     rows, renamed = name_rows_apart(rows)  # records sharing a name: name, name#2 (original_name keeps the header's)
@@ -142,13 +142,12 @@ if len(records) > 1:
     if rows[chosen].get("error"):
         st.error(plain(f"Record '{rows[chosen]['name']}' cannot be shown: {rows[chosen]['error']}"))
         st.stop()
-    record_text = records[chosen][1]
+    record = records[chosen]
 else:
-    chosen = 0
-    record_text = records[0][1]
+    record = records[0]
 
 try:
-    trace = get_trace(model_id, record_text)
+    trace = get_record_trace(model_id, record)
 except InputError as exc:
     st.error(plain(exc))
     st.stop()
@@ -165,9 +164,8 @@ if no_call:  # above everything else about this record
     st.error(f"**{gate.verdict}** — {plain(gate.reason)} ({gate.summary().split(': ', 1)[1]}; thresholds in "
              "docs/methods.md, \"Which sequences get a call\".)", icon=":material/block:")
 st.subheader(plain(analysis.name), anchor=False)
-# the model reads a cleaned copy of the record (U already read as T): the record's reading notes come
-# from the pasted text, so the RNA note reads as on every other page that takes the same paste
-for note in input_notes(trace.encoded.notes, _reading_notes(text)[chosen]):
+# the record's reading notes (RNA input: U read as T, ...) first, as on every page that takes the same paste
+for note in input_notes(trace.encoded.notes, record.notes):
     st.caption(note_line(note))
 
 left, right = st.columns([2, 3], gap="large")

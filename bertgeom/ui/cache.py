@@ -1,9 +1,11 @@
 """Cached access to models and traces for the app.
 
 The model is loaded once per server process (``st.cache_resource``: a shared object that
-nobody mutates). Traces are cached per (model id, normalised input), bounded, so picking another
-layer or head never re-runs the model; they too are shared read-only objects (``st.cache_resource``
-and :meth:`~bertgeom.trace.Trace.read_only`), because ``st.cache_data`` would pickle a genome's
+nobody mutates). A paste is read once into records by its input kind (:func:`paste_records`, per
+(input kind, normalised paste)); traces are cached per (model id, record digest), bounded, so
+picking another layer or head, or another page showing the same record, never re-runs the model;
+they too are shared read-only objects (``st.cache_resource`` and
+:meth:`~bertgeom.trace.Trace.read_only`), because ``st.cache_data`` would pickle a genome's
 52 MB of attention on every write and unpickle a fresh copy on *every read*, holding the
 interpreter lock that all sessions share (a sixth of the server's busy time under 6 sessions).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import streamlit as st
 
 from bertgeom.models import LoadedModel, load_model
-from bertgeom.inputs import normalise_text
+from bertgeom.inputs import Record, input_kind_of, normalise_text
 from bertgeom.trace import Trace, run_trace
 from bertgeom.ui.workqueue import call_heavy, free_slot_or_raise, heavy
 
@@ -33,19 +35,41 @@ def cached_model(model_id: str) -> LoadedModel:
     return loaded
 
 
+@st.cache_resource(max_entries=8, show_spinner="Reading the records…")
+def cached_records(kind_name: str, text: str) -> tuple[Record, ...]:
+    """The paste ``text`` read into records by the input kind ``kind_name``
+    (:attr:`~bertgeom.inputs.InputKind.parse`), once; frozen records, shared read-only. An input
+    nothing can be read of raises :class:`~bertgeom.inputs.InputError` (not cached)."""
+    return input_kind_of(kind_name).parse(text)
+
+
+def paste_records(model_id: str, text: str) -> tuple[Record, ...]:
+    """The records of the paste ``text`` as ``model_id``'s input kind reads them, parsed once per
+    (kind, normalised paste): every page, the trace, the batch table and the notes read these."""
+    return cached_records(cached_model(model_id).spec.input_kind, normalise_text(text))
+
+
 @st.cache_resource(max_entries=24, show_spinner="Running the model…")
-def cached_trace(model_id: str, text: str) -> Trace:
-    """One forward pass for (model, input), shared read-only; later reruns read it from the cache.
-    Pure: it takes a free slot or raises ``SlotBusy``; call it through :func:`get_trace`."""
+def cached_trace(model_id: str, digest: str, _record: Record) -> Trace:
+    """One forward pass for (model, record), keyed by the record's ``digest`` (the record itself is
+    not hashed again), shared read-only; later reruns read it from the cache. Pure: it takes a free
+    slot or raises ``SlotBusy``; call it through :func:`get_record_trace`."""
     loaded = cached_model(model_id)  # loading is not queued
     with free_slot_or_raise():
-        return run_trace(loaded, text).read_only()
+        return run_trace(loaded, _record).read_only()
+
+
+def get_record_trace(model_id: str, record: Record) -> Trace:
+    """Trace of one record of a paste (:func:`paste_records`), keyed by its digest. A miss that
+    finds the queue busy waits here, outside the cache, with the 'Queued' notice (see
+    bertgeom.ui.workqueue)."""
+    return call_heavy(cached_trace, model_id, record.digest, record, what="running the model on this input")
 
 
 def get_trace(model_id: str, text: str) -> Trace:
-    """Trace for the current input, keyed by its normalised form. A miss that finds the queue busy
-    waits here, outside the cache, with the 'Queued' notice (see bertgeom.ui.workqueue)."""
-    return call_heavy(cached_trace, model_id, normalise_text(text), what="running the model on this input")
+    """Trace of the current input's first record (the view every generic page shows of a paste;
+    :func:`bertgeom.inputs.records_note` says so when the paste holds more)."""
+    return get_record_trace(model_id, paste_records(model_id, text)[0])
 
 
 @st.cache_data(max_entries=24, show_spinner="Computing per-head features…")

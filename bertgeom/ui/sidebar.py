@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from bertgeom.models import REGISTRY, ModelLoadError, custom_models_allowed, resolve_spec
-from bertgeom.inputs import INPUT_KINDS, TEXT, InputError, InputKind
+from bertgeom.inputs import INPUT_KINDS, TEXT, InputError, InputKind, records_note
 from bertgeom.trace import Trace
-from bertgeom.ui.cache import cached_model, get_trace
+from bertgeom.ui.cache import cached_model, get_record_trace, paste_records
 from bertgeom.ui.state import clamp_selection, current_inputs, share_link
 from bertgeom.ui.names import input_notes, note_line
 from bertgeom.ui.plain import plain
@@ -134,11 +134,12 @@ def current_model_and_trace() -> tuple[object, Trace]:
         st.info("Type or pick an input in the sidebar to start.")
         st.stop()
     try:
-        trace = get_trace(model_id, text)
+        records = paste_records(model_id, text)  # the paste read once; every page views its first record
+        trace = get_record_trace(model_id, records[0])
     except InputError as exc:
         st.error(plain(exc))
         st.stop()
     clamp_selection(trace.num_layers, trace.num_heads)
-    for note in input_notes(trace.encoded.notes):
+    for note in input_notes(trace.encoded.notes, [records_note(records)]):
         st.caption(note_line(note))
     return loaded, trace

@@ -223,6 +223,20 @@ class KmerVocab:
     def decode(self, ids: Iterable[int]) -> list[str]:
         return [self.tokens[int(i)] for i in ids]
 
+    # -- what generic code reads of any model's tokenizer (bertgeom.tokens.Tokenizer) -----------------
+    cls_token_id = CLS_ID
+    sep_token_id = SEP_ID
+    unk_token_id = UNK_ID
+    pad_token_id = PAD_ID
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return list(range(len(SPECIAL_TOKENS)))
+
+    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
+        """Token strings of ``ids`` (:meth:`decode`, under the name Hugging Face tokenizers use)."""
+        return self.decode(ids)
+
 
 def _is_plain(seqs: Sequence[str]) -> bool:
     """True when every character is in :data:`ALPHABET` (upper or lower case), so codes are exact."""

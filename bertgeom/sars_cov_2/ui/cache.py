@@ -10,31 +10,14 @@ browser). Progress bars and the queue's notice belong to the page; heavy work ta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import streamlit as st
 
+from bertgeom.inputs import Record
 from bertgeom.ui.cache import cached_model
 from bertgeom.ui.workqueue import BATCH, free_slot_or_raise
-
-#: One record of a batch as the page hands it to the cache: ``(name, sequence, error)``, where a
-#: record that could not be read has an empty sequence and its one-sentence error.
-BatchRecord = tuple[str, str, str]
-
-
-@st.cache_data(max_entries=8, show_spinner="Reading the records…")
-def split_records(text: str) -> list[BatchRecord]:
-    """``(name, single-record FASTA, error)`` for every record of the input. A bad record among
-    several keeps its place with an empty text and its error (shown in the batch table); input-level
-    errors, and a single bad record, raise."""
-    from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceInputError, parse_sequences
-    from bertgeom.sars_cov_2.variant import MAX_GENOME_INPUT_BYTES
-
-    recs = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
-    if len(recs) == 1 and isinstance(recs[0], RecordError):
-        raise SequenceInputError(recs[0].message)
-    return [(r.name, "", r.message) if isinstance(r, RecordError) else (r.name, f">{r.name}\n{r.sequence}", "")
-            for r in recs]
-
 
 #: Records one request classifies on the page (the CLI has no limit): ~2 s each on a 2-core server.
 MAX_BATCH_RECORDS = 200
@@ -42,23 +25,32 @@ MAX_BATCH_RECORDS = 200
 BATCH_CHUNK = 8
 
 
-def batch_chunks(records: list[BatchRecord], limit: int = MAX_BATCH_RECORDS,
-                 size: int = BATCH_CHUNK) -> list[tuple[BatchRecord, ...]]:
-    """The first ``limit`` records in chunks of ``size`` (the cache keys of :func:`classify_chunk`)."""
+def batch_chunks(records: Sequence[Record], limit: int = MAX_BATCH_RECORDS,
+                 size: int = BATCH_CHUNK) -> list[tuple[Record, ...]]:
+    """The first ``limit`` records of a paste (:func:`~bertgeom.ui.cache.paste_records`) in chunks
+    of ``size``: what :func:`classify_chunk` classifies at once."""
     head = list(records[:limit])
     return [tuple(head[i:i + size]) for i in range(0, len(head), size)]
 
 
+def digests(chunk: Sequence[Record]) -> tuple[str, ...]:
+    """The key of a chunk's rows: its records' digests, in order."""
+    return tuple(r.digest for r in chunk)
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
-def classify_chunk(model_id: str, chunk: tuple[BatchRecord, ...]) -> list[dict]:
-    """One CSV-ready row per record of ``chunk`` (bad records carry their error), computed in a
-    heavy-work slot of :data:`~bertgeom.ui.workqueue.BATCH` priority, so a single genome that
+def classify_chunk(model_id: str, chunk_digests: tuple[str, ...], _chunk: tuple[Record, ...]) -> list[dict]:
+    """One CSV-ready row per record of ``_chunk`` (bad records carry their error; the reading notes
+    of the others are in their ``notes``), keyed by the records' digests (:func:`digests`), computed
+    in a heavy-work slot of :data:`~bertgeom.ui.workqueue.BATCH` priority, so a single genome that
     waits goes first between two chunks. Call it through ``call_heavy``."""
     from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceRecord
     from bertgeom.sars_cov_2.variant.predict import classify_stream, fast_classifier
 
-    recs = [RecordError(name, i, error) if error else SequenceRecord(name, fasta.split("\n", 1)[1])
-            for i, (name, fasta, error) in enumerate(chunk)]
+    if chunk_digests != digests(_chunk):
+        raise ValueError("classify_chunk's key is not its records' digests")
+    recs = [RecordError(r.name, i, r.error) if r.error else SequenceRecord(r.name, r.content, list(r.notes))
+            for i, r in enumerate(_chunk)]
     loaded = cached_model(model_id)  # before the slot: loading is not queued
     fc = fast_classifier(loaded, "cpu")  # the policy's backend and precision for this CPU (docs/speed.md)
     precision, backend = fc.precision, fc.backend

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY, CLASSES
-from bertgeom.inputs import EncodedInput, InputError
+from bertgeom.inputs import EncodedInput, InputError, Record
 from bertgeom.models import LoadedModel, ModelLoadError, ModelSpec, finish_loading, hash_file
 
 #: The one input limit for genomes on the page, pasted or uploaded (after decompression): 20 MB of
@@ -232,25 +232,37 @@ def genome_analysis(encoded: EncodedInput):
     return encoded.annotation
 
 
-def encode_genome_input(loaded: LoadedModel, text: str) -> EncodedInput:
-    """Parse pasted FASTA / bare sequence, align, cut the spike and tokenise it (first record)."""
-    from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, parse_sequences
-    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+def parse_genome_records(text: str) -> tuple[Record, ...]:
+    """A pasted genome input (FASTA, multi-FASTA, bare sequence, GenBank) read once into records:
+    each record's name, its cleaned sequence and how it was read (``RNA input: U read as T``, ...).
+    A bad record among several keeps its place with its one-sentence error; an input that cannot be
+    read as a whole, and a single bad record, raise :class:`~bertgeom.inputs.InputError`
+    (the genome kind's :attr:`~bertgeom.inputs.InputKind.parse`)."""
+    from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceInputError, parse_sequences
 
     key = (text or "").strip()
     if not key:
         raise InputError("The input is empty: paste a SARS-CoV-2 genome or spike sequence, or pick an example.")
     try:
-        records = parse_sequences(key, max_bytes=MAX_GENOME_INPUT_BYTES)
+        parsed = parse_sequences(key, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
     except SequenceInputError as exc:
         raise InputError(str(exc)) from None
-    analysis = analyse_sequence(records[0], vocab=loaded.tokenizer)
+    if len(parsed) == 1 and isinstance(parsed[0], RecordError):
+        raise InputError(parsed[0].message)
+    return tuple(Record(r.name, "", error=r.message) if isinstance(r, RecordError) else Record(r.name, r.sequence, r.notes)
+                 for r in parsed)
+
+
+def encode_genome_record(loaded: LoadedModel, record: Record) -> EncodedInput:
+    """Align one parsed genome record, cut the spike and tokenise it (the genome kind's
+    :attr:`~bertgeom.inputs.InputKind.encode`); its reading notes come first among the input's notes."""
+    from bertgeom.sars_cov_2.genome.fasta import SequenceRecord
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+
+    analysis = analyse_sequence(SequenceRecord(record.name, record.content, list(record.notes)), vocab=loaded.tokenizer)
     if analysis.error:
         raise InputError(analysis.error)
-    enc = encoded_from_analysis(analysis, loaded.tokenizer, key)
-    if len(records) > 1:
-        enc.notes.insert(0, f"The input holds {len(records)} records; this view shows the first, '{records[0].name}'.")
-    return enc
+    return encoded_from_analysis(analysis, loaded.tokenizer, record.digest)
 
 
 def build_tiny_variant_model(path: Path, *, seed: int = 0, layers: int = 2, heads: int = 4, hidden: int = 32) -> Path:

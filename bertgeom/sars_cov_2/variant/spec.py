@@ -1,13 +1,13 @@
 """The SARS-CoV-2 genome as an input kind: everything the generic pages ask about it, said once.
 
-:data:`GENOME` is the :class:`~bertgeom.inputs.InputKind` of the case study's models: its encoder
-(parse, align, cut the spike, tokenise), its example genomes and shipped sets (open INSDC genomes
-redistributed by Nextstrain), its class names, its token domains (the spike's domains, in order),
-the pages it enables (the Variant Classifier) and what batch precompute reads
-(:data:`~bertgeom.sars_cov_2.variant.precompute.GENOME_PRECOMPUTE`). :func:`register` hands the family to the
-library: the loader, the genome kind and, when its weights are present, the shipped model as the
-default of the picker. Nothing registers itself on import; ``bertgeom/__init__.py`` calls
-:func:`register` once for the shipped family.
+:data:`GENOME` is the :class:`~bertgeom.inputs.InputKind` of the case study's models: its parser
+(a paste read once into records) and encoder (align, cut the spike, tokenise), its example
+genomes and shipped sets (open INSDC genomes redistributed by Nextstrain), its class names, its
+token domains (the spike's domains, in order), the pages it enables (the Variant Classifier) and
+what batch precompute reads (:data:`~bertgeom.sars_cov_2.variant.precompute.GENOME_PRECOMPUTE`).
+:func:`register` hands the family to the library: the loader, the genome kind and, when its
+weights are present, the shipped model as the default of the picker. Nothing registers itself on
+import; ``bertgeom/__init__.py`` calls :func:`register` once for the shipped family.
 
 Where it sits: the variant plug-in, above the genome pipeline (:mod:`bertgeom.sars_cov_2.genome`) and the
 generic input layer (:mod:`bertgeom.inputs`).
@@ -42,8 +42,9 @@ from bertgeom.sars_cov_2.variant import (
     VARIANT_DIR,
     VARIANT_MODEL_ID,
     _recognise,
-    encode_genome_input,
+    encode_genome_record,
     load_variant,
+    parse_genome_records,
     variant_spec,
 )
 from bertgeom.sars_cov_2.variant.precompute import GENOME_PRECOMPUTE
@@ -149,15 +150,6 @@ def read_upload(name: str, data: bytes) -> tuple[str, str]:
     return text, problem
 
 
-def reading_notes(text: str) -> list[list[str]]:
-    """How each record of a pasted input was read (the parser's notes, one list per record, a bad
-    record's list empty): what a page that analyses a cleaned copy adds to the trace's notes."""
-    from bertgeom.sars_cov_2.genome.fasta import RecordError, parse_sequences
-
-    recs = parse_sequences(text, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
-    return [[] if isinstance(r, RecordError) else list(r.notes) for r in recs]
-
-
 def domain_token_share(dom: str) -> float:
     """Percentage of the spike's tokens ([CLS] counted, [SEP] not) that lie in the domain ``dom``."""
     from bertgeom.sars_cov_2.genome.kmers import token_axis
@@ -188,7 +180,8 @@ def classify_genomes(loaded, genomes, batch_size: int = 16) -> list:
 #: The genome input kind of the case study's models.
 GENOME = InputKind(
     name=INPUT_KIND,
-    encoder=encode_genome_input,
+    parse=parse_genome_records,
+    encode=encode_genome_record,
     noun="genome",
     plural="genomes",
     box_label="Genome or spike sequence (FASTA or bare)",
