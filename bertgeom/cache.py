@@ -59,7 +59,7 @@ import numpy as np
 from bertgeom.runtime import cache_dir
 
 __all__ = ["CACHE_FORMAT", "CacheKey", "Memo", "cached", "cached_arrays", "disk_path", "on_disk", "read_arrays",
-           "write_arrays", "read_json", "write_json", "text_digest", "key_lock", "askers",
+           "write_arrays", "read_json", "write_json", "as_json", "text_digest", "key_lock", "askers",
            "wait_for_askers"]
 
 #: The layout of keys and files; bumping it misses every entry written before.
@@ -299,9 +299,23 @@ def read_json(key: CacheKey) -> Any | None:
         return None
 
 
+def _json_default(value: Any):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not plain data (JSON)")
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as it reads back from JSON (numpy scalars and arrays as numbers and lists, tuples as
+    lists); a TypeError for anything that is not plain data."""
+    return json.loads(json.dumps(value, default=_json_default))
+
+
 def write_json(key: CacheKey, value: Any) -> bool:
     """Store a JSON-serialisable value under ``key``; True when the file was written."""
-    text = json.dumps(value)  # a TypeError here: the value is not plain data
+    text = json.dumps(value, default=_json_default)  # a TypeError here: the value is not plain data
     return _atomic_write(disk_path(key, "json"), lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
@@ -328,6 +342,8 @@ def cached(key: CacheKey, compute: Callable[[], T], *, memo: Memo | None = None,
         value = _READ[disk](key) if disk else None
         if value is None:
             value = compute()
+            if disk == "json":
+                value = as_json(value)  # a fresh result is what a later read gives back
             if disk:
                 _WRITE[disk](key, value)
         if memo is not None:

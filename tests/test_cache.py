@@ -250,3 +250,16 @@ def test_a_sweep_is_computed_once_then_read_from_disk(cache_dir, tiny_bert):
     np.testing.assert_array_equal(first["cos"], second["cos"])
     fresh = input_sweep(tiny_bert, item, cache=False)
     np.testing.assert_allclose(fresh["cos"], first["cos"], atol=1e-6)
+
+
+def test_the_tours_genome_facts_read_back_from_json_say_the_same(tiny_variant):
+    """The tour keeps a plug-in step's numbers as JSON (never Streamlit's pickled persist="disk"):
+    the sentence and the What-if entries from the stored numbers are those from the fresh ones."""
+    from bertgeom.sars_cov_2.variant.spec import TOUR_GENOME_STEP, demo_genomes
+    from bertgeom.trace import run_trace
+
+    text = demo_genomes()[TOUR_GENOME_STEP.example]["text"]
+    fresh = TOUR_GENOME_STEP.facts(tiny_variant, run_trace(tiny_variant, text))
+    stored = cache.as_json(fresh)
+    assert TOUR_GENOME_STEP.sentence(stored) == TOUR_GENOME_STEP.sentence(fresh)
+    assert dict(TOUR_GENOME_STEP.widget_values(stored)) == dict(TOUR_GENOME_STEP.widget_values(fresh))
