@@ -25,8 +25,9 @@ What else keeps results, and why it is not this module (one sentence each):
   traces per server: Streamlit's per-server singleton for objects that must never be copied.
 * ``st.cache_data`` around interactive per-input views in ``bertgeom/ui/`` gives the page its spinner
   and keeps small results of one input per server; anything kept on disk goes through this module.
-* ``functools.lru_cache`` on loaders of shipped data (the example sentences, the reference genome,
-  clade and marker tables) holds process-lifetime constants read from files inside the package.
+* ``functools.lru_cache`` on loaders of shipped data (the example sentences and genomes, the shipped
+  genome sets, the reference genome, clade and marker tables) holds process-lifetime constants read
+  from files inside the package.
 * The exported ONNX graphs (:func:`bertgeom.backends.exported_onnx`) are files a runtime opens
   by path, named by a hash of the weights, under ``$BERTGEOM_CACHE_DIR/export``.
 * The precompute store (:mod:`bertgeom.precompute`) is a results directory a user asked for and
