@@ -73,7 +73,7 @@ def test_grid_colour_picker_offers_label_categories():
 
 
 def test_minilm_over_the_shipped_sentences_is_cached_on_disk(monkeypatch):
-    from bertgeom.sets.inputs import cache_dir
+    from bertgeom.runtime import cache_dir
     from bertgeom.ui import heads_cache as hc
 
     at = _page("Over a set of inputs", text_value=SENTENCE, layer=1, head=8)
@@ -88,7 +88,7 @@ def test_minilm_over_the_shipped_sentences_is_cached_on_disk(monkeypatch):
     assert any(s["data"][0]["type"] == "violin" for s in specs) and any(s["data"][0]["type"] == "box" for s in specs)
     # a second visit is instant: memory, then the disk cache (no model pass, no progress callbacks)
     assert list(Path(cache_dir()).glob("*.npz"))
-    hc._MEMO.clear()
+    hc.SET_MEMO.clear()
     calls = []
     summary = hc.set_summary("minilm-l6", lambda d, t: calls.append(d))
     assert calls == [] and summary.n == 24 and summary.arrays["js"].shape == (72, 72)

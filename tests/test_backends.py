@@ -216,10 +216,11 @@ def test_streams_on_a_runtime_give_torchs_calls_in_input_order(tiny_variant, cac
 
 def test_concurrent_requests_share_one_fast_classifier(tiny_variant):
     """Server threads share the loaded model: many asking at once get one classifier per key (the memo
-    is locked), keyed by the weights too."""
+    is locked per key, bertgeom.cache), keyed by (weights, device, backend, precision); the shared
+    model's ``extra`` is never written."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from bertgeom.sars_cov_2.variant.predict import fast_classifier
+    from bertgeom.sars_cov_2.variant.predict import FAST_CLASSIFIERS, fast_classifier, fast_classifier_key
 
     barrier = threading.Barrier(6)
 
@@ -230,8 +231,9 @@ def test_concurrent_requests_share_one_fast_classifier(tiny_variant):
     with ThreadPoolExecutor(6) as pool:
         got = list(pool.map(ask, range(6)))
     assert len({id(fc) for fc in got}) == 1
-    keys = [k for k in tiny_variant.extra if isinstance(k, tuple) and k[0] == "fast-classifier"]
-    assert keys and all(k[1] == tiny_variant.weights_hash for k in keys)
+    assert FAST_CLASSIFIERS.get(fast_classifier_key(tiny_variant.weights_hash, "cpu", "torch", "fp32")) is got[0]
+    assert FAST_CLASSIFIERS.get(fast_classifier_key("other weights", "cpu", "torch", "fp32")) is None
+    assert not [k for k in tiny_variant.extra if isinstance(k, tuple)]
 
 
 def test_openvino_is_imported_with_its_telemetry_declined():

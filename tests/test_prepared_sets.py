@@ -8,7 +8,8 @@ import pytest
 
 from bertgeom.sets import prepared
 from bertgeom.sets.cone import ConeSet
-from bertgeom.sets.inputs import disk_cached_arrays, map_over_set, set_fingerprint, shipped_set
+from bertgeom.cache import CacheKey, cached_arrays
+from bertgeom.sets.inputs import map_over_set, set_fingerprint, shipped_set
 
 
 @pytest.fixture
@@ -19,7 +20,7 @@ def cache(tmp_path, monkeypatch):
 
 def _read(key) -> dict:
     assert prepared.is_on_disk(key), key
-    return disk_cached_arrays(key, lambda: pytest.fail("recomputed what is on disk"))
+    return cached_arrays(key, lambda: pytest.fail("recomputed what is on disk"))
 
 
 def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant):
@@ -148,17 +149,17 @@ def test_a_wished_task_runs_first_and_a_failing_one_does_not_stop_the_rest(cache
             order.append(name)
             if fail:
                 raise RuntimeError("boom")
-            disk_cached_arrays(("t", name), lambda: {"x": np.arange(3)})
+            cached_arrays(CacheKey.of("t", name=name), lambda: {"x": np.arange(3)})
             progress(1, 1)
         return run
 
-    tasks = [prepared.PreparedTask(("t", n), n, job(n, fail=(n == "b"))) for n in "abcd"]
+    tasks = [prepared.PreparedTask(CacheKey.of("t", name=n), n, job(n, fail=(n == "b"))) for n in "abcd"]
     prepared.wish(tasks[2].id)
     first = tasks[0].run
 
     def a_then_d_written_by_someone_else(progress):
         first(progress)
-        disk_cached_arrays(("t", "d"), lambda: {"x": np.ones(1)})  # e.g. a page that computed it itself
+        cached_arrays(CacheKey.of("t", name="d"), lambda: {"x": np.ones(1)})  # e.g. a page that computed it itself
 
     tasks[0].run = a_then_d_written_by_someone_else
     counts = prepared.run_tasks(tasks)
@@ -186,7 +187,7 @@ def test_the_app_waits_only_for_what_a_live_preparation_will_write(cache):
 
     from bertgeom.ui import prepared_cache as pc
 
-    key = ("t", "view")
+    key = CacheKey.of("t", name="view")
     assert not pc.pending(key)  # nobody is preparing anything
     status = {"format": prepared.FORMAT_VERSION, "pid": os.getpid(), "updated": time.time(),
               "tasks": [{"id": prepared.key_id(key), "title": "a view", "group": "g", "model": "m",
@@ -197,14 +198,14 @@ def test_the_app_waits_only_for_what_a_live_preparation_will_write(cache):
     status["tasks"][0]["state"] = "running"
     prepared.status_path().write_text(json.dumps(status))
     assert pc.pending(key)
-    assert pc.pending(("t", "other"), group="g", model_id="m")  # written by a task of the same view
-    assert not pc.pending(("t", "other"), group="g", model_id="another model")
+    assert pc.pending(CacheKey.of("t", name="other"), group="g", model_id="m")  # written by a task of the same view
+    assert not pc.pending(CacheKey.of("t", name="other"), group="g", model_id="another model")
     status["updated"] = time.time() - 10 * pc.STALE_S  # a preparation that stopped long ago
     prepared.status_path().write_text(json.dumps(status))
     assert not pc.pending(key)
     status["updated"] = time.time()
     prepared.status_path().write_text(json.dumps(status))
-    disk_cached_arrays(key, lambda: {"x": np.zeros(1)})
+    cached_arrays(key, lambda: {"x": np.zeros(1)})
     assert not pc.pending(key) and pc.wait_for(key, "a view")  # on disk: returns at once, nothing drawn
 
 

@@ -31,8 +31,8 @@ from pathlib import Path
 # Ground first. A part is a top-level module of the package (``bertgeom.trace``) or a subpackage
 # (``bertgeom.analysis``); ``app`` is app.py and ``app_pages`` the page files.
 FLOORS: tuple[frozenset[str], ...] = (
-    frozenset({"version", "examples", "metricdocs", "tables", "safety", "runtime", "tokens", "attention",
-               "weights", "models", "forward", "probabilities", "sars_cov_2.genome"}),
+    frozenset({"version", "examples", "metricdocs", "tables", "safety", "runtime", "cache", "tokens",
+               "attention", "weights", "models", "forward", "probabilities", "sars_cov_2.genome"}),
     frozenset({"analysis", "inputs", "backends"}),
     frozenset({"trace", "figures"}),
     frozenset({"sets", "sars_cov_2.variant", "sars_cov_2"}),

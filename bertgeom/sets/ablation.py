@@ -18,7 +18,6 @@ is cached on disk by (model weights, input), so enlarging the set reuses what wa
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
@@ -26,7 +25,8 @@ import numpy as np
 
 from bertgeom.analysis.ablation import cls_cosine, sweep_single_heads
 from bertgeom.inputs import InputError, encode_input
-from bertgeom.sets.inputs import InputItem, disk_cached_arrays
+from bertgeom.cache import cached_arrays
+from bertgeom.sets.inputs import InputItem
 
 #: Bump when the per-input sweep arrays change.
 SWEEP_VERSION = 2  # 2: calibrated probabilities (class_probabilities), 1: the raw softmax
@@ -62,8 +62,9 @@ def input_sweep(loaded, item: InputItem, *, cache: bool = True) -> dict[str, np.
 
     if not cache:
         return compute()
-    digest = hashlib.sha256(item.text.encode()).hexdigest()[:16]
-    return disk_cached_arrays(("head-sweep", SWEEP_VERSION, loaded.weights_hash, digest), compute)
+    from bertgeom.sets.keys import sweep_key
+
+    return cached_arrays(sweep_key(loaded, item), compute)
 
 
 def sweep_over_set(loaded, items: Sequence[InputItem], progress: Callable[[int, int], None] | None = None,

@@ -1,25 +1,22 @@
-"""Sets of inputs for the "over many inputs" analyses, and a batched, disk-cached map over them.
+"""Sets of inputs for the "over many inputs" analyses, and a batched map over them.
 
 A set is a tuple of :class:`~bertgeom.inputs.InputItem` (name, text, label). Each input kind
 ships its own default set (:attr:`bertgeom.inputs.InputKind.shipped_set`: the example sentences
 for text models, the held-out real genomes for the variant models) and reads a user's uploaded
 set (:attr:`~bertgeom.inputs.InputKind.read_set`). :func:`map_over_set` runs the model in batches
 (one forward pass per input) and applies a *reduction* to each trace, so only small per-input results are kept, never
-the full attention of every input.
+the full attention of every input. Results over a set are cached by :mod:`bertgeom.cache` under
+the keys of :mod:`bertgeom.sets.keys`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from bertgeom.runtime import cache_dir
 from bertgeom.models import LoadedModel
 from bertgeom.inputs import TEXT, EncodedInput, InputError, InputItem, encode_input, input_kind_of
 from bertgeom.trace import Trace, run_batch
@@ -120,33 +117,3 @@ def map_over_set(
     if progress:
         progress(len(items), len(items))
     return SetResult(ok_items, results, predicted, errors)
-
-
-def disk_cache_path(key_parts: Iterable) -> Path:
-    """The ``.npz`` file of :func:`disk_cached_arrays` for ``key_parts`` (a hash of their strings)."""
-    key = hashlib.sha256(json.dumps([str(p) for p in key_parts]).encode()).hexdigest()[:24]
-    return cache_dir() / f"{key}.npz"
-
-
-def disk_cached_arrays(key_parts: Iterable, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Return ``compute()`` (a dict of numpy arrays), cached on disk as ``.npz`` under a key.
-
-    The key is a hash of ``key_parts`` (include the model's weights hash, the set's
-    fingerprint and every parameter). Files are read with ``allow_pickle=False``.
-    """
-    path = disk_cache_path(key_parts)
-    if path.is_file():
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                return {k: data[k] for k in data.files}
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)
-    arrays = compute()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.stem}.{os.getpid()}.{os.urandom(4).hex()}.tmp.npz")  # unique per writer
-        np.savez_compressed(tmp, **arrays)
-        os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
-    except OSError:
-        pass  # a read-only home still works, just without the disk cache
-    return arrays

@@ -2,10 +2,11 @@
 model version and read from disk afterwards (``python -m bertgeom prepare-sets``, or the app's
 background preparation at first server start).
 
-Every summary is stored by :func:`bertgeom.sets.inputs.disk_cached_arrays` under the *same key*
-the page reads (model id where the page uses it, the weights hash, the set's fingerprint, every
-parameter and a format version per analysis), so a prepared result is the page's own cache entry:
-a page never recomputes what is on disk, and a changed model, set or format simply misses.
+Every summary is stored by :mod:`bertgeom.cache` under the *same key* the page reads (one
+:class:`~bertgeom.cache.CacheKey` per view, built in :mod:`bertgeom.sets.keys`: the weights hash, the
+set's fingerprint, every parameter and a format version per analysis), so a prepared result is the
+page's own cache entry: a page never recomputes what is on disk, and a changed model, set or format
+simply misses.
 
 Tasks, in the order a visitor meets them (:func:`prepare_tasks`):
 
@@ -31,7 +32,6 @@ and Kovaleva et al. 2019 §4.6 (disabling).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -41,20 +41,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bertgeom.sets.inputs import InputItem, cache_dir, disk_cache_path, disk_cached_arrays, set_fingerprint, shipped_set
+from bertgeom.cache import CacheKey, cached_arrays, on_disk, read_arrays, write_arrays
+from bertgeom.runtime import cache_dir
+from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
+from bertgeom.sets.keys import (ACROSS_VERSION, CLASS_MEAN_VERSION, COMPARE_VERSION, CONE_DISK_VERSION,  # noqa: F401
+                                FLOW_VERSION, across_key, class_mean_key, compare_key, cone_set_key,
+                                example_views_key, flow_key, heads_set_key, sweep_key)
 
 #: Bump when the list of prepared tasks or the status file's layout changes.
 FORMAT_VERSION = 1
-#: Version of the class-mean maps stored on disk.
-CLASS_MEAN_VERSION = "class-mean-v1"
-#: Version of the Cone Index page's set profiles on disk (the page reads the same key).
-CONE_DISK_VERSION = "cone-v1"
-#: Version of the Subspace page's across-inputs arrays (v2: D1 is delta_A; v3: faithful reads the
-#: next layer; v4: and is padded to 512).
-ACROSS_VERSION = "subspace-across/v4"
-#: Versions of the examples' attention flow (page defaults) and checkpoint comparison on disk.
-FLOW_VERSION = "flow-v1"
-COMPARE_VERSION = "compare-checkpoints-v1"
 #: The pages' default parameters that the prepared views use.
 CONE_TOKEN_SET = "content"
 SUBSPACE_EPS = 1e-3
@@ -66,52 +61,15 @@ GROUP_ORDER = ("heads-set", "cone-set", "class-mean", "examples", "subspace-acro
 
 
 # -------------------------------------------------------------------------------------------
-# Keys shared with the pages
+# Keys shared with the pages: built in bertgeom.sets.keys (imported above), stored by bertgeom.cache
 # -------------------------------------------------------------------------------------------
-def heads_set_key(loaded, items: Sequence[InputItem]) -> tuple:
-    from bertgeom.sets.heads import JS_MAX_ROWS, SET_THETA, SET_VERSION
-
-    return ("heads-set", SET_VERSION, loaded.weights_hash, set_fingerprint(items), SET_THETA, JS_MAX_ROWS)
-
-
-def class_mean_key(loaded, fingerprint: str, names: Sequence[str], theta: float) -> tuple:
-    digest = hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
-    return (CLASS_MEAN_VERSION, loaded.weights_hash, fingerprint, digest, float(theta))
-
-
-def cone_set_key(model_id: str, loaded, fingerprint: str, token_set: str, pad_to: int | None) -> list:
-    return [CONE_DISK_VERSION, "set", model_id, loaded.weights_hash, fingerprint, token_set, pad_to or 0]
-
-
-def across_key(model_id: str, weights_hash: str, fingerprint: str, layer: int, head: int, eps: float,
-               token_set: str) -> tuple:
-    return (ACROSS_VERSION, model_id, weights_hash, fingerprint, int(layer), int(head), float(eps), token_set)
-
-
-def _text_digest(text: str) -> str:
-    from bertgeom.inputs import normalise_text
-
-    return hashlib.sha256(normalise_text(text).encode()).hexdigest()[:16]
-
-
-def flow_key(loaded, text: str, n: int, residual: float, target: int, normalize: bool) -> tuple:
-    """The disk key of one input's attention flow and rollout (:func:`bertgeom.analysis.flow.flow_view`)."""
-    return (FLOW_VERSION, loaded.weights_hash, _text_digest(text), int(n), float(residual), int(target),
-            bool(normalize))
-
-
-def compare_key(loaded, partner, text: str) -> tuple:
-    """The disk key of two checkpoints compared head by head on one input (weight and map cosines)."""
-    return (COMPARE_VERSION, loaded.weights_hash, partner.weights_hash, _text_digest(text))
-
-
-def key_id(key_parts) -> str:
+def key_id(key) -> str:
     """The short name of a key (its file's stem), used in the status and wish files."""
-    return disk_cache_path(key_parts).stem
+    return key.digest
 
 
-def is_on_disk(key_parts) -> bool:
-    return disk_cache_path(key_parts).is_file()
+def is_on_disk(key) -> bool:
+    return on_disk(key)
 
 
 # -------------------------------------------------------------------------------------------
@@ -159,7 +117,7 @@ class PreparedTask:
     """One summary to prepare: its disk key, a title for the status line, and how to compute it
     (``run(progress)`` writes the result to disk under ``key`` and returns nothing)."""
 
-    key: object
+    key: CacheKey
     title: str
     run: Callable[[Progress], None]
     group: str = ""  # tasks that belong to one view (e.g. the heads of the subspace view)
@@ -219,7 +177,7 @@ def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: 
 
 
 def _store(key, arrays: dict) -> None:
-    disk_cached_arrays(key, lambda: arrays)
+    write_arrays(key, arrays)
 
 
 def _heads_set_task(ctx: _Context) -> PreparedTask:
@@ -249,13 +207,14 @@ def _class_mean_tasks(ctx: _Context) -> list[PreparedTask]:
     from bertgeom.sets.heads import SET_THETA
 
     summary_key = heads_set_key(ctx.loaded, ctx.items)
-    if not is_on_disk(summary_key):
+    arrays = read_arrays(summary_key)  # None when not (or not readably) on disk
+    if arrays is None:
         # which inputs are correct is only known after the set's pass: one task that does the pass's
         # work (cheap when the heads-set task has run: it reads the file) and then every class
         def run_all(progress):
             from bertgeom.sets.heads import compute_set_arrays
 
-            arrays = disk_cached_arrays(summary_key, lambda: compute_set_arrays(ctx.loaded, ctx.items))
+            arrays = cached_arrays(summary_key, lambda: compute_set_arrays(ctx.loaded, ctx.items))
             groups = class_mean_names(arrays, bool(ctx.loaded.labels), ctx.loaded.labels)
             for k, names in enumerate(groups.values()):
                 key = class_mean_key(ctx.loaded, ctx.fingerprint, names, SET_THETA)
@@ -264,9 +223,9 @@ def _class_mean_tasks(ctx: _Context) -> list[PreparedTask]:
                     _store(key, class_mean_arrays(ctx.loaded, chosen, SET_THETA))
                 progress(k + 1, len(groups))
 
-        return [PreparedTask(("class-means-of", summary_key), "class-mean maps of every class (Attention Heads)",
+        return [PreparedTask(CacheKey.of("class-means-of", inputs=summary_key.digest),
+                             "class-mean maps of every class (Attention Heads)",
                              run_all, group="class-mean", model_id=ctx.model_id)]
-    arrays = disk_cached_arrays(summary_key, dict)
     groups = class_mean_names(arrays, bool(ctx.loaded.labels), ctx.loaded.labels)
     tasks = []
     for cls, names in groups.items():
@@ -313,7 +272,7 @@ def _example_tasks(ctx: _Context) -> list[PreparedTask]:
 
     partners: list = []
 
-    def run_for(text: str, key: tuple):
+    def run_for(text: str, key: CacheKey):
         def run(progress):
             from bertgeom.inputs import normalise_text
 
@@ -335,7 +294,7 @@ def _example_tasks(ctx: _Context) -> list[PreparedTask]:
 
     tasks = []
     for k, ex in enumerate(INPUT_KINDS.of(ctx.loaded.spec).examples()):
-        key = ("example-views", FLOW_VERSION, COMPARE_VERSION, ctx.loaded.weights_hash, _text_digest(ex.text))
+        key = example_views_key(ctx.loaded, ex.text)
         tasks.append(PreparedTask(key, f"attention flow and checkpoint comparison of example {k + 1}",
                                   run_for(ex.text, key), group="examples", model_id=ctx.model_id))
     return tasks
@@ -386,13 +345,6 @@ def sweep_subset(loaded, items: Sequence[InputItem]) -> tuple[InputItem, ...]:
     from bertgeom.sets.ablation import stratified
 
     return stratified(items, SWEEP_PER_CLASS) if loaded.labels else tuple(items[:SWEEP_TEXT_INPUTS])
-
-
-def sweep_key(loaded, item: InputItem) -> tuple:
-    """The disk key under which :func:`bertgeom.sets.ablation.input_sweep` keeps one input's sweep."""
-    from bertgeom.sets.ablation import SWEEP_VERSION
-
-    return ("head-sweep", SWEEP_VERSION, loaded.weights_hash, hashlib.sha256(item.text.encode()).hexdigest()[:16])
 
 
 def _sweep_tasks(ctx: _Context) -> list[PreparedTask]:

@@ -8,6 +8,8 @@ they too are shared read-only objects (``st.cache_resource`` and
 :meth:`~bertgeom.trace.Trace.read_only`), because ``st.cache_data`` would pickle a genome's
 52 MB of attention on every write and unpickle a fresh copy on *every read*, holding the
 interpreter lock that all sessions share (a sixth of the server's busy time under 6 sessions).
+Everything else a page computes more than once is kept by :mod:`bertgeom.cache` (memory, then disk),
+which the page modules wrap; see docs/development.md (Caching: one cache).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@
   trace cache, so the model is not run again unless the input is padded to 512);
 * per set (model id, set fingerprint, token set, padding): the per-input profiles of
   :func:`bertgeom.sets.cone.cone_profiles_over_set`, prepared ahead for the shipped set
-  (:mod:`bertgeom.sets.prepared`) or computed once with a progress bar, and read from disk
-  (``disk_cached_arrays``, keyed by the model's weights hash);
+  (:mod:`bertgeom.sets.prepared`) or computed once with a progress bar, and kept by
+  :mod:`bertgeom.cache` (memory, then disk, keyed by the model's weights hash);
 * projections of the per-layer [CLS] / mean-pooled vectors (keyed by the data themselves).
 """
 
@@ -15,17 +15,19 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from bertgeom.cache import Memo, cached_arrays
 from bertgeom.sets import cone as conesets
-from bertgeom.sets.prepared import CONE_DISK_VERSION
-from bertgeom.sets.inputs import InputItem, disk_cached_arrays
+from bertgeom.sets.inputs import InputItem
+from bertgeom.sets.keys import class_entropy_key, cone_set_key
 from bertgeom.inputs import normalise_text
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.safety import plain
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy
 
-#: Bump when the arrays stored on disk change meaning (shared with ``prepare-sets``).
-DISK_VERSION = CONE_DISK_VERSION
+#: Set profiles and class entropies read last, in front of the disk (also where a read-only cache
+#: directory keeps what was computed).
+SET_MEMO = Memo("cone-set", 8)
 
 
 def _encoded_and_hidden(model_id: str, text: str, pad_to: int | None):
@@ -58,67 +60,48 @@ def input_entropies(model_id: str, text: str, pad_to: int | None) -> dict:
     return conesets.entropy_curves(A, keep)
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
-def _read_arrays(file_id: str, _key) -> dict:
-    """A summary already on disk (``file_id`` names it for the cache; no element is drawn here)."""
-    return disk_cached_arrays(_key, dict)
-
-
 def set_cones(model_id: str, items: tuple[InputItem, ...], fingerprint: str, token_set: str,
               pad_to: int | None) -> conesets.ConeSet:
-    """Per-input cone profiles, streams and [CLS]/mean vectors over a set: from disk (prepared ahead
-    for the shipped set, or written by an earlier visit), else computed with a progress bar."""
-    from bertgeom.sets.prepared import cone_set_key, is_on_disk, key_id
+    """Per-input cone profiles, streams and [CLS]/mean vectors over a set: from memory, else from disk
+    (prepared ahead for the shipped set, or written by an earlier visit), else computed with a
+    progress bar (drawn here, outside any Streamlit cache)."""
     from bertgeom.ui.prepared_cache import wait_for
 
     loaded = cached_model(model_id)
     key = cone_set_key(model_id, loaded, fingerprint, token_set, pad_to)
-    wait_for(key, "The set's cone profiles", model_id=model_id)
-    if not is_on_disk(key):
+    if key not in SET_MEMO:
+        wait_for(key, "The set's cone profiles", model_id=model_id)
+
+    def compute() -> dict:
         with heavy("the set's cone profiles"), progress(f"Running the model over {len(items)} inputs…",
                                                               usually_prepared=True) as update:
-            disk_cached_arrays(key, lambda: conesets.cone_profiles_over_set(
-                loaded, items, token_set, pad_to=pad_to, layer_weights=cached_layer_weights(model_id),
-                progress=update).to_arrays())
-        if not is_on_disk(key):  # a read-only cache: keep the computed arrays in memory only
-            return _computed_cones(model_id, fingerprint, token_set, pad_to, items)
-    return conesets.ConeSet.from_arrays(_read_arrays(key_id(key), key))
+            return conesets.cone_profiles_over_set(loaded, items, token_set, pad_to=pad_to,
+                                                   layer_weights=cached_layer_weights(model_id),
+                                                   progress=update).to_arrays()
 
-
-@st.cache_data(max_entries=4, show_spinner="Running the model over the set…")
-def _computed_cones(model_id: str, fingerprint: str, token_set: str, pad_to: int | None,
-                    _items) -> conesets.ConeSet:
-    return conesets.cone_profiles_over_set(cached_model(model_id), _items, token_set, pad_to=pad_to,
-                                           layer_weights=cached_layer_weights(model_id))
+    return conesets.ConeSet.from_arrays(cached_arrays(key, compute, memo=SET_MEMO))
 
 
 def class_entropies(model_id: str, items: tuple[InputItem, ...], fingerprint: str, label: str,
                     pad_to: int | None, correct_only: bool) -> dict:
-    """Entropies ``[L, H]`` of the class-mean attention (the official code's recipe), from disk when
-    computed before, else computed here with a progress bar (drawn outside any cached function)."""
-    from bertgeom.sets.prepared import is_on_disk, key_id
-
+    """Entropies ``[L, H]`` of the class-mean attention (the official code's recipe), from memory or
+    disk when computed before, else computed here with a progress bar (drawn outside any cached function)."""
     loaded = cached_model(model_id)
     chosen = [it for it in items if it.label == label]
-    key = [DISK_VERSION, "class-entropy", model_id, loaded.weights_hash, fingerprint, label, pad_to or 0,
-           correct_only]
+    key = class_entropy_key(model_id, loaded, fingerprint, label, pad_to, correct_only)
 
-    def compute(update) -> dict:
-        mean = conesets.class_mean_attention(loaded, chosen, pad_to=pad_to, correct_only=correct_only,
-                                             progress=update)
-        out = {"n_used": mean["n_used"], "n_errors": mean["n_errors"]}
-        if int(mean["n_used"]) > 0:
-            update(len(chosen), len(chosen))
-            out.update(conesets.entropy_curves(mean["mean"], mean["keep"]))
-        return out
-
-    if not is_on_disk(key):
+    def compute() -> dict:
         with heavy("the class-mean attention"), progress(
                 f"Averaging the attention of {len(chosen)} inputs of class '{label}', then its entropies…") as update:
-            arrays = disk_cached_arrays(key, lambda: compute(update))
-        if not is_on_disk(key):
-            return arrays
-    return _read_arrays(key_id(key), key)
+            mean = conesets.class_mean_attention(loaded, chosen, pad_to=pad_to, correct_only=correct_only,
+                                                 progress=update)
+            out = {"n_used": mean["n_used"], "n_errors": mean["n_errors"]}
+            if int(mean["n_used"]) > 0:
+                update(len(chosen), len(chosen))
+                out.update(conesets.entropy_curves(mean["mean"], mean["keep"]))
+            return out
+
+    return cached_arrays(key, compute, memo=SET_MEMO)
 
 
 @st.cache_data(max_entries=64, show_spinner="Projecting the vectors…")

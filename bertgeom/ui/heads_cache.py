@@ -4,11 +4,11 @@
   checkpoint comparisons, cached per (model, input, parameters) with ``st.cache_data``.
 * Over a set of inputs: :func:`set_summary` runs the model once over the shipped set and keeps
   small per-input reductions (per-head features, k90 rows, Clark's JS sums, token-domain
-  attention masses).  The arrays are prepared ahead (:mod:`bertgeom.sets.prepared`), kept on
-  disk (``disk_cached_arrays``, keyed by the model's weights hash, the set's fingerprint and the
-  parameters) and in a small in-process LRU.  Per-class mean maps (the paper's recipe, from the
-  correctly classified inputs of one class) are prepared and kept on disk the same way, and the
-  last two read are held in memory (``st.cache_resource``: read-only, float16).
+  attention masses).  The arrays are prepared ahead (:mod:`bertgeom.sets.prepared`) and kept by
+  :mod:`bertgeom.cache` (memory, then disk, under :func:`bertgeom.sets.keys.heads_set_key`; two
+  sessions asking at once run the model once).  Per-class mean maps (the paper's recipe, from the
+  correctly classified inputs of one class) are prepared and kept the same way, the last two read
+  in memory (read-only).
 
 The computations themselves live in :mod:`bertgeom.sets.heads` (UI-free); this module keeps
 them cached.
@@ -16,15 +16,14 @@ them cached.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
 
-from bertgeom.sets import prepared
-from bertgeom.sets.inputs import InputItem, disk_cached_arrays, set_fingerprint, shipped_set
+from bertgeom.cache import Memo, cached_arrays
+from bertgeom.sets import keys, prepared
+from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
 from bertgeom.sets.heads import (
     JS_MAX_ROWS,
     SET_THETA,
@@ -35,10 +34,10 @@ from bertgeom.sets.heads import (
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.ui.workqueue import heavy
 
-_MEMO: OrderedDict = OrderedDict()
-_MEMO_LOCK = threading.Lock()
-_MEMO_MAX = 4
-_COMPUTE_LOCKS: dict = {}  # one lock per set key: two sessions never run the same pass at once
+#: The shipped sets' summaries read last (small arrays), in front of the disk.
+SET_MEMO = Memo("heads-set", 4)
+#: The class-mean maps read last (``[L, H, T, T]`` float16 each: only two are kept).
+CLASS_MEAN_MEMO = Memo("class-mean", 2)
 
 
 def set_items(input_kind: str) -> tuple[InputItem, ...]:
@@ -49,55 +48,30 @@ def set_summary(model_id: str, progress: Callable[[int, int], None] | None = Non
     """The shipped set's reductions for ``model_id`` (memory, then disk, then a model pass)."""
     loaded = cached_model(model_id)
     items = set_items(loaded.spec.input_kind)
-    key = _set_key(loaded, items)
+    key = keys.heads_set_key(loaded, items)
 
-    def from_memo():
-        with _MEMO_LOCK:
-            if key in _MEMO:
-                _MEMO.move_to_end(key)
-                return _MEMO[key]
-        return None
+    def compute():
+        with heavy("the shipped set's model pass"):
+            return compute_set_arrays(loaded, items, progress)
 
-    arrays = from_memo()
-    if arrays is None:
-        with _MEMO_LOCK:
-            lock = _COMPUTE_LOCKS.setdefault(key, threading.Lock())
-        with lock:  # a second session waits for the first one's pass instead of repeating it
-            arrays = from_memo()
-            if arrays is None:
-                def compute():
-                    with heavy("the shipped set's model pass"):
-                        return compute_set_arrays(loaded, items, progress)
-
-                arrays = disk_cached_arrays(key, compute)
-                with _MEMO_LOCK:
-                    _MEMO[key] = arrays
-                    while len(_MEMO) > _MEMO_MAX:
-                        _MEMO.popitem(last=False)
+    arrays = cached_arrays(key, compute, memo=SET_MEMO)
     return SetSummary(arrays, classifier=bool(loaded.labels), class_order=tuple(loaded.labels))
 
 
-def _set_key(loaded, items) -> tuple:
-    return prepared.heads_set_key(loaded, items)
-
-
-def set_key(model_id: str) -> tuple:
-    """The disk key of :func:`set_summary`'s arrays (shared with ``prepare-sets``)."""
+def set_key(model_id: str):
+    """The cache key of :func:`set_summary`'s arrays (shared with ``prepare-sets``)."""
     loaded = cached_model(model_id)
-    return _set_key(loaded, set_items(loaded.spec.input_kind))
+    return keys.heads_set_key(loaded, set_items(loaded.spec.input_kind))
 
 
 def set_is_ready(model_id: str) -> bool:
     """True when :func:`set_summary` would answer from memory (no model pass, no disk read)."""
-    loaded = cached_model(model_id)
-    key = _set_key(loaded, set_items(loaded.spec.input_kind))
-    with _MEMO_LOCK:
-        return key in _MEMO
+    return set_key(model_id) in SET_MEMO
 
 
-def class_mean_key(model_id: str, names: tuple[str, ...], theta: float = SET_THETA) -> tuple:
+def class_mean_key(model_id: str, names: tuple[str, ...], theta: float = SET_THETA):
     loaded = cached_model(model_id)
-    return prepared.class_mean_key(loaded, set_fingerprint(set_items(loaded.spec.input_kind)), names, theta)
+    return keys.class_mean_key(loaded, set_fingerprint(set_items(loaded.spec.input_kind)), names, theta)
 
 
 def class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta: float = SET_THETA) -> dict:
@@ -105,12 +79,8 @@ def class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta: 
     memory, else from disk (prepared ahead, or written by an earlier visit), else computed."""
     from bertgeom.ui.prepared_cache import wait_for
 
-    wait_for(class_mean_key(model_id, names, theta), "The class-mean maps", group="class-mean", model_id=model_id)
-    return _class_mean(model_id, weights_hash, names, theta)
-
-
-@st.cache_resource(max_entries=2, show_spinner="Averaging the class's attention maps…")
-def _class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta: float) -> dict:
+    key = class_mean_key(model_id, names, theta)
+    wait_for(key, "The class-mean maps", group="class-mean", model_id=model_id)
     loaded = cached_model(model_id)
     items = [it for it in set_items(loaded.spec.input_kind) if it.name in set(names)]
 
@@ -118,7 +88,10 @@ def _class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta:
         with heavy("averaging the class's attention maps"):
             return prepared.class_mean_arrays(loaded, items, theta)
 
-    return prepared.class_mean_from_arrays(disk_cached_arrays(class_mean_key(model_id, names, theta), compute))
+    if key in CLASS_MEAN_MEMO:
+        return prepared.class_mean_from_arrays(CLASS_MEAN_MEMO.get(key))
+    with st.spinner("Averaging the class's attention maps…"):  # drawn here: no cached function around it
+        return prepared.class_mean_from_arrays(cached_arrays(key, compute, memo=CLASS_MEAN_MEMO))
 
 
 # ----------------------------------------------------------------------------------------
@@ -191,7 +164,7 @@ def cached_compare(model_id: str, partner_id: str, text: str) -> dict:
     it (the examples), else computed in a heavy-work slot."""
     from bertgeom.analysis.ablation import checkpoint_cosines
     from bertgeom.sets.cone import single_threaded
-    from bertgeom.sets.prepared import compare_key
+    from bertgeom.sets.keys import compare_key
 
     def compute() -> dict:  # only on a miss: a prepared result needs no trace
         wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
@@ -199,7 +172,7 @@ def cached_compare(model_id: str, partner_id: str, text: str) -> dict:
         with heavy("comparing the two checkpoints"), single_threaded():  # small matrices: 1 thread is faster
             return checkpoint_cosines(wa, wb, X)
 
-    return disk_cached_arrays(compare_key(cached_model(model_id), cached_model(partner_id), text), compute)
+    return cached_arrays(compare_key(cached_model(model_id), cached_model(partner_id), text), compute)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)

@@ -6,17 +6,15 @@
 * across inputs: per (model, set fingerprint, layer, head, ε, token set), the faithful values on
   each input padded to 512 positions as for one input (one padded forward pass per input serves
   both modes), with a progress bar
-  and a disk cache (:func:`bertgeom.sets.inputs.disk_cached_arrays`), so a head computed once is
-  shown at once afterwards, also after a server restart; for the shipped set every head is
-  prepared ahead (:mod:`bertgeom.sets.prepared`).
+  and :mod:`bertgeom.cache` (memory, then disk), so a head computed once is shown at once
+  afterwards, also after a server restart; for the shipped set every head is prepared ahead
+  (:mod:`bertgeom.sets.prepared`).
 
 The computations themselves live in :mod:`bertgeom.sets.subspace` (UI-free).
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,8 +24,9 @@ from threadpoolctl import threadpool_limits
 from bertgeom import attention as att
 from bertgeom.analysis import subspace as sub
 from bertgeom.sets.cone import padded_runner
-from bertgeom.sets.inputs import InputItem, disk_cached_arrays, map_over_set, set_fingerprint
-from bertgeom.sets.prepared import across_key
+from bertgeom.cache import Memo, cached, cached_arrays, on_disk
+from bertgeom.sets.inputs import InputItem, map_over_set, set_fingerprint
+from bertgeom.sets.keys import across_key, faithful_geometry_key
 from bertgeom.sets.subspace import (FAITHFUL_PAD_TO, collect_set_result, data_geometry, faithful_input,
                                     head_set_reducer, padded_hidden_states)
 from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
@@ -66,14 +65,11 @@ def cached_data_geometry(
     return _data_geometry(model_id, text, eps, token_set, faithful)
 
 
-#: Faithful geometries kept per process (each a minute or more to compute on 2 cores).
+#: Faithful geometries kept per process (each a minute or more to compute on 2 cores; read-only once stored).
 FAITHFUL_KEPT = 16
-
-
-@st.cache_resource(max_entries=1)
-def _faithful_results() -> tuple[OrderedDict, threading.Lock]:
-    """The faithful geometries this process computed, newest last (read-only once stored), and their lock."""
-    return OrderedDict(), threading.Lock()
+FAITHFUL_MEMO = Memo("subspace-faithful", FAITHFUL_KEPT)
+#: Across-inputs results kept per process (small arrays), in front of the disk.
+ACROSS_MEMO = Memo("subspace-across", 48)
 
 
 def data_geometry_for(model_id: str, weights_hash: str, text: str, eps: float, token_set: str,
@@ -84,20 +80,14 @@ def data_geometry_for(model_id: str, weights_hash: str, text: str, eps: float, t
     element is ever made inside a cached function, whose replay would crash), then kept per process."""
     if not faithful:
         return cached_data_geometry(model_id, weights_hash, text, eps, token_set, faithful)
-    key = (model_id, weights_hash, text, eps, token_set)
-    results, lock = _faithful_results()
-    with lock:
-        if key in results:
-            results.move_to_end(key)
-            return results[key]
-    with progress("Faithful mode: the model on the input padded to 512 positions, then the official code's "
-                  "attention layer by layer…") as update:
-        out = _data_geometry(model_id, text, eps, token_set, True, progress=update)
-    with lock:
-        results[key] = out
-        while len(results) > FAITHFUL_KEPT:
-            results.popitem(last=False)
-    return out
+
+    def compute():
+        with progress("Faithful mode: the model on the input padded to 512 positions, then the official code's "
+                      "attention layer by layer…") as update:
+            return _data_geometry(model_id, text, eps, token_set, True, progress=update)
+
+    return cached(faithful_geometry_key(model_id, weights_hash, text, eps, token_set), compute,
+                  memo=FAITHFUL_MEMO, disk=None)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -122,12 +112,6 @@ def cached_joint_qk(model_id: str, weights_hash: str, text: str, layer: int, hea
     return sub.joint_qk_pca(Q[head], K[head], n_components=2, normalize=normalize)
 
 
-@st.cache_resource(max_entries=1)
-def _across_memo() -> OrderedDict:
-    """Process-wide LRU of across-inputs results (small arrays), in front of the disk cache."""
-    return OrderedDict()
-
-
 def across_inputs(
     model_id: str,
     weights_hash: str,
@@ -137,7 +121,6 @@ def across_inputs(
     *,
     eps: float = 1e-3,
     token_set: str = "all",
-    max_memo: int = 48,
 ) -> dict[str, np.ndarray]:
     """D1-D3 of head ``(layer, head)`` over a set of inputs (see :func:`collect_set_result`).
 
@@ -145,17 +128,12 @@ def across_inputs(
     the result comes from memory or from the disk cache.
     """
     key = across_key(model_id, weights_hash, set_fingerprint(items), layer, head, eps, token_set)
-    memo = _across_memo()
-    if key in memo:
-        memo.move_to_end(key)
-        return memo[key]
-    from bertgeom.sets.prepared import is_on_disk
-    from bertgeom.ui.prepared_cache import wait_for
+    if key not in ACROSS_MEMO:
+        from bertgeom.ui.prepared_cache import wait_for
 
-    wait_for(key, f"L{layer + 1} H{head + 1} across inputs", model_id=model_id)
-    if is_on_disk(key):
-        arrays = disk_cached_arrays(key, dict)
-    else:
+        wait_for(key, f"L{layer + 1} H{head + 1} across inputs", model_id=model_id)
+
+    def compute():
         loaded = cached_model(model_id)
         lws = cached_layer_weights(model_id)
         with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…",
@@ -167,21 +145,17 @@ def across_inputs(
                     return reducer(result, item)
 
             pad_to = min(FAITHFUL_PAD_TO, int(loaded.max_tokens))  # one padded pass per input serves both modes
-            arrays = disk_cached_arrays(key, lambda: collect_set_result(map_over_set(
-                loaded, items, reduce, progress=update, runner=padded_runner(pad_to), max_tokens=pad_to)))
-    memo[key] = arrays
-    while len(memo) > max_memo:
-        memo.popitem(last=False)
-    return arrays
+            return collect_set_result(map_over_set(loaded, items, reduce, progress=update,
+                                                   runner=padded_runner(pad_to), max_tokens=pad_to))
+
+    return cached_arrays(key, compute, memo=ACROSS_MEMO)
 
 
 def across_ready(model_id: str, weights_hash: str, items: Sequence[InputItem], layer: int, head: int, *,
                  eps: float = 1e-3, token_set: str = "all") -> bool:
     """True when :func:`across_inputs` would answer without running the model (memory or disk)."""
-    from bertgeom.sets.prepared import is_on_disk
-
     key = across_key(model_id, weights_hash, set_fingerprint(items), layer, head, eps, token_set)
-    return key in _across_memo() or is_on_disk(key)
+    return key in ACROSS_MEMO or on_disk(key)
 
 
 def across_pending(model_id: str, weights_hash: str, items: Sequence[InputItem], layer: int, head: int, *,

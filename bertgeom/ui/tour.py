@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import streamlit as st
 
+from bertgeom.cache import Memo
 from bertgeom.inputs import PAGES, TOUR_STEPS, TourStep, input_kind_of
 from bertgeom.models import REGISTRY
 
@@ -131,13 +132,21 @@ def _cone_step() -> StepView:
 
 
 # ---- plug-in steps (bertgeom.inputs.TourStep) -------------------------------------------------
-@st.cache_data(show_spinner=False, max_entries=4, persist="disk")
+#: The plug-in steps' numbers this server read last, in front of their JSON files (bertgeom.cache).
+_PLUGIN_FACTS = Memo("tour-plugin-facts", 4)
+
+
 def _plugin_facts(title: str, model_id: str, text: str, version: int) -> dict:
-    """A plug-in step's numbers from the model and its trace of ``text`` (forward passes: cached on
-    disk; ``version`` is the step's own, bumped when its numbers change meaning)."""
+    """A plug-in step's numbers from the model and its trace of ``text`` (forward passes: kept in
+    memory and on disk as JSON, never pickled, by the model's weights, the text and the step's
+    ``version``, bumped when its numbers change meaning)."""
+    from bertgeom.cache import CacheKey, cached, text_digest
     from bertgeom.ui.cache import cached_model, get_trace
 
-    return TOUR_STEPS[title].facts(cached_model(model_id), get_trace(model_id, text))
+    loaded = cached_model(model_id)
+    key = CacheKey.of("tour-facts", version, weights=loaded.weights_hash, inputs=text_digest(text), step=title)
+    return cached(key, lambda: TOUR_STEPS[title].facts(loaded, get_trace(model_id, text)), memo=_PLUGIN_FACTS,
+                  disk="json")
 
 
 def _example_text(model_id: str, index: int) -> str:

@@ -7,12 +7,12 @@ a bad record yields a row with its error, never an exception.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from bertgeom.cache import CacheKey, Memo, cached
 from bertgeom.probabilities import class_probabilities
 from bertgeom.models import LoadedModel
 
@@ -179,28 +179,31 @@ class FastClassifier:
         return self.precision if self.backend == "torch" else f"{self.precision} ({self.backend})"
 
 
-#: Held while a FastClassifier is built (an export or a compile can take seconds; two requests must not
-#: build two, nor write ``loaded.extra`` at the same moment).
-_FAST_CLASSIFIER_LOCK = threading.Lock()
+#: The fast classifiers made in this process, keyed by (weights hash, device, backend, precision): server
+#: threads share the model, so a build (an export or a compile can take seconds) runs once per key under
+#: that key's lock (:func:`bertgeom.cache.cached`), and the shared ``loaded`` is never written to.
+FAST_CLASSIFIERS = Memo("fast-classifier", 4)
+
+
+def fast_classifier_key(weights_hash: str, device: str, backend: str, precision: str) -> CacheKey:
+    return CacheKey.of("fast-classifier", 1, weights=weights_hash, device=device, backend=backend, precision=precision)
 
 
 def fast_classifier(loaded: LoadedModel, device: str = "auto", precision: str = "auto",
                     backend: str = "auto") -> FastClassifier:
-    """The :class:`FastClassifier` of ``loaded`` for ``(device, backend, precision)``, made once per loaded
-    model (kept in ``loaded.extra``: a server classifies many requests with one copy)."""
+    """The :class:`FastClassifier` of ``loaded`` for ``(device, backend, precision)``, made once per
+    process and key (:data:`FAST_CLASSIFIERS`: a server classifies many requests with one copy)."""
     from bertgeom.backends import choose_backend
     from bertgeom.models import resolve_device
 
     dev = resolve_device(device)
-    key = ("fast-classifier", loaded.weights_hash, dev) + choose_backend(backend, dev, precision)
-    fc = loaded.extra.get(key)
-    if fc is None:
-        with _FAST_CLASSIFIER_LOCK:  # server threads share the model: one build per key, never two at once
-            fc = loaded.extra.get(key)
-            if fc is None:
-                fc = FastClassifier(loaded, dev, key[4], key[3])
-                loaded.extra[key] = fc
-                loaded.extra[("fast-classifier", loaded.weights_hash, dev, fc.backend, fc.precision)] = fc
+    want_backend, want_precision = choose_backend(backend, dev, precision)
+    key = fast_classifier_key(loaded.weights_hash, dev, want_backend, want_precision)
+    fc = cached(key, lambda: FastClassifier(loaded, dev, want_precision, want_backend), memo=FAST_CLASSIFIERS,
+                disk=None)
+    ran = fast_classifier_key(loaded.weights_hash, dev, fc.backend, fc.precision)
+    if ran != key and ran not in FAST_CLASSIFIERS:  # it fell back (e.g. to torch): known by what it runs too
+        FAST_CLASSIFIERS.put(ran, fc)
     return fc
 
 

@@ -25,15 +25,15 @@ def cached_flow(model_id: str, text: str, n: int, residual: float, target: int, 
     """:func:`bertgeom.analysis.flow.flow_view` of the input, read from disk where ``prepare-sets``
     wrote it (the examples at the page's defaults), else computed in a heavy-work slot."""
     from bertgeom.analysis.flow import flow_view
-    from bertgeom.sets.inputs import disk_cached_arrays
-    from bertgeom.sets.prepared import flow_key
+    from bertgeom.cache import cached_arrays
+    from bertgeom.sets.keys import flow_key
 
     def compute() -> dict:  # only on a miss: a prepared result needs no trace
         full = get_trace(model_id, text).attentions  # before the slot (see bertgeom.ui.workqueue)
         with heavy("solving the max-flow problems"):
             return flow_view(full, n, residual, target, normalize)
 
-    return disk_cached_arrays(flow_key(cached_model(model_id), text, n, residual, target, normalize), compute)
+    return cached_arrays(flow_key(cached_model(model_id), text, n, residual, target, normalize), compute)
 
 
 def flow_tab(v: View) -> None:

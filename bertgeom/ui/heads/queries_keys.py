@@ -7,12 +7,11 @@ References: Yeh et al. 2023 AttentionViz (arXiv:2305.03210).
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 import pandas as pd
 import streamlit as st
 
+from bertgeom.cache import Memo, cached
 from bertgeom.figures import headview as hv
 from bertgeom.inputs import input_kind_of
 from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
@@ -27,38 +26,32 @@ from bertgeom.ui.widgets import guarded, table
 MAX_SET_INPUTS = 40
 
 
-@st.cache_resource(max_entries=1)
-def _layer_records_memo() -> OrderedDict:
-    """Process-wide LRU of each layer's records over a set (shared, read-only), in front of the model."""
-    return OrderedDict()
+#: Each layer's records over a set (shared by the sessions, read-only), in front of the model.
+LAYER_RECORDS_MEMO = Memo("qk-layer-records", 8)
 
 
-def _layer_records(model_id: str, fingerprint: str, layer: int, with_groups: bool, _items: tuple[InputItem, ...],
-                   max_memo: int = 8):
+def _layer_records(model_id: str, fingerprint: str, layer: int, with_groups: bool, _items: tuple[InputItem, ...]):
     """The layer's queries and keys over the set: from memory, else computed with a progress bar
     (time left, *Cancel*) drawn here, outside any cached function."""
     from bertgeom.analysis.qk_embedding import layer_record
     from bertgeom.sets.inputs import map_over_set
+    from bertgeom.sets.keys import layer_records_key
     from bertgeom.ui.widgets import progress
     from bertgeom.ui.workqueue import heavy
 
-    key = (model_id, cached_model(model_id).weights_hash, fingerprint, layer, with_groups)
-    memo = _layer_records_memo()
-    if key in memo:
-        memo.move_to_end(key)
-        return memo[key]
     loaded = cached_model(model_id)
 
     def groups(trace):
         return trace.encoded.domains if with_groups else None
 
-    with heavy("running the model over the set"), \
-            progress(f"Running the model over {len(_items)} inputs for layer {layer + 1}…") as update:
-        res = map_over_set(loaded, _items, lambda t, _: layer_record(t, layer, groups), progress=update)
-    memo[key] = (res.items, res.results, res.errors)
-    while len(memo) > max_memo:
-        memo.popitem(last=False)
-    return memo[key]
+    def compute():
+        with heavy("running the model over the set"), \
+                progress(f"Running the model over {len(_items)} inputs for layer {layer + 1}…") as update:
+            res = map_over_set(loaded, _items, lambda t, _: layer_record(t, layer, groups), progress=update)
+        return res.items, res.results, res.errors
+
+    key = layer_records_key(model_id, loaded.weights_hash, fingerprint, layer, with_groups)
+    return cached(key, compute, memo=LAYER_RECORDS_MEMO, disk=None)
 
 
 def _open_input(kind: str, text: str) -> None:
