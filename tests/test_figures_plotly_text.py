@@ -53,7 +53,7 @@ def _strings(fig) -> list[str]:
 
 
 def _figures():
-    from bertgeom.figures import cone, further, heads, headview, subspace
+    from bertgeom.figures import cone, heads, headview, subspace
     from bertgeom.figures.base import matrix_heatmap, probability_bars, token_lines
     from bertgeom.sars_cov_2.variant.figures import layer_strip, spike_track
 
@@ -86,7 +86,7 @@ def _figures():
                                                         names=_labels(9, "rec"), display=display)
     yield "joint_qk_figure", subspace.joint_qk_figure(rng.random((5, 2)), rng.random((5, 2)), toks)
     yield "attention_comparison_figure", subspace.attention_comparison_figure(att, att.T, toks, layer=0, head=0)
-    yield "token_bars", further.token_bars({PAYLOAD: rng.random(5)}, toks)
+    yield "token_bars", heads.token_bars({PAYLOAD: rng.random(5)}, toks)
     yield "qk_set_scatter", headview.qk_set_scatter(frame, "kind")
     yield "spike_track", spike_track({"saliency": rng.random(5)}, toks, ["", "NTD", "NTD", "RBD", ""],
                                      mutation_tokens={2: PAYLOAD})
