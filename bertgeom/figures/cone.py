@@ -368,10 +368,10 @@ def isotropy_figure(x, series: Mapping[str, tuple[np.ndarray, np.ndarray]], m: f
                                  line=dict(color=c, width=2, dash="dash"),
                                  hovertemplate="layer %{x}<br>I/m %{y:.3f}<extra></extra>"))
     fig.add_hline(y=1.0, line=dict(color=REFERENCE_COLOUR, dash="dot"), annotation_text="isotropic: IsoScore = 1",
-                  annotation_position="bottom right")
+                  annotation_position="bottom left")  # left: the cone's curve rises to 1 on the right
     fig.add_hline(y=1 / np.sqrt(max(m, 1.0)), line=dict(color=REFERENCE_COLOUR, dash="dashdot"),
                   annotation_text=f"isotropic: I/m = 1/√m ({1 / np.sqrt(max(m, 1.0)):.2f})",
-                  annotation_position="top right")
+                  annotation_position="top left")
     layout(fig, title=title, height=420, legend_below=True)
     fig.update_xaxes(title="layer (0 = embeddings)", dtick=1)
     fig.update_yaxes(title="IsoScore · I/m", range=[0, 1.05])

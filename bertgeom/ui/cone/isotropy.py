@@ -94,7 +94,7 @@ def isotropy_section(v: View) -> None:
         series, rows_out = {}, []
         for g in order:
             cloud = np.concatenate([c for c, lab in zip(data["clouds"], labels) if lab == g], axis=1)
-            name = g or "all inputs (no labels)"
+            name = v.display.get(g, g) if g else "all inputs (no labels)"  # the class's name on screen
             iso_g, cone_g = np.atleast_1d(isoscore(cloud)), cone_index(cloud, normalized=True)
             series[name] = (iso_g, cone_g)
             rows_out += [{"class": name, "layer": int(i), "isoscore": iso_g[i], "cone_I_over_m": cone_g[i],
