@@ -371,7 +371,7 @@ def isotropy_figure(x, series: Mapping[str, tuple[np.ndarray, np.ndarray]], m: f
                   annotation_position="bottom left")  # left: the cone's curve rises to 1 on the right
     fig.add_hline(y=1 / np.sqrt(max(m, 1.0)), line=dict(color=REFERENCE_COLOUR, dash="dashdot"),
                   annotation_text=f"isotropic: I/m = 1/√m ({1 / np.sqrt(max(m, 1.0)):.2f})",
-                  annotation_position="top left")
+                  annotation_position="top")  # mid-way: IsoScore starts high on the left and falls
     layout(fig, title=title, height=420, legend_below=True)
     fig.update_xaxes(title="layer (0 = embeddings)", dtick=1)
     fig.update_yaxes(title="IsoScore · I/m", range=[0, 1.05])
