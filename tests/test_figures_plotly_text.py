@@ -80,6 +80,7 @@ def _figures():
     yield "class_curves", cone.class_curves(rng.random((9, 4)), groups, display=display)
     yield "layer_histograms", cone.layer_histograms({c: rng.random((3, 2)) for c in labels},
                                                     panel_titles=["L1", "L2"], display=display)
+    yield "isotropy_figure", cone.isotropy_figure(np.arange(3), {PAYLOAD: (rng.random(3), rng.random(3))}, 9.0)
     yield "projection_scatter", cone.projection_scatter(rng.random((9, 2)), groups, hover=_labels(9, "rec"),
                                                         display=display)
     yield "class_box_figure", subspace.class_box_figure(groups, {"s": rng.random(9)}, order=labels,
