@@ -114,3 +114,14 @@ def test_a_cone_link_naming_no_section_opens_the_first():
     at = _open("app_pages/cone_index.py", query={"w_cone_section": "no-such-section"})
     assert at.session_state["w_cone_section"] == "streams"
     assert "w_cone_streams" in _chart_keys(at)
+
+
+# ------------------------------------------------------------------ Attention Heads: Over a set of inputs
+def test_the_set_tab_draws_each_view_with_its_own_function():
+    """set_tab is split where change happens: one function per view of the switch, named in VIEWS in the
+    switch's order (the view titles are in share links: ?w_set_view=Domain+proportions)."""
+    from bertgeom.ui.heads import over_a_set
+
+    assert list(over_a_set.VIEWS) == ["Class-mean map", "Feature distributions", "Domain proportions"]
+    drawn = list(over_a_set.VIEWS.values())
+    assert len(set(drawn)) == len(drawn) and all(f.__module__ == over_a_set.__name__ for f in drawn)
