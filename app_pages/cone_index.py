@@ -1,7 +1,10 @@
 """Cone Index per Layer: how narrow the cloud of token vectors is, layer by layer (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9).
 
-The page holds the settings every section shares and the current input's curve; the sections
-are in :mod:`bertgeom.ui.cone_sections`."""
+The page holds the settings every section shares and the current input's curve. Below them, one section
+at a time (only the shown one runs), one module each under :mod:`bertgeom.ui.cone`, listed in the order
+of its registry (``SECTIONS``)."""
+
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -12,7 +15,8 @@ from bertgeom.figures import cone as fc
 from bertgeom.inputs import input_kind_of
 from bertgeom.tokens import TOKEN_SET_LABELS, TOKEN_SETS
 from bertgeom.ui import cone_cache
-from bertgeom.ui.cone_sections import SECTIONS, View
+from bertgeom.ui.cone import sections_for
+from bertgeom.ui.cone.view import View
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.url_settings import value_from_url, value_to_url
 from bertgeom.ui.widgets import chart, csv_button, doc_list, guarded, teaching
@@ -78,13 +82,16 @@ if pad_to:
                "(the official code's choice; they are near-duplicates and inflate I).")
 
 st.divider()
-value_from_url("w_cone_section", SECTIONS)
-section = st.segmented_control("Show", list(SECTIONS), format_func=lambda k: SECTIONS[k][0], default="streams",
-                               required=True, key="w_cone_section")
-value_to_url("w_cone_section")
 view = View(loaded, trace, model_id, text, st.session_state["layer"], st.session_state["head"],
-            token_set=token_set, pad_to=pad_to, unit=unit, max_pos=max_pos, cur=cur, section=section)
-SECTIONS[section][1](view)
+            token_set=token_set, pad_to=pad_to, unit=unit, max_pos=max_pos, cur=cur, section="")
+offered = {s.key: s for s in sections_for(view)}
+value_from_url("w_cone_section", offered)
+if st.session_state.get("w_cone_section") not in offered:  # a section this model does not offer, or none yet
+    st.session_state["w_cone_section"] = next(iter(offered))
+section = st.segmented_control("Show", list(offered), format_func=lambda k: offered[k].title, required=True,
+                               key="w_cone_section")
+value_to_url("w_cone_section")
+offered[section].render(replace(view, section=section))
 
 
 with st.expander("Definitions and where they come from"):

@@ -21,7 +21,7 @@ def _use_sentence(sentence: str) -> None:
 @st.cache_data(show_spinner=False, max_entries=4)
 def _tour_facts(sentence: str) -> dict[str, str]:
     """The tour's claims, computed from MiniLM on ``sentence`` (never written by hand)."""
-    from bertgeom.analysis.facts import tour_facts
+    from bertgeom.analysis.tour_facts import tour_facts
     from bertgeom.ui.cache import cached_head_features
 
     return tour_facts(cached_head_features("minilm-l6", sentence))

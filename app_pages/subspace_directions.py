@@ -1,16 +1,18 @@
 """Subspace Directions: how each head selects directions (Bonino 2025 (arXiv:2502.12033); docs/methods.md §8).
 
-The page holds the settings every tab shares; the tabs are in :mod:`bertgeom.ui.subspace_tabs`."""
+The page holds the settings every tab shares. Below them, lazy tabs (only the open one runs), one module
+each under :mod:`bertgeom.ui.subspace`, drawn in the order of its registry (``TABS``)."""
 
 import streamlit as st
 
+from bertgeom.safety import plain
 from bertgeom.tokens import TOKEN_SET_LABELS
 from bertgeom.sets.subspace import SUBSPACE_TOKEN_SETS
 from bertgeom.ui.cache import cached_layer_weights
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
-from bertgeom.ui.subspace_tabs import TABS, View
+from bertgeom.ui.subspace import tabs_for
+from bertgeom.ui.subspace.view import View
 from bertgeom.ui.widgets import head_picker, open_tabs, remember_widgets, restore_widgets, teaching
-from bertgeom.ui.plain import plain
 
 CAVEAT = (
     "**Reconstruction.** *Directionality of subspace selection* is a concept of Bonino, Ghione & "
@@ -81,7 +83,8 @@ except ValueError as exc:
     st.stop()
 view = View(loaded, trace, model_id, text, layer, head, eps=eps, token_set=token_set, rank_rtol=rank_rtol,
             sym_rtol=sym_rtol, nbins=nbins, faithful=faithful, lws=lws)
-for name, tab in open_tabs(list(TABS), key="w_sub_tab"):
+render = {t.title: t.render for t in tabs_for(view)}
+for name, tab in open_tabs(list(render), key="w_sub_tab"):
     with tab:
-        TABS[name](view)
+        render[name](view)
 remember_widgets("_sub_kept", (*PERSIST, "w_sub_classes"))

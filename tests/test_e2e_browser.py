@@ -178,7 +178,7 @@ def test_set_embedding_click_opens_that_input(server, page):
 
 
 def test_the_tour_opens_each_steps_page_head_and_tab(server, page):
-    from bertgeom.analysis.facts import strongest_head
+    from bertgeom.analysis.tour_facts import strongest_head
     from bertgeom.analysis.heads import head_features
     from bertgeom.tokens import TokenKinds
     from bertgeom.examples import example_sentences

@@ -1,4 +1,4 @@
-"""Teaching claims computed from the model on screen (bertgeom.analysis.facts) and the home tour."""
+"""Teaching claims computed from the model on screen (bertgeom.analysis.tour_facts) and the home tour."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from bertgeom.analysis.facts import sink_summary, strongest_head, tour_facts
+from bertgeom.analysis.tour_facts import sink_summary, strongest_head, tour_facts
 from bertgeom.analysis.heads import head_features
 from bertgeom.tokens import TokenKinds
 from bertgeom.trace import run_trace

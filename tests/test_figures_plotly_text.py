@@ -53,7 +53,7 @@ def _strings(fig) -> list[str]:
 
 
 def _figures():
-    from bertgeom.figures import cone, further, heads, headview, subspace
+    from bertgeom.figures import cone, heads, headview, subspace
     from bertgeom.figures.base import matrix_heatmap, probability_bars, token_lines
     from bertgeom.sars_cov_2.variant.figures import layer_strip, spike_track
 
@@ -80,13 +80,14 @@ def _figures():
     yield "class_curves", cone.class_curves(rng.random((9, 4)), groups, display=display)
     yield "layer_histograms", cone.layer_histograms({c: rng.random((3, 2)) for c in labels},
                                                     panel_titles=["L1", "L2"], display=display)
+    yield "isotropy_figure", cone.isotropy_figure(np.arange(3), {PAYLOAD: (rng.random(3), rng.random(3))}, 9.0)
     yield "projection_scatter", cone.projection_scatter(rng.random((9, 2)), groups, hover=_labels(9, "rec"),
                                                         display=display)
     yield "class_box_figure", subspace.class_box_figure(groups, {"s": rng.random(9)}, order=labels,
                                                         names=_labels(9, "rec"), display=display)
     yield "joint_qk_figure", subspace.joint_qk_figure(rng.random((5, 2)), rng.random((5, 2)), toks)
     yield "attention_comparison_figure", subspace.attention_comparison_figure(att, att.T, toks, layer=0, head=0)
-    yield "token_bars", further.token_bars({PAYLOAD: rng.random(5)}, toks)
+    yield "token_bars", heads.token_bars({PAYLOAD: rng.random(5)}, toks)
     yield "qk_set_scatter", headview.qk_set_scatter(frame, "kind")
     yield "spike_track", spike_track({"saliency": rng.random(5)}, toks, ["", "NTD", "NTD", "RBD", ""],
                                      mutation_tokens={2: PAYLOAD})

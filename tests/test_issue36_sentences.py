@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertgeom.analysis.facts import cone_summary, isoscore_rank_note
+from bertgeom.analysis.tour_facts import cone_summary, isoscore_rank_note
 from bertgeom.sars_cov_2.variant import genome_analysis
 
 
@@ -146,7 +146,7 @@ def test_tour_stage_estimate_uses_the_last_durations_on_this_machine_else_the_pa
 
 
 def test_one_back_note_counts_rows_whose_darkest_cell_is_the_token_before():
-    from bertgeom.analysis.facts import one_back_note
+    from bertgeom.analysis.tour_facts import one_back_note
 
     n = 5
     shift = np.eye(n, k=-1)
@@ -161,8 +161,10 @@ def test_one_back_note_counts_rows_whose_darkest_cell_is_the_token_before():
 
 def test_page_notes_and_tour_facts_are_one_computation(tiny_bert):
     """The grid caption, the Head view ranking and the Model view count print the very clauses the tour
-    says (bertgeom.analysis.facts), on a real model's features."""
-    from bertgeom.analysis.facts import behaviour_note, layer_ranking, special_heads_note, strongest_head, tour_facts
+    says (bertgeom.analysis.tour_facts), on a real model's features."""
+    from bertgeom.analysis.tour_facts import (
+        behaviour_note, layer_ranking, special_heads_note, strongest_head, tour_facts,
+    )
     from bertgeom.analysis.heads import head_features
     from bertgeom.trace import run_trace
 

@@ -258,7 +258,7 @@ def test_every_metric_label_the_pages_show_is_plain_words():
 
 def test_the_significance_legend_sits_under_the_head_axis_title():
     """The domain test's grid: the star legend used to share a line with the axis title 'head'."""
-    from bertgeom.figures.further import significance_grid
+    from bertgeom.figures.heads import significance_grid
 
     rng = np.random.default_rng(0)
     z = rng.normal(size=(6, 12)) * 10

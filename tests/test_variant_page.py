@@ -87,7 +87,7 @@ def test_markdown_in_a_fasta_header_is_shown_as_text(variant_app):
 
 
 def test_plain_renders_user_text_literally():
-    from bertgeom.ui.plain import plain
+    from bertgeom.safety import plain
 
     assert plain("![p](u) :red[x] $y$\nz") == "\\!\\[p\\]\\(u\\) \\:\u2060red\\[x\\] \\$y\\$ z"
     assert plain("USA/CA-1/2020") == "USA\\/CA\\-1\\/2020"

@@ -1,9 +1,9 @@
 """Screenshot every tab of every page at 1400 px, to look at before a change lands.
 
-Usage: python tools/screenshot_all_tabs.py OUT_DIR [home heads subspace cone classifier rna across minilm]
+Usage: python tools/screenshot_all_tabs.py OUT_DIR [home heads subspace cone classifier methods rna across minilm]
 Starts the app on a free port, opens each page of PLAN (below) on the default models, clicks
-through its tabs and switches, and saves one full-page PNG per step (``SHOT_HEIGHT`` px tall,
-default 3000). ``rna`` pastes a genome written with U and visits every page (the reading note must
+through its tabs and switches (the tabs and sections read from each page's registry), and saves one
+full-page PNG per step (``SHOT_HEIGHT`` px tall, default 3000). ``rna`` pastes a genome written with U and visits every page (the reading note must
 read the same on each). A step that fails is printed and skipped.
 """
 import os
@@ -32,14 +32,20 @@ def tab(page, name):
     page.get_by_role("tab", name=name).click()
     page.wait_for_timeout(500)
 
+from bertgeom.ui.cone import SECTIONS as CONE_SECTIONS
+from bertgeom.ui.heads import TABS as HEADS_TABS
+from bertgeom.ui.subspace import TABS as SUBSPACE_TABS
+
+# Every tab and section comes from its page's registry, so a new one is photographed without an edit here.
+HEADS_STEPS = [t.title for t in HEADS_TABS]
+HEADS_STEPS[HEADS_STEPS.index("Over a set of inputs") + 1:1] = ["@Feature distributions", "@Domain proportions"]
 PLAN = {
   "home": [("?view=home", [])],
-  "heads": [("?view=heads", ["Head detail", "All heads", "Over a set of inputs", "@Feature distributions", "@Domain proportions",
-                       "Head similarity", "Disable heads", "Compare checkpoints", "Attention flow", "Compare two inputs",
-                       "Gradient importance"])],
-  "subspace": [("?view=subspace", ["Weights (D4)", "This input (D1–D3)", "Across inputs", "Faithful vs correct"])],
-  "cone": [("?view=cone", ["#Streams inside each layer", "#Per class over a set", "#Data distribution ([CLS])", "#Attention entropies"])],
+  "heads": [("?view=heads", HEADS_STEPS)],
+  "subspace": [("?view=subspace", [t.title for t in SUBSPACE_TABS])],
+  "cone": [("?view=cone", [f"#{s.title}" for s in CONE_SECTIONS])],
   "classifier": [("?view=classifier", ["!Integrated gradients"])],
+  "methods": [("?view=methods", [])],
   "rna": [("?view=classifier", ["rna", ">Attention Heads", ">Cone Index per Layer", ">Variant Classifier"])],
   "across": [("?view=subspace", ["Across inputs", "!Compute for"])],
   "minilm": [("?view=heads&model=minilm-l6&layer=3&head=10", ["Head detail", "Over a set of inputs", "@Feature distributions"])],

@@ -351,3 +351,28 @@ def entropy_figure(values: Mapping[str, np.ndarray], labels: Mapping[str, str], 
     fig.update_xaxes(title_text="layer", tickmode="linear", dtick=1)
     fig.update_yaxes(title_text=y_title, rangemode="tozero")
     return layout(fig, title=title, height=380, legend_below=True)
+
+
+def isotropy_figure(x, series: Mapping[str, tuple[np.ndarray, np.ndarray]], m: float, *, title: str = "") -> go.Figure:
+    """Per layer, IsoScore (solid) and the normalised cone index I/m (dashed) of each cloud in
+    ``series`` (``name -> (isoscore, cone)``), with both isotropic references: IsoScore = 1 and
+    I/m = 1/√m for ``m`` unrelated directions (Rudman et al. 2022, arXiv:2108.07344)."""
+    colours = category_colours(list(series))
+    fig = go.Figure()
+    for name, (iso, cone) in series.items():
+        c, shown = colours[name], plotly_text(name)
+        fig.add_trace(go.Scatter(x=x, y=iso, mode="lines+markers", name=f"IsoScore · {shown}",
+                                 line=dict(color=c, width=2.5),
+                                 legendgroup=name, hovertemplate="layer %{x}<br>IsoScore %{y:.3f}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=x, y=cone, mode="lines", name=f"cone I/m · {shown}", legendgroup=name,
+                                 line=dict(color=c, width=2, dash="dash"),
+                                 hovertemplate="layer %{x}<br>I/m %{y:.3f}<extra></extra>"))
+    fig.add_hline(y=1.0, line=dict(color=REFERENCE_COLOUR, dash="dot"), annotation_text="isotropic: IsoScore = 1",
+                  annotation_position="bottom left")  # left: the cone's curve rises to 1 on the right
+    fig.add_hline(y=1 / np.sqrt(max(m, 1.0)), line=dict(color=REFERENCE_COLOUR, dash="dashdot"),
+                  annotation_text=f"isotropic: I/m = 1/√m ({1 / np.sqrt(max(m, 1.0)):.2f})",
+                  annotation_position="top")  # mid-way: IsoScore starts high on the left and falls
+    layout(fig, title=title, height=420, legend_below=True)
+    fig.update_xaxes(title="layer (0 = embeddings)", dtick=1)
+    fig.update_yaxes(title="IsoScore · I/m", range=[0, 1.05])
+    return fig

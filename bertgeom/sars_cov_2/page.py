@@ -16,7 +16,7 @@ from bertgeom.inputs import InputError
 from bertgeom.ui.cache import cached_model, get_record_trace, paste_records
 from bertgeom.sars_cov_2.variant.spec import demo_genomes
 from bertgeom.safety import csv_frame
-from bertgeom.ui.plain import plain
+from bertgeom.safety import plain
 from bertgeom.sars_cov_2.ui.cache import (
     MAX_BATCH_RECORDS,
     batch_chunks,

@@ -102,7 +102,7 @@ def input_notes(trace_notes, record_notes=()) -> list[str]:
 
 def note_line(note: str) -> str:
     """A note as its caption text (markdown-escaped: notes can quote user input)."""
-    from bertgeom.ui.plain import plain
+    from bertgeom.safety import plain
 
     return f"ℹ️ {plain(note)}"
 

@@ -10,7 +10,7 @@ from bertgeom.trace import Trace
 from bertgeom.ui.cache import cached_model, get_record_trace, paste_records
 from bertgeom.ui.state import clamp_selection, current_inputs, share_link
 from bertgeom.ui.names import input_notes, note_line
-from bertgeom.ui.plain import plain
+from bertgeom.safety import plain
 
 
 def _on_model_change() -> None:

@@ -64,8 +64,10 @@ def _sentence_text() -> str:
 @st.cache_data(show_spinner=False, max_entries=4)
 def _text_facts(model_id: str, text: str) -> dict:
     """Every number the text steps say, each computed by the function that prints it on the page
-    the step opens (:mod:`bertgeom.analysis.facts`), so sentence and page cannot disagree."""
-    from bertgeom.analysis.facts import layer_ranking, one_back_note, special_heads_note, strongest_head, tour_facts
+    the step opens (:mod:`bertgeom.analysis.tour_facts`), so sentence and page cannot disagree."""
+    from bertgeom.analysis.tour_facts import (
+        layer_ranking, one_back_note, special_heads_note, strongest_head, tour_facts,
+    )
     from bertgeom.ui.cache import cached_head_features, get_trace
 
     table = cached_head_features(model_id, text)
@@ -113,19 +115,19 @@ def _model_view_step() -> StepView:
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def _cone_facts(model_id: str, text: str) -> dict:
+    from bertgeom.analysis.cone import cone_index
     from bertgeom.analysis.isotropy import hidden_state_isoscore_curve
     from bertgeom.sets.cone import rows_for
     from bertgeom.ui.cache import get_trace
-    from bertgeom.ui.isotropy_section import unit_cone
 
     trace = get_trace(model_id, text)
     rows = rows_for(trace.encoded, "content")
     hs = np.asarray(trace.hidden_states, dtype=np.float64)[:, rows]
-    return {"cone": unit_cone(hs), "iso": hidden_state_isoscore_curve(hs), "m": int(rows.sum())}
+    return {"cone": cone_index(hs, normalized=True), "iso": hidden_state_isoscore_curve(hs), "m": int(rows.sum())}
 
 
 def _cone_step() -> StepView:
-    from bertgeom.analysis.facts import cone_summary
+    from bertgeom.analysis.tour_facts import cone_summary
 
     f = _cone_facts(TEXT_MODEL, _sentence_text())
     return StepView(cone_summary(f["cone"], f["iso"], f["m"]))

@@ -13,7 +13,7 @@ import streamlit as st
 
 from bertgeom.analysis.flow import FLOW_MAX_TOKENS, FLOW_RESIDUAL, FLOW_WINDOW
 from bertgeom.figures.base import matrix_heatmap
-from bertgeom.figures.further import token_bars
+from bertgeom.figures.heads import token_bars
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.widgets import chart, csv_button

@@ -15,7 +15,7 @@ from bertgeom.figures.base import head_grid
 from bertgeom.tables import head_label, per_head_frame
 from bertgeom.ui import heads_cache as hc
 from bertgeom.ui.heads.view import View, hover_labels
-from bertgeom.ui.plain import plain
+from bertgeom.safety import plain
 from bertgeom.ui.widgets import chart, csv_button
 
 

@@ -9,7 +9,7 @@ import streamlit as st
 
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, probability_bars
-from bertgeom.figures.further import difference_map, token_bars
+from bertgeom.figures.heads import difference_map, token_bars
 from bertgeom.inputs import INPUT_KINDS
 from bertgeom.probabilities import class_probabilities
 from bertgeom.tables import head_label, per_head_frame

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertgeom.analysis.facts import one_back_note
+from bertgeom.analysis.tour_facts import one_back_note
 from bertgeom.analysis.heads import feature_doc
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import token_lines

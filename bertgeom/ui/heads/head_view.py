@@ -13,7 +13,7 @@ import numpy as np
 import streamlit as st
 import streamlit.components.v1 as components
 
-from bertgeom.analysis.facts import layer_ranking
+from bertgeom.analysis.tour_facts import layer_ranking
 from bertgeom.analysis.token_groups import contiguous_groups, group_attention, window_bounds
 from bertgeom.figures import headview as hv
 from bertgeom.ui.heads.view import View, token_groups

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from bertgeom.analysis.facts import special_heads_note
+from bertgeom.analysis.tour_facts import special_heads_note
 from bertgeom.figures import headview as hv
 from bertgeom.tables import head_label
 from bertgeom.ui.heads.gradient_importance import cached_gradients

@@ -17,7 +17,7 @@ from bertgeom.inputs import input_kind_of
 from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
 from bertgeom.ui.cache import cached_layer_weights, cached_model
 from bertgeom.ui.heads.view import View, token_groups
-from bertgeom.ui.plain import plain
+from bertgeom.safety import plain
 from bertgeom.ui.state import widget_key
 from bertgeom.ui.widgets import guarded, table
 

@@ -1,6 +1,6 @@
-"""Cone Index page, section "IsoScore beside the cone index": the two measures of the same token
-clouds per layer, for the current input and per class over a set, with their isotropic
-references (widgets in, figures out; the measures are in :mod:`bertgeom.analysis.isotropy`).
+"""Cone Index section *IsoScore beside the cone*: the two measures of the same token clouds per layer,
+for the current input and per class over a set, with their isotropic references (widgets in, figures
+out; the measures are in :mod:`bertgeom.analysis.isotropy` and :mod:`bertgeom.analysis.cone`).
 
 References: Rudman et al. 2022, IsoScore (arXiv:2108.07344); Rudman & Eickhoff 2024, I-STAR
 (arXiv:2305.19358); Bonino et al. 2025 (arXiv:2502.12033) for the cone index.
@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from bertgeom.analysis.facts import cone_summary, isoscore_rank_note
+from bertgeom.analysis.cone import cone_index
 from bertgeom.analysis.isotropy import hidden_state_isoscore_curve, isoscore
-from bertgeom.figures.base import category_colours, layout
+from bertgeom.analysis.tour_facts import cone_summary, isoscore_rank_note
+from bertgeom.figures import cone as fc
+from bertgeom.sets import cone as conesets
+from bertgeom.ui.cone.set_picker import choose_set
+from bertgeom.ui.cone.view import View
 from bertgeom.ui.widgets import chart, csv_button, guarded
 
 #: Rows each input adds to its class's cloud (evenly spaced content tokens): the set's clouds stay small.
@@ -31,42 +34,9 @@ DIFFERENCE = (
 )
 
 
-def unit_cone(points) -> np.ndarray:
-    """``I / m`` of ``[..., m, d]`` points: the length of the mean unit vector (the cone index, normalised)."""
-    x = np.asarray(points, dtype=np.float64)
-    u = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
-    return np.linalg.norm(u.mean(axis=-2), axis=-1)
-
-
-def isotropy_figure(x, series: dict[str, tuple[np.ndarray, np.ndarray]], m: float, *, title: str = "") -> go.Figure:
-    """Per layer, IsoScore (solid) and the normalised cone index I/m (dashed) of each cloud in
-    ``series`` (``name -> (isoscore, cone)``), with both isotropic references: IsoScore = 1 and
-    I/m = 1/√m for ``m`` unrelated directions."""
-    colours = category_colours(list(series))
-    fig = go.Figure()
-    for name, (iso, cone) in series.items():
-        c = colours[name]
-        fig.add_trace(go.Scatter(x=x, y=iso, mode="lines+markers", name=f"IsoScore · {name}",
-                                 line=dict(color=c, width=2.5),
-                                 legendgroup=name, hovertemplate="layer %{x}<br>IsoScore %{y:.3f}<extra></extra>"))
-        fig.add_trace(go.Scatter(x=x, y=cone, mode="lines", name=f"cone I/m · {name}", legendgroup=name,
-                                 line=dict(color=c, width=2, dash="dash"),
-                                 hovertemplate="layer %{x}<br>I/m %{y:.3f}<extra></extra>"))
-    fig.add_hline(y=1.0, line=dict(color="#888", dash="dot"), annotation_text="isotropic: IsoScore = 1",
-                  annotation_position="bottom right")
-    fig.add_hline(y=1 / np.sqrt(max(m, 1.0)), line=dict(color="#888", dash="dashdot"),
-                  annotation_text=f"isotropic: I/m = 1/√m ({1 / np.sqrt(max(m, 1.0)):.2f})",
-                  annotation_position="top right")
-    layout(fig, title=title, height=420, legend_below=True)
-    fig.update_xaxes(title="layer (0 = embeddings)", dtick=1)
-    fig.update_yaxes(title="IsoScore · I/m", range=[0, 1.05])
-    return fig
-
-
 @st.cache_data(max_entries=8, show_spinner="Collecting every class's token cloud…")
 def _class_clouds(model_id: str, fingerprint: str, token_set: str, _items) -> dict:
     """Per input: ``ROWS_PER_INPUT`` evenly spaced rows of the token set at every layer ``[L+1, r, d]``."""
-    from bertgeom.sets import cone as conesets
     from bertgeom.sets.inputs import map_over_set
     from bertgeom.ui.cache import cached_model
     from bertgeom.ui.workqueue import heavy
@@ -82,14 +52,11 @@ def _class_clouds(model_id: str, fingerprint: str, token_set: str, _items) -> di
     return {"clouds": res.results, "labels": [it.label or "" for it in res.items], "errors": res.errors}
 
 
-def isotropy_section(v, choose_set) -> None:
-    """The section (``v`` is the Cone Index page's view; ``choose_set(v)`` is that page's set picker,
-    passed in so this module does not import the page's sections back)."""
+def isotropy_section(v: View) -> None:
+    """The section: IsoScore and I/m of the current input per layer, then of each class of a set."""
     st.markdown("#### IsoScore beside the cone index")
     st.caption(DIFFERENCE)
     trace = v.trace
-    from bertgeom.sets import cone as conesets
-
     rows = conesets.rows_for(trace.encoded, v.token_set)
     hs = np.asarray(trace.hidden_states, dtype=np.float64)[:, rows]
     m = int(rows.sum())
@@ -98,11 +65,11 @@ def isotropy_section(v, choose_set) -> None:
         return
     x = np.arange(hs.shape[0])
     iso = hidden_state_isoscore_curve(hs)
-    cone = unit_cone(hs)
+    cone = cone_index(hs, normalized=True)
     d = hs.shape[-1]
     st.markdown(cone_summary(cone, iso, m), help="The tour's cone step quotes this sentence.")
     st.caption(f"This input: {isoscore_rank_note(m, d)}")
-    chart(isotropy_figure(x, {"this input": (iso, cone)}, m, title="The current input's tokens, per layer"),
+    chart(fc.isotropy_figure(x, {"this input": (iso, cone)}, m, title="The current input's tokens, per layer"),
           "w_iso_input")
     frame = pd.DataFrame({"layer": x, "isoscore": iso, "cone_I_over_m": cone, "m": m, "d": d})
     csv_button(frame, "isoscore_per_layer.csv", "w_iso_input_csv")
@@ -127,13 +94,13 @@ def isotropy_section(v, choose_set) -> None:
         series, rows_out = {}, []
         for g in order:
             cloud = np.concatenate([c for c, lab in zip(data["clouds"], labels) if lab == g], axis=1)
-            name = g or "all inputs (no labels)"
-            iso_g, cone_g = np.atleast_1d(isoscore(cloud)), unit_cone(cloud)
+            name = v.display.get(g, g) if g else "all inputs (no labels)"  # the class's name on screen
+            iso_g, cone_g = np.atleast_1d(isoscore(cloud)), cone_index(cloud, normalized=True)
             series[name] = (iso_g, cone_g)
             rows_out += [{"class": name, "layer": int(i), "isoscore": iso_g[i], "cone_I_over_m": cone_g[i],
                           "m": cloud.shape[1]} for i in range(cloud.shape[0])]
         mm = float(np.median([r["m"] for r in rows_out]))
-        chart(isotropy_figure(np.arange(len(next(iter(series.values()))[0])), series, mm,
+        chart(fc.isotropy_figure(np.arange(len(next(iter(series.values()))[0])), series, mm,
                               title=f"IsoScore (solid) and cone I/m (dashed) per class, up to {ROWS_PER_INPUT} "
                                     "tokens per input"), "w_iso_classes")
         csv_button(pd.DataFrame(rows_out), "isoscore_per_class.csv", "w_iso_class_csv")

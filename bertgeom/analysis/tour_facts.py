@@ -1,4 +1,5 @@
-"""Sentences about *this* model on *this* input, computed from its per-head features.
+"""The tour's numbers and prose: sentences about *this* model on *this* input, computed from its
+per-head features (the home tour reads them, and the pages its steps open quote the same sentences).
 
 Teaching texts must not claim what the model on screen does not do: "many middle-layer heads
 attend to [SEP]" is true of BERT-base (Clark et al. 2019 §3.2, arXiv:1906.04341) and false of
