@@ -1,0 +1,162 @@
+"""Genome preparation made cheaper gives the same results, bit for bit, as the reference copies of the
+functions it replaced (bench/reference_genome_prep.py): every shipped genome, synthetic genomes of
+every class, and hand-made edge cases (insertions, deletions at the spike's ends, frameshifts, N runs,
+ambiguity codes, partial and spike-only inputs, the reverse strand, divergent and foreign sequences)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+import pytest
+
+from bench.reference_genome_prep import (
+    reference_analyse_sequence,
+    reference_call_mutations,
+    reference_nearest_clade,
+)
+from bertgeom.sars_cov_2.genome.align import align_genome, cut_spike
+from bertgeom.sars_cov_2.genome.fasta import SequenceRecord, iter_fasta_file
+from bertgeom.sars_cov_2.genome.kmers import KmerVocab
+from bertgeom.sars_cov_2.genome.mutations import call_mutations, nearest_clade
+from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+from bertgeom.sars_cov_2.genome.reference import SPIKE_END, SPIKE_START, reference_sequence, reverse_complement
+from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID  # noqa: F401  (the plug-in is importable)
+
+DATA = "bertgeom/data/genomes/"
+
+
+def canon(obj):
+    """A comparable form of a result: dataclasses field by field (private fields too), arrays as dtype,
+    shape and bytes, floats by their exact bits (``repr``), containers element by element."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return (type(obj).__name__, tuple((f.name, canon(getattr(obj, f.name))) for f in dataclasses.fields(obj)))
+    if isinstance(obj, np.ndarray):
+        return ("ndarray", obj.dtype.str, obj.shape, obj.tobytes())
+    if isinstance(obj, float | np.floating):
+        return ("float", repr(float(obj)))
+    if isinstance(obj, dict):
+        return ("dict", tuple((canon(k), canon(v)) for k, v in obj.items()))
+    if isinstance(obj, list | tuple):
+        return (type(obj).__name__, tuple(canon(x) for x in obj))
+    if isinstance(obj, np.integer | np.bool_):
+        return ("np", type(obj).__name__, obj.item())
+    return obj
+
+
+def assert_same(new, old, what: str) -> None:
+    a, b = canon(new), canon(old)
+    if a != b:  # name the first field that differs
+        if dataclasses.is_dataclass(new):
+            for f in dataclasses.fields(new):
+                assert canon(getattr(new, f.name)) == canon(getattr(old, f.name)), f"{what}: field {f.name} differs"
+        assert a == b, what
+
+
+@functools.lru_cache(maxsize=1)
+def vocab() -> KmerVocab:
+    return KmerVocab.load("bertgeom/data/variant_model/kmer_vocab.json")
+
+
+def shipped_records() -> list:
+    out = []
+    for f in ("demo_genomes.fasta", "validation_small.fasta.xz", "open_genomes_dev.fasta.xz"):
+        out += list(iter_fasta_file(DATA + f))
+    return out
+
+
+def _edit(seq: str, start: int, end: int, new: str) -> str:
+    """Replace genome bases ``start..end`` (1-based, inclusive; ``end = start - 1`` inserts after
+    ``start - 1``) of a reference-like sequence with ``new``."""
+    return seq[: start - 1] + new + seq[end:]
+
+
+def edge_cases() -> list[SequenceRecord]:
+    """Hand-made inputs at the corners of the mutation calls, QC, gate and tokens."""
+    ref = reference_sequence()
+    omicron = list(iter_fasta_file(DATA + "demo_genomes.fasta"))[-1].sequence  # OP339227, an Omicron
+    rng = np.random.default_rng(7)
+    cases = {
+        "reference": ref,
+        "del at spike start (first two codons)": _edit(ref, SPIKE_START, SPIKE_START + 5, ""),
+        "del across spike start": _edit(ref, SPIKE_START - 4, SPIKE_START + 4, ""),
+        "del at spike end (stop codon)": _edit(ref, SPIKE_END - 2, SPIKE_END, ""),
+        "del across spike end": _edit(ref, SPIKE_END - 4, SPIKE_END + 5, ""),
+        "frameshift del 1 nt in S": _edit(ref, 23000, 23000, ""),
+        "compensated frameshift pair in S": _edit(_edit(ref, 23100, 23100, ""), 23040, 23039, "A"),
+        "in-frame ins in S between codons": _edit(ref, 22205, 22204, "GAGCCAGAA"),
+        "in-frame ins inside a codon": _edit(ref, 23004, 23003, "GGC"),
+        "frameshift ins 2 nt in ORF1a": _edit(ref, 1000, 999, "TT"),
+        "out-of-phase 6-nt del (Delta-like)": _edit(ref, 22029, 22034, ""),
+        "stop codon in S": _edit(ref, 23063, 23065, "TAA"),
+        "N run over the RBD": _edit(ref, 22900, 23200, "N" * 301),
+        "N in one codon": _edit(ref, 23063, 23063, "N"),
+        "ambiguity codes in S": _edit(_edit(ref, 23063, 23063, "R"), 22000, 22001, "YK"),
+        "partial: first 23,000 bases": ref[:23000],
+        "partial: from 22,000": ref[21999:],
+        "spike only": ref[SPIKE_START - 1 : SPIKE_END],
+        "spike fragment 600 nt": ref[22999:23599],
+        "no spike (ORF1ab only)": ref[:20000],
+        "reverse strand": reverse_complement(omicron),
+        "lots of substitutions (divergent)": "".join(
+            "ACGT"[(("ACGT".index(c) + 1) % 4)] if c in "ACGT" and rng.random() < 0.03 else c for c in ref),
+        "shuffled (not SARS-CoV-2)": "".join(rng.permutation(list(ref[:3000]))),
+        "too short": "ACGTACGTAC",
+    }
+    return [SequenceRecord(name, seq, []) for name, seq in cases.items()]
+
+
+def synthetic_records(n_per_class: int = 4) -> list[SequenceRecord]:
+    from bertgeom.sars_cov_2.genome.synth import realise_genome, synth_batch
+
+    return [SequenceRecord(f"synth-{i}-{s.cls}", realise_genome(s), [])
+            for i, s in enumerate(synth_batch(n_per_class, seed=3))]
+
+
+def _check(records) -> int:
+    n = 0
+    for rec in records:
+        new = analyse_sequence(rec, vocab=vocab(), max_length=512)
+        old = reference_analyse_sequence(rec, vocab=vocab(), max_length=512)
+        assert_same(new, old, rec.name)
+        n += new.error is None
+    return n
+
+
+def test_every_shipped_genome_prepares_exactly_as_the_reference():
+    records = shipped_records()
+    assert len(records) >= 600
+    assert _check(records) >= 600
+
+
+def test_edge_cases_prepare_exactly_as_the_reference():
+    records = edge_cases()
+    _check(records)
+    by_name = {r.name: analyse_sequence(r) for r in records}
+    # the cases reach the paths they are meant for (so the equality above is about something)
+    assert by_name["too short"].error and by_name["shuffled (not SARS-CoV-2)"].error
+    assert by_name["no spike (ORF1ab only)"].error
+    assert by_name["reverse strand"].alignment.strand == -1
+    assert "S:214:EPE" in [e.qualified for e in by_name["in-frame ins in S between codons"].mutations.events]
+    assert any(m.kind == "fs" for m in by_name["frameshift del 1 nt in S"].mutations.amino_acid)
+    assert any(m.kind == "stop" for m in by_name["stop codon in S"].mutations.amino_acid)
+    assert by_name["ambiguity codes in S"].mutations.ambiguous_spike_positions
+    assert by_name["spike only"].spike.coverage == 1.0
+    assert not by_name["lots of substitutions (divergent)"].gate.passed
+
+
+def test_synthetic_genomes_of_every_class_prepare_exactly_as_the_reference():
+    assert _check(synthetic_records()) == 32
+
+
+@pytest.mark.parametrize("which", ["genome", "spike cut"])
+def test_mutation_calls_and_clade_on_a_spike_cut_or_genome_match_the_reference(which):
+    for rec in list(iter_fasta_file(DATA + "demo_genomes.fasta")) + edge_cases()[:12]:
+        aln = align_genome(rec.sequence)
+        cut = cut_spike(aln)
+        src = aln if which == "genome" else cut
+        assert_same(call_mutations(src), reference_call_mutations(src), rec.name)
+        assert_same(nearest_clade(src), reference_nearest_clade(src), rec.name)
+        assert_same(nearest_clade(src, classes=["delta", "gh"]), reference_nearest_clade(src, classes=["delta", "gh"]),
+                    rec.name)
