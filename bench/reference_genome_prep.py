@@ -7,7 +7,9 @@ against new in the same run.
 these copies in place of the changed functions: the whole-genome alignment (one mappy call per genome
 without a reused thread buffer), the mutation calls (per-gene numpy comparisons, dataclass ``replace``
 per mutation), the nearest clade (a Python loop over every clade's sites), the gate's identity
-(``np.isin``) and the marker call (each class's markers listed anew per genome).
+(``np.isin``) and the marker call (each class's markers listed anew per genome). The parser's
+``reference_clean_sequence`` (a set of every letter of the record, twice) is held to the new one by
+the same tests; ``reference_analyse_sequence`` parses raw text with the package's parser.
 
 Not imported by the package; bench/ and tests/ only.
 """
@@ -32,7 +34,22 @@ from bertgeom.sars_cov_2.genome.align import (
     get_aligner,
 )
 from bertgeom.sars_cov_2.genome.classes import CLASSES, clade_to_class
-from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceInputError, SequenceRecord, parse_single
+from bertgeom.sars_cov_2.genome.fasta import (
+    _DIGIT_TABLE,
+    _NUC_LETTERS,
+    _PROTEIN_ALPHABET,
+    _VALID,
+    _WS_TABLE,
+    MAX_RECORD_LEN,
+    MIN_NUCLEOTIDE_SHARE,
+    RecordError,
+    SequenceInputError,
+    SequenceRecord,
+    _describe,
+    _looks_like_prose,
+    _plural,
+    parse_single,
+)
 from bertgeom.sars_cov_2.genome.gate import (
     ALIGNED_RELATED,
     ALIGNED_SARS2,
@@ -94,6 +111,67 @@ from bertgeom.sars_cov_2.genome.reference import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def reference_clean_sequence(raw: str, name: str = "sequence", max_len: int = MAX_RECORD_LEN) -> tuple[str, list[str]]:
+    """Clean the sequence lines of one record: drop whitespace and digits, upper-case, U->T, remove
+    gaps. Returns ``(sequence, notes)``; raises :class:`SequenceInputError` for non-nucleotide text."""
+    notes: list[str] = []
+    s = raw.translate(_WS_TABLE)
+    no_digits = s.translate(_DIGIT_TABLE)
+    if len(no_digits) < len(s):
+        notes.append("digits (line numbers) were removed")
+    s = no_digits.upper()
+    if s.endswith("//"):  # GenBank record terminator
+        s = s[:-2]
+    n_gap = s.count("-") + s.count(".")
+    if n_gap:
+        s = s.replace("-", "").replace(".", "")
+        notes.append(f"{_plural(n_gap, 'alignment gap character')} ('-' or '.') removed")
+    if s.endswith("*"):  # a trailing stop symbol, as some tools write
+        s = s.rstrip("*")
+        notes.append("a trailing '*' was removed")
+    if not s:
+        raise SequenceInputError(f"Record '{name}' contains no sequence.")
+    if len(s) > max_len:
+        raise SequenceInputError(f"Record '{name}' is {len(s):,} characters long, more than the limit of {max_len:,}.")
+    distinct = set(s)
+    if len(distinct) > 40:
+        raise SequenceInputError(f"Record '{name}' is not a nucleotide sequence "
+                                 f"(it uses {len(distinct)} different characters).")
+    counts = {c: s.count(c) for c in distinct}
+    nuc = sum(counts.get(c, 0) for c in _NUC_LETTERS)
+    if nuc < MIN_NUCLEOTIDE_SHARE * len(s):
+        if distinct <= _VALID | {"U", "X"}:  # every letter is a nucleotide code: ambiguity codes, not protein
+            raise SequenceInputError(
+                f"Record '{name}' is written mostly in IUPAC ambiguity codes (R, Y, K, M...): only "
+                f"{nuc / len(s):.0%} of its letters are A/C/G/T/U/N, too few to read its variant."
+            )
+        if _looks_like_prose(raw):
+            raise SequenceInputError(
+                f"Record '{name}' looks like ordinary text (words, not sequence letters); paste a genome or spike "
+                "nucleotide sequence (A/C/G/T), or pick an English model in the sidebar to analyse a sentence."
+            )
+        if len(s) >= 20 and distinct <= _PROTEIN_ALPHABET:
+            raise SequenceInputError(
+                f"Record '{name}' looks like a protein sequence; paste the nucleotide (A/C/G/T) sequence instead."
+            )
+        bad = next((c for c in s if c not in _VALID), None)
+        what = f", for example {_describe(bad)}" if bad is not None else ""
+        raise SequenceInputError(f"Record '{name}' is not a nucleotide sequence (too few A/C/G/T letters{what}).")
+    if counts.get("U"):
+        notes.append("RNA input: U read as T" if not counts.get("T") else f"{_plural(counts['U'], 'U')} read as T")
+        s = s.replace("U", "T")
+    if counts.get("X"):
+        notes.append(f"{_plural(counts['X'], 'X')} read as N")
+        s = s.replace("X", "N")
+    if not _VALID.issuperset(set(s)):
+        bad = next(c for c in s if c not in _VALID)
+        raise SequenceInputError(f"Record '{name}' contains {_describe(bad)}, which is not a nucleotide (IUPAC) code.")
+    n_amb = len(s) - sum(counts.get(c, 0) for c in "ACGTUNX")
+    if n_amb:
+        notes.append(f"{_plural(n_amb, 'IUPAC ambiguity code')} kept")
+    return s, notes
 
 
 def reference_align_genome(sequence: str) -> GenomeAlignment:
@@ -501,6 +579,19 @@ def reference_call_cut(cut, table: MarkerTable | None = None, config: RuleConfig
 
 
 
+def reference_parse_single(text: str) -> SequenceRecord:
+    """``parse_single`` with :func:`reference_clean_sequence` in place of the parser's cleaner (swapped
+    in for the call: bench and tests only, one thread at a time)."""
+    from bertgeom.sars_cov_2.genome import fasta
+
+    now = fasta.clean_sequence
+    fasta.clean_sequence = reference_clean_sequence
+    try:
+        return parse_single(text)
+    finally:
+        fasta.clean_sequence = now
+
+
 def reference_analyse_sequence(record: SequenceRecord | RecordError | str, vocab=None,
                                cls: str | None = None, representation: str = "aligned",
                                max_length: int = MAX_LENGTH) -> GenomeAnalysis:
@@ -518,7 +609,7 @@ def reference_analyse_sequence(record: SequenceRecord | RecordError | str, vocab
         return GenomeAnalysis(name=record.name, error=record.message)
     if isinstance(record, str):
         try:
-            record = parse_single(record)
+            record = reference_parse_single(record)
         except SequenceInputError as exc:
             return GenomeAnalysis(name="sequence", error=str(exc))
     res = GenomeAnalysis(name=record.name, notes=list(record.notes), input_length=len(record.sequence))

@@ -13,11 +13,12 @@ import pytest
 
 from bench.reference_genome_prep import (
     reference_analyse_sequence,
+    reference_clean_sequence,
     reference_call_mutations,
     reference_nearest_clade,
 )
 from bertgeom.sars_cov_2.genome.align import align_genome, cut_spike
-from bertgeom.sars_cov_2.genome.fasta import SequenceRecord, iter_fasta_file
+from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, SequenceRecord, clean_sequence, iter_fasta_file
 from bertgeom.sars_cov_2.genome.kmers import KmerVocab
 from bertgeom.sars_cov_2.genome.mutations import call_mutations, nearest_clade
 from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
@@ -146,6 +147,14 @@ def test_edge_cases_prepare_exactly_as_the_reference():
     assert not by_name["lots of substitutions (divergent)"].gate.passed
 
 
+def test_fasta_texts_parse_and_prepare_exactly_as_the_reference():
+    texts = [f">{r.name}\n" + "\n".join(r.sequence[i : i + 70] for i in range(0, len(r.sequence), 70))
+             for r in edge_cases()[:6]]
+    texts += ["acgu" * 50, "not a genome at all, just words", ">empty\n", "ACGTRYX" * 40]
+    for t in texts:
+        assert_same(analyse_sequence(t, vocab=vocab()), reference_analyse_sequence(t, vocab=vocab()), t[:40])
+
+
 def test_synthetic_genomes_of_every_class_prepare_exactly_as_the_reference():
     assert _check(synthetic_records()) == 32
 
@@ -160,3 +169,24 @@ def test_mutation_calls_and_clade_on_a_spike_cut_or_genome_match_the_reference(w
         assert_same(nearest_clade(src), reference_nearest_clade(src), rec.name)
         assert_same(nearest_clade(src, classes=["delta", "gh"]), reference_nearest_clade(src, classes=["delta", "gh"]),
                     rec.name)
+
+
+def _cleaned(fn, raw: str):
+    try:
+        return fn(raw, "rec")
+    except SequenceInputError as exc:
+        return ("error", str(exc))
+
+
+def test_the_parser_cleans_every_input_exactly_as_the_reference():
+    ref = reference_sequence()
+    raws = [ref, ref.lower(), ref.replace("T", "U"), ref[:5000].replace("T", "U") + ref[5000:],
+            "ACGTX" * 100, "ACGTRYKM" * 50, "1 acgtnnnn 61 ttgca\n//", "ACG-T.A*", "-" * 10, "  \n ",
+            "MKFLVLLPLVSSQCVNLTTRTQLPPAYTNSFTRGVYYPDKVFRSSVLHSTQDLFLPFFSNVTWFHAIHVSGTNGTKRFDNPVLPFNDGVYF",
+            "This is an English sentence about attention heads, not a genome.",
+            "ACGT" * 10 + "é" + "ACGT" * 10, "ACGT" * 10 + "\x00", "ACGTJ" * 30, "RYKMSWBDHV" * 20,
+            "".join(chr(0x100 + i) for i in range(45)), "ACGT" * 20 + "Z", "NNNNNNNNNN", "acgt\u2009acgt\xa0acgt"]
+    raws += ["\n".join(r.sequence[i : i + 60] for i in range(0, len(r.sequence), 60))  # as a FASTA file holds them
+             for r in shipped_records()[:40]]
+    for raw in raws:
+        assert _cleaned(clean_sequence, raw) == _cleaned(reference_clean_sequence, raw), raw[:60]
