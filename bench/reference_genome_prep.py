@@ -83,11 +83,8 @@ from bertgeom.sars_cov_2.genome.mutations import (
     GeneReport,
     MutationReport,
     NucMutation,
-    _base_at,
-    _clades_of_name,
     _deletion_placement,
     _dom,
-    _plain,
     called_share,
     frameshift_ranges,
     group_events,
@@ -264,6 +261,22 @@ def reference_align_genome(sequence: str) -> GenomeAlignment:
 
 
 _ACGT = np.frombuffer(b"ACGT", dtype=np.uint8)
+
+
+def _plain(s: str) -> bool:
+    return not s.strip("ACGTN-")
+
+
+def _clades_of_name(name: str, defs: CladeDefinitions) -> tuple[str, ...]:
+    if name[:1] in "ACGT" and name[-1:] in "ACGT" and name[1:-1].isdigit():
+        return defs.defining_clades(int(name[1:-1]), name[-1])
+    return ()
+
+
+def _base_at(text: str, offset: int, pos: int) -> str:
+    """The base of an aligned text (starting at genome ``offset``) at genome ``pos`` (N outside it)."""
+    i = pos - offset
+    return text[i] if 0 <= i < len(text) else "N"
 
 
 def reference_call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | None = None,

@@ -372,11 +372,12 @@ _IS_PLAIN[np.frombuffer(b"ACGTN-", dtype=np.uint8)] = True
 
 
 @functools.lru_cache(maxsize=4)
-def _codon_layout(examined: tuple[str, ...], offset: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _codon_layout(examined: tuple[str, ...], offset: int) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
     """Per-process constants of :func:`call_mutations` for ``examined`` genes of a text starting at
     genome ``offset``: the text index of every base of every residue's codon, gene after gene
-    (``(n, 3)``), where each gene's codons begin (``len(examined) + 1`` bounds), and the shortest
-    text that holds them all."""
+    (``(n, 3)``, its rows the codons), where each gene's codons begin (``len(examined) + 1``
+    bounds), the shortest text that holds them all, and per text position the codons holding it
+    (``-1`` pads: overlapping genes give a base two)."""
     from .genes import load_genes
 
     genes = load_genes()
@@ -387,7 +388,15 @@ def _codon_layout(examined: tuple[str, ...], offset: int) -> tuple[np.ndarray, n
         idx.append(first[:, None] + np.arange(3))
         bounds.append(bounds[-1] + gene.n_codons)
     codons = np.concatenate(idx)
-    return np.ascontiguousarray(codons), np.asarray(bounds), int(codons.max()) + 1
+    needed = int(codons.max()) + 1
+    depth = np.bincount(codons.ravel(), minlength=needed)
+    codons_at = np.full((needed, int(depth.max())), -1, dtype=np.int64)
+    filled = np.zeros(needed, dtype=np.int64)
+    for row, bases in enumerate(codons.tolist()):
+        for b in bases:
+            codons_at[b, filled[b]] = row
+            filled[b] += 1
+    return np.ascontiguousarray(codons), np.asarray(bounds), needed, codons_at
 
 
 def _touches(gene, deletions, insertions) -> bool:
@@ -420,19 +429,22 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
     q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     r = np.frombuffer(ref[offset - 1 : offset - 1 + len(text)].encode("ascii"), dtype=np.uint8)
     changed = q != r
-    idx = np.flatnonzero(changed & _IS_ACGT[q])
+    cand = np.flatnonzero(changed)  # a few hundred positions: substitutions, deletions, N
+    idx = cand[_IS_ACGT[q[cand]]]
 
     from .genes import load_genes
 
     genes = load_genes()
     examined = ("S",) if spike_only else tuple(genes)
-    codons, bounds, needed = _codon_layout(examined, offset)
+    codons, bounds, needed, codons_at = _codon_layout(examined, offset)
     if len(q) >= needed:
-        # per base: 1 = differs from the reference, 2 = N (an N differs too); a codon whose bases'
-        # flags OR to exactly 1 differs and holds no N
-        flag = changed.view(np.uint8) | ((q == ord("N")).view(np.uint8) << 1)
-        cf = flag[codons[:, 0]] | flag[codons[:, 1]] | flag[codons[:, 2]]
-        differ = np.flatnonzero(cf == 1)
+        # the codons holding a changed base; of those, the ones whose bases hold no N differ
+        hit = np.zeros(len(codons), dtype=bool)
+        rows = codons_at[cand[cand < needed]].ravel()
+        hit[rows[rows >= 0]] = True
+        rows = np.flatnonzero(hit)
+        is_n = q[codons[rows]] == ord("N")
+        differ = rows[~(is_n[:, 0] | is_n[:, 1] | is_n[:, 2])]
         per_gene = np.split(differ, np.searchsorted(differ, bounds[1:-1]))
     else:  # pragma: no cover - aligned texts always span their genes; else each gene finds its own
         per_gene = [None] * len(examined)
@@ -463,7 +475,7 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
         aa = aa_of_genome_pos(p) if SPIKE_START <= p < SPIKE_END else None
         rows.append(("ins", p, "", b, nuc_insertion_name(p, b), aa, ()))
     rows.sort(key=lambda m: (m[1], m[0]))
-    sub_clades = {m[4]: m[6] for m in rows if m[0] == "sub"}  # what _clades_of_name gives each name
+    sub_clades = {m[4]: m[6] for m in rows if m[0] == "sub"}  # the clades defined by each substitution
 
     # attach nucleotide names to amino-acid changes, gene by gene
     spans = []  # (first, last, name): the bases each change touches (an insertion: the base before it)
@@ -472,6 +484,8 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
             spans.append((pos, pos, name))
         else:
             spans.append((pos, pos + max(len(rb), 1) - 1 if kind == "del" else pos, name))
+    span_first = np.fromiter((a for a, _, _ in spans), dtype=np.int64, count=len(spans))
+    span_last = np.fromiter((b for _, b, _ in spans), dtype=np.int64, count=len(spans))
     shifting = [(m[1], m[1] + max(len(m[2]), 1) - 1, m[4]) for m in rows
                 if m[0] in ("del", "ins") and (len(m[2]) + len(m[3])) % 3]
     reports: dict[str, GeneReport] = {}
@@ -485,9 +499,8 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
             reports[g] = GeneReport(g, [], [], called, gene.length, [], [])
             continue
         by_codon: dict[int, list[str]] = {}
-        for first, last, name in spans:
-            if last < gene.start or first > gene.end:
-                continue
+        for j in np.flatnonzero((span_last >= gene.start) & (span_first <= gene.end)).tolist():
+            first, last, name = spans[j]
             c0 = gene.codon_of(max(first, gene.start))
             c1 = gene.codon_of(min(last, gene.end)) or gene.n_codons
             if c0 is None:
@@ -517,20 +530,9 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
                                tuple(events_of_nuc.get(name, ()))))
     aa_full = reports["S"].aa
 
-    s_text = cut.aligned
-    plain = _IS_PLAIN[np.frombuffer(s_text.encode("ascii"), dtype=np.uint8)].all()
-    amb = [SPIKE_START + i for i, c in enumerate(s_text) if c not in "ACGTN-"] if not plain else []
+    other = ~_IS_PLAIN[np.frombuffer(cut.aligned.encode("ascii"), dtype=np.uint8)]  # neither A C G T N nor -
+    amb = (np.flatnonzero(other) + SPIKE_START).tolist()
     return MutationReport(nuc, aa_full, spike_only, amb, reports)
-
-
-def _plain(s: str) -> bool:
-    return not s.strip("ACGTN-")
-
-
-def _clades_of_name(name: str, defs: CladeDefinitions) -> tuple[str, ...]:
-    if name[:1] in "ACGT" and name[-1:] in "ACGT" and name[1:-1].isdigit():
-        return defs.defining_clades(int(name[1:-1]), name[-1])
-    return ()
 
 
 def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions | None = None) -> tuple[list[AaMutation], dict[int, str]]:
@@ -887,12 +889,6 @@ def nearest_clade(aln: GenomeAlignment | SpikeCut, classes: Iterable[str] | None
     k = best[1]
     c = clades[k]
     return CladeCall(c, lay["cls"][k], defs.display.get(c, c), m[k], mm[k], miss[k])
-
-
-def _base_at(text: str, offset: int, pos: int) -> str:
-    """The base of an aligned text (starting at genome ``offset``) at genome ``pos`` (N outside it)."""
-    i = pos - offset
-    return text[i] if 0 <= i < len(text) else "N"
 
 
 def spike_sites_of(aligned_spike: str, sites: Iterable[tuple[int, str]]) -> dict[str, str]:
