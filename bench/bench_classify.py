@@ -33,12 +33,20 @@ Measured in the same run, so that a shared, busy machine still gives honest rati
   backend's forwards alone (one stream with every thread, or the streams); end to end's share of it is
   the median of the per-round shares.
 
+* the preparation of a genome from its FASTA text (parse, align, mutations, clade, QC, gate, marker
+  call, tokens) in CPU ms per genome, now against the reference copies of what it ran before it was
+  made cheaper (``bench/reference_genome_prep.py``), interleaved rounds, ``time.process_time``; and the
+  end-to-end ceiling each leaves beside the forward's CPU per genome. ``--prep-only`` measures just
+  that, without a model, in seconds (``--forward-cpu-ms`` adds the ceiling column from a forward's CPU
+  measured before).
+
 ``--update-readme`` writes the tables into README.md (block ``classify-speed``) and docs/speed.md
 (block ``backends``), each with the machine's line.
 
 Usage: python bench/bench_classify.py [--n 64] [--batch-size 16] [--model ID|DIR] [--device auto]
                                       [--workers 2] [--precision auto] [--backend auto] [--repeats 3]
                                       [--compile] [--agreement-n 0] [--json out.json] [--update-readme]
+       python bench/bench_classify.py --prep-only [--n 64] [--repeats 5] [--forward-cpu-ms 72]
 """
 
 from __future__ import annotations

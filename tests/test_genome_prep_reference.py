@@ -13,14 +13,16 @@ import pytest
 
 from bench.reference_genome_prep import (
     reference_analyse_sequence,
-    reference_clean_sequence,
     reference_call_mutations,
+    reference_clean_sequence,
+    reference_gene_aa_mutations,
     reference_nearest_clade,
 )
 from bertgeom.sars_cov_2.genome.align import align_genome, cut_spike
 from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, SequenceRecord, clean_sequence, iter_fasta_file
 from bertgeom.sars_cov_2.genome.kmers import KmerVocab
-from bertgeom.sars_cov_2.genome.mutations import call_mutations, nearest_clade
+from bertgeom.sars_cov_2.genome.genes import load_genes
+from bertgeom.sars_cov_2.genome.mutations import call_mutations, gene_aa_mutations, nearest_clade
 from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
 from bertgeom.sars_cov_2.genome.reference import SPIKE_END, SPIKE_START, reference_sequence, reverse_complement
 from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID  # noqa: F401  (the plug-in is importable)
@@ -169,6 +171,12 @@ def test_mutation_calls_and_clade_on_a_spike_cut_or_genome_match_the_reference(w
         assert_same(nearest_clade(src), reference_nearest_clade(src), rec.name)
         assert_same(nearest_clade(src, classes=["delta", "gh"]), reference_nearest_clade(src, classes=["delta", "gh"]),
                     rec.name)
+        if which == "genome":  # each gene on its own, as the public per-gene function reads it
+            for gene in load_genes().values():
+                gtext = aln.aligned[gene.start - 1 : gene.end]
+                assert_same(gene_aa_mutations(gene, gtext, aln.deletions, aln.insertions),
+                            reference_gene_aa_mutations(gene, gtext, aln.deletions, aln.insertions),
+                            f"{rec.name} {gene.name}")
 
 
 def _cleaned(fn, raw: str):
@@ -190,3 +198,16 @@ def test_the_parser_cleans_every_input_exactly_as_the_reference():
              for r in shipped_records()[:40]]
     for raw in raws:
         assert _cleaned(clean_sequence, raw) == _cleaned(reference_clean_sequence, raw), raw[:60]
+
+
+def test_bench_times_the_preparation_before_and_now_in_the_same_run(tmp_path):
+    from bench import bench_classify
+
+    out = bench_classify.main(["--prep-only", "--n", "3", "--repeats", "2", "--forward-cpu-ms", "72",
+                               "--json", str(tmp_path / "prep.json")])
+    assert out["preparation_reference_cpu_ms_per_genome"] > 0 and out["preparation_now_cpu_ms_per_genome"] > 0
+    assert out["preparation_speedup"] > 0 and out["preparation_rounds"] == 2
+    assert "cores" in out["machine"]  # the machine is named
+    table = bench_classify.preparation_markdown(out, 72.0)
+    assert "| now |" in table and "(forward 72 ms)" in table
+    assert (tmp_path / "prep.json").exists()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from typing import NamedTuple
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -448,7 +449,7 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
         per_gene = np.split(differ, np.searchsorted(differ, bounds[1:-1]))
     else:  # pragma: no cover - aligned texts always span their genes; else each gene finds its own
         per_gene = [None] * len(examined)
-    gene_aa: dict[str, tuple[list[AaMutation], dict[int, str]]] = {}
+    gene_aa: dict[str, tuple[list[_AaRow], dict[int, str]]] = {}
     for k, g in enumerate(examined):
         gene = genes[g]
         diff = per_gene[k]
@@ -610,24 +611,41 @@ def gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], ins
     """Amino-acid changes of one gene from its aligned text (``gene.length`` characters in reference
     coordinates, ``-`` deleted, ``N`` missing) and the genome indels touching it; with
     ``{residue: name}`` of the change at each residue. Names follow Nextclade (module docstring)."""
-    return _gene_aa_mutations(gene, text, deletions, insertions, None)
+    rows, codon_aa = _gene_aa_mutations(gene, text, deletions, insertions, None)
+    return [AaMutation(m.kind, m.pos, m.ref, m.alt, m.name, m.domain, m.coarse_domain, gene=gene.name, end=m.end)
+            for m in rows], codon_aa
+
+
+class _AaRow(NamedTuple):
+    """An amino-acid change before its nucleotides are known (an :class:`AaMutation` is built once,
+    with them: a frozen dataclass costs several microseconds to build)."""
+
+    kind: str
+    pos: int
+    ref: str
+    alt: str
+    name: str
+    domain: str | None
+    coarse_domain: str | None
+    end: int = 0
 
 
 def _gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], insertions: Iterable[tuple[int, str]],
-                       differ: np.ndarray | None) -> tuple[list[AaMutation], dict[int, str]]:
-    """:func:`gene_aa_mutations`, given (when not ``None``) the 0-based residues whose codon differs
-    from the reference and holds no N, as :func:`call_mutations` finds them for every gene at once."""
+                       differ: np.ndarray | None) -> tuple[list[_AaRow], dict[int, str]]:
+    """:func:`gene_aa_mutations` as :class:`_AaRow` rows, given (when not ``None``) the 0-based
+    residues whose codon differs from the reference and holds no N, as :func:`call_mutations` finds
+    them for every gene at once."""
     s = text
     g0, g1 = gene.start, gene.end
     prot = gene.protein
     n_aa = len(prot)
     spike = gene.name == "S"
     handled: set[int] = set()  # 0-based codon indices dealt with by indel logic
-    out: list[AaMutation] = []
+    out: list[_AaRow] = []
 
     def add(kind: str, pos: int, ref_aa: str, alt: str, name: str) -> None:
         fine, coarse = _dom(pos) if spike else (None, None)
-        out.append(AaMutation(kind, pos, ref_aa, alt, name, fine, coarse, gene=gene.name))
+        out.append(_AaRow(kind, pos, ref_aa, alt, name, fine, coarse))
 
     for p, n in deletions:
         a, b = max(p, g0), min(p + n - 1, g1)
@@ -694,8 +712,7 @@ def _gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], in
         handled.update(range(begin, min(end, n_aa)))
         ref_aa = prot[begin] if begin < n_aa else "*"
         fine, coarse = _dom(begin + 1) if spike else (None, None)
-        out.append(AaMutation("fs", begin + 1, ref_aa, "fs", f"{begin + 1}-{end}", fine, coarse, gene=gene.name,
-                              end=end))
+        out.append(_AaRow("fs", begin + 1, ref_aa, "fs", f"{begin + 1}-{end}", fine, coarse, end))
 
     # plain codon substitutions (vectorised pre-filter on differing codons)
     if differ is None:
