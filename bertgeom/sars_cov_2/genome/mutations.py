@@ -129,10 +129,11 @@ class CladeDefinitions:
                 own_pos.append(p)
                 own_base.append(ord(b) if len(b) == 1 else 0)
                 own_clade.append(k)
-        i64 = functools.partial(np.asarray, dtype=np.int64)
-        return {"pos": i64(pos), "base": np.asarray(base, dtype=np.int64), "clade": i64(clade),
-                "own_pos": i64(own_pos), "own_base": np.asarray(own_base, dtype=np.int64), "own_clade": i64(own_clade),
-                "depth": [self.depth(c) for c in self.clades], "cls": [clade_to_class(c) for c in self.clades]}
+        arrays = {k: np.array(v, dtype=np.int64) for k, v in (("pos", pos), ("base", base), ("clade", clade),
+                  ("own_pos", own_pos), ("own_base", own_base), ("own_clade", own_clade))}
+        for a in arrays.values():
+            a.setflags(write=False)  # shared by every call (and thread) of the process
+        return {**arrays, "depth": [self.depth(c) for c in self.clades], "cls": [clade_to_class(c) for c in self.clades]}
 
     def __hash__(self) -> int:  # needed by functools.cache on a method
         return id(self)
@@ -397,7 +398,10 @@ def _codon_layout(examined: tuple[str, ...], offset: int) -> tuple[np.ndarray, n
         for b in bases:
             codons_at[b, filled[b]] = row
             filled[b] += 1
-    return np.ascontiguousarray(codons), np.asarray(bounds), needed, codons_at
+    out = (np.ascontiguousarray(codons), np.asarray(bounds), codons_at)
+    for a in out:
+        a.setflags(write=False)  # shared by every call (and thread) of the process
+    return out[0], out[1], needed, out[2]
 
 
 def _touches(gene, deletions, insertions) -> bool:
