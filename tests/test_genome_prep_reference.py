@@ -20,14 +20,17 @@ from bench.reference_genome_prep import (
 )
 from bertgeom.sars_cov_2.genome.align import align_genome, cut_spike
 from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, SequenceRecord, clean_sequence, iter_fasta_file
-from bertgeom.sars_cov_2.genome.kmers import KmerVocab
 from bertgeom.sars_cov_2.genome.genes import load_genes
+from bertgeom.sars_cov_2.genome.kmers import KmerVocab
 from bertgeom.sars_cov_2.genome.mutations import call_mutations, gene_aa_mutations, nearest_clade
 from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
-from bertgeom.sars_cov_2.genome.reference import SPIKE_END, SPIKE_START, reference_sequence, reverse_complement
-from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID  # noqa: F401  (the plug-in is importable)
-
-DATA = "bertgeom/data/genomes/"
+from bertgeom.sars_cov_2.genome.reference import (
+    SPIKE_END,
+    SPIKE_START,
+    data_path,
+    reference_sequence,
+    reverse_complement,
+)
 
 
 def canon(obj):
@@ -59,13 +62,13 @@ def assert_same(new, old, what: str) -> None:
 
 @functools.lru_cache(maxsize=1)
 def vocab() -> KmerVocab:
-    return KmerVocab.load("bertgeom/data/variant_model/kmer_vocab.json")
+    return KmerVocab.load(data_path("variant_model", "kmer_vocab.json"))
 
 
 def shipped_records() -> list:
     out = []
     for f in ("demo_genomes.fasta", "validation_small.fasta.xz", "open_genomes_dev.fasta.xz"):
-        out += list(iter_fasta_file(DATA + f))
+        out += list(iter_fasta_file(data_path("genomes", f)))
     return out
 
 
@@ -78,7 +81,7 @@ def _edit(seq: str, start: int, end: int, new: str) -> str:
 def edge_cases() -> list[SequenceRecord]:
     """Hand-made inputs at the corners of the mutation calls, QC, gate and tokens."""
     ref = reference_sequence()
-    omicron = list(iter_fasta_file(DATA + "demo_genomes.fasta"))[-1].sequence  # OP339227, an Omicron
+    omicron = list(iter_fasta_file(data_path("genomes", "demo_genomes.fasta")))[-1].sequence  # OP339227, an Omicron
     rng = np.random.default_rng(7)
     cases = {
         "reference": ref,
@@ -163,7 +166,7 @@ def test_synthetic_genomes_of_every_class_prepare_exactly_as_the_reference():
 
 @pytest.mark.parametrize("which", ["genome", "spike cut"])
 def test_mutation_calls_and_clade_on_a_spike_cut_or_genome_match_the_reference(which):
-    for rec in list(iter_fasta_file(DATA + "demo_genomes.fasta")) + edge_cases()[:12]:
+    for rec in list(iter_fasta_file(data_path("genomes", "demo_genomes.fasta"))) + edge_cases()[:12]:
         aln = align_genome(rec.sequence)
         cut = cut_spike(aln)
         src = aln if which == "genome" else cut

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import NamedTuple
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
