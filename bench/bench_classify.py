@@ -33,12 +33,20 @@ Measured in the same run, so that a shared, busy machine still gives honest rati
   backend's forwards alone (one stream with every thread, or the streams); end to end's share of it is
   the median of the per-round shares.
 
+* the preparation of a genome from its FASTA text (parse, align, mutations, clade, QC, gate, marker
+  call, tokens) in CPU ms per genome, now against the reference copies of what it ran before it was
+  made cheaper (``bench/reference_genome_prep.py``), interleaved rounds, ``time.process_time``; and the
+  end-to-end ceiling each leaves beside the forward's CPU per genome. ``--prep-only`` measures just
+  that, without a model, in seconds (``--forward-cpu-ms`` adds the ceiling column from a forward's CPU
+  measured before).
+
 ``--update-readme`` writes the tables into README.md (block ``classify-speed``) and docs/speed.md
 (block ``backends``), each with the machine's line.
 
 Usage: python bench/bench_classify.py [--n 64] [--batch-size 16] [--model ID|DIR] [--device auto]
                                       [--workers 2] [--precision auto] [--backend auto] [--repeats 3]
                                       [--compile] [--agreement-n 0] [--json out.json] [--update-readme]
+       python bench/bench_classify.py --prep-only [--n 64] [--repeats 5] [--forward-cpu-ms 72]
 """
 
 from __future__ import annotations
@@ -61,6 +69,59 @@ def _records(n: int):
 
     base = [parse_sequences(it.text)[0] for it in genome_set()]
     return [base[i % len(base)] for i in range(n)]
+
+
+def _texts(n: int) -> list[str]:
+    """The FASTA text of ``n`` genomes: the shipped genome set, cycled (as :func:`_records`)."""
+    from bertgeom.sars_cov_2.variant.spec import genome_set
+
+    base = [it.text for it in genome_set()]
+    return [base[i % len(base)] for i in range(n)]
+
+
+def preparation_cpu(texts: list[str], vocab, max_tokens: int = 512, repeats: int = 3) -> dict:
+    """CPU ms per genome of preparing each genome from its FASTA text (parse, align, cut, mutations,
+    clade, QC, gate, marker call, 12-mer tokens): :func:`~bertgeom.sars_cov_2.genome.pipeline.analyse_sequence`
+    now against the reference copy of what it ran before it was made cheaper
+    (``bench/reference_genome_prep.py``), in ``repeats`` interleaved rounds (the order of the two
+    alternating per round), timed with ``time.process_time`` (CPU time, which a busy shared host moves
+    far less than wall time). The ratio is the median of the per-round ratios."""
+    from reference_genome_prep import reference_analyse_sequence
+
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+
+    fns = {"reference": reference_analyse_sequence, "now": analyse_sequence}
+    for fn in fns.values():  # warm-up: the aligner's index, the tables, the per-process constants
+        fn(texts[0], vocab=vocab, max_length=max_tokens)
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    for k in range(max(1, repeats)):
+        for name in (("reference", "now") if k % 2 == 0 else ("now", "reference")):
+            fn = fns[name]
+            c0 = time.process_time()
+            for t in texts:
+                fn(t, vocab=vocab, max_length=max_tokens)
+            cpu[name].append(time.process_time() - c0)
+    n = len(texts)
+    return {
+        "preparation_reference_cpu_ms_per_genome": 1000 * float(np.median(cpu["reference"])) / n,
+        "preparation_now_cpu_ms_per_genome": 1000 * float(np.median(cpu["now"])) / n,
+        "preparation_speedup": float(np.median([a / b for a, b in zip(cpu["reference"], cpu["now"])])),
+        "preparation_rounds": max(1, repeats),
+    }
+
+
+def preparation_markdown(prep: dict, forward_cpu_ms: float | None = None) -> str:
+    """The preparation's CPU per genome, before and now (same run), and, given the forward's CPU per
+    genome, the end-to-end ceiling each leaves (forward CPU / (forward + preparation) CPU)."""
+    ref, now = prep["preparation_reference_cpu_ms_per_genome"], prep["preparation_now_cpu_ms_per_genome"]
+    lines = ["| preparation of a genome from its FASTA text (CPU time) | ms/genome | ceiling of end to end / forward bound |",
+             "|---|---|---|"]
+    for label, ms in (("before (bench/reference_genome_prep.py, same run)", ref), ("now", now)):
+        ceiling = f"{forward_cpu_ms / (forward_cpu_ms + ms):.2f} (forward {forward_cpu_ms:.0f} ms)" if forward_cpu_ms else "—"
+        lines.append(f"| {label} | {ms:.1f} | {ceiling} |")
+    lines.append(f"| now vs before (median of {prep['preparation_rounds']} interleaved rounds) | "
+                 f"{prep['preparation_speedup']:.2f}x less CPU | |")
+    return "\n".join(lines)
 
 
 def matmul_peak(dtype_name: str, n: int = 2048, repeats: int = 5) -> float:
@@ -230,7 +291,24 @@ def main(argv=None) -> dict:
                     help="validation genomes for |Δlogit| and calls (0: all shipped ones)")
     ap.add_argument("--update-readme", action="store_true",
                     help="write the tables into README.md and docs/speed.md (with the machine's line)")
+    ap.add_argument("--prep-only", action="store_true",
+                    help="only the preparation's CPU per genome, before and now (no model, a few seconds)")
+    ap.add_argument("--forward-cpu-ms", type=float, default=0.0,
+                    help="with --prep-only: a forward's CPU ms per genome measured before, for the ceiling column")
     args = ap.parse_args(argv)
+
+    if args.prep_only:
+        from bertgeom.runtime import machine_line
+        from bertgeom.sars_cov_2.genome.kmers import KmerVocab
+        from bertgeom.sars_cov_2.genome.reference import data_path
+
+        vocab = KmerVocab.load(data_path("variant_model", "kmer_vocab.json"))
+        prep = preparation_cpu(_texts(args.n), vocab, repeats=args.repeats)
+        prep["machine"] = machine_line()
+        print(f"machine: {prep['machine']}\n{preparation_markdown(prep, args.forward_cpu_ms or None)}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(prep, indent=1))
+        return prep
 
     from bertgeom.backends import available_backends, choose_backend
     from bertgeom.models import REGISTRY, load_model, resolve_device
@@ -254,6 +332,7 @@ def main(argv=None) -> dict:
     chosen_backend, chosen_prec = choose_backend(args.backend, device, args.precision)
     chosen = f"{chosen_backend} {chosen_prec}"
 
+    prep = preparation_cpu(_texts(args.n), loaded.tokenizer, loaded.max_tokens, repeats=args.repeats)
     ids = _token_ids(loaded, records)  # the timed genomes, tokenised once (not timed)
     padded = _pad(ids)
     flop = sum(forward_flop(loaded, len(x)) for x in ids)
@@ -437,6 +516,8 @@ def main(argv=None) -> dict:
         "end_to_end_cpu_ms_per_genome": 1000 * e2e_cpu_g,
         "preparation_cpu_ms_per_genome": 1000 * (e2e_cpu_g - fwd_cpu),
         "end_to_end_ceiling_share": fwd_cpu / e2e_cpu_g,
+        **prep,
+        "end_to_end_ceiling_share_from_preparation_now": fwd_cpu / (fwd_cpu + prep["preparation_now_cpu_ms_per_genome"] / 1000),
         "forward_core_utilisation": float(np.median(bound_row["cpu"])) / bound_row["seconds"] / cores_n,
         "end_to_end_core_utilisation": float(np.median(e2e_cpu)) / t_e2e / cores_n,
         "end_to_end_one_stream_genomes_per_s": n / t_e2e_one,
@@ -458,7 +539,8 @@ def main(argv=None) -> dict:
     stamp = (f"_{out['model']}, {n} genomes (the shipped genome set, cycled), {out['repeats']} interleaved rounds, "
              f"medians; {time.strftime('%Y-%m-%d')}; machine: {out['machine']}; "
              f"`python bench/bench_classify.py --n {args.n} --repeats {args.repeats} --update-readme`_")
-    print(f"\nmachine: {out['machine']}\n{table}\n\n{summary_markdown(out)}")
+    print(f"\nmachine: {out['machine']}\n{table}\n\n{summary_markdown(out)}\n\n"
+          f"{preparation_markdown(prep, 1000 * fwd_cpu)}")
     if args.update_readme:
         from readme_blocks import ROOT, replace_block
 

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 #: Largest pasted/uploaded input accepted by :func:`parse_sequences` (after decompression).
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 #: Largest single record accepted (SARS-CoV-2 is ~30 kb; 1 Mb leaves room for odd input).
@@ -36,6 +38,7 @@ _VALID = frozenset("ACGTNRYSWKMBDHV")
 _PROTEIN_ALPHABET = frozenset("ACDEFGHIKLMNPQRSTVWYBXZJUO*")
 _WS_TABLE = str.maketrans("", "", " \t\n\r\v\f\xa0\u2009\u200b\ufeff")
 _DIGIT_TABLE = str.maketrans("", "", "0123456789")
+_COMMON_TABLE = str.maketrans("", "", "ACGTN")
 
 
 class SequenceInputError(ValueError):
@@ -112,10 +115,17 @@ def clean_sequence(raw: str, name: str = "sequence", max_len: int = MAX_RECORD_L
         raise SequenceInputError(f"Record '{name}' contains no sequence.")
     if len(s) > max_len:
         raise SequenceInputError(f"Record '{name}' is {len(s):,} characters long, more than the limit of {max_len:,}.")
-    distinct = set(s)
+    # the letters used and how often, without hashing the 30,000 letters of a genome one by one: a
+    # byte histogram for ASCII text, else A C G T N tested one by one and the rest as a set
+    if s.isascii():
+        tally = np.bincount(np.frombuffer(s.encode("ascii"), dtype=np.uint8), minlength=128)
+        counts = {chr(c): int(tally[c]) for c in np.flatnonzero(tally).tolist()}
+        distinct = set(counts)
+    else:
+        distinct = set(s.translate(_COMMON_TABLE)) | {c for c in "ACGTN" if c in s}
+        counts = {c: s.count(c) for c in distinct} if len(distinct) <= 40 else {}
     if len(distinct) > 40:
         raise SequenceInputError(f"Record '{name}' is not a nucleotide sequence (it uses {len(distinct)} different characters).")
-    counts = {c: s.count(c) for c in distinct}
     nuc = sum(counts.get(c, 0) for c in _NUC_LETTERS)
     if nuc < MIN_NUCLEOTIDE_SHARE * len(s):
         if distinct <= _VALID | {"U", "X"}:  # every letter is a nucleotide code: ambiguity codes, not protein
@@ -141,7 +151,7 @@ def clean_sequence(raw: str, name: str = "sequence", max_len: int = MAX_RECORD_L
     if counts.get("X"):
         notes.append(f"{_plural(counts['X'], 'X')} read as N")
         s = s.replace("X", "N")
-    if not _VALID.issuperset(set(s)):
+    if not _VALID.issuperset({"T" if c == "U" else "N" if c == "X" else c for c in distinct}):  # = set(s)
         bad = next(c for c in s if c not in _VALID)
         raise SequenceInputError(f"Record '{name}' contains {_describe(bad)}, which is not a nucleotide (IUPAC) code.")
     n_amb = len(s) - sum(counts.get(c, 0) for c in "ACGTUNX")

@@ -238,10 +238,13 @@ class KmerVocab:
         return self.decode(ids)
 
 
+_DROP_ALPHABET = str.maketrans("", "", ALPHABET + ALPHABET.lower())
+
+
 def _is_plain(seqs: Sequence[str]) -> bool:
-    """True when every character is in :data:`ALPHABET` (upper or lower case), so codes are exact."""
-    allowed = set(ALPHABET) | set(ALPHABET.lower())
-    return all(set(s) <= allowed for s in seqs)
+    """True when every character is in :data:`ALPHABET` (upper or lower case), so codes are exact
+    (what is left after deleting those letters is empty: no set of every letter is built)."""
+    return all(not s.translate(_DROP_ALPHABET) for s in seqs)
 
 
 def _decode(code: int, k: int) -> str:

@@ -91,7 +91,7 @@ class Marker:
         """What a biologist reads: the amino-acid change when there is one, else the nucleotide name."""
         return self.aa or self.name
 
-    @property
+    @functools.cached_property
     def span(self) -> tuple[int, int]:
         """Spike offsets ``[a, b)`` of the reference bases the mutation touches."""
         a = self.pos - SPIKE_START
@@ -127,6 +127,11 @@ class MarkerTable:
         if cls not in CLASSES:
             raise KeyError(f"unknown class {cls!r}")
         return [m for m in self.markers if m.cls == cls and (role is None or m.role == role)]
+
+    @functools.cached_property
+    def markers_of(self) -> dict[str, tuple[Marker, ...]]:
+        """``{class: its markers}`` (role "marker"), listed once per table for the rule call."""
+        return {c: tuple(self.of(c)) for c in CLASSES}
 
     @functools.cached_property
     def keys_of(self) -> dict[str, frozenset]:
@@ -439,7 +444,7 @@ def call_by_markers(aligned: str, insertions: Iterable[tuple[int, str]] = (), ta
     ev: dict[str, ClassEvidence] = {}
     for cls in CLASSES:
         groups: dict[str, list[str]] = {PRESENT: [], ABSENT: [], MISSING: []}
-        for m in table.of(cls):
+        for m in table.markers_of[cls]:
             groups[marker_state(m, aligned, insertions)].append(m.label)
         ev[cls] = ClassEvidence(cls, tuple(groups[PRESENT]), tuple(groups[ABSENT]), tuple(groups[MISSING]))
     cands = [ev[c] for c in VOC_CLASSES if len(ev[c].present) >= cfg.min_present and ev[c].share >= cfg.min_share]

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -112,6 +113,27 @@ class CladeDefinitions:
     def defining_clades(self, pos: int, alt: str) -> tuple[str, ...]:
         """Clades whose own definition rows contain ``alt`` at genome ``pos`` (may be empty)."""
         return self._defining_index.get((pos, alt), ())
+
+    @functools.cached_property
+    def site_layout(self) -> dict[str, np.ndarray | list]:
+        """Every clade's inherited sites as flat arrays, clade after clade in definition order, for
+        :func:`nearest_clade`: ``pos`` (genome, 1-based), ``base`` (uint8), ``clade`` (its index);
+        the same for the clades' own sites (``own_*``); ``depth`` and ``cls`` per clade."""
+        pos, base, clade, own_pos, own_base, own_clade = [], [], [], [], [], []
+        for k, c in enumerate(self.clades):
+            for p, b in self.inherited(c).items():
+                pos.append(p)
+                base.append(ord(b) if len(b) == 1 else 0)  # a multi-letter alt never equals one base
+                clade.append(k)
+            for p, b in self.own[c].items():
+                own_pos.append(p)
+                own_base.append(ord(b) if len(b) == 1 else 0)
+                own_clade.append(k)
+        arrays = {k: np.array(v, dtype=np.int64) for k, v in (("pos", pos), ("base", base), ("clade", clade),
+                  ("own_pos", own_pos), ("own_base", own_base), ("own_clade", own_clade))}
+        for a in arrays.values():
+            a.setflags(write=False)  # shared by every call (and thread) of the process
+        return {**arrays, "depth": [self.depth(c) for c in self.clades], "cls": [clade_to_class(c) for c in self.clades]}
 
     def __hash__(self) -> int:  # needed by functools.cache on a method
         return id(self)
@@ -343,13 +365,62 @@ def aa_effect_of_sub(pos: int, alt: str) -> str | None:
     return None if r == q else f"{r}{aa}{q}"
 
 
-_ACGT = np.frombuffer(b"ACGT", dtype=np.uint8)
+#: Bool per byte value: an A, C, G or T (a called base that can be a substitution).
+_IS_ACGT = np.zeros(256, dtype=bool)
+_IS_ACGT[np.frombuffer(b"ACGT", dtype=np.uint8)] = True
+#: Bool per byte value: a character of a spike without ambiguity codes (A C G T N -).
+_IS_PLAIN = np.zeros(256, dtype=bool)
+_IS_PLAIN[np.frombuffer(b"ACGTN-", dtype=np.uint8)] = True
+
+
+@functools.lru_cache(maxsize=4)
+def _codon_layout(examined: tuple[str, ...], offset: int) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """Per-process constants of :func:`call_mutations` for ``examined`` genes of a text starting at
+    genome ``offset``: the text index of every base of every residue's codon, gene after gene
+    (``(n, 3)``, its rows the codons), where each gene's codons begin (``len(examined) + 1``
+    bounds), the shortest text that holds them all, and per text position the codons holding it
+    (``-1`` pads: overlapping genes give a base two)."""
+    from .genes import load_genes
+
+    genes = load_genes()
+    idx, bounds = [], [0]
+    for g in examined:
+        gene = genes[g]
+        first = gene.start - offset + 3 * np.arange(gene.n_codons)
+        idx.append(first[:, None] + np.arange(3))
+        bounds.append(bounds[-1] + gene.n_codons)
+    codons = np.concatenate(idx)
+    needed = int(codons.max()) + 1
+    depth = np.bincount(codons.ravel(), minlength=needed)
+    codons_at = np.full((needed, int(depth.max())), -1, dtype=np.int64)
+    filled = np.zeros(needed, dtype=np.int64)
+    for row, bases in enumerate(codons.tolist()):
+        for b in bases:
+            codons_at[b, filled[b]] = row
+            filled[b] += 1
+    out = (np.ascontiguousarray(codons), np.asarray(bounds), codons_at)
+    for a in out:
+        a.setflags(write=False)  # shared by every call (and thread) of the process
+    return out[0], out[1], needed, out[2]
+
+
+def _touches(gene, deletions, insertions) -> bool:
+    """True when an indel lies (partly) in ``gene``'s CDS, as :func:`gene_aa_mutations` tests it."""
+    g0, g1 = gene.start, gene.end
+    return (any(max(p, g0) <= min(p + n - 1, g1) for p, n in deletions)
+            or any(g0 <= p < g1 for p, _ in insertions))
 
 
 def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | None = None,
                    cut: SpikeCut | None = None) -> MutationReport:
     """Nucleotide mutations and every gene's amino-acid changes of an alignment (whole genome, or a
-    spike cut: gene S only); ``cut``: the genome's spike cut when the caller already has it."""
+    spike cut: gene S only); ``cut``: the genome's spike cut when the caller already has it.
+
+    Vectorised: one comparison with the reference finds the substituted bases, one over every gene's
+    codons at once the codons that differ; a gene neither touches nor an indel reaches is not read
+    further. Each record is built once (the names, the codons and the events first). Equal, field
+    for field, to the per-gene version it replaced (bench/reference_genome_prep.py, held to it by
+    tests/test_genome_prep_reference.py)."""
     defs = defs or load_clade_definitions()
     ref = reference_sequence()
     if isinstance(aln, GenomeAlignment):
@@ -362,92 +433,111 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
         dels, inss = aln.deletions, aln.insertions
     q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     r = np.frombuffer(ref[offset - 1 : offset - 1 + len(text)].encode("ascii"), dtype=np.uint8)
-    idx = np.flatnonzero((q != r) & np.isin(q, _ACGT))
+    changed = q != r
+    cand = np.flatnonzero(changed)  # a few hundred positions: substitutions, deletions, N
+    idx = cand[_IS_ACGT[q[cand]]]
 
     from .genes import load_genes
 
     genes = load_genes()
-    examined = ["S"] if spike_only else list(genes)
-    gene_aa: dict[str, tuple[list[AaMutation], dict[int, str]]] = {}
-    for g in examined:
+    examined = ("S",) if spike_only else tuple(genes)
+    codons, bounds, needed, codons_at = _codon_layout(examined, offset)
+    if len(q) >= needed:
+        # the codons holding a changed base; of those, the ones whose bases hold no N differ
+        hit = np.zeros(len(codons), dtype=bool)
+        rows = codons_at[cand[cand < needed]].ravel()
+        hit[rows[rows >= 0]] = True
+        rows = np.flatnonzero(hit)
+        is_n = q[codons[rows]] == ord("N")
+        differ = rows[~(is_n[:, 0] | is_n[:, 1] | is_n[:, 2])]
+        per_gene = np.split(differ, np.searchsorted(differ, bounds[1:-1]))
+    else:  # pragma: no cover - aligned texts always span their genes; else each gene finds its own
+        per_gene = [None] * len(examined)
+    gene_aa: dict[str, tuple[list[_AaRow], dict[int, str]]] = {}
+    for k, g in enumerate(examined):
         gene = genes[g]
+        diff = per_gene[k]
+        if diff is not None and not len(diff) and not _touches(gene, dels, inss):
+            gene_aa[g] = ([], {})
+            continue
         gtext = text[gene.start - offset : gene.end - offset + 1]
-        gene_aa[g] = gene_aa_mutations(gene, gtext, dels, inss)
+        gene_aa[g] = _gene_aa_mutations(gene, gtext, dels, inss, None if diff is None else diff - bounds[k])
     codon_aa = gene_aa["S"][1]
-    nuc: list[NucMutation] = []
+
+    # (kind, pos, ref, alt, name, spike residue, defining clades) of every change, genome order
+    rows: list[tuple] = []
     for i in idx.tolist():
         pos = i + offset
-        alt = chr(q[i])
-        aa = aa_of_genome_pos(pos)
+        alt, rb = chr(q[i]), ref[pos - 1]
+        aa = (pos - SPIKE_START) // 3 + 1 if SPIKE_START <= pos <= SPIKE_END else None
         aa = aa if aa is not None and aa <= SPIKE_AA_LEN else None
-        fine, coarse = _dom(aa)
-        nuc.append(NucMutation("sub", pos, chr(r[i]), alt, f"{chr(r[i])}{pos}{alt}", aa, fine, coarse,
-                               codon_aa.get(aa), defs.defining_clades(pos, alt)))
+        rows.append(("sub", pos, rb, alt, f"{rb}{pos}{alt}", aa, defs.defining_clades(pos, alt)))
     for p, n in dels:
         aa = aa_of_genome_pos(p)
         aa = aa if aa is not None and aa <= SPIKE_AA_LEN else None
-        fine, coarse = _dom(aa)
-        name = nuc_deletion_name(p, n)
-        nuc.append(NucMutation("del", p, ref[p - 1 : p - 1 + n], "", name, aa, fine, coarse, codon_aa.get(aa)))
+        rows.append(("del", p, ref[p - 1 : p - 1 + n], "", nuc_deletion_name(p, n), aa, ()))
     for p, b in inss:
         aa = aa_of_genome_pos(p) if SPIKE_START <= p < SPIKE_END else None
-        fine, coarse = _dom(aa)
-        nuc.append(NucMutation("ins", p, "", b, nuc_insertion_name(p, b), aa, fine, coarse, codon_aa.get(aa)))
-    nuc.sort(key=lambda m: (m.pos, m.kind))
+        rows.append(("ins", p, "", b, nuc_insertion_name(p, b), aa, ()))
+    rows.sort(key=lambda m: (m[1], m[0]))
+    sub_clades = {m[4]: m[6] for m in rows if m[0] == "sub"}  # the clades defined by each substitution
 
     # attach nucleotide names to amino-acid changes, gene by gene
+    spans = []  # (first, last, name): the bases each change touches (an insertion: the base before it)
+    for kind, pos, rb, alt, name, _, _ in rows:
+        if kind == "ins":
+            spans.append((pos, pos, name))
+        else:
+            spans.append((pos, pos + max(len(rb), 1) - 1 if kind == "del" else pos, name))
+    span_first = np.fromiter((a for a, _, _ in spans), dtype=np.int64, count=len(spans))
+    span_last = np.fromiter((b for _, b, _ in spans), dtype=np.int64, count=len(spans))
+    shifting = [(m[1], m[1] + max(len(m[2]), 1) - 1, m[4]) for m in rows
+                if m[0] in ("del", "ins") and (len(m[2]) + len(m[3])) % 3]
     reports: dict[str, GeneReport] = {}
     events_of_nuc: dict[str, list[str]] = {}
     for g in examined:
         gene = genes[g]
+        gtext = text[gene.start - offset : gene.end - offset + 1]
+        called, _ = called_share(gtext)
+        aa_list = gene_aa[g][0]
+        if not aa_list:
+            reports[g] = GeneReport(g, [], [], called, gene.length, [], [])
+            continue
         by_codon: dict[int, list[str]] = {}
-        for m in nuc:
-            first = m.pos + 1 if m.kind == "ins" else m.pos
-            last = m.pos + max(len(m.ref), 1) - 1 if m.kind == "del" else first
-            if m.kind == "ins":
-                first = last = m.pos  # the codon holding the base before the insertion
-            if last < gene.start or first > gene.end:
-                continue
+        for j in np.flatnonzero((span_last >= gene.start) & (span_first <= gene.end)).tolist():
+            first, last, name = spans[j]
             c0 = gene.codon_of(max(first, gene.start))
             c1 = gene.codon_of(min(last, gene.end)) or gene.n_codons
             if c0 is None:
                 continue
             for c in range(c0, c1 + 1):
-                by_codon.setdefault(c, []).append(m.name)
+                by_codon.setdefault(c, []).append(name)
         full = []
-        shifting = [m for m in nuc if m.kind in ("del", "ins") and (len(m.ref) + len(m.alt)) % 3]
-        for m in gene_aa[g][0]:
+        for m in aa_list:
             if m.kind == "fs":  # the indels that open or close the shifted range
                 lo, hi = gene.codon_span(max(m.pos - 1, 1))[0], gene.codon_span(m.end)[1]
-                names = tuple(x.name for x in shifting if x.pos <= hi and lo <= x.pos + max(len(x.ref), 1) - 1)
+                names = tuple(name for a, b, name in shifting if a <= hi and lo <= b)
             else:
                 names = tuple(by_codon.get(m.pos, ()))
-            clades = tuple(sorted({c for n in names for c in _clades_of_name(n, defs)}))
-            full.append(replace(m, nuc=names, defining_clades=clades, gene=g))
+            clades = tuple(sorted({c for n in names for c in sub_clades.get(n, ())}))
+            full.append(AaMutation(m.kind, m.pos, m.ref, m.alt, m.name, m.domain, m.coarse_domain, names, clades, g,
+                                   m.end))
         events = group_events(g, full)
         for e in events:
             for n in e.nuc:
                 events_of_nuc.setdefault(n, []).append(e.qualified)
-        gtext = text[gene.start - offset : gene.end - offset + 1]
-        called, _ = called_share(gtext)
         fs = [m.name for m in full if m.kind == "fs"]
         reports[g] = GeneReport(g, full, events, called, gene.length, fs, [m.name for m in full if m.kind == "stop"])
-    nuc = [replace(m, aa_changes=tuple(events_of_nuc.get(m.name, ()))) for m in nuc]
+    nuc = []
+    for kind, pos, rb, alt, name, aa, clades in rows:
+        fine, coarse = _dom(aa)
+        nuc.append(NucMutation(kind, pos, rb, alt, name, aa, fine, coarse, codon_aa.get(aa), clades,
+                               tuple(events_of_nuc.get(name, ()))))
     aa_full = reports["S"].aa
 
-    s_text = cut.aligned
-    amb = [SPIKE_START + i for i, c in enumerate(s_text) if c not in "ACGTN-"] if not _plain(s_text) else []
+    other = ~_IS_PLAIN[np.frombuffer(cut.aligned.encode("ascii"), dtype=np.uint8)]  # neither A C G T N nor -
+    amb = (np.flatnonzero(other) + SPIKE_START).tolist()
     return MutationReport(nuc, aa_full, spike_only, amb, reports)
-
-
-def _plain(s: str) -> bool:
-    return not s.strip("ACGTN-")
-
-
-def _clades_of_name(name: str, defs: CladeDefinitions) -> tuple[str, ...]:
-    if name[:1] in "ACGT" and name[-1:] in "ACGT" and name[1:-1].isdigit():
-        return defs.defining_clades(int(name[1:-1]), name[-1])
-    return ()
 
 
 def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions | None = None) -> tuple[list[AaMutation], dict[int, str]]:
@@ -525,18 +615,41 @@ def gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], ins
     """Amino-acid changes of one gene from its aligned text (``gene.length`` characters in reference
     coordinates, ``-`` deleted, ``N`` missing) and the genome indels touching it; with
     ``{residue: name}`` of the change at each residue. Names follow Nextclade (module docstring)."""
+    rows, codon_aa = _gene_aa_mutations(gene, text, deletions, insertions, None)
+    return [AaMutation(m.kind, m.pos, m.ref, m.alt, m.name, m.domain, m.coarse_domain, gene=gene.name, end=m.end)
+            for m in rows], codon_aa
+
+
+class _AaRow(NamedTuple):
+    """An amino-acid change before its nucleotides are known (an :class:`AaMutation` is built once,
+    with them: a frozen dataclass costs several microseconds to build)."""
+
+    kind: str
+    pos: int
+    ref: str
+    alt: str
+    name: str
+    domain: str | None
+    coarse_domain: str | None
+    end: int = 0
+
+
+def _gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], insertions: Iterable[tuple[int, str]],
+                       differ: np.ndarray | None) -> tuple[list[_AaRow], dict[int, str]]:
+    """:func:`gene_aa_mutations` as :class:`_AaRow` rows, given (when not ``None``) the 0-based
+    residues whose codon differs from the reference and holds no N, as :func:`call_mutations` finds
+    them for every gene at once."""
     s = text
     g0, g1 = gene.start, gene.end
-    ref_s = reference_sequence()[g0 - 1 : g1]
     prot = gene.protein
     n_aa = len(prot)
     spike = gene.name == "S"
     handled: set[int] = set()  # 0-based codon indices dealt with by indel logic
-    out: list[AaMutation] = []
+    out: list[_AaRow] = []
 
     def add(kind: str, pos: int, ref_aa: str, alt: str, name: str) -> None:
         fine, coarse = _dom(pos) if spike else (None, None)
-        out.append(AaMutation(kind, pos, ref_aa, alt, name, fine, coarse, gene=gene.name))
+        out.append(_AaRow(kind, pos, ref_aa, alt, name, fine, coarse))
 
     for p, n in deletions:
         a, b = max(p, g0), min(p + n - 1, g1)
@@ -603,14 +716,15 @@ def gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], ins
         handled.update(range(begin, min(end, n_aa)))
         ref_aa = prot[begin] if begin < n_aa else "*"
         fine, coarse = _dom(begin + 1) if spike else (None, None)
-        out.append(AaMutation("fs", begin + 1, ref_aa, "fs", f"{begin + 1}-{end}", fine, coarse, gene=gene.name,
-                              end=end))
+        out.append(_AaRow("fs", begin + 1, ref_aa, "fs", f"{begin + 1}-{end}", fine, coarse, end))
 
     # plain codon substitutions (vectorised pre-filter on differing codons)
-    q = np.frombuffer(s[: 3 * n_aa].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
-    rr = np.frombuffer(ref_s[: 3 * n_aa].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
-    diff = np.flatnonzero((q != rr).any(axis=1) & ~(q == ord("N")).any(axis=1))
-    for c in diff.tolist():
+    if differ is None:
+        ref_s = reference_sequence()[g0 - 1 : g1]
+        q = np.frombuffer(s[: 3 * n_aa].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
+        rr = np.frombuffer(ref_s[: 3 * n_aa].encode("ascii"), dtype=np.uint8).reshape(-1, 3)
+        differ = np.flatnonzero((q != rr).any(axis=1) & ~(q == ord("N")).any(axis=1))
+    for c in differ.tolist():
         if c in handled:
             continue
         codon = s[3 * c : 3 * c + 3]
@@ -762,35 +876,40 @@ def nearest_clade(aln: GenomeAlignment | SpikeCut, classes: Iterable[str] | None
     else:
         text, offset = aln.aligned, SPIKE_START
     allowed = set(classes) if classes is not None else None
+    lay = defs.site_layout
+    clades = defs.clades
+    n = len(clades)
+    q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+
+    def bases_at(pos: np.ndarray) -> np.ndarray:  # the text's base at genome ``pos``, N outside it
+        i = pos - offset
+        inside = (i >= 0) & (i < len(q))
+        out = np.full(len(pos), ord("N"), dtype=np.int64)
+        out[inside] = q[i[inside]]
+        return out
+
+    base = bases_at(lay["pos"])
+    called = _IS_ACGT[base]
+    same = called & (base == lay["base"])
+    m = np.bincount(lay["clade"], weights=same, minlength=n).astype(np.int64).tolist()
+    mm = np.bincount(lay["clade"], weights=called & ~same, minlength=n).astype(np.int64).tolist()
+    miss = np.bincount(lay["clade"], weights=~called, minlength=n).astype(np.int64).tolist()
+    has_own = np.bincount(lay["own_clade"], minlength=n) > 0
+    carried = np.bincount(lay["own_clade"], weights=bases_at(lay["own_pos"]) == lay["own_base"], minlength=n) > 0
+    supported = (~has_own | carried).tolist()
     best = None
-    for order, c in enumerate(defs.clades):
-        cls = clade_to_class(c)
+    for order, c in enumerate(clades):
+        cls = lay["cls"][order]
         if allowed is not None and cls not in allowed:
             continue
-        m = mm = miss = 0
-        for p, b in defs.inherited(c).items():
-            i = p - offset
-            base = text[i] if 0 <= i < len(text) else "N"
-            if base not in "ACGT":
-                miss += 1
-            elif base == b:
-                m += 1
-            else:
-                mm += 1
-        own = defs.own[c]
-        supported = not own or any(_base_at(text, offset, p) == b for p, b in own.items())
-        key = (m - mismatch_weight * mm, supported, defs.depth(c), order)
+        key = (m[order] - mismatch_weight * mm[order], supported[order], lay["depth"][order], order)
         if best is None or key > best[0]:
-            best = (key, CladeCall(c, cls, defs.display.get(c, c), m, mm, miss))
+            best = (key, order)
     if best is None:
         raise ValueError("no clade in the requested classes")
-    return best[1]
-
-
-def _base_at(text: str, offset: int, pos: int) -> str:
-    """The base of an aligned text (starting at genome ``offset``) at genome ``pos`` (N outside it)."""
-    i = pos - offset
-    return text[i] if 0 <= i < len(text) else "N"
+    k = best[1]
+    c = clades[k]
+    return CladeCall(c, lay["cls"][k], defs.display.get(c, c), m[k], mm[k], miss[k])
 
 
 def spike_sites_of(aligned_spike: str, sites: Iterable[tuple[int, str]]) -> dict[str, str]:

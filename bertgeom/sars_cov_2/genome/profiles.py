@@ -92,9 +92,11 @@ def _residue_of(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def nuc_key(name: str) -> tuple | None:
     """``("sub", 23063, "T")``, ``("del", 21765, 21770)`` or ``("ins", 22204, "GAGCCAGAA")`` of a
-    nucleotide change named as Nextclade names it (None for anything else)."""
+    nucleotide change named as Nextclade names it (None for anything else). Cached: a clade profile's
+    names are read again for every genome."""
     import re
 
     m = re.match(r"^[ACGT](\d+)([ACGT])$", name)
