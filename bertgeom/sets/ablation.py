@@ -27,9 +27,7 @@ from bertgeom.analysis.ablation import cls_cosine, sweep_single_heads
 from bertgeom.inputs import InputError, encode_input
 from bertgeom.cache import cached_arrays
 from bertgeom.sets.inputs import InputItem
-
-#: Bump when the per-input sweep arrays change.
-SWEEP_VERSION = 2  # 2: calibrated probabilities (class_probabilities), 1: the raw softmax
+from bertgeom.sets.keys import sweep_key
 
 __all__ = ["input_sweep", "sweep_over_set", "summarise_sweeps", "stratified"]
 
@@ -62,8 +60,6 @@ def input_sweep(loaded, item: InputItem, *, cache: bool = True) -> dict[str, np.
 
     if not cache:
         return compute()
-    from bertgeom.sets.keys import sweep_key
-
     return cached_arrays(sweep_key(loaded, item), compute)
 
 

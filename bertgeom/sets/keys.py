@@ -100,8 +100,10 @@ def example_views_key(loaded, text: str) -> CacheKey:
                        inputs=normalised_digest(text))
 
 
+#: Bump when the per-input sweep arrays change (2: calibrated probabilities, 1: the raw softmax).
+SWEEP_VERSION = 2
+
+
 def sweep_key(loaded, item: InputItem) -> CacheKey:
     """One input's single-head disabling sweep (:func:`bertgeom.sets.ablation.input_sweep`)."""
-    from bertgeom.sets.ablation import SWEEP_VERSION
-
     return CacheKey.of("head-sweep", SWEEP_VERSION, weights=loaded.weights_hash, inputs=text_digest(item.text))
