@@ -121,9 +121,26 @@ def _what_if_row(page, cls: str) -> dict[str, str]:
     raise AssertionError(f"no row {cls!r} in the what-if table")
 
 
+def _library_strongest_heads() -> tuple[str, str]:
+    """The strongest previous-token and [CLS] heads of MiniLM on the tour's sentence, as the library
+    computes them in this process: the heads the tour's first and third steps must open."""
+    from bertgeom.analysis.facts import strongest_head
+    from bertgeom.analysis.heads import head_features
+    from bertgeom.examples import example_sentences
+    from bertgeom.models import load_model
+    from bertgeom.tokens import TokenKinds
+    from bertgeom.trace import run_trace
+
+    trace = run_trace(load_model("minilm-l6"), example_sentences()[0])
+    enc = trace.encoded
+    table = head_features(trace.attentions, TokenKinds(is_cls=enc.is_cls, is_sep=enc.is_sep, is_punct=enc.is_punct))
+    return strongest_head(table, "prev").label, strongest_head(table, "cls").label
+
+
 def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(server, browser):
     """Every number each step's sentence states is printed by the view it opens (read back from the
-    page's own captions, feature chart, what-if table and call), and no step shows an error."""
+    page's own captions, feature chart, what-if table and call), the heads it opens are the ones the
+    library finds, and no step shows an error."""
     _needs_models()
     ctx = _context(browser)
     page = ctx.new_page()
@@ -138,6 +155,8 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     m = re.search(r"strongest previous-token head is (L\d+ H\d+) \((\d\.\d\d) of each token's attention\); "
                   r"(\d+) of (\d+) heads pass 0\.5", text)
     head = m.group(1)
+    prev, cls = _library_strongest_heads()
+    assert head == prev  # the head the library finds on the same sentence, computed here, not by the server
     assert _selected_head(page) == head and _open_tab(page) == "Head detail"
     assert _feature_value(page, "attention to previous token") == m.group(2)  # the number the page prints
     _caption_says(page, m.group(0))  # the grid's caption: the same head, value and count
@@ -156,6 +175,7 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     n_heads, layer = re.search(r"All (\d+) heads of layer (\d+)", text).groups()
     m = re.search(r"Hover a word: H(\d+)'s lines go one word up \((\d\.\d\d) of its attention\)", text)
     assert f"L{layer} H{m.group(1)}" == head == _selected_head(page) and _open_tab(page) == "Head view"
+    assert "heads_tab=Head+view" in page.url
     assert _feature_value(page, "attention to previous token") == m.group(2)
     others = re.search(r"next most previous-looking heads here are (H\d+ \(\d\.\d\d\)), (H\d+ \(\d\.\d\d\))", text)
     ranking = f"layer {layer}, most first: H{m.group(1)} ({m.group(2)}) · {others.group(1)} · {others.group(2)}"
@@ -169,6 +189,7 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     text = _bar(page, 3)
     m = re.search(r"strongest \[CLS\] head is (L\d+ H\d+) \((\d\.\d\d) of its attention\)", text)
     sink = m.group(1)
+    assert sink == cls
     assert _selected_head(page) == sink and _open_tab(page) == "Head detail"
     assert _feature_value(page, "attention to [CLS]") == m.group(2)
     summary = re.search(r"strongest \[CLS\] head is .*? pass 0\.6; the strongest \[SEP\] head is .*? pass 0\.6\.", text)
