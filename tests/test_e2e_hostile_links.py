@@ -154,9 +154,7 @@ def test_the_queries_and_keys_upload_and_the_what_if_box_render_a_payload_as_tex
     junk = "ACGTTGCA" * 40  # aligns nowhere: each record lands in the error caption
     genome = load_demo_genomes()[0][0].sequence
     fasta = f">{PAYLOAD}|omicron\n{junk}\n>ok|alpha\n{genome}\n>{PAYLOAD} 2|delta\n{genome}\n".encode()
-    # "my own inputs" chosen by the link (a URL-bound radio): the page never embeds the 35 shipped
-    # genomes first, which this check does not look at
-    _visit(page, f"{app}/?view=heads&model={VARIANT_MODEL_ID}&heads_tab=Queries+%26+keys+over+a+set&w_qk_set=own")
+    _visit(page, f"{app}/?view=heads&model={VARIANT_MODEL_ID}&heads_tab=Queries+%26+keys+over+a+set")
     _own_set(page)
     upload = page.get_by_test_id("stMain").get_by_test_id("stFileUploaderDropzoneInput").first
     page.runs.after(lambda: upload.set_input_files({"name": f"{PAYLOAD}.fasta", "mimeType": "text/plain",
