@@ -91,26 +91,6 @@ def test_paste_a_genome_and_see_prediction_and_qc_card(server, page):
     _shot(page, "variant_classifier")
 
 
-def test_upload_a_fasta_and_download_the_csv(server, page, tmp_path):
-    _needs_variant_model()
-    from bertgeom.sars_cov_2.variant.spec import genome_set
-
-    fasta = tmp_path / "two.fasta"
-    fasta.write_text(genome_set("demo")[5].text + "\n" + genome_set("demo")[7].text + "\n")
-    page.goto(f"{server}/?view=classifier&model=sars-cov-2-variant")
-    wait_idle(page, BOUND_MS)
-    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(fasta))
-    wait_idle(page, BOUND_MS)
-    # the table's heading (while the batch runs, "Classifying 2 records…" holds the same words)
-    expect(page.get_by_role("heading", name="2 records")).to_be_visible(timeout=BOUND_MS)
-    with page.expect_download() as info:
-        page.get_by_role("button", name="Download all predictions (CSV)").click()
-    path = info.value.path()
-    text = open(path).read()
-    assert text.startswith("name,original_name,predicted") and text.count("\n") >= 3
-    _shot(page, "variant_classifier_upload")
-
-
 @pytest.mark.parametrize(("view", "title"), [("subspace", "Subspace Directions"), ("cone", "Cone Index per Layer")])
 def test_the_geometry_pages_open_without_errors(server, page, view, title):
     page.goto(f"{server}/?view={view}&model=minilm-l6&layer=2&head=3")
@@ -121,7 +101,7 @@ def test_the_geometry_pages_open_without_errors(server, page, view, title):
     _shot(page, view)
 
 
-# ---- issue 24: the head view, the model view, the set embedding and the tour ---------------------
+# ---- issue 24: the head view, the model view and the set embedding (the tour: test_e2e_tour_share) -----
 
 
 def _click_point(page, point) -> None:
@@ -175,33 +155,3 @@ def test_set_embedding_click_opens_that_input(server, page):
     name = re.match(r"Opened (.+) \(token", opened.inner_text()).group(1)
     expect(page.get_by_role("textbox", name="Input sentence")).to_have_value(texts[name])
     _shot(page, "qk_set")
-
-
-def test_the_tour_opens_each_steps_page_head_and_tab(server, page):
-    from bertgeom.analysis.tour_facts import strongest_head
-    from bertgeom.analysis.heads import head_features
-    from bertgeom.tokens import TokenKinds
-    from bertgeom.examples import example_sentences
-    from bertgeom.models import load_model
-    from bertgeom.trace import run_trace
-
-    trace = run_trace(load_model("minilm-l6"), example_sentences()[0])
-    enc = trace.encoded
-    table = head_features(trace.attentions, TokenKinds(is_cls=enc.is_cls, is_sep=enc.is_sep, is_punct=enc.is_punct))
-    prev, cls = strongest_head(table, "prev"), strongest_head(table, "cls")
-    page.goto(server)
-    wait_idle(page, BOUND_MS)
-    page.get_by_role("button", name="Start the tour").click()
-    wait_idle(page, BOUND_MS)
-    expect(page.get_by_text("Tour · step 1 of")).to_be_visible(timeout=BOUND_MS)
-    expect(page.get_by_text(f"{prev.label} — who attends to whom")).to_be_visible(timeout=BOUND_MS)
-    page.get_by_role("button", name="Next ▶").click()
-    wait_idle(page, BOUND_MS)
-    expect(page.get_by_text("Tour · step 2 of")).to_be_visible(timeout=BOUND_MS)
-    expect(page.get_by_role("tab", name="Head view", selected=True)).to_be_visible()
-    assert "heads_tab=Head+view" in page.url
-    page.get_by_role("button", name="Next ▶").click()
-    wait_idle(page, BOUND_MS)
-    expect(page.get_by_text("Tour · step 3 of")).to_be_visible(timeout=BOUND_MS)
-    expect(page.get_by_text(f"{cls.label} — who attends to whom")).to_be_visible(timeout=BOUND_MS)
-    _shot(page, "tour_step3")

@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from screenshots import BOUND_MS, wait_idle  # noqa: E402
+from screenshots import BOUND_MS, Runs, wait_idle  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 SHOTS = ROOT / "artifacts"
@@ -121,9 +121,26 @@ def _what_if_row(page, cls: str) -> dict[str, str]:
     raise AssertionError(f"no row {cls!r} in the what-if table")
 
 
+def _library_strongest_heads() -> tuple[str, str]:
+    """The strongest previous-token and [CLS] heads of MiniLM on the tour's sentence, as the library
+    computes them in this process: the heads the tour's first and third steps must open."""
+    from bertgeom.analysis.facts import strongest_head
+    from bertgeom.analysis.heads import head_features
+    from bertgeom.examples import example_sentences
+    from bertgeom.models import load_model
+    from bertgeom.tokens import TokenKinds
+    from bertgeom.trace import run_trace
+
+    trace = run_trace(load_model("minilm-l6"), example_sentences()[0])
+    enc = trace.encoded
+    table = head_features(trace.attentions, TokenKinds(is_cls=enc.is_cls, is_sep=enc.is_sep, is_punct=enc.is_punct))
+    return strongest_head(table, "prev").label, strongest_head(table, "cls").label
+
+
 def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(server, browser):
     """Every number each step's sentence states is printed by the view it opens (read back from the
-    page's own captions, feature chart, what-if table and call), and no step shows an error."""
+    page's own captions, feature chart, what-if table and call), the heads it opens are the ones the
+    library finds, and no step shows an error."""
     _needs_models()
     ctx = _context(browser)
     page = ctx.new_page()
@@ -138,6 +155,8 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     m = re.search(r"strongest previous-token head is (L\d+ H\d+) \((\d\.\d\d) of each token's attention\); "
                   r"(\d+) of (\d+) heads pass 0\.5", text)
     head = m.group(1)
+    prev, cls = _library_strongest_heads()
+    assert head == prev  # the head the library finds on the same sentence, computed here, not by the server
     assert _selected_head(page) == head and _open_tab(page) == "Head detail"
     assert _feature_value(page, "attention to previous token") == m.group(2)  # the number the page prints
     _caption_says(page, m.group(0))  # the grid's caption: the same head, value and count
@@ -156,6 +175,7 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     n_heads, layer = re.search(r"All (\d+) heads of layer (\d+)", text).groups()
     m = re.search(r"Hover a word: H(\d+)'s lines go one word up \((\d\.\d\d) of its attention\)", text)
     assert f"L{layer} H{m.group(1)}" == head == _selected_head(page) and _open_tab(page) == "Head view"
+    assert "heads_tab=Head+view" in page.url
     assert _feature_value(page, "attention to previous token") == m.group(2)
     others = re.search(r"next most previous-looking heads here are (H\d+ \(\d\.\d\d\)), (H\d+ \(\d\.\d\d\))", text)
     ranking = f"layer {layer}, most first: H{m.group(1)} ({m.group(2)}) · {others.group(1)} · {others.group(2)}"
@@ -169,6 +189,7 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
     text = _bar(page, 3)
     m = re.search(r"strongest \[CLS\] head is (L\d+ H\d+) \((\d\.\d\d) of its attention\)", text)
     sink = m.group(1)
+    assert sink == cls
     assert _selected_head(page) == sink and _open_tab(page) == "Head detail"
     assert _feature_value(page, "attention to [CLS]") == m.group(2)
     summary = re.search(r"strongest \[CLS\] head is .*? pass 0\.6; the strongest \[SEP\] head is .*? pass 0\.6\.", text)
@@ -254,10 +275,10 @@ def test_share_link_made_after_a_tab_change_reopens_that_tab(server, browser, vi
     wait_idle(page, BOUND_MS)
     how, name = change
     if how == "tab":
-        page.get_by_role("tab", name=name, exact=True).click()
+        choice = page.get_by_role("tab", name=name, exact=True)
     else:
-        page.get_by_test_id("stMain").get_by_role("radio", name=name, exact=True).click()
-    wait_idle(page, BOUND_MS)
+        choice = page.get_by_test_id("stMain").get_by_role("radio", name=name, exact=True)
+    Runs(page).after(choice.click, BOUND_MS)  # the run this click asks for (a busy browser may send it late)
     link = _share_link(page, view)
     assert param in link, link  # built from this run's state, not the previous tab
     other = _context(browser)
@@ -286,32 +307,31 @@ def test_classifier_share_box(server, browser):
 
 
 def test_colour_survives_an_emptied_input_and_theta_restarts_for_a_new_one(server, browser):
+    # every action waits for the run it asks for (Runs.after), not for the page to look idle: on a busy
+    # machine the browser sent the colour's rerun after an idle check had passed, and the θ link below
+    # was made from the address before the colour reached it
     ctx = _context(browser)
     page = ctx.new_page()
-    page.goto(f"{server}/?view=heads&model=minilm-l6")
-    wait_idle(page, BOUND_MS)
+    runs = Runs(page)
+    runs.after(lambda: page.goto(f"{server}/?view=heads&model=minilm-l6"), BOUND_MS)
     colour = page.get_by_role("combobox", name="Colour the grid by")
     colour.click()
-    page.get_by_role("option", name="attention to [CLS]", exact=True).click()
-    wait_idle(page, BOUND_MS)
-    page.goto(page.url.replace("theta=0.3", "theta=0.1"))  # as a user who lowered θ (a link keeps its θ)
-    wait_idle(page, BOUND_MS)
+    runs.after(page.get_by_role("option", name="attention to [CLS]", exact=True).click, BOUND_MS)
+    page.wait_for_url(re.compile(r"colour=cls"), timeout=BOUND_MS)
+    url = page.url.replace("theta=0.3", "theta=0.1")  # as a user who lowered θ (a link keeps its θ)
+    runs.after(lambda: page.goto(url), BOUND_MS)
     assert "theta=0.1" in page.url
-    page.get_by_role("tab", name="All heads", exact=True).click()
-    wait_idle(page, BOUND_MS)
+    runs.after(page.get_by_role("tab", name="All heads", exact=True).click, BOUND_MS)
     box = page.get_by_test_id("stSidebar").get_by_role("textbox").first
     box.fill("")
-    box.press("Control+Enter")
-    wait_idle(page, BOUND_MS)
+    runs.after(lambda: box.press("Control+Enter"), BOUND_MS)
     box.fill("A new sentence about dogs and cats.")
-    box.press("Control+Enter")
-    wait_idle(page, BOUND_MS)
+    runs.after(lambda: box.press("Control+Enter"), BOUND_MS)
     expect(colour).to_have_value("attention to [CLS]")  # the dropdown, the caption and the URL agree
     expect(page.get_by_test_id("stMain").get_by_text("attention to [CLS] = mean_i", exact=False).first).to_be_visible()
     assert "colour=cls" in page.url
     expect(page.get_by_role("tab", name="All heads", exact=True)).to_have_attribute("aria-selected", "true")
-    page.get_by_role("tab", name="Head detail", exact=True).click()
-    wait_idle(page, BOUND_MS)
+    runs.after(page.get_by_role("tab", name="Head detail", exact=True).click, BOUND_MS)
     assert "theta=0.3" in page.url  # θ restarted for the new input, as its help says
     expect(page.get_by_text("Strongest links (weight ≥ 0.30)", exact=False)).to_be_visible()
     _no_error(page)
@@ -328,8 +348,7 @@ def test_theta_restarts_when_the_sentence_is_replaced_in_place(server, browser):
     expect(page.get_by_text("Strongest links (weight ≥ 0.10)", exact=False)).to_be_visible()
     box = page.get_by_test_id("stSidebar").get_by_role("textbox").first
     box.fill("Another sentence, typed over the first one.")
-    box.press("Control+Enter")
-    wait_idle(page, BOUND_MS)
+    Runs(page).after(lambda: box.press("Control+Enter"), BOUND_MS)
     expect(page.get_by_text("Strongest links (weight ≥ 0.30)", exact=False)).to_be_visible()
     assert "theta=0.3" in page.url
     _no_error(page)

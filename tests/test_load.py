@@ -6,7 +6,8 @@ bounded (25 minutes, a failure guard on a busy machine; every wait inside ends o
 
 All finish, each sees only its own results, the server's memory stays bounded, and the light
 client is served while they work. The working clients' browsers run at low CPU priority (a control
-group with a small CPU share where the test may make one), as if on their users' own computers: on
+group with a small CPU share where the test may make one; at normal priority when other jobs already
+keep the cores busy, where the median is not judged), as if on their users' own computers: on
 one 2-core box they otherwise spend several times the server's CPU, and the light client's time would
 measure Chromium rather than the app (the scenario's docstring says more). The time target itself (a median under 3 s) is a benchmark figure, measured with its idle
 baseline by ``bench/bench_load.py`` for both browser priorities and recorded in the README; here
@@ -26,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from load_scenario import run_load  # noqa: E402
+from load_scenario import run_load, runnable_elsewhere  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 SESSIONS = 4
@@ -39,7 +40,12 @@ def test_sessions_at_once_and_a_light_client_is_served():
 
     if VARIANT_MODEL_ID not in REGISTRY:
         pytest.skip("the shipped variant model is not installed")
-    d = run_load(clients_niced=True, sessions=SESSIONS, timeout=BOUND_S)
+    # Other jobs already keep the cores busy: the median is then recorded, not judged (below), and the
+    # working browsers run at the same priority as everything else. In a low-share control group
+    # behind a dozen other jobs they got almost no CPU and the scenario ran for over 20 minutes
+    # instead of about 1.5, to measure a figure that is not judged.
+    busy = runnable_elsewhere() > (os.cpu_count() or 2)
+    d = run_load(clients_niced=not busy, sessions=SESSIONS, timeout=BOUND_S)
     (ROOT / "artifacts").mkdir(exist_ok=True)
     (ROOT / "artifacts" / "load.json").write_text(json.dumps(d))
     times, median, idle = d["light_client_home_s"], d["light_client_home_median_s"], d["idle_home_s"]
@@ -50,7 +56,7 @@ def test_sessions_at_once_and_a_light_client_is_served():
     assert all(r["own_heading"] for r in d["results"]), d["results"]
     assert d["server_peak_rss_mib"] < 6000
     assert len(times) >= 3, times  # measured while the sessions were still working
-    if d["outside_load"] > (os.cpu_count() or 2):
+    if busy or d["outside_load"] > (os.cpu_count() or 2):
         pytest.skip(f"the machine was busy with other jobs (load {d['outside_load']:.1f} on {os.cpu_count()} cores): "
                     f"the home page's median {median:.1f} s was recorded, not judged")
     if d["clients_priority"].startswith("control group"):

@@ -45,9 +45,12 @@ def _sites(rel: str, text: str):
             if isinstance(child, ast.Call):
                 f = child.func
                 called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-                args = " ".join(ast.get_source_segment(text, a) or "" for a in child.args)
-                if called in SOFTMAXES and "logit" in args.lower():
-                    out.append(("softmax", name, child.lineno, ast.get_source_segment(text, child)))
+                # the arguments' source only for a softmax (get_source_segment splits the whole file on
+                # every call: asked for every call of every file, the walk took most of a minute)
+                if called in SOFTMAXES:
+                    args = " ".join(ast.get_source_segment(text, a) or "" for a in child.args)
+                    if "logit" in args.lower():
+                        out.append(("softmax", name, child.lineno, ast.get_source_segment(text, child)))
             if isinstance(child, ast.Attribute) and child.attr == "probs" and isinstance(child.ctx, ast.Load):
                 out.append(("probs", name, child.lineno, ast.get_source_segment(text, child)))
             visit(child, name)
