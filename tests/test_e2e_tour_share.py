@@ -124,7 +124,7 @@ def _what_if_row(page, cls: str) -> dict[str, str]:
 def _library_strongest_heads() -> tuple[str, str]:
     """The strongest previous-token and [CLS] heads of MiniLM on the tour's sentence, as the library
     computes them in this process: the heads the tour's first and third steps must open."""
-    from bertgeom.analysis.facts import strongest_head
+    from bertgeom.analysis.tour_facts import strongest_head
     from bertgeom.analysis.heads import head_features
     from bertgeom.examples import example_sentences
     from bertgeom.models import load_model
