@@ -258,8 +258,10 @@ def summary_markdown(out: dict) -> str:
         f"| forward >= 50% of the matmul peak in its precision ({c}) | {100 * out['chosen_share_of_peak']:.0f}% "
         f"(peak {out['chosen_peak_gflops']:.0f} GFLOP/s, forward {out['chosen_forward_gflops']:.0f}) | "
         f"{'yes' if out['chosen_share_of_peak'] >= 0.5 else 'no'} |",
-        f"| end to end >= 0.85 of the forward bound | {out['end_to_end_genomes_per_s']:.1f} of "
-        f"{out['bound_genomes_per_s']:.1f} genomes/s = {out['end_to_end_share_of_bound']:.2f} | "
+        f"| end to end >= 0.85 of the forward bound (each round against its own bound; median) | "
+        f"{out['end_to_end_share_of_bound']:.2f} (rounds: "
+        f"{', '.join(f'{x:.2f}' for x in out.get('end_to_end_share_each_round', []))}; medians of the rates: "
+        f"{out['end_to_end_genomes_per_s']:.1f} of {out['bound_genomes_per_s']:.1f} genomes/s) | "
         f"{'yes' if out['end_to_end_share_of_bound'] >= 0.85 else 'no'} |",
         f"| (its ceiling here: a genome costs the cores {out['forward_cpu_ms_per_genome']:.0f} ms of CPU in the forward and "
         f"{out['preparation_cpu_ms_per_genome']:.0f} ms in the preparation, so with every core busy end to end reaches at most "
@@ -512,6 +514,7 @@ def main(argv=None) -> dict:
         "end_to_end_genomes_per_s_each_round": [n / t for t in e2e["streams"]],
         "end_to_end_genomes_per_s": n / t_e2e,
         "end_to_end_share_of_bound": e2e_share,
+        "end_to_end_share_each_round": [b / t for b, t in zip(bound_r, e2e["streams"])],
         "forward_cpu_ms_per_genome": 1000 * fwd_cpu,
         "end_to_end_cpu_ms_per_genome": 1000 * e2e_cpu_g,
         "preparation_cpu_ms_per_genome": 1000 * (e2e_cpu_g - fwd_cpu),
