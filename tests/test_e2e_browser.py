@@ -51,7 +51,8 @@ def test_clicking_a_head_in_the_grid_opens_its_heatmap(server, page):
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     wait_idle(page, BOUND_MS)
     expect(page.get_by_text("L3 H5 — who attends to whom")).to_be_visible(timeout=BOUND_MS)
-    assert "layer=3" in page.url and "head=5" in page.url
+    # the address is written as the run ends, after the heading: wait for it, do not read it once
+    expect(page).to_have_url(re.compile(r"(?=.*[?&]layer=3(&|$))(?=.*[?&]head=5(&|$))"), timeout=BOUND_MS)
     _shot(page, "attention_heads")
 
 
@@ -137,7 +138,7 @@ def test_model_view_click_selects_the_head(server, page):
     points = chart.locator(".scatterlayer .trace").last.locator(".point")
     _click_point(page, points.nth(1 * 12 + 4))  # layer-major: layer 2, head 5
     expect(page.get_by_role("heading", name="L2 H5")).to_be_visible(timeout=BOUND_MS)
-    assert "layer=2" in page.url and "head=5" in page.url
+    expect(page).to_have_url(re.compile(r"(?=.*[?&]layer=2(&|$))(?=.*[?&]head=5(&|$))"), timeout=BOUND_MS)
     _shot(page, "model_view")
 
 
