@@ -18,7 +18,8 @@ from bertgeom.analysis.patterns import TAXONOMY_NAMES, classify_heads, display_l
 from bertgeom.inputs import input_kind_of
 from bertgeom.tables import head_label
 from bertgeom.ui.cache import cached_head_features
-from bertgeom.ui.heads import tabs_for
+from bertgeom.ui.heads import TABS
+from bertgeom.ui.tabs import offered_tabs
 from bertgeom.ui.heads.pattern_labels import threshold_sliders, thresholds
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.names import no_content_sentence
@@ -117,7 +118,7 @@ with right:
 # ------------------------------------------------------------------------------------------
 
 view = View(loaded, trace, model_id, text, layer, head, table=table, labels=labels, th=th)
-offered = tabs_for(view)
+offered = offered_tabs(TABS, view)
 render = {t.title: t.render for t in offered}
 for name, tab in open_tabs(list(render), key="heads_tab"):
     with tab:

@@ -15,7 +15,8 @@ from bertgeom.figures import cone as fc
 from bertgeom.inputs import input_kind_of
 from bertgeom.tokens import TOKEN_SET_LABELS, TOKEN_SETS
 from bertgeom.ui import cone_cache
-from bertgeom.ui.cone import sections_for
+from bertgeom.ui.cone import SECTIONS
+from bertgeom.ui.tabs import offered_tabs
 from bertgeom.ui.cone.view import View
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.url_settings import value_from_url, value_to_url
@@ -84,7 +85,7 @@ if pad_to:
 st.divider()
 view = View(loaded, trace, model_id, text, st.session_state["layer"], st.session_state["head"],
             token_set=token_set, pad_to=pad_to, unit=unit, max_pos=max_pos, cur=cur, section="")
-offered = {s.key: s for s in sections_for(view)}
+offered = {s.key: s for s in offered_tabs(SECTIONS, view)}
 value_from_url("w_cone_section", offered)
 if st.session_state.get("w_cone_section") not in offered:  # a section this model does not offer, or none yet
     st.session_state["w_cone_section"] = next(iter(offered))

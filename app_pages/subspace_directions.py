@@ -10,7 +10,8 @@ from bertgeom.tokens import TOKEN_SET_LABELS
 from bertgeom.sets.subspace import SUBSPACE_TOKEN_SETS
 from bertgeom.ui.cache import cached_layer_weights
 from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
-from bertgeom.ui.subspace import tabs_for
+from bertgeom.ui.subspace import TABS
+from bertgeom.ui.tabs import offered_tabs
 from bertgeom.ui.subspace.view import View
 from bertgeom.ui.widgets import head_picker, open_tabs, remember_widgets, restore_widgets, teaching
 
@@ -83,7 +84,7 @@ except ValueError as exc:
     st.stop()
 view = View(loaded, trace, model_id, text, layer, head, eps=eps, token_set=token_set, rank_rtol=rank_rtol,
             sym_rtol=sym_rtol, nbins=nbins, faithful=faithful, lws=lws)
-render = {t.title: t.render for t in tabs_for(view)}
+render = {t.title: t.render for t in offered_tabs(TABS, view)}
 for name, tab in open_tabs(list(render), key="w_sub_tab"):
     with tab:
         render[name](view)

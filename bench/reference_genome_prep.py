@@ -1,15 +1,16 @@
 """Reference implementations of genome preparation, as they were before it was made cheaper (2026-12-02):
-verbatim copies of the per-genome functions that changed, kept so that the tests can hold the new ones
-to them bit for bit (tests/test_genome_prep_reference.py) and bench/bench_precompute.py can time old
-against new in the same run.
+verbatim copies of the per-genome functions whose logic changed, kept so that the tests can hold the new
+ones to them bit for bit (tests/test_genome_prep_reference.py) and bench/bench_classify.py
+(``--prep-only``) can time old against new in the same run.
 
 ``reference_analyse_sequence`` is :func:`bertgeom.sars_cov_2.genome.pipeline.analyse_sequence` with
-these copies in place of the changed functions: the whole-genome alignment (one mappy call per genome
-without a reused thread buffer), the mutation calls (per-gene numpy comparisons, dataclass ``replace``
-per mutation), the nearest clade (a Python loop over every clade's sites), the gate's identity
-(``np.isin``) and the marker call (each class's markers listed anew per genome). The parser's
-``reference_clean_sequence`` (a set of every letter of the record, twice) is held to the new one by
-the same tests; ``reference_analyse_sequence`` parses raw text with the package's parser.
+these copies in place of the changed functions: the mutation calls (per-gene numpy comparisons,
+dataclass ``replace`` per mutation), the nearest clade (a Python loop over every clade's sites) and the
+gate's identity (``np.isin``). The whole-genome alignment and the marker call are the package's own:
+the alignment did not change, and the marker call's one change (each class's markers listed once per
+table, ``MarkerTable.markers_of``) is held to the table's own listing by a test. Raw text is parsed with
+``reference_clean_sequence`` (a set of every letter of the record, twice) in place of the parser's
+cleaner.
 
 Not imported by the package; bench/ and tests/ only.
 """
@@ -23,17 +24,14 @@ from dataclasses import replace
 import numpy as np
 
 from bertgeom.sars_cov_2.genome.align import (
-    END_EXTENSION_MAX,
-    MIN_QUERY_LEN,
     AlignmentError,
     GenomeAlignment,
     SpikeCut,
-    _chain,
-    _cigar_write,
+    align_genome,
     cut_spike,
-    get_aligner,
 )
-from bertgeom.sars_cov_2.genome.classes import CLASSES, clade_to_class
+from bertgeom.sars_cov_2.genome.classes import clade_to_class
+from bertgeom.sars_cov_2.genome.markers import call_cut
 from bertgeom.sars_cov_2.genome.fasta import (
     _DIGIT_TABLE,
     _NUC_LETTERS,
@@ -63,18 +61,6 @@ from bertgeom.sars_cov_2.genome.gate import (
     query_bases,
 )
 from bertgeom.sars_cov_2.genome.kmers import MAX_LENGTH, seq2kmer
-from bertgeom.sars_cov_2.genome.markers import (
-    ABSENT,
-    MISSING,
-    PRESENT,
-    VOC_CLASSES,
-    ClassEvidence,
-    MarkerTable,
-    RuleCall,
-    RuleConfig,
-    load_marker_table,
-    marker_state,
-)
 from bertgeom.sars_cov_2.genome.mutations import (
     MISMATCH_WEIGHT,
     AaMutation,
@@ -96,13 +82,11 @@ from bertgeom.sars_cov_2.genome.pipeline import GenomeAnalysis
 from bertgeom.sars_cov_2.genome.profiles import private_changes
 from bertgeom.sars_cov_2.genome.qc import genome_qc, qc_score, spike_qc
 from bertgeom.sars_cov_2.genome.reference import (
-    REFERENCE_LEN,
     SPIKE_AA_LEN,
     SPIKE_END,
     SPIKE_START,
     aa_of_genome_pos,
     reference_sequence,
-    reverse_complement,
     translate,
     translate_codon,
 )
@@ -169,95 +153,6 @@ def reference_clean_sequence(raw: str, name: str = "sequence", max_len: int = MA
     if n_amb:
         notes.append(f"{_plural(n_amb, 'IUPAC ambiguity code')} kept")
     return s, notes
-
-
-def reference_align_genome(sequence: str) -> GenomeAlignment:
-    """Align one cleaned sequence (upper-case IUPAC DNA, see :mod:`.fasta`) to MN908947.3.
-
-    Either strand is accepted: a reverse complement is detected, flipped, and noted. Raises
-    :class:`AlignmentError` when nothing aligns.
-    """
-    seq = sequence.upper()
-    if len(seq) < MIN_QUERY_LEN:
-        raise AlignmentError(f"The sequence is too short to align ({len(seq)} nt; at least {MIN_QUERY_LEN} needed).")
-    al = get_aligner()
-    hits = list(al.map(seq))
-    if not hits:
-        raise AlignmentError("The sequence does not align to the SARS-CoV-2 reference (MN908947.3).")
-    notes: list[str] = []
-    fwd = sum(h.mlen for h in hits if h.strand == 1)
-    rev = sum(h.mlen for h in hits if h.strand == -1)
-    strand = 1
-    if rev > fwd:
-        strand = -1
-        seq = reverse_complement(seq)
-        hits = list(al.map(seq))
-        notes.append("reverse complement detected: the sequence was flipped to the reference strand")
-    hits = [h for h in hits if h.strand == 1]
-    if not hits:  # pragma: no cover - mapping the flipped sequence always gives forward hits
-        raise AlignmentError("The sequence does not align to the SARS-CoV-2 reference (MN908947.3).")
-    if fwd and rev and min(fwd, rev) > 0.1 * max(fwd, rev):
-        notes.append("parts of the sequence align to both strands (chimera?): the minor strand was ignored")
-    chain = _chain(hits)
-    if len(chain) < len(hits):
-        notes.append(f"{len(hits) - len(chain)} non-colinear alignment segment(s) ignored")
-
-    q = np.frombuffer(seq.encode("ascii"), dtype=np.uint8)
-    out = np.full(REFERENCE_LEN, ord("N"), dtype=np.uint8)
-    covered = np.zeros(REFERENCE_LEN, dtype=bool)
-    written = np.zeros(REFERENCE_LEN, dtype=bool)
-    insertions: list[tuple[int, str]] = []
-    deletions: list[tuple[int, int]] = []
-    for h in chain:
-        _cigar_write(out, covered, q, h, insertions, deletions, written)
-
-    # bridge the gaps between consecutive segments
-    for a, b in zip(chain, chain[1:]):
-        qs, qe, rs, re_ = a.q_en, b.q_st, a.r_en, b.r_st
-        qlen, rlen = qe - qs, re_ - rs
-        if rlen <= 0 or qlen < 0:
-            continue
-        if qlen == rlen:
-            out[rs:re_] = q[qs:qe]
-            covered[rs:re_] = True
-            continue
-        gap = q[qs:qe]
-        is_n = gap == ord("N")
-        if not is_n.any():
-            notes.append(f"unaligned stretch at {rs + 1}-{re_} left as N")
-            continue
-        left = int(np.argmax(is_n))  # non-N bases before the first N
-        right = int(np.argmax(is_n[::-1]))  # non-N bases after the last N
-        if left + right > rlen:
-            notes.append(f"unaligned stretch at {rs + 1}-{re_} left as N")
-            continue
-        out[rs : rs + left] = gap[:left]
-        if right:
-            out[re_ - right : re_] = gap[qlen - right :]
-        covered[rs:re_] = True
-
-    # re-attach a few clipped bases at both ends
-    first, last = chain[0], chain[-1]
-    e = min(first.q_st, first.r_st, END_EXTENSION_MAX)
-    if e > 0:
-        out[first.r_st - e : first.r_st] = q[first.q_st - e : first.q_st]
-        covered[first.r_st - e : first.r_st] = True
-    e = min(len(q) - last.q_en, REFERENCE_LEN - last.r_en, END_EXTENSION_MAX)
-    if e > 0:
-        out[last.r_en : last.r_en + e] = q[last.q_en : last.q_en + e]
-        covered[last.r_en : last.r_en + e] = True
-
-    segments = [(h.q_st, h.q_en, h.r_st, h.r_en) for h in chain]
-    return GenomeAlignment(
-        aligned=out.tobytes().decode("ascii"),
-        covered=covered,
-        insertions=sorted(insertions),
-        deletions=sorted(deletions),
-        strand=strand,
-        segments=segments,
-        query_len=len(seq),
-        notes=notes,
-    )
 
 
 _ACGT = np.frombuffer(b"ACGT", dtype=np.uint8)
@@ -566,32 +461,6 @@ def reference_sequence_gate(aligned: str, sequence: str, private: int) -> Gate:
 
 
 
-def reference_call_by_markers(aligned: str, insertions: Iterable[tuple[int, str]] = (),
-                              table: MarkerTable | None = None, config: RuleConfig | None = None) -> RuleCall:
-    """Rule-based class of an aligned spike from the characteristic-mutation table (module docstring)."""
-    table = table or load_marker_table()
-    cfg = config or RuleConfig()
-    insertions = list(insertions)
-    ev: dict[str, ClassEvidence] = {}
-    for cls in CLASSES:
-        groups: dict[str, list[str]] = {PRESENT: [], ABSENT: [], MISSING: []}
-        for m in table.of(cls):
-            groups[marker_state(m, aligned, insertions)].append(m.label)
-        ev[cls] = ClassEvidence(cls, tuple(groups[PRESENT]), tuple(groups[ABSENT]), tuple(groups[MISSING]))
-    cands = [ev[c] for c in VOC_CLASSES if len(ev[c].present) >= cfg.min_present and ev[c].share >= cfg.min_share]
-    if not cands:
-        best = max((ev[c] for c in VOC_CLASSES), key=lambda e: (e.share, len(e.present)))
-        return RuleCall("gh", ev, f"gh: no VOC's markers carried (closest {best.cls}: {best.summary()})")
-    win = max(cands, key=lambda e: (e.score, len(e.present), -len(e.absent)))
-    return RuleCall(win.cls, ev, f"{win.cls}: {win.summary()}")
-
-
-def reference_call_cut(cut, table: MarkerTable | None = None, config: RuleConfig | None = None) -> RuleCall:
-    """:func:`call_by_markers` on a :class:`~bertgeom.sars_cov_2.genome.align.SpikeCut`."""
-    return reference_call_by_markers(cut.aligned, cut.insertions, table, config)
-
-
-
 def reference_parse_single(text: str) -> SequenceRecord:
     """``parse_single`` with :func:`reference_clean_sequence` in place of the parser's cleaner (swapped
     in for the call: bench and tests only, one thread at a time)."""
@@ -627,7 +496,7 @@ def reference_analyse_sequence(record: SequenceRecord | RecordError | str, vocab
             return GenomeAnalysis(name="sequence", error=str(exc))
     res = GenomeAnalysis(name=record.name, notes=list(record.notes), input_length=len(record.sequence))
     try:
-        aln = reference_align_genome(record.sequence)
+        aln = align_genome(record.sequence)
         res.alignment = aln
         cut = cut_spike(aln)
         res.notes += [n for n in cut.notes if n not in res.notes]
@@ -643,7 +512,7 @@ def reference_analyse_sequence(record: SequenceRecord | RecordError | str, vocab
         res.qc = spike_qc(cut, res.mutations, cls or res.clade.cls, private=res.private)
         res.qc_score = qc_score(res.mutations, aln.aligned, res.private)
         res.gate = reference_sequence_gate(aln.aligned, record.sequence, len(res.private.private))
-        res.rule = reference_call_cut(cut)
+        res.rule = call_cut(cut)
         text = cut.aligned if representation == "aligned" else cut.paper_sequence()
         res.model_input = text
         res.kmers = seq2kmer(text)

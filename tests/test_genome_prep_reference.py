@@ -189,6 +189,18 @@ def _cleaned(fn, raw: str):
         return ("error", str(exc))
 
 
+def test_the_marker_call_lists_each_classs_markers_as_the_table_does():
+    """The rule call's one change: each class's markers listed once per table (``markers_of``) instead of
+    anew per genome (``of``): the same markers in the same order, for every class, so the pipelines above
+    share the package's marker call."""
+    from bertgeom.sars_cov_2.genome.classes import CLASSES
+    from bertgeom.sars_cov_2.genome.markers import load_marker_table
+
+    table = load_marker_table()
+    assert all(table.markers_of[c] == tuple(table.of(c)) for c in CLASSES)
+    assert sum(len(table.markers_of[c]) for c in CLASSES) > 50  # the listing is about something
+
+
 def test_the_parser_cleans_every_input_exactly_as_the_reference():
     ref = reference_sequence()
     raws = [ref, ref.lower(), ref.replace("T", "U"), ref[:5000].replace("T", "U") + ref[5000:],

@@ -7,8 +7,9 @@ import importlib
 import pkgutil
 
 import bertgeom.ui.heads as heads
-from bertgeom.ui.heads import TABS, HeadsTab, tabs_for
+from bertgeom.ui.heads import TABS
 from bertgeom.ui.heads.view import View
+from bertgeom.ui.tabs import PageTab, offered_tabs
 
 from heads_page import open_heads_page
 
@@ -44,13 +45,13 @@ def test_a_predicate_hides_a_tab_only_where_it_fails(tiny_bert):
 
     tr = trace(tiny_bert, "The cat sat on the mat.")
     view = View(tiny_bert, tr, "tiny", "The cat sat on the mat.", 0, 0, table=None, labels={}, th=None)
-    classifier_only = HeadsTab("Classifier only", lambda v: None, lambda v: bool(v.loaded.labels))
-    always = HeadsTab("Always", lambda v: None)
+    classifier_only = PageTab("Classifier only", lambda v: None, lambda v: bool(v.loaded.labels))
+    always = PageTab("Always", lambda v: None)
     assert not tiny_bert.labels  # the tiny fixture has no classification head
-    assert [t.title for t in tabs_for(view, (always, classifier_only))] == ["Always"]
-    assert [t.title for t in tabs_for(view, (classifier_only, always, HeadsTab("Long", lambda v: None,
-                                                                             lambda v: v.L > 0)))] == ["Always", "Long"]
-    assert [t.title for t in tabs_for(view)] == TITLES  # no shipped tab is hidden today
+    assert [t.title for t in offered_tabs((always, classifier_only), view)] == ["Always"]
+    deep = PageTab("Long", lambda v: None, lambda v: v.L > 0)
+    assert [t.title for t in offered_tabs((classifier_only, always, deep), view)] == ["Always", "Long"]
+    assert [t.title for t in offered_tabs(TABS, view)] == TITLES  # no shipped tab is hidden today
 
 
 def test_the_page_shows_the_registry_in_order():

@@ -14,8 +14,8 @@ from streamlit.testing.v1 import AppTest
 
 import bertgeom.ui.cone as cone
 import bertgeom.ui.subspace as subspace
-from bertgeom.ui.cone import SECTIONS, ConeSection, sections_for
-from bertgeom.ui.subspace import TABS, SubspaceTab, tabs_for
+from bertgeom.ui.cone import SECTIONS
+from bertgeom.ui.subspace import TABS
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SENTENCE = "The cat sat on the mat because it was tired."
@@ -65,13 +65,6 @@ def test_each_subspace_tab_is_drawn_by_its_own_module_of_the_package():
     assert package - {m.rsplit(".", 1)[1] for m in modules} == {"view"}  # the view the tabs share, no stray tab
 
 
-def test_a_predicate_hides_a_subspace_tab_only_where_it_fails():
-    only_deep = SubspaceTab("Deep models only", lambda v: None, lambda v: v > 6)
-    always = SubspaceTab("Always", lambda v: None)
-    assert [t.title for t in tabs_for(2, (always, only_deep))] == ["Always"]  # any object stands for the view
-    assert [t.title for t in tabs_for(12, (only_deep, always))] == ["Deep models only", "Always"]
-
-
 def test_the_subspace_page_shows_the_registry_and_a_shared_tab_link_opens_its_tab():
     at = _open("app_pages/subspace_directions.py", query={"w_sub_tab": "Across inputs"})
     assert [t.label for t in at.tabs] == SUBSPACE_TITLES
@@ -90,13 +83,6 @@ def test_each_cone_section_is_drawn_by_its_own_module_of_the_package():
     assert len(set(modules)) == len(modules), modules  # one section per file
     package = {m.name for m in pkgutil.iter_modules(cone.__path__)}
     assert package - {m.rsplit(".", 1)[1] for m in modules} == {"view", "set_picker"}
-
-
-def test_a_predicate_hides_a_cone_section_only_where_it_fails():
-    labelled = ConeSection("labelled", "Labelled sets only", lambda v: None, lambda v: bool(v))
-    always = ConeSection("always", "Always", lambda v: None)
-    assert [s.key for s in sections_for(None, (labelled, always))] == ["always"]
-    assert [s.key for s in sections_for("yes", (labelled, always))] == ["labelled", "always"]
 
 
 @pytest.mark.parametrize("key,chart", [("entropy", "w_cone_ent_code"), ("isotropy", "w_iso_input")])

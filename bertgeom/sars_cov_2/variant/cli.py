@@ -440,6 +440,18 @@ def _cmd_tour(args) -> int:
     return 0
 
 
+def _add_runtime_arguments(p) -> None:
+    """How ``classify`` and ``evaluate`` run their forward passes: batch, preparation processes, streams,
+    device, precision and backend (one set of options, the same defaults for both)."""
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--workers", type=int, default=1, help="processes that parse, align and tokenise (default 1)")
+    p.add_argument("--streams", type=_streams_arg, default="auto", help=_STREAMS_HELP)
+    p.add_argument("--device", default="auto", help="where the forward passes run: auto (a GPU when there is one), cpu, cuda, mps")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                   help="auto: bf16 where the device has bf16 units (a GPU, or a CPU with AVX-512/AMX bf16), else fp32")
+    p.add_argument("--backend", default="auto", choices=list(BACKENDS), help=_BACKEND_HELP)
+
+
 def register(sub) -> None:
     """Add the case study's commands (train, evaluate, classify, tour) to ``python -m bertgeom``."""
     p = sub.add_parser("tour", help="print the tour's genome sentence, computed from the shipped model")
@@ -474,13 +486,7 @@ def register(sub) -> None:
     p.add_argument("input", help="FASTA file, optionally gzip- or xz-compressed")
     p.add_argument("--out", default="-", help="CSV to write (default: standard output)")
     p.add_argument("--model", default=None, help="variant model id or directory (default: the shipped one)")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--workers", type=int, default=1, help="processes that parse, align and tokenise (default 1)")
-    p.add_argument("--streams", type=_streams_arg, default="auto", help=_STREAMS_HELP)
-    p.add_argument("--device", default="auto", help="where the forward passes run: auto (a GPU when there is one), cpu, cuda, mps")
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                   help="auto: bf16 where the device has bf16 units (a GPU, or a CPU with AVX-512/AMX bf16), else fp32")
-    p.add_argument("--backend", default="auto", choices=list(BACKENDS), help=_BACKEND_HELP)
+    _add_runtime_arguments(p)
     p.set_defaults(func=_cmd_classify)
 
     p = sub.add_parser("evaluate", help="accuracy, macro-F1, per-class metrics and confusion matrix on labelled genomes")
@@ -495,11 +501,5 @@ def register(sub) -> None:
                         "(default: the copy shipped in the package)")
     p.add_argument("--no-baseline", action="store_true", help="skip the k-mer logistic-regression baseline")
     p.add_argument("--json", default="", help="also write the reports as JSON")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--workers", type=int, default=1, help="processes that parse, align and tokenise (default 1)")
-    p.add_argument("--streams", type=_streams_arg, default="auto", help=_STREAMS_HELP)
-    p.add_argument("--device", default="auto", help="where the forward passes run: auto, cpu, cuda, mps")
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                   help="auto: bf16 where the device has bf16 units (a GPU, or a CPU with AVX-512/AMX bf16), else fp32")
-    p.add_argument("--backend", default="auto", choices=list(BACKENDS), help=_BACKEND_HELP)
+    _add_runtime_arguments(p)
     p.set_defaults(func=_cmd_evaluate)

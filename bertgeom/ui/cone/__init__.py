@@ -12,32 +12,15 @@ References: Bonino et al. 2025 (arXiv:2502.12033); each section's module lists i
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
-
 from bertgeom.ui.cone import distribution, entropies, isotropy, per_class, streams
-from bertgeom.ui.cone.view import View
-
-
-class ConeSection(NamedTuple):
-    """One section of the Cone Index page: its key (in links), its title, what draws it, and when it is offered."""
-
-    key: str
-    title: str
-    render: Callable[[View], None]
-    available: Callable[[View], bool] | None = None
+from bertgeom.ui.tabs import PageTab
 
 
 #: Every section, in the control's order (the first opens when a link names none).
-SECTIONS: tuple[ConeSection, ...] = (
-    ConeSection("streams", "Streams inside each layer", streams.streams_section),
-    ConeSection("classes", "Per class over a set", per_class.classes_section),
-    ConeSection("distribution", "Data distribution ([CLS])", distribution.distribution_section),
-    ConeSection("entropy", "Attention entropies", entropies.entropy_section),
-    ConeSection("isotropy", "IsoScore beside the cone", isotropy.isotropy_section),
+SECTIONS: tuple[PageTab, ...] = (
+    PageTab("Streams inside each layer", streams.streams_section, key="streams"),
+    PageTab("Per class over a set", per_class.classes_section, key="classes"),
+    PageTab("Data distribution ([CLS])", distribution.distribution_section, key="distribution"),
+    PageTab("Attention entropies", entropies.entropy_section, key="entropy"),
+    PageTab("IsoScore beside the cone", isotropy.isotropy_section, key="isotropy"),
 )
-
-
-def sections_for(view: View, sections: tuple[ConeSection, ...] = SECTIONS) -> list[ConeSection]:
-    """The sections of ``sections`` offered for ``view``, in order: those without a predicate, and those
-    whose predicate holds."""
-    return [s for s in sections if s.available is None or s.available(view)]

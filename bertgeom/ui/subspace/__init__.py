@@ -12,30 +12,14 @@ References: Bonino, Ghione & Cirrincione 2025 (arXiv:2502.12033); each tab's mod
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
-
 from bertgeom.ui.subspace import across_inputs, faithful_vs_correct, this_input, weights
-from bertgeom.ui.subspace.view import View
-
-
-class SubspaceTab(NamedTuple):
-    """One tab of the Subspace Directions page: its title, what draws it, and when it is offered."""
-
-    title: str
-    render: Callable[[View], None]
-    available: Callable[[View], bool] | None = None
+from bertgeom.ui.tabs import PageTab
 
 
 #: Every tab, in the tab strip's order (the first opens when a link names none).
-TABS: tuple[SubspaceTab, ...] = (
-    SubspaceTab("Weights (D4)", weights.weights_tab),
-    SubspaceTab("This input (D1–D3)", this_input.data_tab),
-    SubspaceTab("Across inputs", across_inputs.across_tab),
-    SubspaceTab("Faithful vs correct", faithful_vs_correct.faithful_tab),
+TABS: tuple[PageTab, ...] = (
+    PageTab("Weights (D4)", weights.weights_tab),
+    PageTab("This input (D1–D3)", this_input.data_tab),
+    PageTab("Across inputs", across_inputs.across_tab),
+    PageTab("Faithful vs correct", faithful_vs_correct.faithful_tab),
 )
-
-
-def tabs_for(view: View, tabs: tuple[SubspaceTab, ...] = TABS) -> list[SubspaceTab]:
-    """The tabs of ``tabs`` offered for ``view``, in order: those without a predicate, and those whose
-    predicate holds."""
-    return [t for t in tabs if t.available is None or t.available(view)]
