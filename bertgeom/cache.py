@@ -8,9 +8,10 @@ weights hash, a digest of the input, every parameter) and found in this order:
    it once, the second waits for the first and reads its answer;
 2. **disk** — ``$BERTGEOM_CACHE_DIR`` (default ``~/.cache/bertgeom``, :func:`bertgeom.runtime.cache_dir`),
    one file per key named by its digest, in safe formats only: ``.npz`` of plain arrays read with
-   ``allow_pickle=False``, or JSON. Never pickle. Every write goes to a temporary file that
-   :func:`os.replace` moves into place, so another process reads the old file or the whole new one;
-   a file that cannot be read (cut short, corrupt, a pickle) is removed and recomputed, never an error;
+   ``allow_pickle=False``, or JSON. Never pickle. Every write goes to a temporary file unique to its
+   writer that :func:`os.replace` moves into place (:class:`bertgeom.safety.AtomicFile`), so another
+   process reads the old file or the whole new one; a file that cannot be read (cut short, corrupt, a
+   pickle) is removed and recomputed, never an error;
 3. **compute** — the function given, whose result is then kept in both tiers.
 
 :func:`cached` does the three steps (``disk=None`` keeps a result in memory only, for objects that
@@ -44,7 +45,6 @@ from __future__ import annotations
 import hashlib
 import json
 import numbers
-import os
 import threading
 import zipfile
 from collections import OrderedDict
@@ -53,11 +53,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
 from bertgeom.runtime import cache_dir
+from bertgeom.safety import AtomicFile
 
 __all__ = ["CACHE_FORMAT", "CacheKey", "Memo", "cached", "cached_arrays", "disk_path", "on_disk", "read_arrays",
            "write_arrays", "read_json", "write_json", "as_json", "text_digest", "key_lock", "askers",
@@ -265,17 +266,24 @@ def read_arrays(key: CacheKey) -> dict[str, np.ndarray] | None:
         return None
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> bool:
-    """``write(tmp)`` then move ``tmp`` onto ``path`` in one step; False when the cache is not writable."""
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.{os.urandom(4).hex()}.tmp{path.suffix}")
+def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
+    """``write`` into a file unique to this writer beside ``path`` (:class:`bertgeom.safety.AtomicFile`),
+    then moved onto ``path`` in one step: readers see the old file or the whole new one. No fsync: a
+    file a crash cut short is read as damaged and recomputed. False when the cache is not writable."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write(tmp)
-        os.replace(tmp, path)  # atomic: readers see the old file or the whole new one
+        out = AtomicFile(path, "wb")
+    except OSError:
+        return False  # a read-only home still works, just without the disk tier
+    try:
+        write(out)
+        out.commit(sync=False)
         return True
     except OSError:
-        _discard(tmp)
-        return False  # a read-only home still works, just without the disk tier
+        return False
+    finally:
+        if not out.committed:
+            out.discard()
 
 
 def write_arrays(key: CacheKey, arrays: Mapping[str, np.ndarray]) -> bool:
@@ -285,7 +293,7 @@ def write_arrays(key: CacheKey, arrays: Mapping[str, np.ndarray]) -> bool:
     bad = [k for k, v in plain.items() if v.dtype.hasobject]
     if bad:
         raise TypeError(f"cache entry {key}: arrays {bad} hold Python objects; only plain arrays are stored")
-    return _atomic_write(disk_path(key, "npz"), lambda tmp: np.savez_compressed(tmp, **plain))
+    return _atomic_write(disk_path(key, "npz"), lambda fh: np.savez_compressed(fh, **plain))
 
 
 def read_json(key: CacheKey) -> Any | None:
@@ -317,7 +325,7 @@ def as_json(value: Any) -> Any:
 def write_json(key: CacheKey, value: Any) -> bool:
     """Store a JSON-serialisable value under ``key``; True when the file was written."""
     text = json.dumps(value, default=_json_default)  # a TypeError here: the value is not plain data
-    return _atomic_write(disk_path(key, "json"), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return _atomic_write(disk_path(key, "json"), lambda fh: fh.write(text.encode("utf-8")))
 
 
 _READ = {"npz": read_arrays, "json": read_json}

@@ -215,10 +215,13 @@ class AtomicFile:
         self.close()
         self.partial.unlink(missing_ok=True)
 
-    def commit(self) -> None:
-        """Flush, sync and rename the partial file over the target (atomic on one file system)."""
+    def commit(self, sync: bool = True) -> None:
+        """Flush, sync and rename the partial file over the target (atomic on one file system).
+        ``sync=False`` skips the fsync, for files a crash may lose (a cache that recomputes what it
+        cannot read): the rename is still atomic for every reader."""
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        if sync:
+            os.fsync(self._fh.fileno())
         self.close()
         os.replace(self.partial, self.path)
         self.committed = True

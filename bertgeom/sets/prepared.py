@@ -379,10 +379,12 @@ def wish_path() -> Path:
 
 
 def _write_json(path: Path, data) -> None:
+    from bertgeom.safety import AtomicFile
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    with AtomicFile(path) as out:  # a file unique to this writer, renamed over the old one whole
+        out.write(json.dumps(data))
+        out.commit(sync=False)
 
 
 def read_json(path: Path) -> dict | None:

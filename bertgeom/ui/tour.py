@@ -236,14 +236,15 @@ def _read_timings() -> dict[str, float]:
 
 def _write_timings(new: dict[str, float]) -> None:
     import json
-    import os
+
+    from bertgeom.safety import AtomicFile
 
     path = _timings_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({**_read_timings(), **new}))
-        os.replace(tmp, path)
+        with AtomicFile(path) as out:  # two servers timing at once each replace the file whole
+            out.write(json.dumps({**_read_timings(), **new}))
+            out.commit(sync=False)
     except OSError:
         pass  # no writable cache: the next estimate is from the pace alone
 
