@@ -289,7 +289,11 @@ class _OpenVINO:
         req = getattr(self._local, "req", None)
         if req is None:
             req = self._local.req = self.compiled.create_infer_request()
-        res = req.infer({"input_ids": ids, "attention_mask": mask})
+        # shared inputs: the request reads the caller's arrays in place. Copying them into the request's
+        # own tensors (the default) resizes and fills those tensors from Python, and two streams doing so
+        # at once deadlocked inside OpenVINO's bindings (one thread holding the interpreter lock, the
+        # other a lock of the runtime's): two `classify` threads hung for good, 1 run in about 4 here
+        res = req.infer({"input_ids": ids, "attention_mask": mask}, share_inputs=True)
         return np.array(next(iter(res.values())), dtype=np.float32, copy=True)
 
 
