@@ -270,7 +270,9 @@ class InputKind:
     (``"classifier"``); ``capabilities`` are keys of :data:`CAPABILITIES`; ``classify`` classifies
     whole records for :func:`bertgeom.classify` (``None``: the kind's models do not);
     ``precompute`` is what :mod:`bertgeom.precompute` needs to run over files of this kind
-    (:class:`PrecomputeSpec`; ``None``: precompute refuses the kind's models).
+    (:class:`PrecomputeSpec`; ``None``: precompute refuses the kind's models). ``prepare_ahead(loaded,
+    log)`` is work ``prepare-sets`` does ahead for one of the kind's models, so a server's first request
+    does not wait for it (the case study measures which backend classifies fastest on the machine).
     """
 
     # what it is and how it is read: a paste into records, a record into tokens
@@ -319,6 +321,8 @@ class InputKind:
     classify: Callable[..., list] | None = None
     # batch precompute (bertgeom.precompute): ``None`` for kinds it cannot read
     precompute: PrecomputeSpec | None = None
+    # work ahead of a server's first request (prepare-sets): ``prepare_ahead(loaded, log)``
+    prepare_ahead: Callable[..., None] | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.capabilities) - set(CAPABILITIES)

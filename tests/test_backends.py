@@ -99,19 +99,129 @@ def test_changed_weights_change_the_runtime_logits(tiny_variant, cache):
     np.testing.assert_allclose(after, before + 1.0, atol=1e-4)
 
 
-def test_auto_choice_follows_the_cpu():
+def test_auto_choice_follows_the_cpu_where_nothing_was_measured():
     from bertgeom.backends import choose_backend
 
     both = ["torch", "openvino", "onnxruntime"]
-    amx = {"amx": True, "bf16_units": True}
-    zen4 = {"amx": False, "bf16_units": True}
-    zen3 = {"amx": False, "bf16_units": False}
+    amx = {"vendor": "GenuineIntel", "amx": True, "bf16_units": True}
+    xeon_no_amx = {"vendor": "GenuineIntel", "amx": False, "bf16_units": True}  # AMX hidden by the hypervisor
+    zen4 = {"vendor": "AuthenticAMD", "amx": False, "bf16_units": True}
+    zen3 = {"vendor": "AuthenticAMD", "amx": False, "bf16_units": False}
+    arm = {"vendor": "ARM", "amx": False, "bf16_units": False}
     assert choose_backend("auto", "cpu", "fp32", info=amx, available=both) == ("torch", "fp32")
+    assert choose_backend("auto", "cpu", "fp32", info=xeon_no_amx, available=both) == ("torch", "fp32")
     assert choose_backend("auto", "cpu", "fp32", info=zen4, available=both) == ("openvino", "fp32")
     assert choose_backend("auto", "cpu", "fp32", info=zen3, available=both) == ("openvino", "fp32")
     assert choose_backend("auto", "cpu", "fp32", info=zen3, available=["torch"]) == ("torch", "fp32")
+    assert choose_backend("auto", "cpu", "fp32", info=arm, available=both) == ("torch", "fp32")
     assert choose_backend("auto", "cuda", "fp32", info=zen3, available=both) == ("torch", "fp32")
     assert choose_backend("onnxruntime", "cpu", "fp32", available=both) == ("onnxruntime", "fp32")
+
+
+def _trial(backend, precision, rate, diff=0.0, kept=16, n=16, error=""):
+    from bertgeom.backends import BackendTrial
+
+    return BackendTrial(backend, precision, rate, diff, kept, n, error)
+
+
+def test_the_fastest_path_that_keeps_every_call_wins_and_ties_go_to_fp32_then_torch():
+    from bertgeom.backends import BackendError, pick_fastest
+
+    # the fastest changes a call, the next moves a logit past the tolerance: the third wins
+    assert pick_fastest([_trial("torch", "fp32", 10.0), _trial("openvino", "bf16", 30.0, 0.01, kept=15),
+                         _trial("torch", "bf16", 25.0, 0.07), _trial("openvino", "fp32", 12.0, 1e-5)]) == \
+        ("openvino", "fp32")
+    # within 5% of the fastest: fp32 before bf16, then torch before a runtime
+    assert pick_fastest([_trial("torch", "fp32", 10.0), _trial("torch", "bf16", 10.4, 0.02)]) == ("torch", "fp32")
+    assert pick_fastest([_trial("torch", "fp32", 10.0), _trial("openvino", "fp32", 10.3, 1e-5)]) == ("torch", "fp32")
+    assert pick_fastest([_trial("torch", "fp32", 10.0), _trial("openvino", "fp32", 11.0, 1e-5)]) == \
+        ("openvino", "fp32")
+    # a path that could not run is never chosen, however fast it looked
+    assert pick_fastest([_trial("torch", "fp32", 10.0), _trial("openvino", "bf16", 99.0, error="x")]) == \
+        ("torch", "fp32")
+    with pytest.raises(BackendError, match="no backend kept"):
+        pick_fastest([_trial("openvino", "bf16", 30.0, 0.2)])
+
+
+def test_candidates_follow_the_units_and_what_is_installed():
+    from bertgeom.backends import candidate_paths
+
+    both = ["torch", "openvino", "onnxruntime"]
+    bf16 = {"bf16_units": True}
+    assert candidate_paths("cpu", "auto", bf16, both) == [("torch", "fp32"), ("torch", "bf16"), ("openvino", "fp32"),
+                                                          ("openvino", "bf16"), ("onnxruntime", "fp32")]
+    assert candidate_paths("cpu", "auto", {"bf16_units": False}, ["torch"]) == [("torch", "fp32")]
+    assert candidate_paths("cpu", "fp32", bf16, both) == [("torch", "fp32"), ("openvino", "fp32"),
+                                                          ("onnxruntime", "fp32")]
+    assert candidate_paths("cpu", "bf16", bf16, both) == [("torch", "bf16"), ("openvino", "bf16")]
+
+
+def test_a_stored_choice_is_what_auto_runs_on_that_machine_only(cache):
+    from bertgeom.backends import MeasuredChoice, choose_backend, store_choice, stored_choice
+
+    both = ["torch", "openvino", "onnxruntime"]
+    here = {"vendor": "GenuineIntel", "model": "Xeon", "cores": 2, "isa": "AVX512", "amx": False,
+            "bf16_units": True, "versions": {"torch": "2.13.0", "openvino": "2026.4.1"}}
+    elsewhere = dict(here, model="another Xeon")
+    choice = MeasuredChoice("onnxruntime", "fp32", (_trial("torch", "fp32", 10.0), _trial("onnxruntime", "fp32", 12.0)),
+                            "a machine", "2026-12-02 11:00 UTC", 9.5)
+    path = store_choice(choice, "w1", "cpu", "auto", here)
+    assert path.suffix == ".json" and path.is_file()
+    assert stored_choice("w1", "cpu", "auto", here) == choice  # read back whole, trials included
+    assert choose_backend("auto", "cpu", "auto", info=here, available=both, weights="w1") == ("onnxruntime", "fp32")
+    # another CPU, other weights, another asked precision: not measured there, the CPU rule decides
+    assert choose_backend("auto", "cpu", "auto", info=elsewhere, available=both, weights="w1")[0] == "torch"
+    assert stored_choice("w2", "cpu", "auto", here) is None
+    assert stored_choice("w1", "cpu", "bf16", here) is None
+    # a runtime uninstalled since: the rule again, never a backend that is not there
+    assert choose_backend("auto", "cpu", "auto", info=here, available=["torch"], weights="w1")[0] == "torch"
+    # an explicit backend is never overridden by the measurement
+    assert choose_backend("torch", "cpu", "fp32", info=here, available=both, weights="w1") == ("torch", "fp32")
+    # a damaged file is not a choice
+    path.write_text("{not json")
+    assert stored_choice("w1", "cpu", "auto", here) is None
+
+
+def test_measuring_times_real_forwards_and_auto_then_runs_the_winner(tiny_variant, cache):
+    """On the tiny model: every candidate path runs on real genomes' tokens, torch fp32 is the reference
+    (its own difference 0), the stored winner keeps every call, and fast_classifier(auto) runs it."""
+    from bertgeom.backends import candidate_paths, stored_choice
+    from bertgeom.sars_cov_2.variant.predict import fast_classifier, measure_backends, measured_backend_needed
+
+    paths = candidate_paths("cpu", "auto")
+    assert measured_backend_needed(tiny_variant, "cpu") == (len(paths) > 1)
+    lines = []
+    choice = measure_backends(tiny_variant, "cpu", n=6, rounds=1, log=lines.append)
+    assert {(t.backend, t.precision) for t in choice.trials} == set(paths)
+    ref = next(t for t in choice.trials if (t.backend, t.precision) == ("torch", "fp32"))
+    assert ref.max_abs_logit_diff == 0.0 and ref.calls_kept == ref.n == 6 and ref.inputs_per_s > 0
+    won = next(t for t in choice.trials if (t.backend, t.precision) == (choice.backend, choice.precision))
+    assert won.keeps_calls and won.inputs_per_s >= max(t.inputs_per_s for t in choice.trials if t.keeps_calls) * 0.95
+    assert stored_choice(tiny_variant.weights_hash, "cpu", "auto") == choice
+    assert not measured_backend_needed(tiny_variant, "cpu")
+    fc = fast_classifier(tiny_variant, "cpu", "auto", "auto")
+    assert (fc.backend, fc.precision) == (choice.backend, choice.precision)
+    assert any("runs " + choice.backend in line for line in lines)
+
+
+def test_choose_backend_cli_prints_the_table_and_keeps_the_choice(tiny_variant_dir, cache):
+    from bertgeom.__main__ import main
+
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["choose-backend", "--model", str(tiny_variant_dir), "--n", "4"]) == 0
+    text = out.getvalue()
+    assert text.startswith("machine: ") and "| torch | fp32 |" in text and "**chosen**" in text
+    runs = text.strip().splitlines()[-1]
+    assert runs.startswith("--backend auto --precision auto runs: ")
+    err = io.StringIO()  # asked again: read back, not measured anew
+    out2 = io.StringIO()
+    with contextlib.redirect_stdout(out2), contextlib.redirect_stderr(err):
+        assert main(["choose-backend", "--model", str(tiny_variant_dir)]) == 0
+    assert "measured before" in err.getvalue() and out2.getvalue().strip().splitlines()[-1] == runs
 
 
 def test_backend_errors_are_one_sentence():

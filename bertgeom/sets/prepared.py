@@ -503,7 +503,11 @@ def prepare_models(model_ids: Sequence[str], *, subspace: bool = True, sweeps: b
             tasks += prepare_tasks(mid, loaded, subspace=subspace, sweeps=sweeps,
                                    subspace_heads=subspace_heads)
             from bertgeom.backends import export_ahead
+            from bertgeom.inputs import INPUT_KINDS
 
+            ahead = INPUT_KINDS.of(loaded.spec).prepare_ahead
+            if ahead is not None:  # the kind's own work ahead (the case study: which backend classifies fastest)
+                ahead(loaded, log)
             export_ahead(loaded, log)  # the classifier's graph for the fast backend: the first batch does not wait
         # the quick views of every model before the long ones (a stable sort keeps the model order)
         tasks.sort(key=lambda t: GROUP_ORDER.index(t.group) if t.group in GROUP_ORDER else len(GROUP_ORDER))

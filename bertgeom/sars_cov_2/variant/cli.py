@@ -176,6 +176,58 @@ def _lock_output(final: Path):
         raise CliError(f"--out '{final}' cannot be written ({exc.strerror or exc}).", EXIT_OUTPUT) from None
 
 
+#: A ``classify`` input at least this large (bytes on disk, any compression: ~100 plain genomes) measures
+#: which backend classifies fastest here when nothing was measured yet: ~30 s once per machine and
+#: weights, against a run of minutes.
+MEASURE_FROM_BYTES = 3_000_000
+
+
+def _measure_backends_for_a_long_run(loaded, device: str, args) -> None:
+    """Before a long ``classify`` with ``--backend auto``: time the backends on this machine once
+    (:func:`~bertgeom.sars_cov_2.variant.predict.measure_backends`) unless that was done here before."""
+    import sys
+
+    from bertgeom.sars_cov_2.variant.predict import measure_backends, measured_backend_needed
+
+    try:
+        if Path(args.input).stat().st_size < MEASURE_FROM_BYTES:
+            return
+        if not measured_backend_needed(loaded, device, args.precision, args.backend):
+            return
+        measure_backends(loaded, device, args.precision, log=lambda m: print(m, file=sys.stderr, flush=True))
+    except Exception as exc:  # noqa: BLE001 - the rule from the CPU's report still chooses
+        print(f"note: the backends could not be timed here ({exc}); --backend auto follows the CPU's report.",
+              file=sys.stderr)
+
+
+def _cmd_choose_backend(args) -> int:
+    """Time every way to run the classifier here, print the table and keep the fastest for ``auto``."""
+    import sys
+
+    from bertgeom.backends import stored_choice
+    from bertgeom.sars_cov_2.variant.predict import measure_backends
+
+    try:
+        device = _device(args.device)
+        loaded = _load(args.model)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    if device != "cpu":
+        print(f"On {device} the classifier runs on torch (nothing to measure).")
+        return 0
+    choice = None if args.again else stored_choice(loaded.weights_hash, device, args.precision)
+    if choice is None:
+        choice = measure_backends(loaded, device, args.precision, n=args.n,
+                                  log=lambda m: print(m, file=sys.stderr, flush=True))
+    else:
+        print(f"measured before ({choice.measured_at}); --again measures anew", file=sys.stderr)
+    print(f"machine: {choice.machine}")
+    print(choice.table_markdown())
+    print(f"--backend auto --precision {args.precision} runs: {choice.backend} {choice.precision}")
+    return 0
+
+
 def _cmd_classify(args) -> int:
     import sys
 
@@ -190,6 +242,7 @@ def _cmd_classify(args) -> int:
         final = _output_target(args.out)
         device = _device(args.device)
         loaded = _load(args.model)
+        _measure_backends_for_a_long_run(loaded, device, args)
         try:
             fc = fast_classifier(loaded, device, args.precision, args.backend)
         except ValueError as exc:  # BackendError: not installed, not for this device, bf16 on ONNX Runtime
@@ -393,9 +446,10 @@ def _cmd_evaluate(args) -> int:
     return 0
 
 
-_BACKEND_HELP = ("runtime of the forward passes: auto (what measured fastest on this kind of CPU, docs/speed.md: "
-                 "OpenVINO when installed, except torch on a CPU with AMX or on a GPU), torch, openvino, onnxruntime "
-                 "(the last two: pip install 'bertgeom[fast]')")
+_BACKEND_HELP = ("runtime of the forward passes: auto (what measured fastest on this machine: "
+                 "`python -m bertgeom choose-backend`, prepare-sets or a first large classify measure it once; "
+                 "until then by the CPU, docs/speed.md: OpenVINO on AMD CPUs when installed, torch on Intel CPUs "
+                 "and GPUs), torch, openvino, onnxruntime (the last two: pip install 'bertgeom[fast]')")
 
 
 #: The guide's lines (docs/guide.md) computed by ``python -m bertgeom tour --update docs/guide.md`` (never typed).
@@ -488,6 +542,16 @@ def register(sub) -> None:
     p.add_argument("--model", default=None, help="variant model id or directory (default: the shipped one)")
     _add_runtime_arguments(p)
     p.set_defaults(func=_cmd_classify)
+
+    p = sub.add_parser("choose-backend", help="time torch, OpenVINO and ONNX Runtime (fp32/bf16) on this machine "
+                                              "and keep the fastest that keeps every call for --backend auto")
+    p.add_argument("--model", default=None, help="variant model id or directory (default: the shipped one)")
+    p.add_argument("--device", default="cpu", help="cpu (default); on a GPU torch runs")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                   help="auto: choose the precision too; fp32 or bf16: choose among that precision's paths")
+    p.add_argument("--n", type=int, default=16, help="shipped validation genomes timed (default 16)")
+    p.add_argument("--again", action="store_true", help="measure anew even when this machine was measured before")
+    p.set_defaults(func=_cmd_choose_backend)
 
     p = sub.add_parser("evaluate", help="accuracy, macro-F1, per-class metrics and confusion matrix on labelled genomes")
     p.add_argument("fasta", nargs="?", default="", help="FASTA of labelled genomes (any compression)")

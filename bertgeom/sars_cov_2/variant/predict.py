@@ -7,6 +7,7 @@ a bad record yields a row with its error, never an exception.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -197,7 +198,7 @@ def fast_classifier(loaded: LoadedModel, device: str = "auto", precision: str = 
     from bertgeom.models import resolve_device
 
     dev = resolve_device(device)
-    want_backend, want_precision = choose_backend(backend, dev, precision)
+    want_backend, want_precision = choose_backend(backend, dev, precision, weights=loaded.weights_hash)
     key = fast_classifier_key(loaded.weights_hash, dev, want_backend, want_precision)
     fc = cached(key, lambda: FastClassifier(loaded, dev, want_precision, want_backend), memo=FAST_CLASSIFIERS,
                 disk=None)
@@ -205,6 +206,77 @@ def fast_classifier(loaded: LoadedModel, device: str = "auto", precision: str = 
     if ran != key and ran not in FAST_CLASSIFIERS:  # it fell back (e.g. to torch): known by what it runs too
         FAST_CLASSIFIERS.put(ran, fc)
     return fc
+
+
+def measure_backends(loaded: LoadedModel, device: str = "cpu", precision: str = "auto", n: int = 16,
+                     rounds: int = 2, batch_size: int = 16, log=None):
+    """Time every candidate path of the classification forward on this machine
+    (:func:`bertgeom.backends.candidate_paths`: torch, OpenVINO, ONNX Runtime; fp32, and bf16 where the
+    CPU has bf16 units) on ``n`` shipped validation genomes, the way :func:`classify_stream` runs them
+    (its default streams, ``batch_size``), and store the fastest that keeps every call of torch fp32
+    with max |Δlogit| <= 0.05 (:func:`bertgeom.backends.pick_fastest`) as what ``--backend auto`` runs
+    here for these weights and this asked ``precision``. About half a minute on 2 cores; done once per
+    machine, weights and runtime versions (``prepare-sets``, ``choose-backend``, and a large ``classify``
+    run do it). Returns the :class:`~bertgeom.backends.MeasuredChoice`."""
+    import datetime
+
+    from bertgeom.backends import MeasuredChoice, candidate_paths, measure_paths, pick_fastest, store_choice
+    from bertgeom.models import resolve_device
+    from bertgeom.runtime import machine, machine_line
+
+    t0 = time.perf_counter()
+    dev = resolve_device(device)
+    info = machine()
+    val, _ = held_out_genomes()
+    step = max(1, len(val) // max(1, n))
+    ids = [x for _, x in (prepare_record(r, loaded.tokenizer, loaded.max_tokens) for r in val[::step][:n])
+           if x is not None]
+    padded = np.zeros((len(ids), max(len(x) for x in ids)), dtype=np.int64)
+    for i, x in enumerate(ids):
+        padded[i, : len(x)] = x
+    forwards, errors = {}, {}
+    for b, p in candidate_paths(dev, precision, info):
+        try:
+            fc = fast_classifier(loaded, dev, p, b)
+            if (fc.backend, fc.precision) != (b, p):
+                raise RuntimeError(f"it ran as {fc.backend} {fc.precision}")
+            forwards[b, p] = fc.logits
+        except Exception as exc:  # noqa: BLE001 - a path that cannot run here is a failed trial, not an error
+            errors[b, p] = f"could not run: {exc}"[:200]
+    if ("torch", "fp32") not in forwards:  # the reference, even when only bf16 was asked for
+        forwards = {("torch", "fp32"): fast_classifier(loaded, dev, "fp32", "torch").logits, **forwards}
+    if log:
+        log(f"timing {len(forwards)} ways to run the classifier on this machine ({machine_line(info)}), once")
+    trials = measure_paths(forwards, padded, batch_size, default_streams(dev), rounds=rounds, errors=errors)
+    want = (precision or "auto").strip().lower()
+    eligible = [t for t in trials if want not in ("fp32", "bf16") or t.precision == want]
+    backend, prec = pick_fastest(eligible)
+    choice = MeasuredChoice(backend, prec, tuple(trials), machine_line(info),
+                            datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                            round(time.perf_counter() - t0, 1))
+    path = store_choice(choice, loaded.weights_hash, dev, precision, info)
+    if log:
+        log(f"--backend auto runs {backend} {prec} here (measured in {choice.seconds:.0f} s; kept in {path})")
+    return choice
+
+
+def measured_backend_needed(loaded: LoadedModel, device: str = "cpu", precision: str = "auto",
+                            backend: str = "auto") -> bool:
+    """True when ``auto`` on this CPU has more than one path to choose from and nothing was measured here
+    yet for these weights and this precision (so :func:`measure_backends` would change the choice)."""
+    from bertgeom.backends import candidate_paths, stored_choice
+    from bertgeom.models import resolve_device
+
+    dev = resolve_device(device)
+    if (backend or "auto").strip().lower() != "auto" or dev != "cpu" or len(candidate_paths(dev, precision)) < 2:
+        return False
+    try:  # only a classifier the fast path follows has several backends
+        from bertgeom.forward import model_parts
+
+        model_parts(loaded.model)
+    except Exception:  # noqa: BLE001
+        return False
+    return stored_choice(loaded.weights_hash, dev, precision) is None
 
 
 def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray | None]:

@@ -177,6 +177,20 @@ def classify_genomes(loaded, genomes, batch_size: int = 16) -> list:
     return list(classify_stream(loaded, records, batch_size=batch_size))
 
 
+def choose_backend_ahead(loaded, log=None) -> None:
+    """``prepare-sets``' work ahead for a variant model: measure which backend classifies fastest on this
+    machine (:func:`bertgeom.sars_cov_2.variant.predict.measure_backends`), once per machine and weights,
+    so the page's batches and ``classify`` run it. A failure is logged, never raised."""
+    from bertgeom.sars_cov_2.variant.predict import measure_backends, measured_backend_needed
+
+    try:
+        if loaded.labels and measured_backend_needed(loaded):
+            measure_backends(loaded, log=log)
+    except Exception as exc:  # noqa: BLE001 - ahead-of-time work only; auto then follows the CPU rule
+        if log:
+            log(f"measuring the classifier's backends failed: {exc}")
+
+
 #: The genome input kind of the case study's models.
 GENOME = InputKind(
     name=INPUT_KIND,
@@ -219,6 +233,7 @@ GENOME = InputKind(
     capabilities=frozenset({"aligned_positions", "official_padding", "precomputed_results"}),
     classify=classify_genomes,
     precompute=GENOME_PRECOMPUTE,
+    prepare_ahead=choose_backend_ahead,
 )
 
 
