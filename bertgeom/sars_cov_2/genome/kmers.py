@@ -23,6 +23,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -323,7 +324,15 @@ def token_axis(n_tokens: int = SPIKE_N_KMERS, with_special: bool = True, total_l
     """Coordinates of ``[CLS]`` + ``n_tokens`` k-mers + ``[SEP]`` (+ ``[PAD]`` to ``total_length``).
 
     ``paper_labels=True`` labels the [SEP]/[PAD] positions with residue ranges as the paper's code did.
+    The axis depends on these arguments only, so it is built once per process and shared, its arrays
+    read-only (building it looked up the domain of every token: ~18 ms, paid by every genome encoded).
     """
+    return _token_axis(int(n_tokens), bool(with_special), None if total_length is None else int(total_length),
+                       bool(paper_labels))
+
+
+@lru_cache(maxsize=64)
+def _token_axis(n_tokens: int, with_special: bool, total_length: int | None, paper_labels: bool) -> TokenAxis:
     toks: list[int] = list(range(1, n_tokens + 1))
     specials: list[str | None] = [None] * n_tokens
     if with_special:
@@ -343,9 +352,12 @@ def token_axis(n_tokens: int = SPIKE_N_KMERS, with_special: bool = True, total_l
         else:
             label.append(token_aa_label(pos) if (paper_labels and sp != "[CLS]") else sp)
             ns.append(-1), ne.append(-1), as_.append(-1), ae.append(-1), dom.append(""), coarse.append("")
-    return TokenAxis(np.array(toks), np.array(label, dtype=object), np.array(ns), np.array(ne), np.array(as_),
+    axis = TokenAxis(np.array(toks), np.array(label, dtype=object), np.array(ns), np.array(ne), np.array(as_),
                      np.array(ae), np.array(dom, dtype=object), np.array(coarse, dtype=object),
                      np.array([s is not None for s in specials]))
+    for arr in vars(axis).values():  # shared by every caller: never written to
+        arr.setflags(write=False)
+    return axis
 
 
 def domain_token_ranges(fixed: bool = True) -> dict[str, tuple[int, int]]:
