@@ -368,3 +368,37 @@ def test_openvino_is_imported_with_its_telemetry_declined():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True,
                           cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
     assert done.stdout.strip() == "['MainThread'] [] False", done.stdout + done.stderr
+
+
+def test_a_large_classify_measures_the_backends_once_and_an_explicit_one_never(tiny_variant_dir, tmp_path, cache,
+                                                                               monkeypatch):
+    """`classify` of an input at or above MEASURE_FROM_BYTES times the backends before its rows when nothing
+    was measured on this machine (where there is more than one path), and never again; --backend never."""
+    import contextlib
+    import io
+
+    from bertgeom.__main__ import main
+    from bertgeom.backends import candidate_paths, stored_choice
+    from bertgeom.models import load_model
+    from bertgeom.sars_cov_2.variant import cli
+    from bertgeom.sars_cov_2.variant.spec import genome_set
+
+    fasta = tmp_path / "in.fasta"
+    fasta.write_text("".join(f"{it.text}\n" for it in genome_set()[:2]))
+    monkeypatch.setattr(cli, "MEASURE_FROM_BYTES", fasta.stat().st_size)  # this input counts as large
+    weights = load_model(str(tiny_variant_dir)).weights_hash
+
+    def classify(*extra) -> str:
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            assert main(["classify", str(fasta), "--model", str(tiny_variant_dir), "--out",
+                         str(tmp_path / "out.csv"), *extra]) == 0
+        return err.getvalue()
+
+    assert "timing" not in classify("--backend", "torch") and stored_choice(weights) is None
+    several = len(candidate_paths("cpu", "auto")) > 1
+    first = classify()
+    assert ("timing" in first) == several and (stored_choice(weights) is not None) == several
+    assert "timing" not in classify()  # measured once per machine and weights
+    rows = (tmp_path / "out.csv").read_text().splitlines()
+    assert len(rows) == 3
