@@ -77,7 +77,8 @@ def markdown(result: dict) -> str:
             "slim-bf16": "cone + [CLS] in bf16 (--no-attentions --precision bf16)"}
     for r in result["rows"]:
         lines.append(f"| {what.get(r['config'], r['config'])} | {r['engine']} | {r['workers']} | {r['genomes_per_s']:.2f} | "
-                     f"{r['s_per_genome']:.2f} | {r['first_shard_s'] or 0:.1f} | {r['speedup_vs_1'] or 0:.2f}x | "
+                     f"{r['s_per_genome']:.2f} | {r['first_shard_s'] or 0:.1f} | "
+                     f"{'—' if r['speedup_vs_1'] is None else format(r['speedup_vs_1'], '.2f') + 'x'} | "
                      f"{r['share_of_classify']:.2f} |")
     lines.append(f"| classify end to end ({result['classify_backend']}, same genomes, same run) | — | — | "
                  f"{result['classify_genomes_per_s']:.2f} | {1 / result['classify_genomes_per_s']:.2f} | — | — | 1.00 |")
