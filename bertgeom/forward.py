@@ -54,6 +54,7 @@ __all__ = [
     "PURPOSES",
     "ForwardError",
     "ForwardOutput",
+    "bf16_pays_off",
     "bf16_supported",
     "resolve_precision",
     "run_forward",
@@ -90,12 +91,49 @@ def bf16_supported(device: str = "cpu") -> bool:
         return False
 
 
+#: bf16 counts as faster on a CPU when its matmuls run at least this many times the fp32 rate.
+BF16_MIN_SPEEDUP = 1.2
+_BF16_PAYS_OFF: dict[str, bool] = {}
+
+
+def bf16_pays_off(device: str = "cpu") -> bool:
+    """Whether bf16 is worth running on ``device``: :func:`bf16_supported`, and on a CPU its matmuls
+    measured at least :data:`BF16_MIN_SPEEDUP` times as fast as fp32's (a 1024-wide product, best of
+    five each, once per process: ~0.1 s). The units alone do not settle it: an Intel Xeon (family 6
+    model 207) under a hypervisor that hides its AMX reports AVX-512 bf16 and oneDNN bf16 kernels, yet
+    ran bf16 matmuls at about half its fp32 rate, so bf16 made every forward slower there."""
+    kind = str(device).split(":")[0]
+    if not bf16_supported(device):
+        return False
+    if kind != "cpu":
+        return True
+    if kind not in _BF16_PAYS_OFF:
+        import time
+
+        import torch
+
+        def best(dtype) -> float:
+            a = torch.randn(1024, 1024).to(dtype)
+            b = torch.randn(1024, 1024).to(dtype)
+            torch.mm(a, b)  # warm-up: the kernel's first call picks and prepares it
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                torch.mm(a, b)
+                times.append(time.perf_counter() - t0)
+            return min(times)
+
+        with torch.inference_mode():
+            _BF16_PAYS_OFF[kind] = best(torch.float32) / best(torch.bfloat16) >= BF16_MIN_SPEEDUP
+    return _BF16_PAYS_OFF[kind]
+
+
 def resolve_precision(precision: str = "auto", device: str = "cpu", purpose: str = "analysis") -> str:
     """``"fp32"`` or ``"bf16"`` for a forward with ``purpose`` (a key of :data:`PURPOSES`) on ``device``.
 
-    ``auto`` -> bf16 when the purpose allows it and :func:`bf16_supported`, else fp32; ``fp32`` and
-    ``bf16`` as asked (bf16 runs anywhere, only slower without bf16 units). Raises ``ValueError``
-    with one sentence for an unknown choice."""
+    ``auto`` -> bf16 when the purpose allows it and :func:`bf16_pays_off` (bf16 units that run
+    faster than fp32 here), else fp32; ``fp32`` and ``bf16`` as asked (bf16 runs anywhere, only slower
+    without bf16 units). Raises ``ValueError`` with one sentence for an unknown choice."""
     precision = (precision or "auto").strip().lower()
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: use auto, fp32 or bf16.")
@@ -103,7 +141,7 @@ def resolve_precision(precision: str = "auto", device: str = "cpu", purpose: str
         raise ValueError(f"unknown purpose {purpose!r}: one of {', '.join(PURPOSES)}.")
     if precision != "auto":
         return precision
-    return "bf16" if PURPOSES[purpose] and bf16_supported(device) else "fp32"
+    return "bf16" if PURPOSES[purpose] and bf16_pays_off(device) else "fp32"
 
 
 @dataclass

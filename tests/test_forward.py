@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from bertgeom.forward import bf16_supported, resolve_precision, run_forward
+from bertgeom.forward import bf16_pays_off, bf16_supported, resolve_precision, run_forward
 
 
 def _batch(loaded):
@@ -106,12 +106,15 @@ def test_the_precision_policy():
     assert resolve_precision("fp32", "cpu", "classify") == "fp32"
     assert resolve_precision("bf16", "cpu", "analysis") == "bf16"
     assert resolve_precision("auto", "cpu", "analysis") == "fp32"  # numbers read one by one stay fp32
-    want = "bf16" if bf16_supported("cpu") else "fp32"
+    want = "bf16" if bf16_pays_off("cpu") else "fp32"  # bf16 units that run faster than fp32 here
     assert resolve_precision("auto", "cpu", "classify") == want
     assert resolve_precision("auto", "cpu", "attribution") == want
     cap = str(torch.backends.cpu.get_cpu_capability()).upper()
     assert bf16_supported("cpu") == (cap.startswith(("AVX512", "AMX")) and torch.ops.mkldnn._is_mkldnn_bf16_supported())
     assert bf16_supported("mps") is False
+    assert bf16_pays_off("mps") is False
+    if not bf16_supported("cpu"):  # no units: never worth it, nothing measured
+        assert bf16_pays_off("cpu") is False
     with pytest.raises(ValueError, match="auto, fp32 or bf16"):
         resolve_precision("fp16")
 

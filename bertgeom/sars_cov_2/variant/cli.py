@@ -502,7 +502,9 @@ def _add_runtime_arguments(p) -> None:
     p.add_argument("--streams", type=_streams_arg, default="auto", help=_STREAMS_HELP)
     p.add_argument("--device", default="auto", help="where the forward passes run: auto (a GPU when there is one), cpu, cuda, mps")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                   help="auto: bf16 where the device has bf16 units (a GPU, or a CPU with AVX-512/AMX bf16), else fp32")
+                   help="auto: with --backend auto on a measured CPU, the precision measured fastest there "
+                        "(choose-backend); else bf16 where the device has bf16 units (a GPU, or a CPU with "
+                        "AVX-512/AMX bf16), else fp32")
     p.add_argument("--backend", default="auto", choices=list(BACKENDS), help=_BACKEND_HELP)
 
 
