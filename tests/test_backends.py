@@ -254,20 +254,18 @@ def test_machine_names_the_cpu_and_its_units():
 def test_classify_cli_names_the_backend_and_refuses_an_impossible_one(tiny_variant_dir, tmp_path, cache):
     """The CSV says which runtime ran each row; an impossible choice is one sentence and exit 2, before any work."""
     import csv
-    import os
-    import subprocess
-    import sys
+
+    from cli_run import bertgeom_cli
 
     from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
     rec = load_demo_genomes()[0][0]
     fasta = tmp_path / "g.fasta"
     fasta.write_text(f">{rec.name}\n{rec.sequence}\n")
-    env = {**os.environ, "BERTGEOM_CACHE_DIR": str(cache)}
 
-    def run(*extra):
-        cmd = [sys.executable, "-m", "bertgeom", "classify", str(fasta), "--model", str(tiny_variant_dir), *extra]
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    def run(*extra):  # in this process (tests/cli_run.py), with the fixture's BERTGEOM_CACHE_DIR
+        return bertgeom_cli("classify", fasta, "--model", tiny_variant_dir, *extra,
+                            env={"BERTGEOM_CACHE_DIR": str(cache)})
 
     r = run("--out", str(tmp_path / "t.csv"), "--backend", "torch", "--precision", "fp32")
     assert r.returncode == 0, r.stderr

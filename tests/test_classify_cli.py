@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import csv
 import gzip
-import subprocess
-import sys
 
 import pytest
+from cli_run import bertgeom_cli
 
 from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
 
-def _run(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "bertgeom", "classify", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)
+def _run(*args):
+    """``python -m bertgeom classify ARGS``, in this process (tests/cli_run.py)."""
+    return bertgeom_cli("classify", *args)
 
 
 @pytest.fixture(scope="module")
@@ -203,14 +202,12 @@ def test_evaluate_on_the_shipped_held_out_genomes_reports_bert_rules_and_baselin
     import json
 
     out = tmp_path / "eval.json"
-    r = subprocess.run([sys.executable, "-m", "bertgeom", "evaluate", "--held-out", "--model", str(tiny_variant_dir),
-                        "--json", str(out), "--batch-size", "32"], capture_output=True, text=True, timeout=900)
+    r = bertgeom_cli("evaluate", "--held-out", "--model", tiny_variant_dir, "--json", out, "--batch-size", "32")
     assert r.returncode == 0, r.stderr[-2000:]
     result = json.loads(out.read_text())
     # the evaluation genomes: the held-out half less its calibration third (split_calibration)
     assert 180 <= result["model"]["n"] <= 191 and result["rules"]["n"] == result["model"]["n"]
     assert result["rules"]["accuracy"] >= 0.98  # the marker call on real held-out genomes
     assert "baseline" in result and result["baseline"]["n"] == result["model"]["n"]
-    bad = subprocess.run([sys.executable, "-m", "bertgeom", "evaluate", "--model", str(tiny_variant_dir)],
-                         capture_output=True, text=True, timeout=300)
+    bad = bertgeom_cli("evaluate", "--model", tiny_variant_dir)
     assert bad.returncode == 2 and "--held-out" in bad.stderr and "Traceback" not in bad.stderr

@@ -13,12 +13,11 @@ overall = sum of squares / 100. Real genomes: tests/data/nextclade_cases.fasta (
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_run import bertgeom_cli
 
 from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
 from bertgeom.sars_cov_2.genome.gate import DIVERGENT, NOT_SARS2, SARS2
@@ -251,8 +250,7 @@ def test_cli_no_call_below_the_gate_and_a_call_on_shipped_genomes(tmp_path):
     demo = (REPO / "bertgeom/data/genomes/demo_genomes.fasta").read_text()
     fasta.write_text(f">mutant79\n{mutant(0.79)}\n" + demo)
     out = tmp_path / "p.csv"
-    r = subprocess.run([sys.executable, "-m", "bertgeom", "classify", str(fasta), "--out", str(out)],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    r = bertgeom_cli("classify", fasta, "--out", out, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(open(out)))
     gated, called = rows[0], rows[1:]

@@ -1,7 +1,9 @@
 """Nothing corrupted, round three (issue 33, items 6-13): the probes of the issue, rerun as written.
 
 Each test runs the real ``python -m bertgeom`` on real files (the tiny random variant model), or
-the real lock classes; each failed on the code before the issue. Ctrl+C is sent once the process
+the real lock classes; each failed on the code before the issue. The command runs in this process
+(tests/cli_run.py: its entry point, output and exit status, without a 5-8 s start) unless another
+process or a signal is part of the probe: then it is a process of its own. Ctrl+C is sent once the process
 has shown, on its own standard error, that it is inside start-up (``-X importtime`` names every
 module as its import finishes), never after a sleep."""
 
@@ -19,13 +21,20 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from cli_run import bertgeom_cli
 
 from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 
 
-def _bertgeom(*args, **kw):
+def _bertgeom(*args):
+    """``python -m bertgeom ARGS``, in this process (tests/cli_run.py)."""
+    return bertgeom_cli(*args)
+
+
+def _bertgeom_process(*args):
+    """``python -m bertgeom ARGS`` as a process of its own: for what another process does to it."""
     return subprocess.run([sys.executable, "-m", "bertgeom", *map(str, args)], capture_output=True, text=True,
-                          timeout=600, check=False, **kw)
+                          timeout=600, check=False)
 
 
 def _classify(*args):
@@ -54,8 +63,8 @@ def test_a_second_run_on_the_same_out_names_the_first_and_exits_4(tiny_variant_d
     fasta.write_text(_fasta(demo[:1]))
     out = tmp_path / "out.csv"
     out.write_text("previous results\n")
-    with output_lock(out):  # held as the first run holds it, for its whole life
-        r = _classify(fasta, "--model", tiny_variant_dir, "--out", out)
+    with output_lock(out):  # held as the first run holds it, for its whole life (another process)
+        r = _bertgeom_process("classify", fasta, "--model", tiny_variant_dir, "--out", out)
     assert r.returncode == 4 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
     assert f"is being written by PID {os.getpid()}" in r.stderr
     assert out.read_text() == "previous results\n" and not list(tmp_path.glob("out.csv*.partial"))

@@ -1,6 +1,7 @@
 """Nothing lost, nothing rendered (issue 25): the probes of the issue, rerun as written.
 
-CLI probes run the real ``python -m bertgeom classify`` on real files; page probes run the app in
+CLI probes run the real ``python -m bertgeom classify`` on real files (its entry point in this
+process, tests/cli_run.py); page probes run the app in
 AppTest; the shared guards of :mod:`bertgeom.safety` are checked on the strings the probes used."""
 
 from __future__ import annotations
@@ -9,11 +10,10 @@ import csv
 import io
 import lzma
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import bertgeom_cli
 
 from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 from bertgeom.sars_cov_2.variant import genome_analysis
@@ -24,8 +24,7 @@ HOSTILE_NAMES = ["![x](http://127.0.0.1:9/x.png)", ":red[red] **bold** $x^2$", "
 
 
 def _classify(*args):
-    return subprocess.run([sys.executable, "-m", "bertgeom", "classify", *map(str, args)], capture_output=True,
-                          text=True, timeout=600, check=False)
+    return bertgeom_cli("classify", *args)
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from cli_run import bertgeom_cli
 
 from bertgeom.sars_cov_2.genome.reference import SPIKE_START, reference_spike
 from bertgeom.sars_cov_2.variant.spec import genome_set
@@ -128,8 +127,7 @@ def test_classify_cli_writes_one_row_per_record(tiny_variant_dir, tmp_path):
     with lzma.open(src, "wt") as fh:
         fh.write(genome_set("demo")[1].text + "\n>junk\nNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNN\n")
     out = tmp_path / "preds.csv"
-    r = subprocess.run([sys.executable, "-m", "bertgeom", "classify", str(src), "--model", str(tiny_variant_dir),
-                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+    r = bertgeom_cli("classify", src, "--model", tiny_variant_dir, "--out", out)
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(open(out)))
     assert [row["name"] for row in rows][1] == "junk" and rows[1]["error"]
