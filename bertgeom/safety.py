@@ -227,6 +227,21 @@ class AtomicFile:
         self.committed = True
 
 
+def write_atomically(path: str | os.PathLike, write, sync: bool = True) -> None:
+    """``write(fh)`` into an :class:`AtomicFile` beside ``path`` (binary), then renamed over ``path``:
+    readers see the old file or the whole new one, two writers never share a temporary file, and a
+    planted link at a temporary name is never followed (the names are random, created exclusively).
+    A write that fails removes its temporary file and raises. ``sync=False``: no fsync (a file a crash
+    may lose)."""
+    out = AtomicFile(path, "wb")
+    try:
+        write(out)
+        out.commit(sync=sync)
+    finally:
+        if not out.committed:
+            out.discard()
+
+
 # ---- one writer per output -------------------------------------------------------------------
 class LockBusyError(OSError):
     """Another process holds the lock; ``holder`` is what it recorded (pid, host, start time)."""

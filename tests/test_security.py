@@ -125,3 +125,35 @@ def test_the_results_root_cannot_be_escaped_by_its_contents(tmp_path, monkeypatc
         with pytest.raises(PrecomputeError):
             safe_class_name(bad)
     assert safe_class_name("omicron") == "omicron" and safe_class_name("class_1.v2") == "class_1.v2"
+
+
+def test_internal_files_are_written_through_a_fresh_temporary_name_never_a_planted_link(tmp_path):
+    """Weights, training pools and checkpoints, precompute shards and maps go through
+    safety.write_atomically: the file is whole or old, a failed write leaves nothing behind, and a link
+    planted where the old code put its fixed temporary name ('<file>.tmp') is never written through."""
+    import numpy as np
+    import pytest
+
+    from bertgeom.precompute.store import atomic_write
+    from bertgeom.safety import write_atomically
+    from bertgeom.sars_cov_2.variant import write_bytes_atomically
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    target = tmp_path / "model.safetensors"
+    (tmp_path / "model.safetensors.tmp").symlink_to(victim)
+    write_bytes_atomically(target, b"weights")
+    assert target.read_bytes() == b"weights" and victim.read_text() == "keep me"
+    atomic_write(target, b"shard")
+    assert target.read_bytes() == b"shard" and victim.read_text() == "keep me"
+
+    def broken(fh):
+        fh.write(b"half")
+        raise RuntimeError("disk gone")
+
+    with pytest.raises(RuntimeError):
+        write_atomically(target, broken)
+    assert target.read_bytes() == b"shard"  # the old file, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors", "model.safetensors.tmp", "victim.txt"]
+    write_atomically(tmp_path / "a.npz", lambda fh: np.savez(fh, x=np.arange(3)))
+    assert np.load(tmp_path / "a.npz", allow_pickle=False)["x"].tolist() == [0, 1, 2]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bertgeom.safety import write_atomically
 from bertgeom.precompute.core import (
     ClsBasis,
     ModelDims,
@@ -185,9 +186,7 @@ def _basis(rd: ResultsDir, loaded, dims: ModelDims, cfg: PrecomputeConfig, inp: 
             pilot = _pilot_records(inp, n_records, cfg.pca_pilot, precompute_spec(loaded))
             x = cls_of_records(loaded, pilot, cfg.batch_size)
         basis = pca_basis(x, cfg.cls_dims)
-    tmp = rd.root / f"cls_basis.tmp{os.getpid()}.npz"
-    np.savez(tmp, **basis.arrays())
-    os.replace(tmp, p)
+    write_atomically(p, lambda fh: np.savez(fh, **basis.arrays()))
     return basis
 
 
@@ -367,9 +366,7 @@ def _finalise(rd: ResultsDir, acc: MapAccumulator, manifest: dict, dims: ModelDi
     counts = {}
     if cfg.maps != "none":
         for c, mean in acc.means(dims.heads, cfg.maps).items():
-            tmp = maps_dir / f"{c}.tmp.npy"
-            np.save(tmp, mean, allow_pickle=False)
-            os.replace(tmp, maps_dir / f"{c}.npy")
+            write_atomically(maps_dir / f"{c}.npy", lambda fh, mean=mean: np.save(fh, mean, allow_pickle=False))
             counts[c] = acc.counts[c]
         np.save(maps_dir / "keep.npy", keep, allow_pickle=False)
         shape = {"layer-mean": ["L", "T", "T"], "heads": ["L", "H", "T", "T"]}[cfg.maps]

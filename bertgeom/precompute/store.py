@@ -68,10 +68,11 @@ def safe_class_name(name: object) -> str:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    """``path`` holds its old content or ``data`` (:func:`bertgeom.safety.write_atomically`, no fsync:
+    a shard a crash loses has no ``done`` marker and is recomputed)."""
+    from bertgeom.safety import write_atomically
+
+    write_atomically(path, lambda fh: fh.write(data), sync=False)
 
 
 def sha256_file(path: Path) -> str:
@@ -169,9 +170,9 @@ class MapAccumulator:
         arrays = {f"sum__{c}": a for c, a in self.sums.items()}
         arrays.update({f"count__{c}": np.asarray(n, np.int64) for c, n in self.counts.items()})
         arrays["folded"] = np.asarray(sorted(self.folded), np.int64)
-        tmp = root / f"{self.FILE}.tmp{os.getpid()}.npz"
-        np.savez(tmp, **arrays)
-        os.replace(tmp, root / self.FILE)
+        from bertgeom.safety import write_atomically
+
+        write_atomically(root / self.FILE, lambda fh: np.savez(fh, **arrays))
 
     @classmethod
     def load(cls, root: Path) -> "MapAccumulator":

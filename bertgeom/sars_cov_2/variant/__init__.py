@@ -88,15 +88,11 @@ def safetensors_bytes(state: dict, metadata: dict | None = None) -> bytes:
 
 
 def write_bytes_atomically(path: Path, data: bytes) -> None:
-    """``path`` holds either its old content or ``data``, never a part (temp file + ``os.replace``)."""
-    import os
+    """``path`` holds either its old content or ``data``, never a part (:func:`bertgeom.safety.write_atomically`:
+    a temporary name unique to this writer, never a link, synced, then renamed)."""
+    from bertgeom.safety import write_atomically
 
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, lambda fh: fh.write(data))
 
 
 def save_variant_model(model, vocab, path: Path, *, extra_config: dict | None = None) -> None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import random
 import signal
 import time
@@ -275,12 +274,9 @@ def _save_pool(path: Path, examples: list[Example]) -> None:
     """Write the pool atomically: a temp file in the same folder, then ``os.replace``."""
     spikes = np.frombuffer("".join(e.spike for e in examples).encode("ascii"), dtype=np.uint8).reshape(len(examples), -1)
     meta = [[e.name, e.cls, e.origin, e.insertions] for e in examples]
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, spikes=spikes, meta=np.array(json.dumps(meta)))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    from bertgeom.safety import write_atomically
+
+    write_atomically(path, lambda fh: np.savez(fh, spikes=spikes, meta=np.array(json.dumps(meta))))
 
 
 def _load_pool(path: Path) -> list[Example]:
@@ -511,13 +507,13 @@ def train(cfg: TrainConfig, out_dir: Path, work_dir: Path) -> dict:
         _log(f"resumed from step {step}/{total}")
 
     def save_checkpoint() -> None:
-        tmp = ckpt.with_suffix(".tmp")
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "scheduler": sched.state_dict(), "step": step, "rng": rng_states(device),
-                    "augment_seed": [cfg.seed, step], "order_hash": order_hash(step), "fingerprint": fingerprint,
-                    "losses": running, "hits": hits,
-                    "elapsed": elapsed_before + time.time() - t_train}, tmp)
-        os.replace(tmp, ckpt)
+        from bertgeom.safety import write_atomically
+
+        state = {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                 "scheduler": sched.state_dict(), "step": step, "rng": rng_states(device),
+                 "augment_seed": [cfg.seed, step], "order_hash": order_hash(step), "fingerprint": fingerprint,
+                 "losses": running, "hits": hits, "elapsed": elapsed_before + time.time() - t_train}
+        write_atomically(ckpt, lambda fh: torch.save(state, fh))
 
     model.train()
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
