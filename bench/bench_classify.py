@@ -179,10 +179,9 @@ def attention_kernel_seconds(loaded, batch: int, tokens: int, dtype_name: str, r
 
 
 def _pad(ids: list[np.ndarray]) -> np.ndarray:
-    out = np.zeros((len(ids), max(len(x) for x in ids)), dtype=np.int64)
-    for i, x in enumerate(ids):
-        out[i, : len(x)] = x
-    return out
+    from bertgeom.sars_cov_2.variant.predict import pad_rows
+
+    return pad_rows(ids)
 
 
 def _token_ids(loaded, records) -> list[np.ndarray]:
@@ -193,32 +192,15 @@ def _token_ids(loaded, records) -> list[np.ndarray]:
 
 
 def run_forwards(fn, padded: np.ndarray, batch_size: int, streams: int, threads_each: int) -> float:
-    """Seconds to run ``fn`` over ``padded`` in batches: ``streams`` Python threads, each with
-    ``threads_each`` torch threads (a runtime backend compiles for that count) and ``batch_size //
-    streams`` rows per call, the way :func:`classify_stream` splits them."""
-    import threading
+    """Seconds to run ``fn`` over ``padded`` the way :func:`classify_stream` splits it
+    (:func:`bertgeom.backends.time_in_streams`: ``streams`` Python threads, ``batch_size // streams``
+    rows per call), each stream with ``threads_each`` torch threads."""
 
+    from bertgeom.backends import time_in_streams
     from bertgeom.runtime import torch_threads
 
-    rows = max(1, batch_size // streams)
-    starts = list(range(0, len(padded), rows))
-
-    def run(k: int) -> None:
-        with torch_threads(threads_each):
-            for s in starts[k::streams]:
-                fn(padded[s : s + rows])
-
-    if streams == 1:
-        t0 = time.perf_counter()
-        run(0)
-        return time.perf_counter() - t0
-    workers = [threading.Thread(target=run, args=(k,)) for k in range(streams)]
-    t0 = time.perf_counter()
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return time.perf_counter() - t0
+    with torch_threads(threads_each * streams):  # time_in_streams gives each stream its share of these
+        return time_in_streams(fn, padded, batch_size, streams)[0]
 
 
 def compiled_forward(fc):

@@ -58,7 +58,7 @@ from typing import IO, Any, TypeVar
 import numpy as np
 
 from bertgeom.runtime import cache_dir
-from bertgeom.safety import AtomicFile
+from bertgeom.safety import write_atomically
 
 __all__ = ["CACHE_FORMAT", "CacheKey", "Memo", "cached", "cached_arrays", "disk_path", "on_disk", "read_arrays",
            "write_arrays", "read_json", "write_json", "as_json", "text_digest", "key_lock", "askers",
@@ -267,23 +267,16 @@ def read_arrays(key: CacheKey) -> dict[str, np.ndarray] | None:
 
 
 def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
-    """``write`` into a file unique to this writer beside ``path`` (:class:`bertgeom.safety.AtomicFile`),
-    then moved onto ``path`` in one step: readers see the old file or the whole new one. No fsync: a
-    file a crash cut short is read as damaged and recomputed. False when the cache is not writable."""
+    """``write`` into a file unique to this writer beside ``path``, moved onto ``path`` in one step
+    (:func:`bertgeom.safety.write_atomically`): readers see the old file or the whole new one. No
+    fsync: a file a crash cut short is read as damaged and recomputed. False when the cache is not
+    writable."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        out = AtomicFile(path, "wb")
-    except OSError:
-        return False  # a read-only home still works, just without the disk tier
-    try:
-        write(out)
-        out.commit(sync=False)
+        write_atomically(path, write, sync=False)
         return True
     except OSError:
-        return False
-    finally:
-        if not out.committed:
-            out.discard()
+        return False  # a read-only home still works, just without the disk tier
 
 
 def write_arrays(key: CacheKey, arrays: Mapping[str, np.ndarray]) -> bool:

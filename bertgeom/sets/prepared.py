@@ -379,12 +379,10 @@ def wish_path() -> Path:
 
 
 def _write_json(path: Path, data) -> None:
-    from bertgeom.safety import AtomicFile
+    from bertgeom.safety import write_atomically
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with AtomicFile(path) as out:  # a file unique to this writer, renamed over the old one whole
-        out.write(json.dumps(data))
-        out.commit(sync=False)
+    write_atomically(path, lambda fh: fh.write(json.dumps(data).encode("utf-8")), sync=False)
 
 
 def read_json(path: Path) -> dict | None:

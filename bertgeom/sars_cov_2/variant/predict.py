@@ -231,9 +231,7 @@ def measure_backends(loaded: LoadedModel, device: str = "cpu", precision: str = 
     step = max(1, len(val) // max(1, n))
     ids = [x for _, x in (prepare_record(r, loaded.tokenizer, loaded.max_tokens) for r in val[::step][:n])
            if x is not None]
-    padded = np.zeros((len(ids), max(len(x) for x in ids)), dtype=np.int64)
-    for i, x in enumerate(ids):
-        padded[i, : len(x)] = x
+    padded = pad_rows(ids)
     forwards, errors = {}, {}
     for b, p in candidate_paths(dev, precision, info):
         try:
@@ -357,6 +355,14 @@ def default_streams(device: str | None = None, workers: int = 1) -> int:
     return max(1, min(8, usable_cores()))
 
 
+def pad_rows(rows) -> np.ndarray:
+    """Token-id rows of different lengths as one ``[B, T]`` int64 batch, PAD (0) after each row."""
+    ids = np.zeros((len(rows), max(len(r) for r in rows)), dtype=np.int64)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+    return ids
+
+
 def _fill_predictions(loaded: LoadedModel, forward, pending: list, batch_size: int) -> None:
     """Probabilities and calls of the prepared ``pending`` ``(Prediction, ids)``: rows sorted by
     length and cut into batches, so each batch pads only to its own longest row."""
@@ -364,11 +370,7 @@ def _fill_predictions(loaded: LoadedModel, forward, pending: list, batch_size: i
     rows.sort(key=lambda r: len(r[1]))
     for s in range(0, len(rows), batch_size):
         chunk = rows[s : s + batch_size]
-        width = max(len(r) for _, r in chunk)
-        ids = np.zeros((len(chunk), width), dtype=np.int64)
-        for i, (_, r) in enumerate(chunk):
-            ids[i, : len(r)] = r
-        probs = class_probabilities(loaded, forward(ids))
+        probs = class_probabilities(loaded, forward(pad_rows([r for _, r in chunk])))
         for (k, _), p in zip(chunk, probs):
             pred = pending[k][0]
             pred.probs = {c: float(v) for c, v in zip(loaded.labels, p)}
