@@ -14,7 +14,7 @@ rest of the process (``PagesManager.uses_pages_directory``; streamlit/streamlit#
 import streamlit as st
 
 from bertgeom.inputs import registered_pages
-from bertgeom.runtime import configure_server_threads, import_in_background, script_run
+from bertgeom.runtime import SERVER_WARM_IMPORTS, configure_server_threads, import_in_background, script_run
 
 from bertgeom.ui.prepared_cache import start_background
 from bertgeom.ui.sidebar import render_sidebar
@@ -53,9 +53,11 @@ def main() -> None:
         write_query_params(navigation)
     finally:  # also when the page stopped early: the link is built from the state this run left
         share_box()
-    # the models' pages need torch: imported while this page is read (not transformers, whose lazy
-    # module is not safe to import from two threads at once)
-    import_in_background("torch")
+    # the models' pages need torch and transformers (~5 s of imports on 2 cores): imported in the
+    # background once the first page is drawn, while it is read (started before, they slowed that page
+    # from 1.9 s to 3.5 s); the model loader waits for that import rather than racing it
+    # (bertgeom.runtime.await_background_import)
+    import_in_background(*SERVER_WARM_IMPORTS)
 
 
 with script_run():  # counted, so a heavy computation alone on the server may take every core (bertgeom.runtime)

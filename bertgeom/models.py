@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bertgeom.runtime import await_background_import
 from bertgeom.tokens import Tokenizer
 
 #: Model families whose self-attention modules expose ``query``/``key``/``value``
@@ -502,6 +503,7 @@ def load_model(model: str | ModelSpec, *, device: str = "cpu") -> LoadedModel:
     the same attention weights on either device (to float rounding)."""
     spec = model if isinstance(model, ModelSpec) else resolve_spec(model)
     dev = resolve_device(device)
+    await_background_import("transformers")  # the server may be importing it now (bertgeom.runtime)
     _quiet_transformers()
     load_plugins()
     loader = _LOADERS.get(spec.loader)

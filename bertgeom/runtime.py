@@ -123,19 +123,30 @@ def heavy_threads(others_busy: bool, env: Mapping[str, str] | None = None, cpu_c
 
 
 _IMPORTS_LOCK = threading.Lock()
-_BACKGROUND_IMPORTS: set[str] = set()
+#: Every module asked of :func:`import_in_background`, and the event set when its import has ended.
+_BACKGROUND_IMPORTS: dict[str, threading.Event] = {}
+
+#: What a server imports in the background once its first page is drawn: torch, then transformers'
+#: BERT modules (the modelling module pulls in most of transformers). Every page but Home and Methods
+#: loads a model; on a freshly started 2-core server these imports took ~1.5 s and ~3.6 s of the first
+#: model's load (Intel Xeon, 2026-12-02), which a visitor who reads the home page no longer waits for.
+SERVER_WARM_IMPORTS = ("torch", "transformers.models.bert.modeling_bert")
 
 
 def import_in_background(*modules: str) -> bool:
-    """Import ``modules`` once per process in a daemon thread (False when they were already asked
-    for): a page that will need them soon (torch after the home page, captum on the classifier page)
-    starts the import while the visitor reads, instead of on their next click. A module that fails
-    to import is left for the code that needs it to report, in its own words."""
+    """Import ``modules`` once per process, in order, in a daemon thread (False when they were all
+    asked for already): a page that will need them soon (torch and transformers after the home page,
+    captum on the classifier page) starts the import while the visitor reads, instead of on their
+    next click. A module that fails to import is left for the code that needs it to report, in its
+    own words. Code that must not import a package while a background thread does (transformers'
+    lazy module is not safe to import from two threads at once) first calls
+    :func:`await_background_import`."""
     import importlib
 
     with _IMPORTS_LOCK:
         todo = [m for m in modules if m not in _BACKGROUND_IMPORTS]
-        _BACKGROUND_IMPORTS.update(todo)
+        for m in todo:
+            _BACKGROUND_IMPORTS[m] = threading.Event()
     if not todo:
         return False
 
@@ -145,9 +156,22 @@ def import_in_background(*modules: str) -> bool:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - reported where the module is used
                 pass
+            finally:
+                _BACKGROUND_IMPORTS[name].set()
 
     threading.Thread(target=run, name="bertgeom-import-" + todo[0].split(".")[0], daemon=True).start()
     return True
+
+
+def await_background_import(package: str, timeout: float | None = 600.0) -> bool:
+    """Wait until every background import of ``package`` or of a module inside it (asked of
+    :func:`import_in_background` in this process) has ended; True when they all have (at once when
+    none was asked for), False when ``timeout`` seconds passed first. The model loader calls it
+    before it touches transformers, so a visitor's click never imports transformers beside the
+    server's background thread: it waits for that import instead of racing it."""
+    with _IMPORTS_LOCK:
+        events = [e for m, e in _BACKGROUND_IMPORTS.items() if m == package or m.startswith(package + ".")]
+    return all(e.wait(timeout) for e in events)
 
 
 _MACHINE: dict | None = None

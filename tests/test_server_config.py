@@ -29,9 +29,10 @@ def test_the_app_configures_threads_on_every_run():
     assert "configure_server_threads()" in source
 
 
-def test_the_home_page_needs_no_torch_and_torch_comes_in_the_background_after_it():
+def test_the_home_page_needs_no_torch_and_torch_and_transformers_come_in_the_background_after_it():
     """The home page's first run imports no torch (threads are configured once something imported it);
-    after the page, torch is imported by a background thread, so the next page does not wait for it."""
+    after the page, torch and transformers' BERT modules are imported by a background thread, so the
+    next page does not wait for them, and loading a model then waits for that thread's import."""
     import subprocess
     import sys
 
@@ -49,14 +50,42 @@ def test_the_home_page_needs_no_torch_and_torch_comes_in_the_background_after_it
         "assert not at.exception, at.exception\n"
         "assert 'Start here' in [h.value for h in at.subheader]\n"
         "assert 'torch' not in sys.modules, 'the home page imported torch'\n"
-        "assert asked == ['torch'], asked\n"
+        "assert asked == ['torch', 'transformers.models.bert.modeling_bert'], asked\n"
         "rt.import_in_background = real\n"
         "at.run()\n"
-        "for t in threading.enumerate():\n"
-        "    if t.name.startswith('bertgeom-import-torch'):\n"
-        "        t.join(120)\n"
+        "assert 'transformers.models.bert.modeling_bert' in rt._BACKGROUND_IMPORTS\n"
+        "assert rt.await_background_import('transformers', timeout=300)\n"
         "assert 'torch' in sys.modules and hasattr(sys.modules['torch'], 'tensor')\n"
+        "assert hasattr(sys.modules['transformers.models.bert.modeling_bert'], 'BertModel')\n"
         "print('ok')\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]
+
+
+def test_await_background_import_waits_for_the_import_in_flight(tmp_path, monkeypatch):
+    """A package whose import is in flight in the background thread is waited for (False while it runs,
+    True once it ended and the module is there); a package nobody asked for is not waited for."""
+    import builtins
+    import sys
+    import threading
+
+    import bertgeom.runtime as rt
+
+    gate, started = threading.Event(), threading.Event()
+    monkeypatch.setattr(builtins, "_bertgeom_test_gate", (started, gate), raising=False)
+    pkg = tmp_path / "slowpkg_bertgeom"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "inner.py").write_text("import builtins\nstarted, gate = builtins._bertgeom_test_gate\n"
+                                  "started.set()\ngate.wait(60)\nVALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert rt.await_background_import("slowpkg_bertgeom", timeout=0)  # nothing asked yet: no wait
+    assert rt.import_in_background("slowpkg_bertgeom.inner")
+    assert not rt.import_in_background("slowpkg_bertgeom.inner")  # once per process
+    assert started.wait(60)
+    assert not rt.await_background_import("slowpkg_bertgeom", timeout=0)  # still importing
+    gate.set()
+    assert rt.await_background_import("slowpkg_bertgeom", timeout=60)
+    assert sys.modules["slowpkg_bertgeom.inner"].VALUE == 1
+    assert rt.await_background_import("slowpkg_bertgeom_other", timeout=0)
