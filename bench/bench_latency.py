@@ -348,7 +348,7 @@ def unprepared_scenarios(model: str, quick: bool) -> list[tuple[str, object]]:
         done = "Heads whose loss moves [CLS] most" if encoder else "Accuracy, all heads"
         return timed(page, run.click, done, to)
 
-    out = [("the tour's first step (MiniLM, model not loaded yet)", tour),
+    out = [("the tour's first step (MiniLM, model not loaded yet, clicked at once)", tour),
            ("Attention Heads: over a set of inputs", heads_set),
            ("Attention Heads: queries & keys over a set", qk_set),
            ("Cone Index: per class over a set", cone_set),
