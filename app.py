@@ -56,7 +56,7 @@ def main() -> None:
     # the models' pages need torch and transformers (~5 s of imports on 2 cores): imported in the
     # background once the first page is drawn, while it is read (started before, they slowed that page
     # from 1.9 s to 3.5 s); the model loader waits for that import rather than racing it
-    # (bertgeom.runtime.await_background_import)
+    # (bertgeom.runtime.package_import_lock)
     import_in_background(*SERVER_WARM_IMPORTS)
 
 

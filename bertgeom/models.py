@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertgeom.runtime import await_background_import
+from bertgeom.runtime import package_import_lock
 from bertgeom.tokens import Tokenizer
 
 #: Model families whose self-attention modules expose ``query``/``key``/``value``
@@ -329,8 +329,20 @@ def _hash_state(model) -> str:
     return h.hexdigest()[:16]
 
 
-def _quiet_transformers() -> None:
-    """Silence transformers' per-load progress bars and reports (they clutter app logs)."""
+#: transformers' modules the loaders use, imported up front by :func:`import_transformers`.
+TRANSFORMERS_MODULES = ("transformers.models.bert.modeling_bert", "transformers.models.auto.configuration_auto",
+                        "transformers.models.auto.modeling_auto", "transformers.models.auto.tokenization_auto")
+
+
+def import_transformers() -> None:
+    """Import the transformers modules the loaders use (:data:`TRANSFORMERS_MODULES`) and silence its
+    per-load progress bars and reports (they clutter app logs). :func:`load_model` calls it holding
+    transformers' :func:`~bertgeom.runtime.package_import_lock`, so the lazy attribute lookups of the
+    loaders (``from transformers import BertModel``) then only read modules already imported."""
+    import importlib
+
+    for name in TRANSFORMERS_MODULES:
+        importlib.import_module(name)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -503,8 +515,8 @@ def load_model(model: str | ModelSpec, *, device: str = "cpu") -> LoadedModel:
     the same attention weights on either device (to float rounding)."""
     spec = model if isinstance(model, ModelSpec) else resolve_spec(model)
     dev = resolve_device(device)
-    await_background_import("transformers")  # the server may be importing it now (bertgeom.runtime)
-    _quiet_transformers()
+    with package_import_lock("transformers"):  # one thread at a time imports it (the server's may be now)
+        import_transformers()
     load_plugins()
     loader = _LOADERS.get(spec.loader)
     if loader is None:

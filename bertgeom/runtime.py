@@ -123,8 +123,8 @@ def heavy_threads(others_busy: bool, env: Mapping[str, str] | None = None, cpu_c
 
 
 _IMPORTS_LOCK = threading.Lock()
-#: Every module asked of :func:`import_in_background`, and the event set when its import has ended.
-_BACKGROUND_IMPORTS: dict[str, threading.Event] = {}
+_BACKGROUND_IMPORTS: set[str] = set()
+_PACKAGE_LOCKS: dict[str, threading.RLock] = {}
 
 #: What a server imports in the background once its first page is drawn: torch, then transformers'
 #: BERT modules (the modelling module pulls in most of transformers). Every page but Home and Methods
@@ -133,45 +133,40 @@ _BACKGROUND_IMPORTS: dict[str, threading.Event] = {}
 SERVER_WARM_IMPORTS = ("torch", "transformers.models.bert.modeling_bert")
 
 
+def package_import_lock(module: str) -> threading.RLock:
+    """The one lock of ``module``'s top-level package in this process. transformers' lazy module is
+    not safe to import from two threads at once, so the background imports (:func:`import_in_background`)
+    and the model loader (:func:`bertgeom.models.load_model`) import it holding this lock: one thread
+    at a time imports it, and a click that needs a model waits for an import in flight instead of
+    racing it."""
+    with _IMPORTS_LOCK:
+        return _PACKAGE_LOCKS.setdefault(module.split(".")[0], threading.RLock())
+
+
 def import_in_background(*modules: str) -> bool:
     """Import ``modules`` once per process, in order, in a daemon thread (False when they were all
-    asked for already): a page that will need them soon (torch and transformers after the home page,
-    captum on the classifier page) starts the import while the visitor reads, instead of on their
-    next click. A module that fails to import is left for the code that needs it to report, in its
-    own words. Code that must not import a package while a background thread does (transformers'
-    lazy module is not safe to import from two threads at once) first calls
-    :func:`await_background_import`."""
+    asked for already), each under its package's :func:`package_import_lock`: a page that will need
+    them soon (torch and transformers after the first page, captum on the classifier page) starts the
+    import while the visitor reads, instead of on their next click. A module that fails to import is
+    left for the code that needs it to report, in its own words."""
     import importlib
 
     with _IMPORTS_LOCK:
         todo = [m for m in modules if m not in _BACKGROUND_IMPORTS]
-        for m in todo:
-            _BACKGROUND_IMPORTS[m] = threading.Event()
+        _BACKGROUND_IMPORTS.update(todo)
     if not todo:
         return False
 
     def run() -> None:
         for name in todo:
             try:
-                importlib.import_module(name)
+                with package_import_lock(name):
+                    importlib.import_module(name)
             except Exception:  # noqa: BLE001 - reported where the module is used
                 pass
-            finally:
-                _BACKGROUND_IMPORTS[name].set()
 
     threading.Thread(target=run, name="bertgeom-import-" + todo[0].split(".")[0], daemon=True).start()
     return True
-
-
-def await_background_import(package: str, timeout: float | None = 600.0) -> bool:
-    """Wait until every background import of ``package`` or of a module inside it (asked of
-    :func:`import_in_background` in this process) has ended; True when they all have (at once when
-    none was asked for), False when ``timeout`` seconds passed first. The model loader calls it
-    before it touches transformers, so a visitor's click never imports transformers beside the
-    server's background thread: it waits for that import instead of racing it."""
-    with _IMPORTS_LOCK:
-        events = [e for m, e in _BACKGROUND_IMPORTS.items() if m == package or m.startswith(package + ".")]
-    return all(e.wait(timeout) for e in events)
 
 
 _MACHINE: dict | None = None

@@ -53,8 +53,9 @@ def test_the_home_page_needs_no_torch_and_torch_and_transformers_come_in_the_bac
         "assert asked == ['torch', 'transformers.models.bert.modeling_bert'], asked\n"
         "rt.import_in_background = real\n"
         "at.run()\n"
-        "assert 'transformers.models.bert.modeling_bert' in rt._BACKGROUND_IMPORTS\n"
-        "assert rt.await_background_import('transformers', timeout=300)\n"
+        "for t in threading.enumerate():\n"
+        "    if t.name.startswith('bertgeom-import-torch'):\n"
+        "        t.join(300)\n"
         "assert 'torch' in sys.modules and hasattr(sys.modules['torch'], 'tensor')\n"
         "assert hasattr(sys.modules['transformers.models.bert.modeling_bert'], 'BertModel')\n"
         "print('ok')\n"
@@ -63,9 +64,10 @@ def test_the_home_page_needs_no_torch_and_torch_and_transformers_come_in_the_bac
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]
 
 
-def test_await_background_import_waits_for_the_import_in_flight(tmp_path, monkeypatch):
-    """A package whose import is in flight in the background thread is waited for (False while it runs,
-    True once it ended and the module is there); a package nobody asked for is not waited for."""
+def test_a_background_import_holds_its_packages_import_lock_until_it_ends(tmp_path, monkeypatch):
+    """While the background thread imports a module, its package's import lock (the one the model
+    loader takes for transformers) is held: another thread cannot take it until the import has ended,
+    and then finds the module imported. Every module of one package shares one lock."""
     import builtins
     import sys
     import threading
@@ -80,12 +82,16 @@ def test_await_background_import_waits_for_the_import_in_flight(tmp_path, monkey
     (pkg / "inner.py").write_text("import builtins\nstarted, gate = builtins._bertgeom_test_gate\n"
                                   "started.set()\ngate.wait(60)\nVALUE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert rt.await_background_import("slowpkg_bertgeom", timeout=0)  # nothing asked yet: no wait
+    lock = rt.package_import_lock("slowpkg_bertgeom")
+    assert rt.package_import_lock("slowpkg_bertgeom.inner") is lock
+    assert rt.package_import_lock("transformers") is not lock
     assert rt.import_in_background("slowpkg_bertgeom.inner")
     assert not rt.import_in_background("slowpkg_bertgeom.inner")  # once per process
     assert started.wait(60)
-    assert not rt.await_background_import("slowpkg_bertgeom", timeout=0)  # still importing
+    assert not lock.acquire(blocking=False)  # the import in flight holds it
     gate.set()
-    assert rt.await_background_import("slowpkg_bertgeom", timeout=60)
-    assert sys.modules["slowpkg_bertgeom.inner"].VALUE == 1
-    assert rt.await_background_import("slowpkg_bertgeom_other", timeout=0)
+    assert lock.acquire(timeout=60)
+    try:
+        assert sys.modules["slowpkg_bertgeom.inner"].VALUE == 1
+    finally:
+        lock.release()
