@@ -342,7 +342,10 @@ def import_transformers() -> None:
     import importlib
 
     for name in TRANSFORMERS_MODULES:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:  # another transformers layout: the loader that needs it says what is missing
+            pass
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

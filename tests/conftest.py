@@ -147,7 +147,8 @@ def own_server(tmp_path_factory):
 #: 2 cores, 2026-12-02). Used only to *order* the run: with ``-n auto --dist loadfile`` (pytest.ini)
 #: each module goes whole to one worker, in collection order, so starting with the longest keeps one
 #: worker from being left alone with a long module at the end (longest-first scheduling: 12 min 35 s
-#: in alphabetical order, 10 min 30 s in this one). A module not listed runs after these, in its usual order.
+#: in alphabetical order, 10 min 30 s to 11 min 40 s in this one). A module not listed runs after
+#: these, in its usual order.
 SLOWEST_MODULES = {
     "test_precompute.py": 129, "test_e2e_tour_share.py": 120, "test_e2e_hostile_links.py": 113,
     "test_e2e_hostile_markup.py": 94, "test_e2e_deeplinks.py": 85, "test_train_resume.py": 65,
