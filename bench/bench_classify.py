@@ -124,21 +124,6 @@ def preparation_markdown(prep: dict, forward_cpu_ms: float | None = None) -> str
     return "\n".join(lines)
 
 
-def matmul_peak(dtype_name: str, n: int = 2048, repeats: int = 5) -> float:
-    """Best FLOP/s of an ``n x n`` matmul in ``dtype_name`` (``fp32``/``bf16``) on this machine, now."""
-    import torch
-
-    dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    a @ b  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n**3 / best
-
-
 def forward_flop(loaded, tokens: int, cls_only_last: bool = True) -> float:
     """Multiply-add FLOPs of one forward of ``tokens`` tokens (projections, attention, FFN, x2).
 
@@ -297,6 +282,7 @@ def main(argv=None) -> dict:
         return prep
 
     from bertgeom.backends import available_backends, choose_backend
+    from bertgeom.forward import matmul_peak
     from bertgeom.models import REGISTRY, load_model, resolve_device
     from bertgeom.runtime import machine, machine_line
     from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID

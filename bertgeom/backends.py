@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bertgeom.safety import write_atomically
+
 __all__ = [
     "BACKENDS",
     "EXPORT_FORMAT",
@@ -437,16 +439,15 @@ def exported_onnx(model) -> Path:
         ids = torch.ones((2, 16), dtype=torch.long)
         mask = torch.ones((2, 16), dtype=torch.long)
         mask[1, 12:] = 0
-        tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
+
+        def export(fh) -> None:
             with torch.inference_mode():
-                torch.onnx.export(graph, (ids, mask), str(tmp), dynamo=False, opset_version=17,
+                torch.onnx.export(graph, (ids, mask), fh, dynamo=False, opset_version=17,
                                   input_names=["input_ids", "attention_mask"], output_names=["logits"],
                                   dynamic_axes={"input_ids": {0: "batch", 1: "tokens"},
                                                 "attention_mask": {0: "batch", 1: "tokens"}, "logits": {0: "batch"}})
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+
+        write_atomically(path, export, sync=False)  # a file unique to this writer, renamed whole onto path
         return path
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "ForwardOutput",
     "bf16_pays_off",
     "bf16_supported",
+    "matmul_peak",
     "resolve_precision",
     "run_forward",
     "model_parts",
@@ -96,35 +97,38 @@ BF16_MIN_SPEEDUP = 1.2
 _BF16_PAYS_OFF: dict[str, bool] = {}
 
 
+def matmul_peak(dtype_name: str, n: int = 2048, repeats: int = 5) -> float:
+    """Best FLOP/s of an ``n x n`` CPU matmul in ``dtype_name`` (``fp32``/``bf16``) on this machine,
+    now: one warm-up (the kernel's first call picks and prepares it), then the best of ``repeats``."""
+    import time
+
+    import torch
+
+    dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
+    with torch.inference_mode():
+        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+        torch.mm(a, b)
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            torch.mm(a, b)
+            best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best
+
+
 def bf16_pays_off(device: str = "cpu") -> bool:
     """Whether bf16 is worth running on ``device``: :func:`bf16_supported`, and on a CPU its matmuls
-    measured at least :data:`BF16_MIN_SPEEDUP` times as fast as fp32's (a 1024-wide product, best of
-    five each, once per process: ~0.1 s). The units alone do not settle it: an Intel Xeon (family 6
-    model 207) under a hypervisor that hides its AMX reports AVX-512 bf16 and oneDNN bf16 kernels, yet
-    ran bf16 matmuls at about half its fp32 rate, so bf16 made every forward slower there."""
+    measured at least :data:`BF16_MIN_SPEEDUP` times as fast as fp32's (:func:`matmul_peak` of a
+    1024-wide product, once per process: ~0.1 s). The units alone do not settle it: an Intel Xeon
+    (family 6 model 207) under a hypervisor that hides its AMX reports AVX-512 bf16 and oneDNN bf16
+    kernels, yet ran bf16 matmuls at about half its fp32 rate, so bf16 made every forward slower there."""
     kind = str(device).split(":")[0]
     if not bf16_supported(device):
         return False
     if kind != "cpu":
         return True
     if kind not in _BF16_PAYS_OFF:
-        import time
-
-        import torch
-
-        def best(dtype) -> float:
-            a = torch.randn(1024, 1024).to(dtype)
-            b = torch.randn(1024, 1024).to(dtype)
-            torch.mm(a, b)  # warm-up: the kernel's first call picks and prepares it
-            times = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                torch.mm(a, b)
-                times.append(time.perf_counter() - t0)
-            return min(times)
-
-        with torch.inference_mode():
-            _BF16_PAYS_OFF[kind] = best(torch.float32) / best(torch.bfloat16) >= BF16_MIN_SPEEDUP
+        _BF16_PAYS_OFF[kind] = matmul_peak("bf16", 1024) / matmul_peak("fp32", 1024) >= BF16_MIN_SPEEDUP
     return _BF16_PAYS_OFF[kind]
 
 

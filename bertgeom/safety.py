@@ -242,6 +242,11 @@ def write_atomically(path: str | os.PathLike, write, sync: bool = True) -> None:
             out.discard()
 
 
+def write_bytes_atomically(path: str | os.PathLike, data: bytes, sync: bool = True) -> None:
+    """``path`` holds either its old content or ``data``, never a part (:func:`write_atomically`)."""
+    write_atomically(path, lambda fh: fh.write(data), sync=sync)
+
+
 # ---- one writer per output -------------------------------------------------------------------
 class LockBusyError(OSError):
     """Another process holds the lock; ``holder`` is what it recorded (pid, host, start time)."""

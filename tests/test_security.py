@@ -128,15 +128,14 @@ def test_the_results_root_cannot_be_escaped_by_its_contents(tmp_path, monkeypatc
 
 
 def test_internal_files_are_written_through_a_fresh_temporary_name_never_a_planted_link(tmp_path):
-    """Weights, training pools and checkpoints, precompute shards and maps go through
-    safety.write_atomically: the file is whole or old, a failed write leaves nothing behind, and a link
-    planted where the old code put its fixed temporary name ('<file>.tmp') is never written through."""
+    """Weights, training pools and checkpoints, precompute shards and maps, and the exported ONNX
+    classifier go through safety.write_atomically: the file is whole or old, a failed write leaves
+    nothing behind, and a link planted where the old code put its fixed temporary name ('<file>.tmp')
+    is never written through."""
     import numpy as np
     import pytest
 
-    from bertgeom.precompute.store import atomic_write
-    from bertgeom.safety import write_atomically
-    from bertgeom.sars_cov_2.variant import write_bytes_atomically
+    from bertgeom.safety import write_atomically, write_bytes_atomically
 
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
@@ -144,7 +143,7 @@ def test_internal_files_are_written_through_a_fresh_temporary_name_never_a_plant
     (tmp_path / "model.safetensors.tmp").symlink_to(victim)
     write_bytes_atomically(target, b"weights")
     assert target.read_bytes() == b"weights" and victim.read_text() == "keep me"
-    atomic_write(target, b"shard")
+    write_bytes_atomically(target, b"shard", sync=False)  # the precompute store's writes
     assert target.read_bytes() == b"shard" and victim.read_text() == "keep me"
 
     def broken(fh):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertgeom.safety import write_atomically
+from bertgeom.safety import write_atomically, write_bytes_atomically
 from bertgeom.precompute.core import (
     ClsBasis,
     ModelDims,
@@ -32,7 +32,6 @@ from bertgeom.precompute.store import (
     FORMAT_VERSION,
     MapAccumulator,
     ResultsDir,
-    atomic_write,
     fold_partial_file,
     sha256_file,
     under_root,
@@ -368,12 +367,12 @@ def _finalise(rd: ResultsDir, acc: MapAccumulator, manifest: dict, dims: ModelDi
         for c, mean in acc.means(dims.heads, cfg.maps).items():
             write_atomically(maps_dir / f"{c}.npy", lambda fh, mean=mean: np.save(fh, mean, allow_pickle=False))
             counts[c] = acc.counts[c]
-        np.save(maps_dir / "keep.npy", keep, allow_pickle=False)
+        write_atomically(maps_dir / "keep.npy", lambda fh: np.save(fh, keep, allow_pickle=False))
         shape = {"layer-mean": ["L", "T", "T"], "heads": ["L", "H", "T", "T"]}[cfg.maps]
-        atomic_write(maps_dir / "index.json", json.dumps(
+        write_bytes_atomically(maps_dir / "index.json", json.dumps(
             {"mode": cfg.maps, "shape": shape, "tokens": dims.map_tokens, "counts": counts,
              "recipe": "mean over correctly classified genomes; rows/columns from the first [SEP] on zeroed "
-                       "([CLS] kept); fixed-point sums (2^-32), exact merge"}, indent=1).encode())
+                       "([CLS] kept); fixed-point sums (2^-32), exact merge"}, indent=1).encode(), sync=False)
     cols = ["label", "predicted", "correct", "error", "qc"]
     t = pa.concat_tables([pq.read_table(rd.path(s, "parquet"), columns=cols) for s in range(manifest["n_shards"])])
     g = t.to_pandas()

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bertgeom.safety import write_atomically, write_bytes_atomically
 from bertgeom.precompute.core import MAP_SCALE, PrecomputeError, load_npz_bytes, shard_stem
 
 MANIFEST = "manifest.json"
@@ -67,14 +68,6 @@ def safe_class_name(name: object) -> str:
     return name
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """``path`` holds its old content or ``data`` (:func:`bertgeom.safety.write_atomically`, no fsync:
-    a shard a crash loses has no ``done`` marker and is recomputed)."""
-    from bertgeom.safety import write_atomically
-
-    write_atomically(path, lambda fh: fh.write(data), sync=False)
-
-
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -103,15 +96,16 @@ class ResultsDir:
         return json.loads(p.read_text()) if p.is_file() else None
 
     def write_manifest(self, manifest: dict) -> None:
-        atomic_write(self.root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
+        write_bytes_atomically(self.root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode(), sync=False)
 
     # -- shards --------------------------------------------------------------------------------
     def write_shard(self, shard: int, files: dict[str, bytes]) -> None:
-        """Write a shard's files, then its done marker (last)."""
+        """Write a shard's files, then its done marker (last). Each file is written whole or not at all,
+        without fsync: a shard a crash cuts short has no valid marker and is computed again."""
         for suffix in (*SHARD_FILES, "maps.npz"):
-            atomic_write(self.path(shard, suffix), files[suffix])
+            write_bytes_atomically(self.path(shard, suffix), files[suffix], sync=False)
         marker = {"shard": shard, "sizes": {s: len(files[s]) for s in SHARD_FILES}, "time": time.time()}
-        atomic_write(self.path(shard, "done"), json.dumps(marker).encode())
+        write_bytes_atomically(self.path(shard, "done"), json.dumps(marker).encode(), sync=False)
 
     def shard_complete(self, shard: int) -> bool:
         """Done marker present and the files it lists have the recorded sizes."""
@@ -170,8 +164,6 @@ class MapAccumulator:
         arrays = {f"sum__{c}": a for c, a in self.sums.items()}
         arrays.update({f"count__{c}": np.asarray(n, np.int64) for c, n in self.counts.items()})
         arrays["folded"] = np.asarray(sorted(self.folded), np.int64)
-        from bertgeom.safety import write_atomically
-
         write_atomically(root / self.FILE, lambda fh: np.savez(fh, **arrays))
 
     @classmethod

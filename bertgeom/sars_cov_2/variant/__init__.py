@@ -87,14 +87,6 @@ def safetensors_bytes(state: dict, metadata: dict | None = None) -> bytes:
     return struct.pack("<Q", len(text)) + text + b"".join(chunks)
 
 
-def write_bytes_atomically(path: Path, data: bytes) -> None:
-    """``path`` holds either its old content or ``data``, never a part (:func:`bertgeom.safety.write_atomically`:
-    a temporary name unique to this writer, never a link, synced, then renamed)."""
-    from bertgeom.safety import write_atomically
-
-    write_atomically(path, lambda fh: fh.write(data))
-
-
 def save_variant_model(model, vocab, path: Path, *, extra_config: dict | None = None) -> None:
     """Write a variant model directory: config.json, fp16 safetensors (deterministic bytes:
     :func:`safetensors_bytes`), k-mer vocabulary."""
@@ -103,6 +95,8 @@ def save_variant_model(model, vocab, path: Path, *, extra_config: dict | None = 
     cfg.update(extra_config or {})
     (path / "config.json").write_text(json.dumps(cfg, indent=1, sort_keys=True))
     state = {k: v.detach().to("cpu").half() for k, v in model.state_dict().items()}
+    from bertgeom.safety import write_bytes_atomically
+
     write_bytes_atomically(path / "model.safetensors", safetensors_bytes(state, WEIGHTS_METADATA))
     vocab.save(path / "kmer_vocab.json")
 

@@ -21,7 +21,8 @@ card says what the shipped model used):
    resumed run needs to equal an uninterrupted one bit for bit: weights, optimiser and scheduler,
    every RNG state (torch CPU/CUDA, numpy's and Python's global generators), the data order and
    the seed of the augmentation's per-step generator (``(seed, step)``), and the loss history.
-   The data pool (``train_pool.npz``) and checkpoints are written atomically (temp + ``os.replace``);
+   The data pool (``train_pool.npz``) and checkpoints are written atomically
+   (:func:`bertgeom.safety.write_atomically`: a fresh temporary name, then renamed);
    a half-written pool from an older run is detected, reported in one sentence and rebuilt.
 """
 
@@ -271,7 +272,7 @@ class CorruptPool(Exception):
 
 
 def _save_pool(path: Path, examples: list[Example]) -> None:
-    """Write the pool atomically: a temp file in the same folder, then ``os.replace``."""
+    """Write the pool atomically (:func:`bertgeom.safety.write_atomically`)."""
     spikes = np.frombuffer("".join(e.spike for e in examples).encode("ascii"), dtype=np.uint8).reshape(len(examples), -1)
     meta = [[e.name, e.cls, e.origin, e.insertions] for e in examples]
     from bertgeom.safety import write_atomically
