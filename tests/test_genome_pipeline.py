@@ -43,8 +43,14 @@ def test_never_raises(bad):
 def test_not_covering_spike_and_record_error():
     from bertgeom.sars_cov_2.genome.reference import reference_sequence
 
+    # a sequence without its spike is still analysed and placed (its mutations, clade and QC are
+    # shown), but the gate makes no model call and says why in one sentence
     res = analyse_sequence(SequenceRecord("orf1", reference_sequence()[1000:5000], []))
-    assert not res.ok and "spike" in res.error
+    assert res.ok and not res.callable and res.error is None
+    assert res.gate.verdict == "spike not read" and "does not cover the spike" in res.gate.reason
+    # the reference's stretch 1001-5000 reads the same in B (19A) and A (19B): a tie, said in a note
+    assert res.clade.clade in ("19A", "19B") and res.placement.distance == 0 and res.placement.region == "partial"
+    assert res.placement.ties > 1 and any("equally near" in n for n in res.notes)
     out = list(analyse_many([RecordError("x", 0, "Record 'x' contains no sequence.")]))
     assert out[0].error == "Record 'x' contains no sequence."
 

@@ -160,7 +160,7 @@ def test_a_clean_ba2_has_no_private_spike_change_and_qc_counts_the_rows_it_marks
               for r in mutation_table(a) if r["private"] == "yes"]
     assert marked == list(a.private.rows)  # rows holding a private nucleotide
     assert a.qc_score.rules["private mutations"].count == len(a.private.private)  # counted on nucleotides
-    assert f"{len(a.private.private)} private nucleotide change(s) against clade 21L" in \
+    assert f"{len(a.private.private)} private nucleotide change(s) against the nearest tree node (BA.2)" in \
         a.qc_score.rules["private mutations"].message
     assert a.qc_score.status == "good"
 

@@ -846,15 +846,18 @@ def class_expected_sites(cls: str) -> frozenset[tuple[int, str]]:
 
 @dataclass(frozen=True)
 class CladeCall:
-    """Nearest clade by the definitions: ``matches``/``mismatches`` count defining sites where the
-    sequence has the clade's base / another base; ``missing`` sites are N or not covered."""
+    """A clade call: from the reference tree's placement (the pipeline's, with ``lineage``), or the
+    nearest clade by the definitions (:func:`nearest_clade`), where ``matches``/``mismatches`` count
+    defining sites where the sequence has the clade's base / another base and ``missing`` sites are N
+    or not covered."""
 
     clade: str
     cls: str
     display: str
-    matches: int
-    mismatches: int
-    missing: int
+    matches: int = 0
+    mismatches: int = 0
+    missing: int = 0
+    lineage: str = ""  #: the Pango lineage, when the call comes from the reference tree
 
 
 #: A clade site the genome contradicts (another base read there) weighs this many matching sites: a

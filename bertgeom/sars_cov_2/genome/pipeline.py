@@ -1,6 +1,7 @@
 """One pass from a user's sequence to everything the Variant Classifier page, the batch table and
-``classify`` read: parse -> align -> genes -> mutations per codon -> nearest clade -> private
-changes and QC (spike card, Nextclade-like score) -> rule-based call -> the model's 12-mer tokens.
+``classify`` read: parse -> align -> genes -> mutations per codon -> placement on Nextclade's
+reference tree (clade, Pango lineage, private mutations, recombinant) -> QC (spike card, Nextclade's
+score) -> rule-based call -> the model's 12-mer tokens -> the gate.
 
 ``analyse_sequence`` aligns once and calls mutations once; every reader takes the fields of the
 :class:`GenomeAnalysis` it returns (``to_frame()``, ``summary_row()``, ``arrays()``) instead of
@@ -22,12 +23,13 @@ import numpy as np
 
 from .align import AlignmentError, GenomeAlignment, SpikeCut, align_genome, cut_spike
 from .fasta import RecordError, SequenceInputError, SequenceRecord, parse_single
-from .gate import Gate, sequence_gate
-from .kmers import MAX_LENGTH, KmerVocab, seq2kmer
-from .mutations import CladeCall, MutationReport, call_mutations, nearest_clade
+from .gate import Gate, sequence_gate, unread_share
+from .kmers import MAX_LENGTH, UNK_ID, KmerVocab, seq2kmer
+from .mutations import CladeCall, MutationReport, call_mutations
 from .markers import RuleCall, call_cut, load_marker_table
-from .profiles import PrivateCall, load_clade_profiles, private_changes
+from .profiles import PrivateCall, load_clade_profiles
 from .qc import GenomeQC, QCResult, QCScore, genome_qc, qc_score, spike_qc
+from .tree import Placement, ReferenceTree, load_reference_tree, place, private_call
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +45,11 @@ class GenomeAnalysis:
     alignment: GenomeAlignment | None = None
     spike: SpikeCut | None = None
     mutations: MutationReport | None = None
-    clade: CladeCall | None = None  # nearest Nextstrain clade by the definitions
+    placement: Placement | None = None  # the nearest node of Nextclade's reference tree: clade, lineage, recombinant
+    clade: CladeCall | None = None  # the placement's Nextstrain clade (with its lineage)
     qc: QCResult | None = None  # spike QC: what the model depends on
     genome_qc: GenomeQC | None = None  # whole-genome QC, separate
-    private: PrivateCall | None = None  # the genome's changes against its nearest clade's profile
+    private: PrivateCall | None = None  # the genome's private mutations against its nearest tree node
     qc_score: QCScore | None = None  # Nextclade-like QC score, rule by rule
     rule: RuleCall | None = None  # the rule-based marker call of the spike (second opinion)
     gate: Gate | None = None  # SARS-CoV-2 / too divergent / not SARS-CoV-2: whether the model's call is shown
@@ -57,7 +60,7 @@ class GenomeAnalysis:
 
     @property
     def ok(self) -> bool:
-        """True when the spike could be cut (it may still fail QC)."""
+        """True when the sequence was analysed (its spike may still be unread: see :attr:`callable`)."""
         return self.error is None and self.spike is not None
 
     @property
@@ -98,11 +101,14 @@ class GenomeAnalysis:
         """The flat per-record fields the batch table and the ``classify`` CSV add: nearest clade,
         QC score and status, private changes, frameshifts, premature stops."""
         if self.clade is None or self.qc_score is None:
-            return {"clade": "", "qc_score": "", "qc_status": "", "private": "", "frameshifts": "", "stops": ""}
+            return {"clade": "", "lineage": "", "recombinant": "", "qc_score": "", "qc_status": "", "private": "",
+                    "frameshifts": "", "stops": ""}
         rules = self.qc_score.rules
-        return {"clade": self.clade.display, "qc_score": self.qc_score.score, "qc_status": self.qc_score.status,
-                "private": rules["private mutations"].count, "frameshifts": rules["frameshifts"].count,
-                "stops": rules["stop codons"].count}
+        pl = self.placement
+        return {"clade": self.clade.display, "lineage": pl.lineage if pl else "",
+                "recombinant": recombinant_cell(pl), "qc_score": self.qc_score.score,
+                "qc_status": self.qc_score.status, "private": rules["private mutations"].count,
+                "frameshifts": rules["frameshifts"].count, "stops": rules["stop codons"].count}
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays behind the result: ``token_ids`` (when tokenised), ``spike_called`` (bool per
@@ -117,9 +123,21 @@ class GenomeAnalysis:
         return out
 
 
+def recombinant_cell(placement: Placement | None) -> str:
+    """The ``recombinant`` column: "" or one phrase (a designated recombinant lineage, the parents
+    and the breakpoint interval of a split placement)."""
+    rec = placement.recombinant if placement is not None else None
+    if rec is None:
+        return ""
+    if not rec.parents:
+        return f"yes: designated {rec.designated}"
+    bps = "; ".join(f"{a}-{b}" for a, b in rec.breakpoints)
+    return f"yes: {' / '.join(rec.parents)} (breakpoint {bps})"
+
+
 def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVocab | None = None,
                      cls: str | None = None, representation: str = "aligned",
-                     max_length: int = MAX_LENGTH) -> GenomeAnalysis:
+                     max_length: int = MAX_LENGTH, tree: ReferenceTree | None = None) -> GenomeAnalysis:
     """Align, cut the spike, call mutations, assign the nearest clade, QC and tokenise one record.
 
     * ``record``: a parsed :class:`SequenceRecord`, a :class:`RecordError` from
@@ -127,7 +145,9 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
     * ``vocab``: when given, ``token_ids``/``unk_rate`` are filled (``[CLS]`` k-mers ``[SEP]`` ``[PAD]``);
     * ``cls``: the predicted class to judge private mutations against (default: nearest clade's);
     * ``representation``: ``"aligned"`` (default, 3,822 reference-coordinate characters) or
-      ``"paper"`` (deletions removed, insertions kept, as the paper's pipeline).
+      ``"paper"`` (deletions removed, insertions kept, as the paper's pipeline);
+    * ``tree``: the Nextclade dataset to place on (:func:`~.tree.load_reference_tree`; default the
+      shipped one).
     """
     if isinstance(record, RecordError):
         return GenomeAnalysis(name=record.name, error=record.message)
@@ -142,19 +162,19 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
         res.alignment = aln
         cut = cut_spike(aln)
         res.notes += [n for n in cut.notes if n not in res.notes]
-        if cut.coverage == 0:
-            res.genome_qc = genome_qc(aln)
-            res.error = "The sequence aligns to SARS-CoV-2 but does not cover the spike (S gene)."
-            return res
-        res.spike = cut
+        res.spike = cut  # an uncovered spike is all N: placed and QC'd from the rest, the gate makes no call
         res.mutations = call_mutations(aln, cut=cut)
         res.genome_qc = genome_qc(aln, res.mutations)
-        res.clade = nearest_clade(aln)
-        res.private = private_changes(res.mutations, aln.aligned, 1, res.clade.clade)
-        res.qc = spike_qc(cut, res.mutations, cls or res.clade.cls, private=res.private)
-        res.qc_score = qc_score(res.mutations, aln.aligned, res.private)
-        res.gate = sequence_gate(aln.aligned, record.sequence, len(res.private.private))
+        tree = tree or load_reference_tree()
+        pl = res.placement = place(aln.aligned, tree)
+        res.clade = CladeCall(pl.clade, pl.cls, pl.clade_display, lineage=pl.lineage)
+        res.private = private_call(res.mutations, pl)
+        res.qc = spike_qc(cut, res.mutations, cls or pl.cls, private=res.private)
+        res.qc_score = qc_score(res.mutations, aln.aligned, res.private, qc=tree.qc, covered=aln.covered)
         res.rule = call_cut(cut)
+        note = pl.resolution_note()
+        if note:
+            res.notes.append(note)
         text = cut.aligned if representation == "aligned" else cut.paper_sequence()
         res.model_input = text
         res.kmers = seq2kmer(text)
@@ -162,6 +182,8 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
             res.token_ids, res.unk_rate = vocab.encode(text, max_length=max_length)
         if representation == "paper" and len(res.kmers) > max_length - 2:
             res.notes.append(f"{len(res.kmers)} k-mers: truncated to {max_length - 2} as in the paper")
+        unread = unread_share(res.kmers, res.token_ids, UNK_ID if vocab is not None else None)
+        res.gate = sequence_gate(aln.aligned, record.sequence, pl, unread, spike_coverage=cut.coverage)
     except (AlignmentError, SequenceInputError) as exc:
         res.error = str(exc)
     except Exception as exc:  # never raise for a bad sequence

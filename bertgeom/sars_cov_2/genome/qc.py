@@ -147,38 +147,47 @@ def gene_at(pos: int) -> str | None:
 # Nextclade's SARS-CoV-2 dataset: QC parameters and its lists of known frameshifts and stops
 # ------------------------------------------------------------------------------------------
 
-DATASET_QC_FILE = ("definitions", "nextclade_qc_sars-cov-2.json")
+def dataset_qc(qc: dict | None = None) -> dict:
+    """The ``qc`` object of the Nextclade dataset in use: ``qc`` itself when given (a
+    :class:`~.tree.ReferenceTree`'s), else the shipped dataset's ``pathogen.json`` (rule parameters
+    and ignore lists, 0-based codons, half-open ranges)."""
+    return qc if qc is not None else _shipped_qc()
 
 
 @functools.lru_cache(maxsize=1)
-def dataset_qc() -> dict:
-    """The ``qc`` object of Nextclade's SARS-CoV-2 dataset (``pathogen.json``, copied as data with its
-    provenance in the file and in PROVENANCE.md): rule parameters and ignore lists, 0-based codons."""
-    from .reference import data_path
+def _shipped_qc() -> dict:
+    from .tree import shipped_dataset_path
 
-    return json.loads(data_path(*DATASET_QC_FILE).read_text())["qc"]
+    return json.loads((shipped_dataset_path() / "pathogen.json").read_text())["qc"]
 
 
-@functools.lru_cache(maxsize=1)
-def _known() -> tuple[frozenset, frozenset]:
-    qc = dataset_qc()
+def _known(qc: dict | None = None) -> tuple[frozenset, frozenset]:
+    qc = dataset_qc(qc)
+    key = id(qc)
+    hit = _KNOWN_CACHE.get(key)
+    if hit is not None and hit[0] is qc:
+        return hit[1]
     fs = frozenset((f["cdsName"], f["codonRange"]["begin"], f["codonRange"]["end"])
-                   for f in qc["frameShifts"]["ignoredFrameShifts"])
-    stops = frozenset((s["cdsName"], s["codon"]) for s in qc["stopCodons"]["ignoredStopCodons"])
+                   for f in qc.get("frameShifts", {}).get("ignoredFrameShifts", []))
+    stops = frozenset((s["cdsName"], s["codon"]) for s in qc.get("stopCodons", {}).get("ignoredStopCodons", []))
+    _KNOWN_CACHE[key] = (qc, (fs, stops))
     return fs, stops
 
 
-def known_frameshift(gene: str, codon_range: str) -> bool:
+_KNOWN_CACHE: dict[int, tuple[dict, tuple[frozenset, frozenset]]] = {}
+
+
+def known_frameshift(gene: str, codon_range: str, qc: dict | None = None) -> bool:
     """True when the dataset lists this frameshift (``codon_range`` as the tables name it, ``257-276``,
     1-based and closed; the dataset's are 0-based, half-open) as known: it costs no QC points."""
     a, _, b = codon_range.partition("-")
-    return (gene, int(a) - 1, int(b or a)) in _known()[0]
+    return (gene, int(a) - 1, int(b or a)) in _known(qc)[0]
 
 
-def known_stop(gene: str, residue: int) -> bool:
+def known_stop(gene: str, residue: int, qc: dict | None = None) -> bool:
     """True when the dataset lists a stop at this 1-based residue of ``gene`` as known (ORF8:Q27*,
     ORF7a:Q90* ...): it costs no QC points."""
-    return (gene, residue - 1) in _known()[1]
+    return (gene, residue - 1) in _known(qc)[1]
 
 GENOME_N_WARN = 300  #: more missing bases (N or not covered) than this warns (Nextclade's "missing data" bias)
 GENOME_N_FAIL = 3000  #: more than this fails
@@ -215,8 +224,8 @@ def genome_qc(aln, report=None) -> GenomeQC:
     from .mutations import nuc_deletion_name, nuc_insertion_name
 
     text = aln.aligned
-    missing = text.count("N")
-    coverage = 1 - missing / len(text)  # called share, as on every card
+    missing = missing_bases(text, aln.covered)  # N inside the alignment, as Nextclade counts it
+    coverage = 1 - text.count("N") / len(text)  # called share, as on every card
     ambiguous = count_other_than_bases(text)
     shifts = []
     if report is not None:
@@ -240,7 +249,7 @@ def genome_qc(aln, report=None) -> GenomeQC:
         "frameshifts": _grade(len(shifts), FRAMESHIFT_WARN, FRAMESHIFT_FAIL),
     }
     verdict, reasons = _judge(checks, {
-        "missing data": f"{missing:,} bases missing (N or not covered) in the genome",
+        "missing data": f"{missing:,} bases missing (N inside the sequenced part) in the genome",
         "ambiguous bases": f"{ambiguous} ambiguous bases in the genome",
         "frameshifts": "frameshifts in coding sequences: " + ", ".join(shifts[:5]),
     })
@@ -251,28 +260,31 @@ def genome_qc(aln, report=None) -> GenomeQC:
 # Nextclade's QC score, rule by rule
 # ------------------------------------------------------------------------------------------
 
-#: Rule parameters of Nextclade's SARS-CoV-2 dataset (``pathogen.json``'s ``qc``, :func:`dataset_qc`),
-#: scored as Nextclade's documentation ("Quality Control") describes each rule (not its code). Each
-#: rule gives a score (0 = perfect, 100 = the "bad" threshold); overall = sum of score^2 / 100.
-def _params() -> dict:
-    q = dataset_qc()
-    pm = q["privateMutations"]
+#: Rule parameters of a Nextclade dataset (``pathogen.json``'s ``qc``, :func:`dataset_qc`), scored as
+#: Nextclade's documentation ("Quality Control") describes each rule (not its code). Each rule gives a
+#: score (0 = perfect, 100 = the "bad" threshold); overall = sum of score^2 / 100.
+def rule_parameters(qc: dict | None = None) -> dict:
+    q = dataset_qc(qc)
+    pm, md, sc = q.get("privateMutations", {}), q.get("missingData", {}), q.get("snpClusters", {})
     return {
-        "missing data": {"score_bias": q["missingData"]["scoreBias"], "threshold": q["missingData"]["missingDataThreshold"]},
-        "mixed sites": {"threshold": q["mixedSites"]["mixedSitesThreshold"]},
-        "private mutations": {"typical": pm["typical"], "cutoff": pm["cutoff"], "labeled": pm["weightLabeledSubstitutions"],
-                              "unlabeled": pm["weightUnlabeledSubstitutions"],
-                              "reversion": pm["weightReversionSubstitutions"]},
-        "snp clusters": {"window": q["snpClusters"]["windowSize"], "cutoff": q["snpClusters"]["clusterCutOff"],
-                         "per": q["snpClusters"]["scoreWeight"]},
-        "frameshifts": {"per": 75},
-        "stop codons": {"per": 75},
+        "missing data": {"score_bias": md.get("scoreBias", 300), "threshold": md.get("missingDataThreshold", 2700),
+                         "enabled": md.get("enabled", True)},
+        "mixed sites": {"threshold": q.get("mixedSites", {}).get("mixedSitesThreshold", 10),
+                        "enabled": q.get("mixedSites", {}).get("enabled", True)},
+        "private mutations": {"typical": pm.get("typical", 8), "cutoff": pm.get("cutoff", 24),
+                              "labeled": pm.get("weightLabeledSubstitutions", 4),
+                              "unlabeled": pm.get("weightUnlabeledSubstitutions", 1),
+                              "reversion": pm.get("weightReversionSubstitutions", 6), "enabled": pm.get("enabled", True)},
+        "snp clusters": {"window": sc.get("windowSize", 100), "cutoff": sc.get("clusterCutOff", 6),
+                         "per": sc.get("scoreWeight", 50), "enabled": sc.get("enabled", True)},
+        "frameshifts": {"per": 75, "enabled": q.get("frameShifts", {}).get("enabled", True)},
+        "stop codons": {"per": 75, "enabled": q.get("stopCodons", {}).get("enabled", True)},
     }
 
 
-#: The rule parameters by rule name (from the dataset file; frameshifts and stops: 75 points each, as
+#: The shipped dataset's rule parameters by rule name (frameshifts and stops: 75 points each, as
 #: Nextclade's documentation states).
-NEXTCLADE_QC: dict = _params()
+NEXTCLADE_QC: dict = rule_parameters()
 QC_GOOD, QC_BAD = 30.0, 100.0  #: status: good below 30, mediocre below 100, bad from 100 on
 
 
@@ -322,29 +334,54 @@ class QCScore:
         return f"{self.status} ({self.score:.0f})"
 
 
-def qc_score(report, aligned: str, private, gene_names=None) -> QCScore:
+def alignment_span(aligned: str, covered=None) -> tuple[int, int] | None:
+    """``(first, last)`` 0-based reference indices of the alignment (Nextclade's alignmentStart-1 and
+    alignmentEnd-1): the first and last position the query covers (``covered``, a bool array), or,
+    without it, the first and last position not ``N``. None when nothing is covered."""
+    import numpy as np
+
+    if covered is not None:
+        idx = np.flatnonzero(covered)
+        return (int(idx[0]), int(idx[-1])) if len(idx) else None
+    a = len(aligned) - len(aligned.lstrip("N"))
+    b = len(aligned.rstrip("N")) - 1
+    return (a, b) if b >= a else None
+
+
+def missing_bases(aligned: str, covered=None) -> int:
+    """Nextclade's ``totalMissing``: N inside the alignment (between its first and last covered
+    position); what the query never reached (unsequenced ends) is not missing data."""
+    span = alignment_span(aligned, covered)
+    return aligned.count("N", span[0], span[1] + 1) if span else 0
+
+
+def qc_score(report, aligned: str, private, gene_names=None, qc: dict | None = None, covered=None) -> QCScore:
     """Score a mutation report (:class:`~.mutations.MutationReport`) with its aligned text (the whole
-    genome, or the spike for a spike-only input) and its :class:`~.profiles.PrivateCall`: the six
-    rules of Nextclade's QC with the SARS-CoV-2 dataset's parameters and ignore lists.
+    genome from position 1) and its :class:`~.profiles.PrivateCall` against the nearest node of the
+    reference tree (:func:`~.tree.private_call`): the six rules of current Nextclade's QC with the
+    dataset's parameters and ignore lists (``qc``: a dataset's ``qc`` object; default the shipped one).
 
-    * missing data counts N (uncovered positions are N) over the whole genome, so a spike-only or
-      partial sequence scores "bad" on it, as in Nextclade;
-    * private mutations: reversions x 6 + labelled substitutions x 4 + unlabelled x 1 + deletion
-      ranges x 1, less the typical 8, over the cutoff 24;
-    * SNP clusters: 50 points per cluster of more than 6 private substitutions within 100 nt;
+    * missing data: N inside the alignment (:func:`missing_bases`; ``covered`` gives its span),
+      300 free, 100 points at 3,000; a spike-only or partial input is not penalised for what it
+      does not cover, as in Nextclade;
+    * mixed sites: 100 points at 10 ambiguity codes;
+    * private mutations: reversions x 6 + labelled substitutions x 4 + unlabelled x 1 + private
+      deletion ranges x 1, less the typical 8, over the cutoff 24;
+    * SNP clusters: 50 points per cluster of more than 6 private substitutions (reversions included)
+      within 100 nt;
     * frameshifts (merged codon ranges) and premature stops: 75 points each, those the dataset knows
-      (Mu's ORF3a:257-276, Alpha's ORF8:Q27*, Lambda's ORF7a:Q90* ...) apart."""
+      (Mu's ORF3a:257-276, Alpha's ORF8:Q27*, Lambda's ORF7a:Q90* ...) apart.
+    Nothing is masked at the genome's ends (Nextclade masks nothing either)."""
     from .profiles import nuc_key
-    from .reference import REFERENCE_LEN
 
-    p = NEXTCLADE_QC
-    called = len(aligned) - aligned.count("N")
-    missing = REFERENCE_LEN - called
+    p = rule_parameters(qc) if qc is not None else NEXTCLADE_QC
+    span = alignment_span(aligned, covered)
+    missing = missing_bases(aligned, covered)
     mixed = count_other_than_bases(aligned)
     all_fs = [f"{g}:{f}" for g, gr in report.genes.items() for f in gr.frameshifts]
-    fs = [f for f in all_fs if not known_frameshift(*f.split(":", 1))]
+    fs = [f for f in all_fs if not known_frameshift(*f.split(":", 1), qc=qc)]
     all_stops = [(g, m) for g, gr in report.genes.items() for m in gr.aa if m.kind == "stop"]
-    stops = [f"{g}:{m.name}" for g, m in all_stops if not known_stop(g, m.pos)]
+    stops = [f"{g}:{m.name}" for g, m in all_stops if not known_stop(g, m.pos, qc=qc)]
     n_known = len(all_fs) - len(fs), len(all_stops) - len(stops)
     pm = p["private mutations"]
     n_del = len(private.deletion_ranges)
@@ -358,13 +395,14 @@ def qc_score(report, aligned: str, private, gene_names=None) -> QCScore:
     md = p["missing data"]
     scores = {
         "missing data": (max(0.0, (missing - md["score_bias"]) * 100 / md["threshold"]), missing,
-                         f"{missing:,} of {REFERENCE_LEN:,} bases missing (N or not covered; coverage "
-                         f"{called / REFERENCE_LEN:.1%})"),
+                         f"{missing:,} N inside the aligned part"
+                         + (f" ({span[0] + 1:,}-{span[1] + 1:,}; the first {md['score_bias']} are free)" if span else "")),
         "mixed sites": (100 * mixed / p["mixed sites"]["threshold"], mixed, f"{mixed} mixed (ambiguous) sites"),
         "private mutations": (max(0.0, weighted - pm["typical"]) * 100 / pm["cutoff"], len(private.private),
-                              f"{len(private.private)} private nucleotide change(s) against clade {private.clade}'s "
-                              f"profile ({len(labeled)} substitution(s) found in other clades, {len(unlabeled)} in "
-                              f"none, {n_del} deletion range(s)) and {len(private.reversions)} reversion(s)"),
+                              f"{len(private.private)} private nucleotide change(s) against the nearest tree node "
+                              f"({private.clade}): {len(labeled)} labelled substitution(s) (known from other clades), "
+                              f"{len(unlabeled)} unlabelled, {n_del} deletion range(s); and "
+                              f"{len(private.reversions)} reversion(s)"),
         "snp clusters": (sc["per"] * len(clusters), len(clusters),
                          f"{len(clusters)} cluster(s) of more than {sc['cutoff']} private substitutions within "
                          f"{sc['window']} nt" + (": " + ", ".join(f"{a}-{b}" for a, b in clusters[:5]) if clusters else "")),
@@ -375,6 +413,7 @@ def qc_score(report, aligned: str, private, gene_names=None) -> QCScore:
                         f"{len(stops)} premature stop codon(s)" + (": " + ", ".join(stops[:5]) if stops else "")
                         + (f" ({n_known[1]} known to the Nextclade dataset, no points)" if n_known[1] else "")),
     }
+    scores = {k: ((v if p[k].get("enabled", True) else 0.0), n, msg) for k, (v, n, msg) in scores.items()}
     rules = {k: QCRule(k, round(v, 1), qc_status(v), n, msg) for k, (v, n, msg) in scores.items()}
     total = round(sum(v ** 2 for v, _, _ in scores.values()) / 100, 1)  # from the unrounded rule scores
     return QCScore(rules, total, qc_status(total))
