@@ -28,7 +28,7 @@ from .kmers import MAX_LENGTH, UNK_ID, KmerVocab, seq2kmer
 from .mutations import CladeCall, MutationReport, call_mutations
 from .markers import RuleCall, call_cut, load_marker_table
 from .profiles import PrivateCall, load_clade_profiles
-from .qc import GenomeQC, QCResult, QCScore, genome_qc, qc_score, spike_qc
+from .qc import GenomeQC, QCResult, QCScore, genome_qc, nextclade_span, qc_score, spike_qc
 from .tree import Placement, ReferenceTree, load_reference_tree, place, private_call
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,8 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
         res.clade = CladeCall(pl.clade, pl.cls, pl.clade_display, lineage=pl.lineage)
         res.private = private_call(res.mutations, pl)
         res.qc = spike_qc(cut, res.mutations, cls or pl.cls, private=res.private)
-        res.qc_score = qc_score(res.mutations, aln.aligned, res.private, qc=tree.qc, covered=aln.covered)
+        res.qc_score = qc_score(res.mutations, aln.aligned, res.private, qc=tree.qc,
+                                span=nextclade_span(aln, record.sequence))
         res.rule = call_cut(cut)
         note = pl.resolution_note()
         if note:

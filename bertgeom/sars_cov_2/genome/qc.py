@@ -348,20 +348,40 @@ def alignment_span(aligned: str, covered=None) -> tuple[int, int] | None:
     return (a, b) if b >= a else None
 
 
-def missing_bases(aligned: str, covered=None) -> int:
-    """Nextclade's ``totalMissing``: N inside the alignment (between its first and last covered
-    position); what the query never reached (unsequenced ends) is not missing data."""
-    span = alignment_span(aligned, covered)
+def nextclade_span(aln, sequence: str) -> tuple[int, int] | None:
+    """The alignment's span as Nextclade reports it (``alignmentStart - 1``, ``alignmentEnd - 1``):
+    the covered span, widened by the runs of N at the query's ends that the aligner left unaligned
+    (Nextclade aligns them, so they count as missing data; bases the query never had do not)."""
+    from .reference import REFERENCE_LEN, reverse_complement
+
+    span = alignment_span(aln.aligned, aln.covered)
+    if span is None or not aln.segments:
+        return span
+    q = (reverse_complement(sequence) if aln.strand == -1 else sequence).upper()
+    first, last = span
+    q_first, q_last = aln.segments[0][0] - (aln.segments[0][2] - first), aln.segments[-1][1] + (last + 1 - aln.segments[-1][3])
+    head, tail = q[:max(q_first, 0)], q[max(q_last, 0):]
+    lead = len(head) - len(head.rstrip("N"))
+    trail = len(tail) - len(tail.lstrip("N"))
+    return max(0, first - lead), min(REFERENCE_LEN - 1, last + trail)
+
+
+def missing_bases(aligned: str, covered=None, span: tuple[int, int] | None = None) -> int:
+    """Nextclade's ``totalMissing``: N inside the alignment (``span``, default the first to the last
+    covered position; :func:`nextclade_span` widens it by aligned end runs of N); what the query never
+    reached (unsequenced ends) is not missing data."""
+    span = span if span is not None else alignment_span(aligned, covered)
     return aligned.count("N", span[0], span[1] + 1) if span else 0
 
 
-def qc_score(report, aligned: str, private, gene_names=None, qc: dict | None = None, covered=None) -> QCScore:
+def qc_score(report, aligned: str, private, gene_names=None, qc: dict | None = None, covered=None,
+             span: tuple[int, int] | None = None) -> QCScore:
     """Score a mutation report (:class:`~.mutations.MutationReport`) with its aligned text (the whole
     genome from position 1) and its :class:`~.profiles.PrivateCall` against the nearest node of the
     reference tree (:func:`~.tree.private_call`): the six rules of current Nextclade's QC with the
     dataset's parameters and ignore lists (``qc``: a dataset's ``qc`` object; default the shipped one).
 
-    * missing data: N inside the alignment (:func:`missing_bases`; ``covered`` gives its span),
+    * missing data: N inside the alignment (:func:`missing_bases`; ``span`` or ``covered`` gives it),
       300 free, 100 points at 3,000; a spike-only or partial input is not penalised for what it
       does not cover, as in Nextclade;
     * mixed sites: 100 points at 10 ambiguity codes;
@@ -375,8 +395,8 @@ def qc_score(report, aligned: str, private, gene_names=None, qc: dict | None = N
     from .profiles import nuc_key
 
     p = rule_parameters(qc) if qc is not None else NEXTCLADE_QC
-    span = alignment_span(aligned, covered)
-    missing = missing_bases(aligned, covered)
+    span = span if span is not None else alignment_span(aligned, covered)
+    missing = missing_bases(aligned, covered, span)
     mixed = count_other_than_bases(aligned)
     all_fs = [f"{g}:{f}" for g, gr in report.genes.items() for f in gr.frameshifts]
     fs = [f for f in all_fs if not known_frameshift(*f.split(":", 1), qc=qc)]

@@ -366,14 +366,16 @@ class QueryState:
         return int(self.reads.sum())
 
 
-def query_state(aligned: str, tree: ReferenceTree, region: tuple[int, int] | None = None) -> QueryState:
+def query_state(aligned: str, tree: ReferenceTree, region: tuple[int, int] | None = None,
+                masked: bool = True) -> QueryState:
     """:class:`QueryState` of a reference-coordinate text (starting at genome position 1), optionally
-    restricted to ``region`` (1-based, closed: the spike, say)."""
+    restricted to ``region`` (1-based, closed: the spike, say). ``masked``: leave out the dataset's
+    placement mask (for placement; private mutations are found without it, as Nextclade does)."""
     from .reference import reference_sequence
 
     q = np.frombuffer(aligned.encode("ascii", "replace"), dtype=np.uint8)
     r = np.frombuffer(reference_sequence()[: len(q)].encode("ascii"), dtype=np.uint8)
-    reads = _ACGT[q] & ~tree.placement_mask[: len(q)]
+    reads = _ACGT[q] & ~tree.placement_mask[: len(q)] if masked else _ACGT[q].copy()
     if region is not None:
         keep = np.zeros(len(q), dtype=bool)
         keep[max(region[0] - 1, 0): region[1]] = True
@@ -544,12 +546,11 @@ def private_mutations(tree: ReferenceTree, node: int, qs: QueryState) -> Private
     for p, alt in node_subs.items():
         if qs.reads[p - 1] and p not in query_subs:
             rev.append(f"{alt}{p}{ref[p - 1]}")
-    node_del = tree.deleted[node]
-    dels = []
-    for a, b in qs.deletions:
-        span = np.arange(a, b + 1)
-        if not np.isin(span, node_del).all():
-            dels.append(f"{a}-{b}" if b > a else f"{a}")
+    # private deleted positions: deleted in the query, not in the node; grouped into ranges
+    spans = [np.arange(a, b + 1) for a, b in qs.deletions]
+    deleted = np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
+    own = deleted[~np.isin(deleted, tree.deleted[node])]
+    dels = [f"{a}-{b}" if b > a else f"{a}" for a, b in _deletion_ranges(own)]
     from .profiles import nuc_key
 
     by_pos = lambda s: nuc_key(s)[1]  # noqa: E731
@@ -576,6 +577,7 @@ def place(aligned: str, tree: ReferenceTree | None = None, region: tuple[int, in
     private mutations, and (``find_recombinants``) a recombinant call."""
     tree = tree or load_reference_tree()
     qs = query_state(aligned, tree, region)
+    unmasked = query_state(aligned, tree, region, masked=False)
     dist, _priv, _rev = node_distances(tree, qs)
     order = _ranked(dist, tree.prior, None)
     best = int(order[0])
@@ -598,7 +600,7 @@ def place(aligned: str, tree: ReferenceTree | None = None, region: tuple[int, in
         cls = spike_class(tree, qs) if tree.clade[best] == "recombinant" else cls
     return Placement(tree.describe(), tree.names[best], tree.lineage[best], tree.clade[best],
                      tree.clade_display[best], tree.who[best], cls, int(dist[best]), qs.called,
-                     private_mutations(tree, best, qs), ties, tied_lineages, tied_clades, _region_of(qs), rec,
+                     private_mutations(tree, best, unmasked), ties, tied_lineages, tied_clades, _region_of(qs), rec,
                      tree.unaliased[best])
 
 
@@ -735,15 +737,17 @@ def private_call(report, placement: Placement):
     pm = placement.private
     sub_pos = {nuc_key(s)[1] for s, _ in pm.labeled} | {nuc_key(s)[1] for s in pm.unlabeled}
     labeled_pos = {nuc_key(s)[1] for s, _ in pm.labeled}
-    del_names = set(pm.deletion_ranges)
+    private_deleted = set()
+    for name in pm.deletion_ranges:
+        _, a, b = nuc_key(name)
+        private_deleted.update(range(a, b + 1))
     private, labeled = [], []
     for m in report.nucleotide:
         if m.kind == "sub" and m.pos in sub_pos:
             private.append(m.name)
             if m.pos in labeled_pos:
                 labeled.append(m.name)
-        elif m.kind == "del" and m.name in del_names:
-            private.append(m.name)
+    private += list(pm.deletion_ranges)  # Nextclade's private ranges (the part of a deletion the node lacks)
     # a private substitution the report does not list (an N-adjacent call) keeps Nextclade's name
     named = {nuc_key(n)[1] for n in private if nuc_key(n) and nuc_key(n)[0] == "sub"}
     for s in [s for s, _ in pm.labeled] + list(pm.unlabeled):
@@ -752,8 +756,16 @@ def private_call(report, placement: Placement):
             if s in {x for x, _ in pm.labeled}:
                 labeled.append(s)
     private_set = set(private)
-    rows = [e.qualified for e in report.events if e.gene not in NOT_IN_NEXTCLADE and private_set & set(e.nuc)]
-    rows += [m.name for m in report.other_nucleotide if m.name in private_set]
+
+    def holds_private(names) -> bool:
+        for n in names:
+            k = nuc_key(n)
+            if n in private_set or (k and k[0] == "del" and private_deleted.intersection(range(k[1], k[2] + 1))):
+                return True
+        return False
+
+    rows = [e.qualified for e in report.events if e.gene not in NOT_IN_NEXTCLADE and holds_private(e.nuc)]
+    rows += [m.name for m in report.other_nucleotide if holds_private([m.name])]
     return PrivateCall(placement.lineage, tuple(private), tuple(labeled), pm.reversions, tuple(rows))
 
 
