@@ -148,12 +148,12 @@ def tiny_dataset(folder: Path, root_sequence: str | None = None) -> Path:
                                              "clade_display": {"value": clade}, "placement_prior": {"value": prior}},
                 "branch_attrs": {"mutations": {"nuc": muts}}, "children": list(children)}
 
+    alt1000 = "T" if REF[999] != "T" else "G"
+    alt2000 = "A" if REF[1999] != "A" else "C"
     tree = {"version": "v2", "meta": {},
             "tree": node("ROOT", "A", [], -5.0, [
-                node("X", "X", [mut(1000, "T" if REF[999] != "T" else "G"), mut(2000, "A" if REF[1999] != "A" else "C")],
-                     -4.0),
-                node("Y", "Y", [mut(1000, "T" if REF[999] != "T" else "G"), mut(5000, "-"), mut(5001, "-"),
-                                mut(5002, "-")], -1.0)])}
+                node("X", "X", [mut(1000, alt1000), mut(2000, alt2000)], -4.0),
+                node("Y", "Y", [mut(1000, alt1000), mut(5000, "-"), mut(5001, "-"), mut(5002, "-")], -1.0)])}
     if root_sequence is not None:
         tree["root_sequence"] = {"nuc": root_sequence}
     (folder / "tree.json").write_text(json.dumps(tree))
