@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 import gzip
 
 import pytest
@@ -211,3 +212,47 @@ def test_evaluate_on_the_shipped_held_out_genomes_reports_bert_rules_and_baselin
     assert "baseline" in result and result["baseline"]["n"] == result["model"]["n"]
     bad = bertgeom_cli("evaluate", "--model", tiny_variant_dir)
     assert bad.returncode == 2 and "--held-out" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_nextclade_tsv_and_ndjson_carry_nextclades_columns_and_the_dataset(tiny_variant_dir, tmp_path):
+    """``--output-tsv`` / ``--output-ndjson`` write Nextclade's column names, so a pipeline can swap one
+    tool for the other: a genome of Nextclade 1.4.1's snapshot gets its substitutions exactly, a
+    designated recombinant its lineage and the recombinant column, every row the dataset in use."""
+    import json
+    import lzma
+
+    from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
+    from bertgeom.sars_cov_2.genome.nextclade_output import TSV_COLUMNS
+
+    data = Path(__file__).parent / "data"
+    picks = [r for r in iter_fasta_file(data / "nextclade_1.4.1" / "sequences.fasta.xz") if r.name == "OU186099"]
+    picks += [r for r in iter_fasta_file(data / "ncov_recombinant_controls" / "sequences.fasta.xz")
+              if r.name == "England/MILK-3729AD6/2022"]  # XE
+    fasta = tmp_path / "in.fasta.xz"
+    fasta.write_bytes(lzma.compress("".join(f">{r.name}\n{r.sequence}\n" for r in picks).encode()))
+    tsv, nd = tmp_path / "out.tsv", tmp_path / "out.ndjson"
+    r = _run(fasta, "--model", tiny_variant_dir, "--out", tmp_path / "out.csv", "--output-tsv", tsv,
+             "--output-ndjson", nd)
+    assert r.returncode == 0, r.stderr
+    assert "placed on Nextclade dataset" in r.stderr and "2024-02-16" in r.stderr
+    rows = list(csv.DictReader(tsv.open(), delimiter="\t"))
+    assert list(rows[0]) == list(TSV_COLUMNS) and [x["seqName"] for x in rows] == ["OU186099", picks[1].name]
+    truth = next(t for t in csv.DictReader(open(data / "nextclade_1.4.1" / "nextclade.tsv"), delimiter="\t")
+                 if t["seqName"] == "OU186099")
+    assert rows[0]["substitutions"] == truth["substitutions"] and rows[0]["clade"] == "20I"
+    assert rows[0]["Nextclade_pango"] == "B.1.1.7" and rows[0]["recombinant"] == ""
+    assert rows[1]["Nextclade_pango"] == "XE" and rows[1]["recombinant"].startswith("yes")
+    assert all("2024-02-16" in x["dataset"] for x in rows)
+    records = [json.loads(line) for line in nd.read_text().splitlines()]
+    assert records[0]["qc"]["overallStatus"] == rows[0]["qc.overallStatus"]
+    assert records[0]["substitutions"] == truth["substitutions"].split(",")
+
+
+def test_a_dataset_that_is_not_one_is_refused_in_one_sentence(tiny_variant_dir, tmp_path, demo_blocks):
+    fasta = tmp_path / "in.fasta.gz"
+    fasta.write_bytes(demo_blocks[0][1])
+    (tmp_path / "ds").mkdir()
+    r = _run(fasta, "--model", tiny_variant_dir, "--out", tmp_path / "o.csv", "--dataset", tmp_path / "ds")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().startswith("error: --dataset:") and "no tree.json" in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and not (tmp_path / "o.csv").exists()

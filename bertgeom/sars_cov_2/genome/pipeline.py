@@ -52,6 +52,7 @@ class GenomeAnalysis:
     private: PrivateCall | None = None  # the genome's private mutations against its nearest tree node
     qc_score: QCScore | None = None  # Nextclade-like QC score, rule by rule
     rule: RuleCall | None = None  # the rule-based marker call of the spike (second opinion)
+    span: tuple[int, int] | None = None  # the alignment's span as Nextclade reports it (0-based, closed)
     gate: Gate | None = None  # SARS-CoV-2 / too divergent / not SARS-CoV-2: whether the model's call is shown
     kmers: list[str] = field(default_factory=list)
     token_ids: np.ndarray | None = None  # only when a vocabulary was given
@@ -170,8 +171,8 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
         res.clade = CladeCall(pl.clade, pl.cls, pl.clade_display, lineage=pl.lineage)
         res.private = private_call(res.mutations, pl)
         res.qc = spike_qc(cut, res.mutations, cls or pl.cls, private=res.private)
-        res.qc_score = qc_score(res.mutations, aln.aligned, res.private, qc=tree.qc,
-                                span=nextclade_span(aln, record.sequence))
+        res.span = nextclade_span(aln, record.sequence)
+        res.qc_score = qc_score(res.mutations, aln.aligned, res.private, qc=tree.qc, span=res.span)
         res.rule = call_cut(cut)
         note = pl.resolution_note()
         if note:

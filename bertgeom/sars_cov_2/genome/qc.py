@@ -329,6 +329,12 @@ class QCScore:
     rules: dict[str, QCRule]
     score: float
     status: str
+    frameshifts: tuple[str, ...] = ()  #: frameshifts that cost points ("ORF3a:257-276")
+    frameshifts_ignored: tuple[str, ...] = ()  #: those the dataset lists as known
+    stops: tuple[str, ...] = ()  #: premature stops that cost points ("S:Q1071*")
+    clusters: tuple[str, ...] = ()  #: SNP clusters as "first-last"
+    weighted_private: float = 0.0  #: the private-mutation rule's weighted sum (before ``typical`` is taken off)
+    params: dict = field(default_factory=dict, compare=False, repr=False)  #: the rule parameters used
 
     def summary(self) -> str:
         return f"{self.status} ({self.score:.0f})"
@@ -436,4 +442,6 @@ def qc_score(report, aligned: str, private, gene_names=None, qc: dict | None = N
     scores = {k: ((v if p[k].get("enabled", True) else 0.0), n, msg) for k, (v, n, msg) in scores.items()}
     rules = {k: QCRule(k, round(v, 1), qc_status(v), n, msg) for k, (v, n, msg) in scores.items()}
     total = round(sum(v ** 2 for v, _, _ in scores.values()) / 100, 1)  # from the unrounded rule scores
-    return QCScore(rules, total, qc_status(total))
+    ignored = tuple(f for f in all_fs if f not in set(fs))
+    return QCScore(rules, total, qc_status(total), tuple(fs), ignored, tuple(stops),
+                   tuple(f"{a}-{b}" for a, b in clusters), float(weighted), p)

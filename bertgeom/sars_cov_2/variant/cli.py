@@ -240,6 +240,8 @@ def _cmd_classify(args) -> int:
             raise CliError(f"No file at '{args.input}'.", EXIT_INPUT)
         _check_streams(args)
         final = _output_target(args.out)
+        extra = _extra_outputs(args, final)
+        _dataset(args)
         device = _device(args.device)
         loaded = _load(args.model)
         _measure_backends_for_a_long_run(loaded, device, args)
@@ -259,13 +261,41 @@ def _cmd_classify(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
     try:
-        return _classify_into(args, loaded, device, precision, backend, final, out)
+        return _classify_into(args, loaded, device, precision, backend, final, out, extra)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _classify_into(args, loaded, device, precision, backend, final, out) -> int:
+def _extra_outputs(args, final: Path | None) -> dict[str, Path]:
+    """``--output-tsv`` / ``--output-ndjson``, checked like ``--out`` before any work starts (and never
+    the same file as another output)."""
+    out: dict[str, Path] = {}
+    for flag, value in (("--output-tsv", getattr(args, "output_tsv", None)),
+                        ("--output-ndjson", getattr(args, "output_ndjson", None))):
+        if not value:
+            continue
+        path = _output_target(value)
+        if path is None:
+            raise CliError(f"{flag} needs a file name (standard output is --out's).", EXIT_OUTPUT)
+        if path == final or path in out.values():
+            raise CliError(f"{flag} '{value}' is the same file as another output.", EXIT_OUTPUT)
+        out[flag] = path
+    return out
+
+
+def _dataset(args) -> None:
+    """``--dataset``: read and compile it now, so a bad dataset is one sentence before any work."""
+    from bertgeom.sars_cov_2.genome.tree import DatasetError, load_reference_tree
+
+    try:
+        tree = load_reference_tree(args.dataset)
+    except DatasetError as exc:
+        raise CliError(f"--dataset: {exc}", EXIT_INPUT) from None
+    args.dataset_name = tree.describe()
+
+
+def _classify_into(args, loaded, device, precision, backend, final, out, extra: dict | None = None) -> int:
     """The rows of ``classify`` into ``out`` (an :class:`~bertgeom.safety.AtomicFile`, or stdout).
 
     Rows read from damaged compressed data (a member whose check failed) are cut off the partial
@@ -289,6 +319,7 @@ def _classify_into(args, loaded, device, precision, backend, final, out) -> int:
     unverified = 0
     notices: list[str] = []
     names = NameDeduper()
+    side = _SideOutputs(extra or {})
 
     def records():
         nonlocal n_seq, unverified
@@ -304,8 +335,10 @@ def _classify_into(args, loaded, device, precision, backend, final, out) -> int:
 
     try:
         for pred in classify_stream(loaded, records(), batch_size=args.batch_size, workers=args.workers,
-                                    device=device, precision=precision, streams=args.streams, backend=backend):
+                                    device=device, precision=precision, streams=args.streams, backend=backend,
+                                    dataset=getattr(args, "dataset", None), nextclade=bool(side.files)):
             row = names.row(pred.row(loaded.labels, loaded.weights_hash, precision, backend))
+            side.write(pred, row["name"])
             row = {k: csv_safe(v) for k, v in row.items()}
             if writer is None:
                 writer = csv.DictWriter(out, fieldnames=list(row))
@@ -341,6 +374,11 @@ def _classify_into(args, loaded, device, precision, backend, final, out) -> int:
     kept = n
     if status == EXIT_INPUT and unverified and partial is not None and n > unverified:
         kept = n - unverified  # the rows read from damaged data go; the error row (the last) stays
+    try:
+        side.finish(status == 0)
+    except OSError as exc:
+        print(f"error: {exc.filename or 'an output'} could not be written ({exc.strerror or exc}).", file=sys.stderr)
+        status = status or EXIT_OUTPUT
     if out is not sys.stdout:
         try:
             if status == 0:
@@ -372,11 +410,56 @@ def _classify_into(args, loaded, device, precision, backend, final, out) -> int:
     for note in notices + ([names.notice()] if names.renamed else []):
         print(f"note: {note}", file=sys.stderr)
     if n_gated:  # the gate (bertgeom.sars_cov_2.genome.gate): outside the model's world, no call
-        print(f"note: {n_gated} record(s) are not SARS-CoV-2 or too divergent for the variant model: no call "
-              "(their 'gate' and 'notes' columns say why).", file=sys.stderr)
+        print(f"note: {n_gated} record(s) get no call from the variant model: not SARS-CoV-2, too divergent, or a "
+              "spike it cannot read (their 'gate' and 'notes' columns say why).", file=sys.stderr)
     print(f"classified {n - n_err - n_gated} of {n} records{where} ({n_err} could not be read or aligned; see their "
           "'error' column)", file=sys.stderr)
+    print(f"placed on {getattr(args, 'dataset_name', 'the shipped Nextclade dataset')}"
+          + "".join(f"; {flag[2:]} '{path}'" for flag, path in side.files.items()), file=sys.stderr)
     return 0
+
+
+class _SideOutputs:
+    """Nextclade's TSV and NDJSON beside the CSV: one row per record as it is classified, written
+    through atomic files that appear only when the whole run succeeds."""
+
+    def __init__(self, files: dict):
+        from bertgeom.safety import AtomicFile
+
+        self.files = dict(files)
+        self.tsv = AtomicFile(files["--output-tsv"], "w", newline="") if "--output-tsv" in files else None
+        self.ndjson = AtomicFile(files["--output-ndjson"], "w") if "--output-ndjson" in files else None
+        self.writer = None
+
+    def write(self, pred, name: str) -> None:
+        import csv
+
+        from bertgeom.sars_cov_2.genome.nextclade_output import TSV_COLUMNS, ndjson_record
+
+        if not self.files:
+            return
+        row = dict.fromkeys(TSV_COLUMNS, "")
+        row.update(pred.nextclade or {"errors": pred.error})
+        row["seqName"] = name
+        if pred.predicted:
+            row["variant"] = pred.predicted
+            row["variant_confidence"] = round(max(pred.probs.values()), 4)
+        if self.tsv is not None:
+            if self.writer is None:
+                self.writer = csv.DictWriter(self.tsv, fieldnames=list(TSV_COLUMNS), delimiter="\t")
+                self.writer.writeheader()
+            self.writer.writerow({k: csv_safe(v) for k, v in row.items()})
+        if self.ndjson is not None:
+            self.ndjson.write(ndjson_record(row) + "\n")
+
+    def finish(self, ok: bool) -> None:
+        for f in (self.tsv, self.ndjson):
+            if f is None:
+                continue
+            if ok:
+                f.commit()
+            else:
+                f.discard()
 
 
 def _cmd_evaluate(args) -> int:
@@ -542,6 +625,14 @@ def register(sub) -> None:
     p.add_argument("input", help="FASTA file, optionally gzip- or xz-compressed")
     p.add_argument("--out", default="-", help="CSV to write (default: standard output)")
     p.add_argument("--model", default=None, help="variant model id or directory (default: the shipped one)")
+    p.add_argument("--dataset", default=None, metavar="PATH",
+                   help="Nextclade dataset to place the genomes on: a folder or Nextclade's dataset zip "
+                        "(a SARS-CoV-2 Wuhan-Hu-1 dataset with a reference tree; default: the shipped 2024-02-16 one)")
+    p.add_argument("--output-tsv", default=None, metavar="PATH",
+                   help="also write Nextclade's TSV (its column names: seqName, clade, Nextclade_pango, qc.*, "
+                        "substitutions ...; bertgeom's recombinant, variant and dataset columns after them)")
+    p.add_argument("--output-ndjson", default=None, metavar="PATH",
+                   help="also write the same records as Nextclade-style NDJSON (one JSON object per line)")
     _add_runtime_arguments(p)
     p.set_defaults(func=_cmd_classify)
 

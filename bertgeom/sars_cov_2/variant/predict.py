@@ -48,6 +48,8 @@ class Prediction:
     qc_score: float | None = None  #: Nextclade QC score (bertgeom.sars_cov_2.genome.qc.qc_score)
     qc_status: str = ""  #: good / mediocre / bad
     spike: str = field(default="", repr=False)  #: the aligned spike read (not a CSV column)
+    #: the record as a row of Nextclade's own output (genome.nextclade_output), when asked for; not a CSV column
+    nextclade: dict = field(default_factory=dict, repr=False)
     gate: str = ""  #: SARS-CoV-2 / too divergent / not SARS-CoV-2 (bertgeom.sars_cov_2.genome.gate); no call unless SARS-CoV-2
     notes: str = ""  #: what was done to the input (reverse complement, U->T, trimmed, cut spike) and, with no call, why
     error: str = ""
@@ -277,13 +279,21 @@ def measured_backend_needed(loaded: LoadedModel, device: str = "cpu", precision:
     return stored_choice(loaded.weights_hash, dev, precision) is None
 
 
-def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray | None]:
+def prepare_record(rec, vocab, max_tokens: int, dataset: str | None = None,
+                   nextclade: bool = False) -> tuple[Prediction, np.ndarray | None]:
     """Parse, align, cut, QC, call markers and tokenise one record (the CPU part of classification):
-    one :func:`~bertgeom.sars_cov_2.genome.pipeline.analyse_sequence` pass, read field by field."""
+    one :func:`~bertgeom.sars_cov_2.genome.pipeline.analyse_sequence` pass, read field by field.
+    ``dataset``: the Nextclade dataset to place on (a folder or zip; default the shipped one);
+    ``nextclade``: also fill :attr:`Prediction.nextclade` (the record in Nextclade's output columns)."""
     from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.genome.tree import load_reference_tree
 
-    a = analyse_sequence(rec, vocab=vocab, max_length=max_tokens)
+    a = analyse_sequence(rec, vocab=vocab, max_length=max_tokens, tree=load_reference_tree(dataset))
     pred = Prediction(name=a.name)
+    if nextclade:
+        from bertgeom.sars_cov_2.genome.nextclade_output import nextclade_row
+
+        pred.nextclade = nextclade_row(a)
     pred.notes = "; ".join(a.input_notes())
     if a.error:
         pred.error = a.error
@@ -312,28 +322,30 @@ def prepare_record(rec, vocab, max_tokens: int) -> tuple[Prediction, np.ndarray 
 _WORKER_STATE: dict = {}
 
 
-def _init_worker(vocab, max_tokens: int) -> None:  # pragma: no cover - runs in worker processes
-    _WORKER_STATE.update(vocab=vocab, max_tokens=max_tokens)
+def _init_worker(vocab, max_tokens: int, options: dict) -> None:  # pragma: no cover - runs in worker processes
+    _WORKER_STATE.update(vocab=vocab, max_tokens=max_tokens, options=options)
 
 
 def _prepare_in_worker(rec):  # pragma: no cover - runs in worker processes
-    return prepare_record(rec, _WORKER_STATE["vocab"], _WORKER_STATE["max_tokens"])
+    return prepare_record(rec, _WORKER_STATE["vocab"], _WORKER_STATE["max_tokens"], **_WORKER_STATE["options"])
 
 
 def prepared_stream(records: Iterable, vocab, max_tokens: int, workers: int = 1,
-                    window: int = 64) -> Iterator[tuple[Prediction, np.ndarray | None]]:
+                    window: int = 64, dataset: str | None = None,
+                    nextclade: bool = False) -> Iterator[tuple[Prediction, np.ndarray | None]]:
     """:func:`prepare_record` over a stream, in input order; with ``workers > 1`` in that many
     processes, fed ``window`` records per worker at a time so memory stays bounded."""
+    options = {"dataset": dataset, "nextclade": nextclade}
     if workers <= 1:
         for rec in records:
-            yield prepare_record(rec, vocab, max_tokens)
+            yield prepare_record(rec, vocab, max_tokens, **options)
         return
     import itertools
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")  # no fork of a process that holds torch threads
     it = iter(records)
-    with ctx.Pool(workers, initializer=_init_worker, initargs=(vocab, max_tokens)) as pool:
+    with ctx.Pool(workers, initializer=_init_worker, initargs=(vocab, max_tokens, options)) as pool:
         while True:
             chunk = list(itertools.islice(it, window * workers))
             if not chunk:
@@ -379,7 +391,8 @@ def _fill_predictions(loaded: LoadedModel, forward, pending: list, batch_size: i
 
 def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int = 16, workers: int = 1,
                     device: str | None = None, precision: str = "auto", window: int = 4,
-                    streams: int | str = "auto", backend: str = "auto") -> Iterator[Prediction]:
+                    streams: int | str = "auto", backend: str = "auto", dataset: str | None = None,
+                    nextclade: bool = False) -> Iterator[Prediction]:
     """Classify records (``SequenceRecord``/``RecordError``/str) lazily, in input order.
 
     ``workers``: processes for the CPU part (parse, align, tokenise). The forward passes run on the
@@ -393,6 +406,9 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
     batch is ``batch_size // streams`` records, so as many records are in a forward at once as with
     one stream, and each sorts only its own batch by length); the calls are the same as with one
     stream. Not combined with ``workers > 1``.
+
+    ``dataset``: the Nextclade dataset the records are placed on (default the shipped one);
+    ``nextclade``: fill each :attr:`Prediction.nextclade` (Nextclade's output columns).
     """
     n_streams = default_streams(device, workers) if streams == "auto" else int(streams)
     if n_streams < 1:
@@ -401,7 +417,8 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
         raise ValueError("use preparation workers or forward streams, not both.")
     forward = fast_classifier(loaded, device or "cpu", precision, backend).logits
     if n_streams > 1:
-        yield from _classify_in_streams(loaded, forward, records, max(1, int(batch_size) // n_streams), n_streams)
+        yield from _classify_in_streams(loaded, forward, records, max(1, int(batch_size) // n_streams), n_streams,
+                                        {"dataset": dataset, "nextclade": nextclade})
         return
     pending: list[tuple[Prediction, np.ndarray | None]] = []
 
@@ -411,7 +428,8 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
             yield pred
         pending.clear()
 
-    for pred, ids in prepared_stream(records, loaded.tokenizer, loaded.max_tokens, workers):
+    for pred, ids in prepared_stream(records, loaded.tokenizer, loaded.max_tokens, workers, dataset=dataset,
+                                     nextclade=nextclade):
         pending.append((pred, ids))
         if sum(i is not None for _, i in pending) >= batch_size * max(1, int(window)):
             yield from flush()
@@ -419,7 +437,7 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
 
 
 def _classify_in_streams(loaded: LoadedModel, forward, records: Iterable, batch_size: int,
-                         streams: int) -> Iterator[Prediction]:
+                         streams: int, options: dict | None = None) -> Iterator[Prediction]:
     """:func:`classify_stream` over ``streams`` threads: the records are read here, in order, in
     batches; each thread prepares and classifies a batch with its share of the caller's torch
     threads; at most ``2 * streams`` batches are in flight and results come back in input order."""
@@ -435,7 +453,7 @@ def _classify_in_streams(loaded: LoadedModel, forward, records: Iterable, batch_
 
     def classify_batch(chunk: list) -> list[Prediction]:
         with torch_threads(per_stream):
-            pending = [prepare_record(r, loaded.tokenizer, loaded.max_tokens) for r in chunk]
+            pending = [prepare_record(r, loaded.tokenizer, loaded.max_tokens, **(options or {})) for r in chunk]
             _fill_predictions(loaded, forward, pending, batch_size)
         return [pred for pred, _ in pending]
 

@@ -1,0 +1,186 @@
+"""One analysed sequence as a row of Nextclade's own output (its TSV columns and NDJSON records), so a
+pipeline can swap Nextclade for bertgeom or set the two side by side.
+
+The column names and the cell forms are those of Nextclade 3's ``--output-tsv`` (section "Analysis
+results (tabular)" of its documentation): comma-joined lists (``C241T,C3037T``), nucleotide deletions
+as closed ranges (``21765-21770``), insertions after a reference base (``22204:GAGCCAGAA``), missing
+and ambiguous bases as ranges (``1-54``, ``R:1234``), frameshifts as gene and codon range
+(``ORF3a:257-276``), private mutations and the QC rules under their dotted names, 1-based positions.
+Columns Nextclade has and bertgeom does not compute (PCR primer changes, phenotype values, the
+relative-to-founder mutations) are left out rather than written empty. bertgeom's own columns
+follow Nextclade's: ``recombinant``, the variant model's call (``variant``, ``variant_confidence``,
+``variant_gate``) and the ``dataset`` in use.
+
+References
+----------
+* Nextclade documentation, "Output files: Analysis results (tabular)" and "Analysis results (JSON)".
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+#: Nextclade 3's columns, in its order (those bertgeom computes), then bertgeom's own.
+NEXTCLADE_COLUMNS: tuple[str, ...] = (
+    "seqName", "clade", "Nextclade_pango", "partiallyAliased", "clade_nextstrain", "clade_who", "clade_display",
+    "qc.overallScore", "qc.overallStatus", "totalSubstitutions", "totalDeletions", "totalInsertions",
+    "totalFrameShifts", "totalMissing", "totalNonACGTNs", "totalAminoacidSubstitutions", "totalAminoacidDeletions",
+    "totalAminoacidInsertions", "alignmentStart", "alignmentEnd", "substitutions", "deletions", "insertions",
+    "frameShifts", "aaSubstitutions", "aaDeletions", "aaInsertions",
+    "privateNucMutations.reversionSubstitutions", "privateNucMutations.labeledSubstitutions",
+    "privateNucMutations.unlabeledSubstitutions", "privateNucMutations.totalReversionSubstitutions",
+    "privateNucMutations.totalLabeledSubstitutions", "privateNucMutations.totalUnlabeledSubstitutions",
+    "privateNucMutations.totalPrivateSubstitutions", "missing", "nonACGTNs",
+    "qc.missingData.missingDataThreshold", "qc.missingData.score", "qc.missingData.status",
+    "qc.missingData.totalMissing", "qc.mixedSites.mixedSitesThreshold", "qc.mixedSites.score",
+    "qc.mixedSites.status", "qc.mixedSites.totalMixedSites", "qc.privateMutations.cutoff",
+    "qc.privateMutations.excess", "qc.privateMutations.score", "qc.privateMutations.status",
+    "qc.privateMutations.total", "qc.snpClusters.clusteredSNPs", "qc.snpClusters.score", "qc.snpClusters.status",
+    "qc.snpClusters.totalSNPs", "qc.frameShifts.frameShifts", "qc.frameShifts.totalFrameShifts",
+    "qc.frameShifts.frameShiftsIgnored", "qc.frameShifts.totalFrameShiftsIgnored", "qc.frameShifts.score",
+    "qc.frameShifts.status", "qc.stopCodons.stopCodons", "qc.stopCodons.totalStopCodons", "qc.stopCodons.score",
+    "qc.stopCodons.status", "errors",
+)
+BERTGEOM_COLUMNS: tuple[str, ...] = ("recombinant", "variant", "variant_confidence", "variant_gate", "dataset")
+TSV_COLUMNS: tuple[str, ...] = NEXTCLADE_COLUMNS + BERTGEOM_COLUMNS
+
+
+def letter_ranges(text: str, letters: bytes, offset: int = 1, span: tuple[int, int] | None = None) -> list[tuple]:
+    """Runs of the same character of ``letters`` in ``text`` (within ``span``, 0-based closed):
+    ``(char, first, last)`` with 1-based positions (``offset`` = the genome position of ``text[0]``)."""
+    q = np.frombuffer(text.encode("ascii", "replace"), dtype=np.uint8)
+    keep = np.isin(q, np.frombuffer(letters, dtype=np.uint8))
+    if span is not None:
+        inside = np.zeros(len(q), dtype=bool)
+        inside[span[0]: span[1] + 1] = True
+        keep &= inside
+    idx = np.flatnonzero(keep)
+    if not len(idx):
+        return []
+    breaks = np.flatnonzero((np.diff(idx) != 1) | (q[idx[1:]] != q[idx[:-1]]))
+    starts = np.r_[idx[0], idx[breaks + 1]]
+    ends = np.r_[idx[breaks], idx[-1]]
+    return [(chr(q[a]), int(a) + offset, int(b) + offset) for a, b in zip(starts, ends)]
+
+
+def _range(a: int, b: int) -> str:
+    return f"{a}" if a == b else f"{a}-{b}"
+
+
+def mutation_columns(report, aligned: str, span: tuple[int, int] | None) -> dict:
+    """The mutation columns of one :class:`~.mutations.MutationReport` in Nextclade's forms."""
+    nuc = report.nucleotide
+    subs = [m.name for m in nuc if m.kind == "sub"]
+    dels = [m.name for m in nuc if m.kind == "del"]
+    ins = [m.name for m in nuc if m.kind == "ins"]
+    events = sorted(((g, e) for g, gr in report.genes.items() for e in gr.events), key=lambda x: (x[0], x[1].start))
+    aa_sub = [e.qualified for _, e in events if e.kind in ("sub", "stop")]
+    aa_del = [e.qualified for _, e in events if e.kind == "del"]
+    aa_ins = [e.qualified for _, e in events if e.kind == "ins"]
+    shifts = [f"{g}:{f}" for g, gr in report.genes.items() for f in gr.frameshifts]
+    missing = letter_ranges(aligned, b"N", span=span)
+    mixed = letter_ranges(aligned, b"RYSWKMBDHV", span=span)
+    n_deleted = sum(len(m.ref) for m in nuc if m.kind == "del")
+    return {
+        "totalSubstitutions": len(subs), "totalDeletions": n_deleted, "totalInsertions": sum(len(m.alt) for m in nuc
+                                                                                             if m.kind == "ins"),
+        "totalFrameShifts": len(shifts), "totalMissing": sum(b - a + 1 for _, a, b in missing),
+        "totalNonACGTNs": sum(b - a + 1 for _, a, b in mixed), "totalAminoacidSubstitutions": len(aa_sub),
+        "totalAminoacidDeletions": len(aa_del), "totalAminoacidInsertions": len(aa_ins),
+        "alignmentStart": span[0] + 1 if span else "", "alignmentEnd": span[1] + 1 if span else "",
+        "substitutions": ",".join(subs), "deletions": ",".join(dels), "insertions": ",".join(ins),
+        "frameShifts": ",".join(shifts), "aaSubstitutions": ",".join(aa_sub), "aaDeletions": ",".join(aa_del),
+        "aaInsertions": ",".join(aa_ins), "missing": ",".join(_range(a, b) for _, a, b in missing),
+        "nonACGTNs": ",".join(f"{c}:{_range(a, b)}" for c, a, b in mixed),
+    }
+
+
+def nextclade_row(analysis, prediction=None) -> dict:
+    """One analysed sequence (:class:`~.pipeline.GenomeAnalysis`) as a row of :data:`TSV_COLUMNS`;
+    ``prediction``: the variant model's :class:`~bertgeom.sars_cov_2.variant.predict.Prediction`,
+    when one was made (its call fills bertgeom's ``variant`` columns)."""
+    row: dict = dict.fromkeys(TSV_COLUMNS, "")
+    row["seqName"] = analysis.name
+    if analysis.error or analysis.mutations is None or analysis.placement is None:
+        row["errors"] = analysis.error or "not analysed"
+        return row
+    pl = analysis.placement
+    span = analysis.span
+    row.update(mutation_columns(analysis.mutations, analysis.alignment.aligned, span))
+    row.update({"clade": pl.clade, "Nextclade_pango": pl.lineage, "partiallyAliased": pl.unaliased,
+                "clade_nextstrain": pl.clade, "clade_who": pl.who, "clade_display": pl.clade_display})
+    pm = pl.private
+    row["privateNucMutations.reversionSubstitutions"] = ",".join(pm.reversions)
+    row["privateNucMutations.labeledSubstitutions"] = ",".join(f"{s}|{'&'.join(lab)}" for s, lab in pm.labeled)
+    row["privateNucMutations.unlabeledSubstitutions"] = ",".join(pm.unlabeled)
+    row["privateNucMutations.totalReversionSubstitutions"] = len(pm.reversions)
+    row["privateNucMutations.totalLabeledSubstitutions"] = len(pm.labeled)
+    row["privateNucMutations.totalUnlabeledSubstitutions"] = len(pm.unlabeled)
+    row["privateNucMutations.totalPrivateSubstitutions"] = len(pm.reversions) + len(pm.labeled) + len(pm.unlabeled)
+    qc = analysis.qc_score
+    params = qc.params
+    rules = qc.rules
+    row["qc.overallScore"] = qc.score
+    row["qc.overallStatus"] = qc.status
+    md, ms, pr = rules["missing data"], rules["mixed sites"], rules["private mutations"]
+    sn, fs, st = rules["snp clusters"], rules["frameshifts"], rules["stop codons"]
+    pp = params["private mutations"]
+    weighted = qc.weighted_private
+    row.update({
+        "qc.missingData.missingDataThreshold": params["missing data"]["threshold"]
+        + params["missing data"]["score_bias"],
+        "qc.missingData.score": md.score, "qc.missingData.status": md.status,
+        "qc.missingData.totalMissing": md.count,
+        "qc.mixedSites.mixedSitesThreshold": params["mixed sites"]["threshold"], "qc.mixedSites.score": ms.score,
+        "qc.mixedSites.status": ms.status, "qc.mixedSites.totalMixedSites": ms.count,
+        "qc.privateMutations.cutoff": pp["cutoff"], "qc.privateMutations.excess": max(0, weighted - pp["typical"]),
+        "qc.privateMutations.score": pr.score, "qc.privateMutations.status": pr.status,
+        "qc.privateMutations.total": weighted,
+        "qc.snpClusters.clusteredSNPs": ",".join(qc.clusters),
+        "qc.snpClusters.score": sn.score, "qc.snpClusters.status": sn.status, "qc.snpClusters.totalSNPs": sn.count,
+        "qc.frameShifts.frameShifts": ",".join(qc.frameshifts), "qc.frameShifts.totalFrameShifts": len(qc.frameshifts),
+        "qc.frameShifts.frameShiftsIgnored": ",".join(qc.frameshifts_ignored),
+        "qc.frameShifts.totalFrameShiftsIgnored": len(qc.frameshifts_ignored), "qc.frameShifts.score": fs.score,
+        "qc.frameShifts.status": fs.status, "qc.stopCodons.stopCodons": ",".join(qc.stops),
+        "qc.stopCodons.totalStopCodons": len(qc.stops), "qc.stopCodons.score": st.score,
+        "qc.stopCodons.status": st.status,
+    })
+    from .pipeline import recombinant_cell
+
+    row["recombinant"] = recombinant_cell(pl)
+    row["dataset"] = pl.dataset
+    if analysis.gate is not None:
+        row["variant_gate"] = analysis.gate.verdict
+    if prediction is not None and prediction.predicted:
+        row["variant"] = prediction.predicted
+        row["variant_confidence"] = round(max(prediction.probs.values()), 4) if prediction.probs else ""
+    return row
+
+
+def ndjson_record(row: dict) -> str:
+    """One TSV row as an NDJSON line: Nextclade's dotted names nested (``qc.missingData.score`` ->
+    ``{"qc": {"missingData": {"score": ...}}}``), comma lists as JSON lists."""
+    out: dict = {}
+    for key, value in row.items():
+        parts = key.split(".")
+        node = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        if isinstance(value, str) and key not in ("seqName", "errors", "recombinant", "dataset", "clade_display") \
+                and ("," in value or key in _LIST_COLUMNS):
+            value = [v for v in value.split(",") if v]
+        node[parts[-1]] = value
+    return json.dumps(out, ensure_ascii=False)
+
+
+_LIST_COLUMNS = frozenset({"substitutions", "deletions", "insertions", "frameShifts", "aaSubstitutions",
+                           "aaDeletions", "aaInsertions", "missing", "nonACGTNs",
+                           "privateNucMutations.reversionSubstitutions", "privateNucMutations.labeledSubstitutions",
+                           "privateNucMutations.unlabeledSubstitutions", "qc.frameShifts.frameShifts",
+                           "qc.frameShifts.frameShiftsIgnored", "qc.stopCodons.stopCodons",
+                           "qc.snpClusters.clusteredSNPs"})
+
+__all__ = ["BERTGEOM_COLUMNS", "NEXTCLADE_COLUMNS", "TSV_COLUMNS", "letter_ranges", "mutation_columns",
+           "ndjson_record", "nextclade_row"]
