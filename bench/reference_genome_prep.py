@@ -5,8 +5,10 @@ ones to them bit for bit (tests/test_genome_prep_reference.py) and bench/bench_c
 
 ``reference_analyse_sequence`` is :func:`bertgeom.sars_cov_2.genome.pipeline.analyse_sequence` with
 these copies in place of the changed functions: the mutation calls (per-gene numpy comparisons,
-dataclass ``replace`` per mutation), the nearest clade (a Python loop over every clade's sites) and the
-gate's identity (``np.isin``). The whole-genome alignment and the marker call are the package's own:
+dataclass ``replace`` per mutation) and the parser's cleaner. The nearest clade by the definitions (a
+Python loop over every clade's sites) and the gate's identity (``np.isin``) are held to their copies
+one by one; the pipeline now places on Nextclade's tree and gates with the package's own functions
+(issue 42), which are the same on both sides. The whole-genome alignment and the marker call are the package's own:
 the alignment did not change, and the marker call's one change (each class's markers listed once per
 table, ``MarkerTable.markers_of``) is held to the table's own listing by a test. Raw text is parsed with
 ``reference_clean_sequence`` (a set of every letter of the record, twice) in place of the parser's
@@ -48,19 +50,8 @@ from bertgeom.sars_cov_2.genome.fasta import (
     _plural,
     parse_single,
 )
-from bertgeom.sars_cov_2.genome.gate import (
-    ALIGNED_RELATED,
-    ALIGNED_SARS2,
-    DIVERGENT,
-    IDENTITY_RELATED,
-    IDENTITY_SARS2,
-    NOT_SARS2,
-    PRIVATE_MAX,
-    SARS2,
-    Gate,
-    query_bases,
-)
-from bertgeom.sars_cov_2.genome.kmers import MAX_LENGTH, seq2kmer
+from bertgeom.sars_cov_2.genome.gate import sequence_gate, unread_share
+from bertgeom.sars_cov_2.genome.kmers import MAX_LENGTH, UNK_ID, seq2kmer
 from bertgeom.sars_cov_2.genome.mutations import (
     MISMATCH_WEIGHT,
     AaMutation,
@@ -79,8 +70,8 @@ from bertgeom.sars_cov_2.genome.mutations import (
     nuc_insertion_name,
 )
 from bertgeom.sars_cov_2.genome.pipeline import GenomeAnalysis
-from bertgeom.sars_cov_2.genome.profiles import private_changes
-from bertgeom.sars_cov_2.genome.qc import genome_qc, qc_score, spike_qc
+from bertgeom.sars_cov_2.genome.qc import genome_qc, nextclade_span, qc_score, spike_qc
+from bertgeom.sars_cov_2.genome.tree import load_reference_tree, place, private_call
 from bertgeom.sars_cov_2.genome.reference import (
     SPIKE_AA_LEN,
     SPIKE_END,
@@ -436,31 +427,6 @@ def reference_identity_to_reference(aligned: str) -> tuple[float, int]:
 
 
 
-def reference_sequence_gate(aligned: str, sequence: str, private: int) -> Gate:
-    """The :class:`Gate` of one aligned sequence (``aligned``: reference-coordinate text from genome
-    position 1; ``sequence``: the input as parsed; ``private``: its private nucleotide changes)."""
-    identity, called = reference_identity_to_reference(aligned)
-    share = min(1.0, called / max(query_bases(sequence), 1))
-    if identity < IDENTITY_RELATED or share < ALIGNED_RELATED:
-        why = (f"only {identity:.1%} identical to SARS-CoV-2 (Wuhan-Hu-1) where it aligns (SARS-CoV-2 genomes: "
-               f"at least {IDENTITY_SARS2:.0%})" if identity < IDENTITY_RELATED else
-               f"only {share:.0%} of it aligns to SARS-CoV-2")
-        return Gate(NOT_SARS2, identity, share, private,
-                    f"Not SARS-CoV-2: {why}, so the variant model makes no call.")
-    if identity < IDENTITY_SARS2 or share < ALIGNED_SARS2 or private > PRIVATE_MAX:
-        parts = []
-        if identity < IDENTITY_SARS2:
-            parts.append(f"{identity:.1%} identity to Wuhan-Hu-1 (SARS-CoV-2 genomes: at least {IDENTITY_SARS2:.0%})")
-        if share < ALIGNED_SARS2:
-            parts.append(f"only {share:.0%} of it aligns")
-        if private > PRIVATE_MAX:
-            parts.append(f"{private} private changes (SARS-CoV-2 genomes: at most {PRIVATE_MAX})")
-        return Gate(DIVERGENT, identity, share, private,
-                    f"Too divergent for the variant model: {' and '.join(parts)}, so it makes no call.")
-    return Gate(SARS2, identity, share, private)
-
-
-
 def reference_parse_single(text: str) -> SequenceRecord:
     """``parse_single`` with :func:`reference_clean_sequence` in place of the parser's cleaner (swapped
     in for the call: bench and tests only, one thread at a time)."""
@@ -477,8 +443,8 @@ def reference_parse_single(text: str) -> SequenceRecord:
 def reference_analyse_sequence(record: SequenceRecord | RecordError | str, vocab=None,
                                cls: str | None = None, representation: str = "aligned",
                                max_length: int = MAX_LENGTH) -> GenomeAnalysis:
-    """Reference copy of ``analyse_sequence``: align, cut the spike, call mutations, assign the
-    nearest clade, QC and tokenise one record.
+    """Reference copy of ``analyse_sequence``: align, cut the spike, call mutations, place on the
+    reference tree, QC, tokenise and gate one record.
 
     * ``record``: a parsed :class:`SequenceRecord`, a :class:`RecordError` from
       :func:`~bertgeom.sars_cov_2.genome.fasta.iter_fasta_file`, or raw text (parsed as one sequence);
@@ -500,19 +466,20 @@ def reference_analyse_sequence(record: SequenceRecord | RecordError | str, vocab
         res.alignment = aln
         cut = cut_spike(aln)
         res.notes += [n for n in cut.notes if n not in res.notes]
-        if cut.coverage == 0:
-            res.genome_qc = genome_qc(aln)
-            res.error = "The sequence aligns to SARS-CoV-2 but does not cover the spike (S gene)."
-            return res
         res.spike = cut
         res.mutations = reference_call_mutations(aln, cut=cut)
         res.genome_qc = genome_qc(aln, res.mutations)
-        res.clade = reference_nearest_clade(aln)
-        res.private = private_changes(res.mutations, aln.aligned, 1, res.clade.clade)
-        res.qc = spike_qc(cut, res.mutations, cls or res.clade.cls, private=res.private)
-        res.qc_score = qc_score(res.mutations, aln.aligned, res.private)
-        res.gate = reference_sequence_gate(aln.aligned, record.sequence, len(res.private.private))
+        tree = load_reference_tree()
+        pl = res.placement = place(aln.aligned, tree)
+        res.clade = CladeCall(pl.clade, pl.cls, pl.clade_display, lineage=pl.lineage)
+        res.private = private_call(res.mutations, pl)
+        res.qc = spike_qc(cut, res.mutations, cls or pl.cls, private=res.private)
+        res.span = nextclade_span(aln, record.sequence)
+        res.qc_score = qc_score(res.mutations, aln.aligned, res.private, qc=tree.qc, span=res.span)
         res.rule = call_cut(cut)
+        note = pl.resolution_note()
+        if note:
+            res.notes.append(note)
         text = cut.aligned if representation == "aligned" else cut.paper_sequence()
         res.model_input = text
         res.kmers = seq2kmer(text)
@@ -520,6 +487,8 @@ def reference_analyse_sequence(record: SequenceRecord | RecordError | str, vocab
             res.token_ids, res.unk_rate = vocab.encode(text, max_length=max_length)
         if representation == "paper" and len(res.kmers) > max_length - 2:
             res.notes.append(f"{len(res.kmers)} k-mers: truncated to {max_length - 2} as in the paper")
+        unread = unread_share(res.kmers, res.token_ids, UNK_ID if vocab is not None else None)
+        res.gate = sequence_gate(aln.aligned, record.sequence, pl, unread, spike_coverage=cut.coverage)
     except (AlignmentError, SequenceInputError) as exc:
         res.error = str(exc)
     except Exception as exc:  # never raise for a bad sequence

@@ -16,10 +16,12 @@ from bench.reference_genome_prep import (
     reference_call_mutations,
     reference_clean_sequence,
     reference_gene_aa_mutations,
+    reference_identity_to_reference,
     reference_nearest_clade,
 )
 from bertgeom.sars_cov_2.genome.align import align_genome, cut_spike
 from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, SequenceRecord, clean_sequence, iter_fasta_file
+from bertgeom.sars_cov_2.genome.gate import identity_to_reference
 from bertgeom.sars_cov_2.genome.genes import load_genes
 from bertgeom.sars_cov_2.genome.kmers import KmerVocab
 from bertgeom.sars_cov_2.genome.mutations import call_mutations, gene_aa_mutations, nearest_clade
@@ -142,7 +144,7 @@ def test_edge_cases_prepare_exactly_as_the_reference():
     by_name = {r.name: analyse_sequence(r) for r in records}
     # the cases reach the paths they are meant for (so the equality above is about something)
     assert by_name["too short"].error and by_name["shuffled (not SARS-CoV-2)"].error
-    assert by_name["no spike (ORF1ab only)"].error
+    assert by_name["no spike (ORF1ab only)"].gate.verdict == "spike not read"  # analysed, no call
     assert by_name["reverse strand"].alignment.strand == -1
     assert "S:214:EPE" in [e.qualified for e in by_name["in-frame ins in S between codons"].mutations.events]
     assert any(m.kind == "fs" for m in by_name["frameshift del 1 nt in S"].mutations.amino_acid)
@@ -172,6 +174,8 @@ def test_mutation_calls_and_clade_on_a_spike_cut_or_genome_match_the_reference(w
         src = aln if which == "genome" else cut
         assert_same(call_mutations(src), reference_call_mutations(src), rec.name)
         assert_same(nearest_clade(src), reference_nearest_clade(src), rec.name)
+        if which == "genome":  # the gate's identity to Wuhan-Hu-1, held to its np.isin copy
+            assert identity_to_reference(aln.aligned) == reference_identity_to_reference(aln.aligned), rec.name
         assert_same(nearest_clade(src, classes=["delta", "gh"]), reference_nearest_clade(src, classes=["delta", "gh"]),
                     rec.name)
         if which == "genome":  # each gene on its own, as the public per-gene function reads it
