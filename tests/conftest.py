@@ -154,7 +154,8 @@ SLOWEST_MODULES = {
     "test_e2e_hostile_markup.py": 94, "test_e2e_deeplinks.py": 85, "test_train_resume.py": 65,
     "test_e2e_browser.py": 63, "test_load.py": 61, "test_shipped_model.py": 51, "test_subspace_page.py": 37,
     "test_e2e_batch.py": 32, "test_outputs_round_three.py": 30, "test_cone_page.py": 29,
-    "test_genome_prep_reference.py": 26, "test_spike_only_calls.py": 70, "test_precompute_ray_split.py": 19, "test_e2e_tour_first_step.py": 18,
+    "test_genome_prep_reference.py": 26, "test_spike_only_calls.py": 70,
+    "test_precompute_ray_split.py": 19, "test_e2e_tour_first_step.py": 18,
     "test_prepared_sets.py": 16, "test_attention_heads_page.py": 15, "test_projections.py": 15,
 }
 
