@@ -228,3 +228,15 @@ def test_shipped_dataset_is_named_on_the_analysis():
     a = analyse_sequence(REF)
     assert a.placement.dataset.startswith("Nextclade dataset SARS-CoV-2") and "2024-02-16" in a.placement.dataset
     assert (a.clade.clade, a.placement.lineage, a.placement.distance) == ("19A", "B", 0)
+
+
+def test_the_environment_names_the_default_dataset(tmp_path, monkeypatch):
+    """A server or shell points bertgeom at a newer dataset with BERTGEOM_NEXTCLADE_DATASET; the
+    analysis then names it, and a bad one is refused in one sentence."""
+    from bertgeom.sars_cov_2.genome.tree import DATASET_ENV
+
+    monkeypatch.setenv(DATASET_ENV, str(tiny_dataset(tmp_path / "ds")))
+    assert load_reference_tree().describe().endswith("(test-1)")
+    monkeypatch.setenv(DATASET_ENV, str(tmp_path / "missing"))
+    with pytest.raises(DatasetError, match="No Nextclade dataset"):
+        load_reference_tree()

@@ -333,10 +333,20 @@ def _load_cached(source: str) -> ReferenceTree:
     return _compile(_dataset_files(Path(source)), source)
 
 
+#: Environment variable naming the dataset a server (the app) or a shell (the CLI) places on by default.
+DATASET_ENV = "BERTGEOM_NEXTCLADE_DATASET"
+
+
 def load_reference_tree(source: str | Path | None = None) -> ReferenceTree:
-    """The compiled :class:`ReferenceTree` of a Nextclade dataset: the shipped one (default), a folder
-    or Nextclade's dataset zip. Compiled once per process and source (~0.5 s); raises
-    :class:`DatasetError` (one sentence) for anything that is not a usable Wuhan-Hu-1 dataset."""
+    """The compiled :class:`ReferenceTree` of a Nextclade dataset: a folder or Nextclade's dataset zip
+    (``source``; default: :data:`DATASET_ENV` when set, else the shipped dataset). Compiled once per
+    process and source (~0.5 s); raises :class:`DatasetError` (one sentence) for anything that is not
+    a usable Wuhan-Hu-1 dataset. The app takes its dataset from the environment only: a path box on a
+    web page would let any visitor probe the server's files."""
+    import os
+
+    if source is None or str(source) == "":
+        source = os.environ.get(DATASET_ENV, "")
     if source is None or str(source) == "":
         path = shipped_dataset_path()
     else:
@@ -770,6 +780,6 @@ def private_call(report, placement: Placement):
     return PrivateCall(placement.lineage, tuple(private), tuple(labeled), pm.reversions, tuple(rows))
 
 
-__all__ = ["DatasetError", "Placement", "PrivateMutations", "RecombinantCall", "ReferenceTree", "QueryState",
+__all__ = ["DATASET_ENV", "DatasetError", "Placement", "PrivateMutations", "RecombinantCall", "ReferenceTree", "QueryState",
            "find_recombination", "load_reference_tree", "node_distances", "place", "private_call", "private_mutations",
            "query_state", "shipped_dataset_path", "spike_class"]
