@@ -67,7 +67,7 @@ RECOMBINANT_MIN_SITES = 3
 #: The split search runs only when the best non-recombinant placement leaves this many private mutations.
 RECOMBINANT_SCAN_FROM = 6
 #: Candidate breakpoints lie after every query substitution and every this many bases.
-CUT_GRID = 250
+CUT_GRID = 500
 #: Largest dataset file read (a dataset's tree is ~5 MB of JSON; a bomb is refused).
 MAX_DATASET_FILE_BYTES = 200 * 1024 * 1024
 #: WHO names of the tree's ``clade_who`` mapped to the paper's 8 classes (everything else: pre-VOC).
@@ -653,10 +653,12 @@ def _discordance_events(tree: ReferenceTree, qs: QueryState) -> tuple[np.ndarray
         ev_node, ev_pos = [], []
     # node substitutions at sites where the query reads the reference base
     rows, fpos = tree.entries
-    ref_read = qs.reads[fpos - 1] & ~np.isin(fpos, qs.sub_pos)
+    reads_reference = qs.reads.copy()  # per position: read, and not one of the query's substitutions
+    reads_reference[qs.sub_pos - 1] = False
+    ref_read = reads_reference[fpos - 1]
     ev_node.append(rows[ref_read])
     ev_pos.append(fpos[ref_read])
-    return np.concatenate(ev_node).astype(np.int64), np.concatenate(ev_pos).astype(np.int64)
+    return np.concatenate(ev_node).astype(np.int64, copy=False), np.concatenate(ev_pos).astype(np.int64, copy=False)
 
 
 def find_recombination(tree: ReferenceTree, qs: QueryState, whole: np.ndarray | None = None,
@@ -678,21 +680,22 @@ def find_recombination(tree: ReferenceTree, qs: QueryState, whole: np.ndarray | 
     cuts = np.unique(np.r_[qs.sub_pos, np.arange(CUT_GRID, REFERENCE_LEN, CUT_GRID), REFERENCE_LEN])
     k = len(cuts)
     n = tree.n_nodes
-    bucket = np.searchsorted(cuts, ev_pos)  # events at positions in (cuts[j-1], cuts[j]] -> bucket j
-    counts = np.bincount(ev_node * k + bucket, minlength=n * k).reshape(n, k)
-    prefix = np.cumsum(counts, axis=1)  # prefix[i, j]: discordances at positions <= cuts[j]
+    bucket_of = np.searchsorted(cuts, np.arange(1, REFERENCE_LEN + 1))  # position -> its bucket
+    bucket = bucket_of[ev_pos - 1]  # events at positions in (cuts[j-1], cuts[j]] -> bucket j
+    parents = np.flatnonzero(parental)  # a node of recombinant origin is never a parent
+    counts = np.bincount(ev_node * k + bucket, minlength=n * k).reshape(n, k)[parents].astype(np.int32)
+    prefix = np.cumsum(counts, axis=1, dtype=np.int32)  # prefix[i, j]: discordances at positions <= cuts[j]
     total = prefix[:, -1]
-    left = prefix[:, :-1].copy()  # one breakpoint after cuts[j]: the 5' part is positions <= cuts[j]
+    left = prefix[:, :-1]  # one breakpoint after cuts[j]: the 5' part is positions <= cuts[j]
     right = total[:, None] - left
-    left[~parental] = right[~parental] = 10 ** 6  # a node of recombinant origin is never a parent
     left_best, right_best = left.min(axis=0), right.min(axis=0)
     split = left_best + right_best
     j = int(np.argmin(split))
     gain = best_whole - int(split[j])
     if gain < min_gain:
         return None
-    a_cands = np.flatnonzero(left[:, j] == left_best[j])
-    b_cands = np.flatnonzero(right[:, j] == right_best[j])
+    a_cands = parents[left[:, j] == left_best[j]]
+    b_cands = parents[right[:, j] == right_best[j]]
     a = int(a_cands[np.argmax(tree.prior[a_cands])])
     b = int(b_cands[np.argmax(tree.prior[b_cands])])
     if tree.lineage[a] == tree.lineage[b]:
@@ -780,6 +783,6 @@ def private_call(report, placement: Placement):
     return PrivateCall(placement.lineage, tuple(private), tuple(labeled), pm.reversions, tuple(rows))
 
 
-__all__ = ["DATASET_ENV", "DatasetError", "Placement", "PrivateMutations", "RecombinantCall", "ReferenceTree", "QueryState",
-           "find_recombination", "load_reference_tree", "node_distances", "place", "private_call", "private_mutations",
-           "query_state", "shipped_dataset_path", "spike_class"]
+__all__ = ["DATASET_ENV", "DatasetError", "Placement", "PrivateMutations", "QueryState", "RecombinantCall",
+           "ReferenceTree", "find_recombination", "load_reference_tree", "node_distances", "place", "private_call",
+           "private_mutations", "query_state", "shipped_dataset_path", "spike_class"]
