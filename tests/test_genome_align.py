@@ -121,3 +121,21 @@ def test_genome_alignment_length():
     aln = align_genome(demo()["delta"].sequence)
     assert len(aln.aligned) == 29903 and aln.coverage > 0.99
     assert aln.aligned[SPIKE_START - 1 : SPIKE_END].count("-") == 6  # Delta 22029-22034
+
+
+def test_a_substitution_run_is_not_a_deletion_insertion_pair():
+    """minimap2 reads CTGA -> TGAG at 15824-15827 as deletion 15824 + insertion 15827:G (a false compensated
+    frameshift in ORF1b); Nextclade 1.4.1 (tests/data/nextclade_1.4.1/, USA/WA-UW-21051815536/2021) and
+    the alignment here call the four substitutions C15824T T15825G G15826A A15827G."""
+    ref = reference_sequence()
+    genome = ref[:15823] + "TGAG" + ref[15827:]
+    aln = align_genome(genome)
+    assert not aln.deletions and not aln.insertions
+    assert aln.aligned[15823:15827] == "TGAG" and aln.aligned == genome
+
+
+def test_a_real_compensated_pair_far_apart_stays_two_indels():
+    ref = reference_sequence()
+    aln = align_genome(edit(ref, deletions=[(22000, 1)], insertions=[(22100, "A")]))
+    assert len(aln.deletions) == 1 and len(aln.insertions) == 1
+

@@ -16,17 +16,28 @@ reference, Bonino 2025 (arXiv:2502.12033), case study; the authors' released cod
 
 Aligner: ``mappy`` with the ``map-ont`` preset. Tested on the developer genomes: the ``asm*``
 presets break alignments at every long N run (amplicon dropouts) and miss fragments shorter than
-~200 nt, while ``map-ont`` keeps N runs inside one alignment, maps 60-nt fragments, and places the
-indels exactly like Nextstrain (e.g. Alpha's deletions at 21765-21770 and 21991-21993).
+~200 nt, while ``map-ont`` keeps N runs inside one alignment, maps 60-nt fragments, and places an
+indel in a repeat leftmost, as most aligners do (Alpha's deletions at 21765-21770 and 21991-21993).
 Several alignment segments (split by N runs or divergent stretches) are chained: colinear segments
 are kept, the stretch between two segments is copied base-for-base when query and reference gaps
 have the same length (else its non-N flanks are anchored on either side and the rest left ``N``).
 A few bases clipped at the ends of the chain (mismatches next to the end) are re-attached
 ungapped, up to :data:`END_EXTENSION_MAX`.
+
+A deletion and an insertion of the same length close together, which Nextclade's scoring reads as
+substitutions, are turned into those substitutions (:func:`merge_substitution_pairs`): minimap2 can
+trade a run of mismatches for such a pair, a false compensated frameshift (``C15824T T15825G G15826A
+A15827G`` came out as ``15824`` + ``15827:G``).
+
+References
+----------
+* Nextclade documentation, "Sequence alignment" and its CLI reference (match and mismatch scores,
+  codon-aware gap-open costs: lower at codon boundaries inside genes).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 
@@ -213,6 +224,117 @@ def _chain(hits):
     return sorted(kept, key=lambda h: h.r_st)
 
 
+#: Nextclade's default alignment scores: a match, a mismatch (subtracted), and the gap-open cost outside
+#: genes, on the first base of a codon, and elsewhere inside a gene (gap extension costs nothing).
+NEXTCLADE_MATCH = 3
+NEXTCLADE_MISMATCH = 1
+NEXTCLADE_GAP_OPEN = 6
+NEXTCLADE_GAP_OPEN_IN_FRAME = 7
+NEXTCLADE_GAP_OPEN_OUT_OF_FRAME = 8
+#: a deletion and an insertion of one length at most this many reference bases apart are weighed as substitutions
+SUBSTITUTION_PAIR_SPAN = 30
+_ACGT_BYTES = frozenset(b"ACGT")
+
+
+@functools.lru_cache(maxsize=1)
+def gap_open_costs() -> np.ndarray:
+    """Nextclade's cost of opening a gap before each reference base (index = genome 1-based position,
+    0 and ``REFERENCE_LEN + 1`` pad): :data:`NEXTCLADE_GAP_OPEN` outside genes,
+    :data:`NEXTCLADE_GAP_OPEN_IN_FRAME` on the first base of a codon of a gene of Nextclade's annotation
+    and :data:`NEXTCLADE_GAP_OPEN_OUT_OF_FRAME` elsewhere inside one. Read-only, built once."""
+    from .genes import NOT_IN_NEXTCLADE, load_genes
+
+    in_gene = np.zeros(REFERENCE_LEN + 2, dtype=bool)
+    codon_start = np.zeros(REFERENCE_LEN + 2, dtype=bool)
+    for gene in load_genes().values():
+        if gene.name in NOT_IN_NEXTCLADE:
+            continue
+        in_gene[gene.start : gene.end + 1] = True
+        codon_start[gene.start : gene.end + 1 : 3] = True
+    cost = np.full(REFERENCE_LEN + 2, NEXTCLADE_GAP_OPEN, dtype=np.int64)
+    cost[in_gene] = NEXTCLADE_GAP_OPEN_OUT_OF_FRAME
+    cost[codon_start] = NEXTCLADE_GAP_OPEN_IN_FRAME
+    cost.setflags(write=False)
+    return cost
+
+
+@functools.lru_cache(maxsize=1)
+def _reference_bytes() -> np.ndarray:
+    """The reference genome as a read-only byte array (index = genome position - 1)."""
+    ref = np.frombuffer(reference_sequence().encode("ascii"), dtype=np.uint8)
+    ref.setflags(write=False)
+    return ref
+
+
+def _nextclade_score(ref: np.ndarray, query: np.ndarray) -> int:
+    """Ungapped score of two equal-length byte runs under Nextclade's match/mismatch scores."""
+    same = int(np.count_nonzero(ref == query))
+    return NEXTCLADE_MATCH * same - NEXTCLADE_MISMATCH * (len(ref) - same)
+
+
+def _all_acgt(run: np.ndarray) -> bool:
+    """True when every byte of ``run`` is A, C, G or T (no gap, no N, no ambiguity code)."""
+    return all(b in _ACGT_BYTES for b in run.tobytes())
+
+
+def _pair_as_substitutions(out: np.ndarray, deletion: tuple[int, int],
+                           insertion: tuple[int, str]) -> tuple[int, np.ndarray] | None:
+    """``(first, query bases)`` that replace the reference span of a deletion and an insertion of the
+    same length (``out``: a whole-genome aligned text as bytes) when Nextclade's scoring reads that span
+    as substitutions at least as well as the two gaps; ``None`` otherwise, or when a base between them
+    is not A/C/G/T."""
+    ref, costs = _reference_bytes(), gap_open_costs()
+    a, n = deletion
+    q, bases = insertion
+    inserted = np.frombuffer(bases.encode("ascii"), dtype=np.uint8)
+    if q >= a + n - 1:  # deletion first: span a..q = the bases aligned to a+n..q, then the inserted ones
+        between, ref_between = out[a + n - 1 : q], ref[a + n - 1 : q]
+        first, last = a, q
+        query = np.concatenate([between, inserted])
+    else:  # insertion (after q < a) first: span q+1..a+n-1
+        between, ref_between = out[q : a - 1], ref[q : a - 1]
+        first, last = q + 1, a + n - 1
+        query = np.concatenate([inserted, between])
+    if last - first + 1 > SUBSTITUTION_PAIR_SPAN + n or not _all_acgt(query):
+        return None
+    gapped = _nextclade_score(ref_between, between) - int(costs[a]) - int(costs[q + 1])
+    if _nextclade_score(ref[first - 1 : last], query) < gapped:
+        return None
+    return first, query
+
+
+def merge_substitution_pairs(out: np.ndarray, insertions: list[tuple[int, str]],
+                             deletions: list[tuple[int, int]]) -> None:
+    """Turn each deletion + insertion of the same length, close together with no other indel between,
+    into the substitutions they stand for when Nextclade's scoring prefers those (in place: ``out``, a
+    whole-genome aligned text as bytes, and both lists). minimap2's scores can make a run of mismatches
+    cheaper as such a pair, which reads as a compensated frameshift Nextclade never reports."""
+    merged = True
+    while merged:
+        merged = False
+        for deletion in sorted(deletions):
+            a, n = deletion
+            for insertion in sorted(insertions):
+                q, bases = insertion
+                if len(bases) != n or not a - 1 - SUBSTITUTION_PAIR_SPAN <= q <= a + n - 1 + SUBSTITUTION_PAIR_SPAN:
+                    continue
+                lo, hi = min(a, q + 1), max(a + n - 1, q)
+                if any(d != deletion and d[0] <= hi and d[0] + d[1] - 1 >= lo for d in deletions) or any(
+                        i != insertion and lo - 1 <= i[0] <= hi for i in insertions):
+                    continue  # another indel between them
+                replacement = _pair_as_substitutions(out, deletion, insertion)
+                if replacement is None:
+                    continue
+                first, query = replacement
+                out[first - 1 : first - 1 + len(query)] = query
+                deletions.remove(deletion)
+                insertions.remove(insertion)
+                merged = True
+                break
+            if merged:
+                break
+
+
 def align_genome(sequence: str) -> GenomeAlignment:
     """Align one cleaned sequence (upper-case IUPAC DNA, see :mod:`.fasta`) to MN908947.3.
 
@@ -289,6 +411,7 @@ def align_genome(sequence: str) -> GenomeAlignment:
         out[last.r_en : last.r_en + e] = q[last.q_en : last.q_en + e]
         covered[last.r_en : last.r_en + e] = True
 
+    merge_substitution_pairs(out, insertions, deletions)
     segments = [(h.q_st, h.q_en, h.r_st, h.r_en) for h in chain]
     return GenomeAlignment(
         aligned=out.tobytes().decode("ascii"),
