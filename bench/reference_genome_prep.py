@@ -12,6 +12,9 @@ table, ``MarkerTable.markers_of``) is held to the table's own listing by a test.
 ``reference_clean_sequence`` (a set of every letter of the record, twice) in place of the parser's
 cleaner.
 
+Naming rules changed later are changed in both (2026-12-03: indels read where Nextclade places them),
+so the equality stays a check of the speed-up and not of an older convention.
+
 Not imported by the package; bench/ and tests/ only.
 """
 
@@ -29,6 +32,7 @@ from bertgeom.sars_cov_2.genome.align import (
     SpikeCut,
     align_genome,
     cut_spike,
+    nextclade_placement,
 )
 from bertgeom.sars_cov_2.genome.classes import clade_to_class
 from bertgeom.sars_cov_2.genome.markers import call_cut
@@ -182,12 +186,12 @@ def reference_call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinit
     ref = reference_sequence()
     if isinstance(aln, GenomeAlignment):
         cut = cut or cut_spike(aln)
-        text, offset, spike_only = aln.aligned, 1, False
-        dels, inss = aln.deletions, aln.insertions
+        text, offset, spike_only, covered = aln.aligned, 1, False, aln.covered
     else:
         cut = aln
-        text, offset, spike_only = aln.aligned, SPIKE_START, True
-        dels, inss = aln.deletions, aln.insertions
+        text, offset, spike_only, covered = aln.aligned, SPIKE_START, True, aln.covered_mask()
+    # the naming step added with Nextclade's indel places (2026-12-03), shared with the package
+    text, inss, dels = nextclade_placement(text, covered, aln.insertions, aln.deletions, offset)
     q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     r = np.frombuffer(ref[offset - 1 : offset - 1 + len(text)].encode("ascii"), dtype=np.uint8)
     idx = np.flatnonzero((q != r) & np.isin(q, _ACGT))

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from bertgeom.sars_cov_2.genome.align import AlignmentError, align_genome, align_spike
+from bertgeom.sars_cov_2.genome.align import AlignmentError, align_genome, align_spike, nextclade_placement
 from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 from bertgeom.sars_cov_2.genome.reference import (
     SPIKE_END,
@@ -139,3 +139,24 @@ def test_a_real_compensated_pair_far_apart_stays_two_indels():
     aln = align_genome(edit(ref, deletions=[(22000, 1)], insertions=[(22100, "A")]))
     assert len(aln.deletions) == 1 and len(aln.insertions) == 1
 
+
+def test_nextclade_places_indels_on_codon_boundaries_and_the_alignment_keeps_its_own():
+    """An indel that can slide along a repeat: the alignment keeps minimap2's leftmost place (the model's
+    tokens were made from it), the Nextclade view puts it where Nextclade 1.4.1 wrote it
+    (tests/data/nextclade_1.4.1/): Alpha's 21992-21994 (S:Y144-), Mu's 21991:ACT, Alpha's 28271 before
+    N (outside genes: leftmost), and a deletion beside an N run on the first codon boundary inside it."""
+    ref = reference_sequence()
+    aln = align_genome(edit(ref, deletions=[(21991, 3), (28271, 1)]))
+    assert aln.deletions == [(21991, 3), (28271, 1)]
+    placed = nextclade_placement(aln.aligned, aln.covered, aln.insertions, aln.deletions)
+    assert placed.deletions == [(21992, 3), (28271, 1)]
+    assert placed.aligned[21991:21994] == "---" and placed.aligned.replace("-", "") == aln.aligned.replace("-", "")
+    aln = align_genome(edit(ref, insertions=[(21990, "TAC")]))
+    assert aln.insertions == [(21990, "TAC")]
+    placed = nextclade_placement(aln.aligned, aln.covered, aln.insertions, aln.deletions)
+    assert placed.insertions == [(21991, "ACT")] and placed.aligned == aln.aligned
+    n_run = list(ref)
+    n_run[27520:27540] = ["N"] * 20
+    aln = align_genome(edit("".join(n_run), deletions=[(27521, 6)]))
+    placed = nextclade_placement(aln.aligned, aln.covered, aln.insertions, aln.deletions)
+    assert placed.deletions == [(27523, 6)]  # ORF7a codon 44 starts at 27523

@@ -51,7 +51,9 @@ def test_del69_70_and_del144():
     rep = call_mutations(align_genome(edit(deletions=[(21765, 6), (21991, 3)])))
     assert rep.aa_names() == ["H69-", "V70-", "Y144-"]  # Nextclade: one deletion per residue
     assert rep.aa_names(grouped=False) == ["H69-", "V70-", "Y144-"]
-    assert rep.nuc_names() == ["21765-21770", "21991-21993"]  # Nextclade: closed nucleotide ranges
+    # Nextclade: closed nucleotide ranges, an in-frame gap on a codon boundary where the repeat allows it:
+    # Nextclade 1.4.1's output (tests/data/nextclade_1.4.1/nextclade.tsv, OU186099) writes 21992-21994
+    assert rep.nuc_names() == ["21765-21770", "21992-21994"]
     assert rep.has("21765-21770") and rep.has("H69-")
 
 

@@ -17,7 +17,8 @@ reference, Bonino 2025 (arXiv:2502.12033), case study; the authors' released cod
 Aligner: ``mappy`` with the ``map-ont`` preset. Tested on the developer genomes: the ``asm*``
 presets break alignments at every long N run (amplicon dropouts) and miss fragments shorter than
 ~200 nt, while ``map-ont`` keeps N runs inside one alignment, maps 60-nt fragments, and places an
-indel in a repeat leftmost, as most aligners do (Alpha's deletions at 21765-21770 and 21991-21993).
+indel in a repeat leftmost, as most aligners do (Alpha's deletions at 21765-21770 and 21991-21993;
+Nextclade's own places are below).
 Several alignment segments (split by N runs or divergent stretches) are chained: colinear segments
 are kept, the stretch between two segments is copied base-for-base when query and reference gaps
 have the same length (else its non-N flanks are anchored on either side and the rest left ``N``).
@@ -29,10 +30,19 @@ substitutions, are turned into those substitutions (:func:`merge_substitution_pa
 trade a run of mismatches for such a pair, a false compensated frameshift (``C15824T T15825G G15826A
 A15827G`` came out as ``15824`` + ``15827:G``).
 
+An indel that can slide along a repeat without changing the query keeps minimap2's leftmost place in
+the alignment (the model's tokens and the marker table were made from it); :func:`nextclade_placement`
+gives the view the mutation names are read from, each such indel where Nextclade's gap-open costs put
+it: on a codon boundary of a gene when one is in reach, else outside genes, else leftmost. So Alpha's
+S:Y144- is named ``21992-21994`` as in Nextclade while its aligned spike keeps ``-`` at 21991-21993,
+and Mu's insertion is ``21991:ACT`` (minimap2: ``21990:TAC``).
+
 References
 ----------
 * Nextclade documentation, "Sequence alignment" and its CLI reference (match and mismatch scores,
-  codon-aware gap-open costs: lower at codon boundaries inside genes).
+  codon-aware gap-open costs: lower at codon boundaries inside genes) and nextstrain/nextclade issues
+  #299 and #306 (in-frame gaps put on codon boundaries so a deleted codon translates as a deleted
+  residue).
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ from __future__ import annotations
 import functools
 import threading
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -333,6 +344,90 @@ def merge_substitution_pairs(out: np.ndarray, insertions: list[tuple[int, str]],
                 break
             if merged:
                 break
+
+
+class NextcladePlacement(NamedTuple):
+    """An aligned text with its indels placed as Nextclade places them (:func:`nextclade_placement`)."""
+
+    aligned: str
+    insertions: list[tuple[int, str]]
+    deletions: list[tuple[int, int]]
+
+
+def _slide_deletion(out: np.ndarray, covered: np.ndarray, offset: int, deletion: tuple[int, int],
+                    insertion_sites: set[int]) -> tuple[int, int]:
+    """The deletion moved, along the repeat or the N run it sits in, to the start Nextclade's gap-open
+    costs prefer (lowest cost, then leftmost); ``out`` (the text from genome position ``offset``) is
+    rewritten to match. A step moves one query base across the gap only when that leaves the score
+    unchanged: an A/C/G/T base equal to the reference base it then faces, or a sequenced N (Nextclade
+    scores N as matching any base); never next to an insertion."""
+    ref = _reference_bytes()
+    a, n = deletion
+    end = offset + len(out) - 1  # last genome position of the text
+
+    def movable(pos: int, same_reference: bool) -> bool:  # may the query base at genome ``pos`` cross the gap?
+        i = pos - offset
+        return bool(covered[i]) and (out[i] == ord("N") or (same_reference and out[i] in _ACGT_BYTES))
+
+    lo = a  # leftmost start: the base before the gap moves behind it
+    while (lo - 1 >= offset and movable(lo - 1, ref[lo - 2] == ref[lo + n - 2])
+           and not insertion_sites & set(range(lo - 2, lo + n))):
+        lo -= 1
+    hi = a  # rightmost start: the base after the gap moves before it
+    while (hi + n <= end and movable(hi + n, ref[hi - 1] == ref[hi + n - 1])
+           and not insertion_sites & set(range(hi - 1, hi + n + 1))):
+        hi += 1
+    if lo == hi:
+        return deletion
+    costs = gap_open_costs()
+    start = min(range(lo, hi + 1), key=lambda s: (int(costs[s]), s))
+    if start != a:
+        span = out[lo - offset : hi + n - offset]
+        bases = span[span != ord("-")]
+        k = start - lo
+        out[lo - offset : hi + n - offset] = np.concatenate([bases[:k], np.full(n, ord("-"), dtype=np.uint8), bases[k:]])
+    return start, n
+
+
+def _slide_insertion(out: np.ndarray, offset: int, insertion: tuple[int, str], deleted: set[int]) -> tuple[int, str]:
+    """The insertion moved, along the repeat it sits in, to where Nextclade's gap-open costs prefer it
+    (lowest cost of the base after it, then leftmost): the aligned text does not change, only the
+    position and the rotation of the inserted bases. Never next to a deletion."""
+    p, bases = insertion
+    end = offset + len(out) - 1
+    places = [(p, bases)]
+    q, b = p, bases
+    while (q - 1 >= offset and q <= end and out[q - offset] in _ACGT_BYTES and chr(out[q - offset]) == b[-1]
+           and not deleted & {q - 1, q, q + 1}):
+        q, b = q - 1, b[-1] + b[:-1]
+        places.append((q, b))
+    q, b = p, bases
+    while (q + 1 <= end and out[q + 1 - offset] in _ACGT_BYTES and chr(out[q + 1 - offset]) == b[0]
+           and not deleted & {q, q + 1, q + 2}):
+        q, b = q + 1, b[1:] + b[0]
+        places.append((q, b))
+    costs = gap_open_costs()
+    return min(places, key=lambda place: (int(costs[min(place[0] + 1, REFERENCE_LEN + 1)]), place[0]))
+
+
+def nextclade_placement(aligned: str, covered: np.ndarray, insertions: list[tuple[int, str]],
+                        deletions: list[tuple[int, int]], offset: int = 1) -> NextcladePlacement:
+    """The aligned text (starting at genome position ``offset``; ``covered``, per character, whether the
+    query spans it) and its indels with each indel slid along its repeat to where Nextclade's aligner puts
+    it: the place of lowest gap-open cost (:func:`gap_open_costs`: a codon boundary inside a gene, else
+    outside genes), the leftmost among equals (minimap2's own place). Nextclade gives an equally good
+    placement the lower cost, which is why its in-frame gaps start on a codon: Alpha's S:Y144- is
+    ``21992-21994`` where minimap2 writes ``21991-21993``. The query bases are unchanged, only where the
+    gaps sit. The alignment itself keeps minimap2's places: the model's tokens and the marker table were
+    made from them."""
+    if not insertions and not deletions:
+        return NextcladePlacement(aligned, list(insertions), list(deletions))
+    out = np.frombuffer(aligned.encode("ascii"), dtype=np.uint8).copy()
+    sites = {p for p, _ in insertions}
+    placed_deletions = sorted(_slide_deletion(out, covered, offset, d, sites) for d in sorted(deletions))
+    deleted = {pos for p, n in placed_deletions for pos in range(p, p + n)}
+    placed_insertions = sorted(_slide_insertion(out, offset, i, deleted) for i in sorted(insertions))
+    return NextcladePlacement(out.tobytes().decode("ascii"), placed_insertions, placed_deletions)
 
 
 def align_genome(sequence: str) -> GenomeAlignment:

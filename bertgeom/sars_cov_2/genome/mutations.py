@@ -11,11 +11,16 @@ between the two tools:
   ``N:33-420`` (first shifted codon to the codon where the frame is restored, or the gene's last codon
   counting its stop: a compensated pair of indels is one range); a new stop codon ``S:Q1071*``.
 
+Indels are named where Nextclade places them (:func:`~.align.nextclade_placement`): an indel that can
+slide along a repeat sits on a codon boundary when one is in reach, so Alpha's deletion is
+``21992-21994`` (S:Y144-) and Mu's insertion ``21991:ACT``, though the alignment keeps minimap2's
+leftmost ``21991-21993`` and ``21990:TAC``.
+
 Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are named as Nextclade's
 peptide alignment names them: the residue(s) the remaining bases make take the place among the
 affected codons that scores best by BLOSUM62, ties putting the gaps last; so Delta gives
 ``E156G R157- F158-``, BA.1 ``G142D V143- Y144- Y145-``, BA.2 ``L24- P25- P26- A27S``, Lambda
-``R246- ... G252- D253N``, Alpha 21765-21770 ``H69- V70-`` and 21991-21993 ``Y144-``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
+``R246- ... G252- D253N``, Alpha 21765-21770 ``H69- V70-``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
 
 The clade definitions (``definitions/nextstrain_clades.tsv``) list nucleotide sites only, each clade
 inheriting its parent's sites (a child's own row wins at the same site). Some rows give the
@@ -31,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .align import GenomeAlignment, SpikeCut, cut_spike
+from .align import GenomeAlignment, SpikeCut, cut_spike, nextclade_placement
 from .classes import CLASSES, clade_to_class
 from .reference import (
     SPIKE_AA_LEN,
@@ -411,10 +416,18 @@ def _touches(gene, deletions, insertions) -> bool:
             or any(g0 <= p < g1 for p, _ in insertions))
 
 
+#: Where :func:`call_mutations` reads the indels: Nextclade's places (the names), or the alignment's own.
+INDEL_PLACES = ("nextclade", "alignment")
+
+
 def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | None = None,
-                   cut: SpikeCut | None = None) -> MutationReport:
+                   cut: SpikeCut | None = None, indel_places: str = "nextclade") -> MutationReport:
     """Nucleotide mutations and every gene's amino-acid changes of an alignment (whole genome, or a
-    spike cut: gene S only); ``cut``: the genome's spike cut when the caller already has it.
+    spike cut: gene S only); ``cut``: the genome's spike cut when the caller already has it. The
+    indels are read where Nextclade places them (:func:`~.align.nextclade_placement`), so the names
+    are Nextclade's (``21992-21994`` for Alpha's S:Y144-); ``indel_places="alignment"`` reads them
+    where the alignment has them (minimap2's ``21991-21993``), for tables checked against the aligned
+    text itself (the characteristic markers, the training spike profiles the model's data come from).
 
     Vectorised: one comparison with the reference finds the substituted bases, one over every gene's
     codons at once the codons that differ; a gene neither touches nor an indel reaches is not read
@@ -425,12 +438,15 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
     ref = reference_sequence()
     if isinstance(aln, GenomeAlignment):
         cut = cut or cut_spike(aln)
-        text, offset, spike_only = aln.aligned, 1, False
-        dels, inss = aln.deletions, aln.insertions
+        text, offset, spike_only, covered = aln.aligned, 1, False, aln.covered
     else:
         cut = aln
-        text, offset, spike_only = aln.aligned, SPIKE_START, True
-        dels, inss = aln.deletions, aln.insertions
+        text, offset, spike_only, covered = aln.aligned, SPIKE_START, True, aln.covered_mask()
+    if indel_places not in INDEL_PLACES:
+        raise ValueError(f"indel_places must be one of {INDEL_PLACES}, not {indel_places!r}")
+    inss, dels = aln.insertions, aln.deletions
+    if indel_places == "nextclade":  # named as Nextclade places the indels (on codon boundaries where a repeat allows)
+        text, inss, dels = nextclade_placement(text, covered, inss, dels, offset)
     q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     r = np.frombuffer(ref[offset - 1 : offset - 1 + len(text)].encode("ascii"), dtype=np.uint8)
     changed = q != r
@@ -927,4 +943,5 @@ __all__ = [
     "AaMutation", "CladeCall", "CladeDefinitions", "MutationReport", "NucMutation", "GH_SPIKE_MARKERS",
     "aa_effect_of_sub", "call_mutations", "class_defining_mutations", "class_expected_sites",
     "load_clade_definitions", "load_spike_profiles", "ProfileEntry", "EXPECTED_MIN_FREQ", "nearest_clade", "parse_clade_definitions", "spike_sites_of", "sub_name",
+    "INDEL_PLACES",
 ]  # fmt: skip
