@@ -12,8 +12,9 @@ table, ``MarkerTable.markers_of``) is held to the table's own listing by a test.
 ``reference_clean_sequence`` (a set of every letter of the record, twice) in place of the parser's
 cleaner.
 
-Naming rules changed later are changed in both (2026-12-03: indels read where Nextclade places them),
-so the equality stays a check of the speed-up and not of an older convention.
+Naming rules changed later are changed in both (2026-12-03: indels read where Nextclade places them,
+residues a frameshifting deletion removes before the shifted frame, in-codon insertions named before
+the residue), so the equality stays a check of the speed-up and not of an older convention.
 
 Not imported by the package; bench/ and tests/ only.
 """
@@ -76,6 +77,7 @@ from bertgeom.sars_cov_2.genome.mutations import (
     _deletion_placement,
     _dom,
     called_share,
+    frameshift_leading_deletions,
     frameshift_ranges,
     group_events,
     load_clade_definitions,
@@ -291,6 +293,7 @@ def reference_gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, 
         fine, coarse = _dom(pos) if spike else (None, None)
         out.append(AaMutation(kind, pos, ref_aa, alt, name, fine, coarse, gene=gene.name))
 
+    shift_begins = {begin for begin, _ in frameshift_ranges(gene, deletions, insertions)}
     for p, n in deletions:
         a, b = max(p, g0), min(p + n - 1, g1)
         if a > b:
@@ -301,7 +304,9 @@ def reference_gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, 
         cs, ce = s0 // 3, min(-(-e0 // 3), n_aa)
         if cs >= n_aa:
             continue
-        if n % 3:  # named below as the codon range it shifts
+        if n % 3:  # named below as the codon range it shifts, after the residues it deletes first
+            for i in frameshift_leading_deletions(s0, n, shift_begins, n_aa):
+                add("del", i + 1, prot[i], "-", f"{prot[i]}{i + 1}-")
             handled.update(range(cs, ce))
             continue
         k = n // 3
@@ -343,10 +348,10 @@ def reference_gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, 
             add("ins", c + 1, "", aas[1:], f"{c + 1}:{aas[1:]}")
         elif aas[-1] == r:
             add("ins", c, "", aas[:-1], f"{c}:{aas[:-1]}")
-        else:
-            if aas[0] != "X":
-                add("stop" if aas[0] == "*" else "sub", c + 1, r, aas[0], f"{r}{c + 1}{aas[0]}")
-            add("ins", c + 1, "", aas[1:], f"{c + 1}:{aas[1:]}")
+        else:  # the naming changed with the package's (2026-12-03): inserted before, last residue substituted
+            add("ins", c, "", aas[:-1], f"{c}:{aas[:-1]}")
+            if aas[-1] != "X":
+                add("stop" if aas[-1] == "*" else "sub", c + 1, r, aas[-1], f"{r}{c + 1}{aas[-1]}")
         handled.add(c)
 
     # codons read out of frame (after a frameshifting indel, up to one that restores the frame):

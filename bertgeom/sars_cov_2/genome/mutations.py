@@ -14,13 +14,27 @@ between the two tools:
 Indels are named where Nextclade places them (:func:`~.align.nextclade_placement`): an indel that can
 slide along a repeat sits on a codon boundary when one is in reach, so Alpha's deletion is
 ``21992-21994`` (S:Y144-) and Mu's insertion ``21991:ACT``, though the alignment keeps minimap2's
-leftmost ``21991-21993`` and ``21990:TAC``.
+leftmost ``21991-21993`` and ``21990:TAC``. A frameshifting deletion also lists the residues it
+removes before the shifted frame begins, as Nextclade does: Delta's ORF7a 27498-27616 gives
+``ORF7a:C35-`` .. ``ORF7a:V74-`` and the frameshift ``ORF7a:75-122``; Mu's ORF3a 26158-26161
+``ORF3a:V256-`` and ``ORF3a:257-276``.
 
-Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are named as Nextclade's
-peptide alignment names them: the residue(s) the remaining bases make take the place among the
+Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are named as a peptide
+alignment names them: the residue(s) the remaining bases make take the place among the
 affected codons that scores best by BLOSUM62, ties putting the gaps last; so Delta gives
-``E156G R157- F158-``, BA.1 ``G142D V143- Y144- Y145-``, BA.2 ``L24- P25- P26- A27S``, Lambda
-``R246- ... G252- D253N``, Alpha 21765-21770 ``H69- V70-``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
+``E156G F157- R158-``, BA.1 ``G142D V143- Y144- Y145-``, BA.2 ``L24- P25- P26- A27S``, Lambda
+``R246- ... G252- D253N``, Alpha 21765-21770 ``H69- V70-``. (Nextclade 1.x broke Delta's tie the
+other way, ``E156- F157- R158G``; nextstrain/nextclade issue #507.) An in-frame insertion inside a
+codon that keeps the codon's residue at neither end is named as inserted before it, the residue
+substituted by the last one (Nextclade 1.4.1: ``22205:CGGCAGGCT`` is ``S:D215Y`` after the inserted
+``AAG``). Codons with N or an ambiguity code that leaves the residue undetermined are not called.
+
+References
+----------
+* Nextclade documentation, "Translation" and "Mutation calling" (names, 1-based codons, frameshift
+  codon ranges).
+* Nextclade CLI 1.4.1's output for its 71 example genomes, tests/data/nextclade_1.4.1/;
+  nextstrain/nextclade issues #507 and #565 (how 1.x placed amino-acid gaps).
 
 The clade definitions (``definitions/nextstrain_clades.tsv``) list nucleotide sites only, each clade
 inheriting its parent's sites (a child's own row wins at the same site). Some rows give the
@@ -593,6 +607,18 @@ def _deletion_placement(ref_aas: str, q_aas: str, k: int) -> int:
     return best
 
 
+def frameshift_leading_deletions(offset: int, length: int, shift_begins: set[int], n_codons: int) -> range:
+    """0-based codons a frameshifting deletion (``length`` bases from gene offset ``offset``, 0-based)
+    removes before the frame it shifts begins: every codon it touches up to the first codon of the
+    shifted range, when it is the deletion that opens a range of ``shift_begins``; empty otherwise.
+    Nextclade lists them as deleted residues beside the frameshift (Delta's ORF7a 27498-27616:
+    ``C35-`` .. ``V74-`` and ``ORF7a:75-122``; Mu's ORF3a 26158-26161: ``V256-`` and ``ORF3a:257-276``)."""
+    first_shifted = (offset + length) // 3
+    if first_shifted not in shift_begins:
+        return range(0)
+    return range(offset // 3, min(first_shifted, n_codons))
+
+
 def frameshift_ranges(gene, deletions: Iterable[tuple[int, int]], insertions: Iterable[tuple[int, str]]
                       ) -> list[tuple[int, int]]:
     """The codon ranges ``[begin, end)`` (0-based, Nextclade's JSON convention) over which the
@@ -667,6 +693,8 @@ def _gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], in
         fine, coarse = _dom(pos) if spike else (None, None)
         out.append(_AaRow(kind, pos, ref_aa, alt, name, fine, coarse))
 
+    shifted = frameshift_ranges(gene, deletions, insertions)
+    shift_begins = {begin for begin, _ in shifted}
     for p, n in deletions:
         a, b = max(p, g0), min(p + n - 1, g1)
         if a > b:
@@ -677,7 +705,9 @@ def _gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], in
         cs, ce = s0 // 3, min(-(-e0 // 3), n_aa)
         if cs >= n_aa:
             continue
-        if n % 3:  # named below as the codon range it shifts
+        if n % 3:  # named below as the codon range it shifts, after the residues it deletes first
+            for i in frameshift_leading_deletions(s0, n, shift_begins, n_aa):
+                add("del", i + 1, prot[i], "-", f"{prot[i]}{i + 1}-")
             handled.update(range(cs, ce))
             continue
         k = n // 3
@@ -719,16 +749,16 @@ def _gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], in
             add("ins", c + 1, "", aas[1:], f"{c + 1}:{aas[1:]}")
         elif aas[-1] == r:
             add("ins", c, "", aas[:-1], f"{c}:{aas[:-1]}")
-        else:
-            if aas[0] != "X":
-                add("stop" if aas[0] == "*" else "sub", c + 1, r, aas[0], f"{r}{c + 1}{aas[0]}")
-            add("ins", c + 1, "", aas[1:], f"{c + 1}:{aas[1:]}")
+        else:  # neither end keeps the residue: inserted before it, the last residue substituted
+            add("ins", c, "", aas[:-1], f"{c}:{aas[:-1]}")
+            if aas[-1] != "X":
+                add("stop" if aas[-1] == "*" else "sub", c + 1, r, aas[-1], f"{r}{c + 1}{aas[-1]}")
         handled.add(c)
 
     # codons read out of frame (after a frameshifting indel, up to one that restores the frame):
     # their residues are not called, as Nextclade masks a frameshift's range; each range is one
     # frameshift named by its codons (a compensated pair of indels is one range)
-    for begin, end in frameshift_ranges(gene, deletions, insertions):
+    for begin, end in shifted:
         handled.update(range(begin, min(end, n_aa)))
         ref_aa = prot[begin] if begin < n_aa else "*"
         fine, coarse = _dom(begin + 1) if spike else (None, None)
