@@ -28,11 +28,12 @@ other way, ``E156- F157- R158G``; nextstrain/nextclade issue #507.) An in-frame 
 codon that keeps the codon's residue at neither end is named as inserted before it, the residue
 substituted by the last one (Nextclade 1.4.1: ``22205:CGGCAGGCT`` is ``S:D215Y`` after the inserted
 ``AAG``). Codons with N or an ambiguity code that leaves the residue undetermined are not called.
+:func:`nextclade_columns` writes a report as the columns of Nextclade's TSV.
 
 References
 ----------
 * Nextclade documentation, "Translation" and "Mutation calling" (names, 1-based codons, frameshift
-  codon ranges).
+  codon ranges) and "Output files: TSV" (the columns of :func:`nextclade_columns`).
 * Nextclade CLI 1.4.1's output for its 71 example genomes, tests/data/nextclade_1.4.1/;
   nextstrain/nextclade issues #507 and #565 (how 1.x placed amino-acid gaps).
 
@@ -570,6 +571,113 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
     return MutationReport(nuc, aa_full, spike_only, amb, reports)
 
 
+#: The columns :func:`nextclade_columns` writes, named and ordered as in Nextclade's TSV output.
+NEXTCLADE_COLUMNS: tuple[str, ...] = (
+    "substitutions", "deletions", "insertions", "frameShifts", "aaSubstitutions", "aaDeletions", "aaInsertions",
+    "missing", "nonACGTNs", "alignmentStart", "alignmentEnd", "totalSubstitutions", "totalDeletions",
+    "totalInsertions", "totalFrameShifts", "totalAminoacidSubstitutions", "totalAminoacidDeletions",
+    "totalAminoacidInsertions", "totalMissing", "totalNonACGTNs",
+)
+
+
+def _position_ranges(positions: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted 1-based positions as closed runs ``(first, last)`` of consecutive positions."""
+    runs: list[tuple[int, int]] = []
+    for p in sorted(positions):
+        if runs and p == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], p)
+        else:
+            runs.append((p, p))
+    return runs
+
+
+def _range_name(first: int, last: int) -> str:
+    """``1-54`` for a run, ``1234`` for one position (Nextclade's form)."""
+    return f"{first}" if first == last else f"{first}-{last}"
+
+
+def _aligned_span(aln: GenomeAlignment) -> tuple[int, int]:
+    """1-based first and last reference positions the query spans, as Nextclade's alignment would: the
+    covered span widened by query bases left unplaced beyond either end (an N padding minimap2 clips,
+    which Nextclade aligns and reports as missing)."""
+    covered = np.flatnonzero(aln.covered)
+    if not len(covered) or not aln.segments:
+        return 0, 0
+    first, last = int(covered[0]), int(covered[-1])  # 0-based
+    q_first, _, r_first, _ = aln.segments[0]
+    _, q_last, _, r_last = aln.segments[-1]
+    before = q_first - (r_first - first)  # query bases before the first covered one
+    after = (aln.query_len - q_last) - (last + 1 - r_last)
+    return max(first - max(before, 0), 0) + 1, min(last + max(after, 0), len(aln.aligned) - 1) + 1
+
+
+def nextclade_columns(report: MutationReport, alignment: GenomeAlignment | None = None) -> dict[str, str]:
+    """One sequence's mutations as the columns of Nextclade's TSV (:data:`NEXTCLADE_COLUMNS`), each a
+    string written as current Nextclade writes it, so a row can be compared or joined with Nextclade's:
+
+    * ``substitutions`` ``C241T,A23063T``; ``deletions`` as closed ranges ``21765-21770,28271``;
+      ``insertions`` ``22204:GAGCCAGAA`` (after that reference base);
+    * ``frameShifts`` ``ORF3a:257-276`` (1-based codon range), ``aaSubstitutions`` ``S:N501Y`` (stops
+      included, ``ORF8:Q27*``), ``aaDeletions`` ``S:H69-``, ``aaInsertions`` ``S:214:EPE``: genes in
+      alphabetical order then by residue, as Nextclade lists them, genes outside Nextclade's annotation
+      (ORF10) left out;
+    * ``missing`` ``1-54,29837-29903`` (N runs), ``nonACGTNs`` ``R:1234,Y:3000-3001`` (runs of one
+      ambiguity code), ``alignmentStart``/``alignmentEnd`` (1-based, inclusive) and the ``total*``
+      counts (``totalDeletions``/``totalInsertions``/``totalMissing`` count bases, the others items).
+
+    ``missing``, ``nonACGTNs``, the alignment's span and their totals need the genome's ``alignment``
+    (without it they are empty strings); a spike-only report gives the spike's changes only. Written for
+    classify's ``--output-tsv``."""
+    from .genes import NOT_IN_NEXTCLADE
+
+    subs = [m for m in report.nucleotide if m.kind == "sub"]
+    dels = [m for m in report.nucleotide if m.kind == "del"]
+    inss = [m for m in report.nucleotide if m.kind == "ins"]
+    shown = sorted((g for g in report.genes if g not in NOT_IN_NEXTCLADE), key=str)
+    events = [e for g in shown for e in sorted(report.genes[g].events, key=lambda e: e.start)]
+    aa_subs = [e.qualified for e in events if e.kind in ("sub", "stop")]
+    aa_dels = [e.qualified for e in events if e.kind == "del"]
+    aa_inss = [e.qualified for e in events if e.kind == "ins"]
+    frameshifts = [f"{g}:{name}" for g in shown for name in report.genes[g].frameshifts]
+    out = {
+        "substitutions": ",".join(m.name for m in subs),
+        "deletions": ",".join(m.name for m in dels),
+        "insertions": ",".join(m.name for m in inss),
+        "frameShifts": ",".join(frameshifts),
+        "aaSubstitutions": ",".join(aa_subs),
+        "aaDeletions": ",".join(aa_dels),
+        "aaInsertions": ",".join(aa_inss),
+        "missing": "", "nonACGTNs": "", "alignmentStart": "", "alignmentEnd": "",
+        "totalSubstitutions": str(len(subs)),
+        "totalDeletions": str(sum(len(m.ref) for m in dels)),
+        "totalInsertions": str(sum(len(m.alt) for m in inss)),
+        "totalFrameShifts": str(len(frameshifts)),
+        "totalAminoacidSubstitutions": str(len(aa_subs)),
+        "totalAminoacidDeletions": str(len(aa_dels)),
+        "totalAminoacidInsertions": str(len(aa_inss)),
+        "totalMissing": "", "totalNonACGTNs": "",
+    }
+    if alignment is not None:
+        start, end = _aligned_span(alignment)
+        text = nextclade_placement(alignment.aligned, alignment.covered, alignment.insertions,
+                                   alignment.deletions).aligned  # N runs beside the gaps as the names place them
+        q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)[max(start - 1, 0) : end]
+        n_positions = (np.flatnonzero(q == ord("N")) + start).tolist()
+        ambiguous: dict[str, list[int]] = {}
+        for i in np.flatnonzero(~_IS_PLAIN[q]).tolist():  # neither A C G T N nor -
+            ambiguous.setdefault(chr(q[i]), []).append(i + start)
+        codes = sorted((first, last, code) for code, ps in ambiguous.items() for first, last in _position_ranges(ps))
+        out.update({
+            "missing": ",".join(_range_name(a, b) for a, b in _position_ranges(n_positions)),
+            "nonACGTNs": ",".join(f"{code}:{_range_name(a, b)}" for a, b, code in codes),
+            "alignmentStart": str(start) if start else "",
+            "alignmentEnd": str(end) if end else "",
+            "totalMissing": str(len(n_positions)),
+            "totalNonACGTNs": str(sum(len(ps) for ps in ambiguous.values())),
+        })
+    return {k: out[k] for k in NEXTCLADE_COLUMNS}
+
+
 def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions | None = None) -> tuple[list[AaMutation], dict[int, str]]:
     """Spike amino-acid changes of a cut, and ``{residue: name}`` of the change at each residue."""
     from .genes import load_genes
@@ -973,5 +1081,5 @@ __all__ = [
     "AaMutation", "CladeCall", "CladeDefinitions", "MutationReport", "NucMutation", "GH_SPIKE_MARKERS",
     "aa_effect_of_sub", "call_mutations", "class_defining_mutations", "class_expected_sites",
     "load_clade_definitions", "load_spike_profiles", "ProfileEntry", "EXPECTED_MIN_FREQ", "nearest_clade", "parse_clade_definitions", "spike_sites_of", "sub_name",
-    "INDEL_PLACES",
+    "INDEL_PLACES", "NEXTCLADE_COLUMNS", "nextclade_columns",
 ]  # fmt: skip
