@@ -39,6 +39,8 @@ and Mu's insertion is ``21991:ACT`` (minimap2: ``21990:TAC``).
 
 References
 ----------
+* Nextclade CLI 1.4.1's output for its 71 example genomes (tests/data/nextclade_1.4.1/), the golden
+  test of these names (tests/test_nextclade_golden.py).
 * Nextclade documentation, "Sequence alignment" and its CLI reference (match and mismatch scores,
   codon-aware gap-open costs: lower at codon boundaries inside genes) and nextstrain/nextclade issues
   #299 and #306 (in-frame gaps put on codon boundaries so a deleted codon translates as a deleted

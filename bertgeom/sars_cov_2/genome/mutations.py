@@ -34,8 +34,9 @@ References
 ----------
 * Nextclade documentation, "Translation" and "Mutation calling" (names, 1-based codons, frameshift
   codon ranges) and "Output files: TSV" (the columns of :func:`nextclade_columns`).
-* Nextclade CLI 1.4.1's output for its 71 example genomes, tests/data/nextclade_1.4.1/;
-  nextstrain/nextclade issues #507 and #565 (how 1.x placed amino-acid gaps).
+* Nextclade CLI 1.4.1's output for its 71 example genomes, tests/data/nextclade_1.4.1/, held by
+  tests/test_nextclade_golden.py; nextstrain/nextclade issues #507 and #565 (how 1.x placed
+  amino-acid gaps).
 
 The clade definitions (``definitions/nextstrain_clades.tsv``) list nucleotide sites only, each clade
 inheriting its parent's sites (a child's own row wins at the same site). Some rows give the
