@@ -14,6 +14,10 @@ table, ``MarkerTable.markers_of``) is held to the table's own listing by a test.
 ``reference_clean_sequence`` (a set of every letter of the record, twice) in place of the parser's
 cleaner.
 
+Naming rules changed later are changed in both (2026-12-03: indels read where Nextclade places them,
+residues a frameshifting deletion removes before the shifted frame, in-codon insertions named before
+the residue), so the equality stays a check of the speed-up and not of an older convention.
+
 Not imported by the package; bench/ and tests/ only.
 """
 
@@ -31,6 +35,7 @@ from bertgeom.sars_cov_2.genome.align import (
     SpikeCut,
     align_genome,
     cut_spike,
+    nextclade_placement,
 )
 from bertgeom.sars_cov_2.genome.classes import clade_to_class
 from bertgeom.sars_cov_2.genome.markers import call_cut
@@ -63,6 +68,7 @@ from bertgeom.sars_cov_2.genome.mutations import (
     _deletion_placement,
     _dom,
     called_share,
+    frameshift_leading_deletions,
     frameshift_ranges,
     group_events,
     load_clade_definitions,
@@ -173,12 +179,12 @@ def reference_call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinit
     ref = reference_sequence()
     if isinstance(aln, GenomeAlignment):
         cut = cut or cut_spike(aln)
-        text, offset, spike_only = aln.aligned, 1, False
-        dels, inss = aln.deletions, aln.insertions
+        text, offset, spike_only, covered = aln.aligned, 1, False, aln.covered
     else:
         cut = aln
-        text, offset, spike_only = aln.aligned, SPIKE_START, True
-        dels, inss = aln.deletions, aln.insertions
+        text, offset, spike_only, covered = aln.aligned, SPIKE_START, True, aln.covered_mask()
+    # the naming step added with Nextclade's indel places (2026-12-03), shared with the package
+    text, inss, dels = nextclade_placement(text, covered, aln.insertions, aln.deletions, offset)
     q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     r = np.frombuffer(ref[offset - 1 : offset - 1 + len(text)].encode("ascii"), dtype=np.uint8)
     idx = np.flatnonzero((q != r) & np.isin(q, _ACGT))
@@ -278,6 +284,7 @@ def reference_gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, 
         fine, coarse = _dom(pos) if spike else (None, None)
         out.append(AaMutation(kind, pos, ref_aa, alt, name, fine, coarse, gene=gene.name))
 
+    shift_begins = {begin for begin, _ in frameshift_ranges(gene, deletions, insertions)}
     for p, n in deletions:
         a, b = max(p, g0), min(p + n - 1, g1)
         if a > b:
@@ -288,7 +295,9 @@ def reference_gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, 
         cs, ce = s0 // 3, min(-(-e0 // 3), n_aa)
         if cs >= n_aa:
             continue
-        if n % 3:  # named below as the codon range it shifts
+        if n % 3:  # named below as the codon range it shifts, after the residues it deletes first
+            for i in frameshift_leading_deletions(s0, n, shift_begins, n_aa):
+                add("del", i + 1, prot[i], "-", f"{prot[i]}{i + 1}-")
             handled.update(range(cs, ce))
             continue
         k = n // 3
@@ -330,10 +339,10 @@ def reference_gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, 
             add("ins", c + 1, "", aas[1:], f"{c + 1}:{aas[1:]}")
         elif aas[-1] == r:
             add("ins", c, "", aas[:-1], f"{c}:{aas[:-1]}")
-        else:
-            if aas[0] != "X":
-                add("stop" if aas[0] == "*" else "sub", c + 1, r, aas[0], f"{r}{c + 1}{aas[0]}")
-            add("ins", c + 1, "", aas[1:], f"{c + 1}:{aas[1:]}")
+        else:  # the naming changed with the package's (2026-12-03): inserted before, last residue substituted
+            add("ins", c, "", aas[:-1], f"{c}:{aas[:-1]}")
+            if aas[-1] != "X":
+                add("stop" if aas[-1] == "*" else "sub", c + 1, r, aas[-1], f"{r}{c + 1}{aas[-1]}")
         handled.add(c)
 
     # codons read out of frame (after a frameshifting indel, up to one that restores the frame):

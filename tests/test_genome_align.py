@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from bertgeom.sars_cov_2.genome.align import AlignmentError, align_genome, align_spike
+from bertgeom.sars_cov_2.genome.align import AlignmentError, align_genome, align_spike, nextclade_placement
 from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
 from bertgeom.sars_cov_2.genome.reference import (
     SPIKE_END,
@@ -121,3 +121,42 @@ def test_genome_alignment_length():
     aln = align_genome(demo()["delta"].sequence)
     assert len(aln.aligned) == 29903 and aln.coverage > 0.99
     assert aln.aligned[SPIKE_START - 1 : SPIKE_END].count("-") == 6  # Delta 22029-22034
+
+
+def test_a_substitution_run_is_not_a_deletion_insertion_pair():
+    """minimap2 reads CTGA -> TGAG at 15824-15827 as deletion 15824 + insertion 15827:G (a false compensated
+    frameshift in ORF1b); Nextclade 1.4.1 (tests/data/nextclade_1.4.1/, USA/WA-UW-21051815536/2021) and
+    the alignment here call the four substitutions C15824T T15825G G15826A A15827G."""
+    ref = reference_sequence()
+    genome = ref[:15823] + "TGAG" + ref[15827:]
+    aln = align_genome(genome)
+    assert not aln.deletions and not aln.insertions
+    assert aln.aligned[15823:15827] == "TGAG" and aln.aligned == genome
+
+
+def test_a_real_compensated_pair_far_apart_stays_two_indels():
+    ref = reference_sequence()
+    aln = align_genome(edit(ref, deletions=[(22000, 1)], insertions=[(22100, "A")]))
+    assert len(aln.deletions) == 1 and len(aln.insertions) == 1
+
+
+def test_nextclade_places_indels_on_codon_boundaries_and_the_alignment_keeps_its_own():
+    """An indel that can slide along a repeat: the alignment keeps minimap2's leftmost place (the model's
+    tokens were made from it), the Nextclade view puts it where Nextclade 1.4.1 wrote it
+    (tests/data/nextclade_1.4.1/): Alpha's 21992-21994 (S:Y144-), Mu's 21991:ACT, Alpha's 28271 before
+    N (outside genes: leftmost), and a deletion beside an N run on the first codon boundary inside it."""
+    ref = reference_sequence()
+    aln = align_genome(edit(ref, deletions=[(21991, 3), (28271, 1)]))
+    assert aln.deletions == [(21991, 3), (28271, 1)]
+    placed = nextclade_placement(aln.aligned, aln.covered, aln.insertions, aln.deletions)
+    assert placed.deletions == [(21992, 3), (28271, 1)]
+    assert placed.aligned[21991:21994] == "---" and placed.aligned.replace("-", "") == aln.aligned.replace("-", "")
+    aln = align_genome(edit(ref, insertions=[(21990, "TAC")]))
+    assert aln.insertions == [(21990, "TAC")]
+    placed = nextclade_placement(aln.aligned, aln.covered, aln.insertions, aln.deletions)
+    assert placed.insertions == [(21991, "ACT")] and placed.aligned == aln.aligned
+    n_run = list(ref)
+    n_run[27520:27540] = ["N"] * 20
+    aln = align_genome(edit("".join(n_run), deletions=[(27521, 6)]))
+    placed = nextclade_placement(aln.aligned, aln.covered, aln.insertions, aln.deletions)
+    assert placed.deletions == [(27523, 6)]  # ORF7a codon 44 starts at 27523

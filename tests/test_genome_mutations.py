@@ -51,7 +51,9 @@ def test_del69_70_and_del144():
     rep = call_mutations(align_genome(edit(deletions=[(21765, 6), (21991, 3)])))
     assert rep.aa_names() == ["H69-", "V70-", "Y144-"]  # Nextclade: one deletion per residue
     assert rep.aa_names(grouped=False) == ["H69-", "V70-", "Y144-"]
-    assert rep.nuc_names() == ["21765-21770", "21991-21993"]  # Nextclade: closed nucleotide ranges
+    # Nextclade: closed nucleotide ranges, an in-frame gap on a codon boundary where the repeat allows it:
+    # Nextclade 1.4.1's output (tests/data/nextclade_1.4.1/nextclade.tsv, OU186099) writes 21992-21994
+    assert rep.nuc_names() == ["21765-21770", "21992-21994"]
     assert rep.has("21765-21770") and rep.has("H69-")
 
 
@@ -143,3 +145,19 @@ def test_domain_lookup():
     assert domain_of_aa(1213).fine == "HR2" and domain_of_aa(1214).fine == "TM" and domain_of_aa(1238).fine == "CT"
     with pytest.raises(ValueError):
         domain_of_aa(1274)
+
+
+def test_residues_a_frameshifting_deletion_removes_before_the_shift_are_deleted():
+    """Nextclade 1.4.1 (tests/data/nextclade_1.4.1/nextclade.tsv): Mu's 26158-26161 is ORF3a:V256- and the
+    frameshift ORF3a:257-276; Delta's 27498-27616 ORF7a:C35- .. ORF7a:V74- and ORF7a:75-122."""
+    mu = call_mutations(align_genome(edit(deletions=[(26158, 4)]))).genes["ORF3a"]
+    assert [e.name for e in mu.events] == ["V256-", "257-276"] and mu.frameshifts == ["257-276"]
+    delta = call_mutations(align_genome(edit(deletions=[(27498, 119)]))).genes["ORF7a"]
+    names = [e.name for e in delta.events]
+    assert names[0] == "C35-" and names[-2:] == ["V74-", "75-122"] and len(names) == 41
+
+
+def test_an_insertion_inside_a_codon_is_named_before_the_residue_it_changes():
+    """22205:CGGCAGGCT turns D215 (GAT) into AAGY: Nextclade 1.4.1 wrote S:D215Y (USA/JW1285/2021)."""
+    rep = call_mutations(align_genome(edit(insertions=[(22205, "CGGCAGGCT")])))
+    assert rep.aa_names() == ["214:AAG", "D215Y"]

@@ -145,7 +145,8 @@ def test_alpha_names_as_nextclade_writes_them():
     assert {"S:H69-", "S:V70-", "S:Y144-", "S:214:EPE", "S:N501Y"} <= names
     assert not any(n.startswith(("S:del", "S:ins")) for n in names)
     nuc = {m.name for m in a.mutations.nucleotide}
-    assert {"21765-21770", "21991-21993", "28271", "22204:GAGCCAGAA", "A23063T"} <= nuc
+    # the in-frame gap on a codon boundary, as Nextclade 1.4.1 wrote it (tests/data/nextclade_1.4.1/, OU186099)
+    assert {"21765-21770", "21992-21994", "28271", "22204:GAGCCAGAA", "A23063T"} <= nuc
     # the CSV/JSON the page offers carry the same names
     rows = mutation_table(a)
     assert {"H69-", "V70-", "214:EPE"} <= {r["mutation"] for r in rows if r["gene"] == "S"}

@@ -16,7 +16,9 @@ coordinates and the demo FASTA are read as files):
 4. the protein alignment is read as Nextclade writes it: ``N501Y``, deleted residues grouped
    ``del69-70``, insertions ``ins214EPE``, premature stops ``Q27*``; residues read as X (a codon with
    N) are skipped. A gene whose query length is not a multiple of 3 is marked frameshifted and only
-   its changes before the first gap-length-not-multiple-of-3 are kept (plus ``"fs"`` at that residue).
+   its changes before the first gap-length-not-multiple-of-3 are kept (plus ``"fs"`` at that residue);
+   when that gap is a deletion, the residues whose codons it touches before the first codon read in
+   the shifted frame are listed as deleted, as Nextclade lists them (Mu's ORF3a 26158-26161: V256-).
 
 The test compares bertgeom's tables with this file (tests/test_golden_mutations.py).
 """
@@ -123,6 +125,11 @@ def gene_changes(ref: str, query: str, start: int, end: int) -> list[str]:
         if n == -1:
             ins_runs[p] = ins_runs.get(p, 0) + 1
     shifts = [p for p, n in gaps if n > 0 and n % 3] + [p for p, n in ins_runs.items() if n % 3]
+    first_shifted = None  # 1-based codon after the first frameshifting deletion, if it comes first
+    shifting_dels = [(p, n) for p, n in gaps if n > 0 and n % 3]
+    if shifting_dels and min(shifting_dels)[0] == min(shifts):
+        p, n = min(shifting_dels)
+        first_shifted = (p + n - (start - 1)) // 3 + 1
     q_prot = tr(q_seq)
     q_prot = q_prot[:-1] if q_prot.endswith("*") else q_prot  # the gene's own stop codon
     if len(q_prot) < 2:
@@ -168,6 +175,9 @@ def gene_changes(ref: str, query: str, start: int, end: int) -> list[str]:
     flush()
     out = gaps_last(out, ref_prot)
     if fs_residue is not None:
+        if first_shifted is not None and first_shifted > fs_residue:
+            last = min(first_shifted - 1, len(ref_prot))
+            out.append(f"del{fs_residue}" if last == fs_residue else f"del{fs_residue}-{last}")
         out.append(f"fs{fs_residue}")
     return out
 

@@ -16,19 +16,43 @@ reference, Bonino 2025 (arXiv:2502.12033), case study; the authors' released cod
 
 Aligner: ``mappy`` with the ``map-ont`` preset. Tested on the developer genomes: the ``asm*``
 presets break alignments at every long N run (amplicon dropouts) and miss fragments shorter than
-~200 nt, while ``map-ont`` keeps N runs inside one alignment, maps 60-nt fragments, and places the
-indels exactly like Nextstrain (e.g. Alpha's deletions at 21765-21770 and 21991-21993).
+~200 nt, while ``map-ont`` keeps N runs inside one alignment, maps 60-nt fragments, and places an
+indel in a repeat leftmost, as most aligners do (Alpha's deletions at 21765-21770 and 21991-21993;
+Nextclade's own places are below).
 Several alignment segments (split by N runs or divergent stretches) are chained: colinear segments
 are kept, the stretch between two segments is copied base-for-base when query and reference gaps
 have the same length (else its non-N flanks are anchored on either side and the rest left ``N``).
 A few bases clipped at the ends of the chain (mismatches next to the end) are re-attached
 ungapped, up to :data:`END_EXTENSION_MAX`.
+
+A deletion and an insertion of the same length close together, which Nextclade's scoring reads as
+substitutions, are turned into those substitutions (:func:`merge_substitution_pairs`): minimap2 can
+trade a run of mismatches for such a pair, a false compensated frameshift (``C15824T T15825G G15826A
+A15827G`` came out as ``15824`` + ``15827:G``).
+
+An indel that can slide along a repeat without changing the query keeps minimap2's leftmost place in
+the alignment (the model's tokens and the marker table were made from it); :func:`nextclade_placement`
+gives the view the mutation names are read from, each such indel where Nextclade's gap-open costs put
+it: on a codon boundary of a gene when one is in reach, else outside genes, else leftmost. So Alpha's
+S:Y144- is named ``21992-21994`` as in Nextclade while its aligned spike keeps ``-`` at 21991-21993,
+and Mu's insertion is ``21991:ACT`` (minimap2: ``21990:TAC``).
+
+References
+----------
+* Nextclade CLI 1.4.1's output for its 71 example genomes (tests/data/nextclade_1.4.1/), the golden
+  test of these names (tests/test_nextclade_golden.py).
+* Nextclade documentation, "Sequence alignment" and its CLI reference (match and mismatch scores,
+  codon-aware gap-open costs: lower at codon boundaries inside genes) and nextstrain/nextclade issues
+  #299 and #306 (in-frame gaps put on codon boundaries so a deleted codon translates as a deleted
+  residue).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -213,6 +237,201 @@ def _chain(hits):
     return sorted(kept, key=lambda h: h.r_st)
 
 
+#: Nextclade's default alignment scores: a match, a mismatch (subtracted), and the gap-open cost outside
+#: genes, on the first base of a codon, and elsewhere inside a gene (gap extension costs nothing).
+NEXTCLADE_MATCH = 3
+NEXTCLADE_MISMATCH = 1
+NEXTCLADE_GAP_OPEN = 6
+NEXTCLADE_GAP_OPEN_IN_FRAME = 7
+NEXTCLADE_GAP_OPEN_OUT_OF_FRAME = 8
+#: a deletion and an insertion of one length at most this many reference bases apart are weighed as substitutions
+SUBSTITUTION_PAIR_SPAN = 30
+_ACGT_BYTES = frozenset(b"ACGT")
+
+
+@functools.lru_cache(maxsize=1)
+def gap_open_costs() -> np.ndarray:
+    """Nextclade's cost of opening a gap before each reference base (index = genome 1-based position,
+    0 and ``REFERENCE_LEN + 1`` pad): :data:`NEXTCLADE_GAP_OPEN` outside genes,
+    :data:`NEXTCLADE_GAP_OPEN_IN_FRAME` on the first base of a codon of a gene of Nextclade's annotation
+    and :data:`NEXTCLADE_GAP_OPEN_OUT_OF_FRAME` elsewhere inside one. Read-only, built once."""
+    from .genes import NOT_IN_NEXTCLADE, load_genes
+
+    in_gene = np.zeros(REFERENCE_LEN + 2, dtype=bool)
+    codon_start = np.zeros(REFERENCE_LEN + 2, dtype=bool)
+    for gene in load_genes().values():
+        if gene.name in NOT_IN_NEXTCLADE:
+            continue
+        in_gene[gene.start : gene.end + 1] = True
+        codon_start[gene.start : gene.end + 1 : 3] = True
+    cost = np.full(REFERENCE_LEN + 2, NEXTCLADE_GAP_OPEN, dtype=np.int64)
+    cost[in_gene] = NEXTCLADE_GAP_OPEN_OUT_OF_FRAME
+    cost[codon_start] = NEXTCLADE_GAP_OPEN_IN_FRAME
+    cost.setflags(write=False)
+    return cost
+
+
+@functools.lru_cache(maxsize=1)
+def _reference_bytes() -> np.ndarray:
+    """The reference genome as a read-only byte array (index = genome position - 1)."""
+    ref = np.frombuffer(reference_sequence().encode("ascii"), dtype=np.uint8)
+    ref.setflags(write=False)
+    return ref
+
+
+def _nextclade_score(ref: np.ndarray, query: np.ndarray) -> int:
+    """Ungapped score of two equal-length byte runs under Nextclade's match/mismatch scores."""
+    same = int(np.count_nonzero(ref == query))
+    return NEXTCLADE_MATCH * same - NEXTCLADE_MISMATCH * (len(ref) - same)
+
+
+def _all_acgt(run: np.ndarray) -> bool:
+    """True when every byte of ``run`` is A, C, G or T (no gap, no N, no ambiguity code)."""
+    return all(b in _ACGT_BYTES for b in run.tobytes())
+
+
+def _pair_as_substitutions(out: np.ndarray, deletion: tuple[int, int],
+                           insertion: tuple[int, str]) -> tuple[int, np.ndarray] | None:
+    """``(first, query bases)`` that replace the reference span of a deletion and an insertion of the
+    same length (``out``: a whole-genome aligned text as bytes) when Nextclade's scoring reads that span
+    as substitutions at least as well as the two gaps; ``None`` otherwise, or when a base between them
+    is not A/C/G/T."""
+    ref, costs = _reference_bytes(), gap_open_costs()
+    a, n = deletion
+    q, bases = insertion
+    inserted = np.frombuffer(bases.encode("ascii"), dtype=np.uint8)
+    if q >= a + n - 1:  # deletion first: span a..q = the bases aligned to a+n..q, then the inserted ones
+        between, ref_between = out[a + n - 1 : q], ref[a + n - 1 : q]
+        first, last = a, q
+        query = np.concatenate([between, inserted])
+    else:  # insertion (after q < a) first: span q+1..a+n-1
+        between, ref_between = out[q : a - 1], ref[q : a - 1]
+        first, last = q + 1, a + n - 1
+        query = np.concatenate([inserted, between])
+    if last - first + 1 > SUBSTITUTION_PAIR_SPAN + n or not _all_acgt(query):
+        return None
+    gapped = _nextclade_score(ref_between, between) - int(costs[a]) - int(costs[q + 1])
+    if _nextclade_score(ref[first - 1 : last], query) < gapped:
+        return None
+    return first, query
+
+
+def merge_substitution_pairs(out: np.ndarray, insertions: list[tuple[int, str]],
+                             deletions: list[tuple[int, int]]) -> None:
+    """Turn each deletion + insertion of the same length, close together with no other indel between,
+    into the substitutions they stand for when Nextclade's scoring prefers those (in place: ``out``, a
+    whole-genome aligned text as bytes, and both lists). minimap2's scores can make a run of mismatches
+    cheaper as such a pair, which reads as a compensated frameshift Nextclade never reports."""
+    merged = True
+    while merged:
+        merged = False
+        for deletion in sorted(deletions):
+            a, n = deletion
+            for insertion in sorted(insertions):
+                q, bases = insertion
+                if len(bases) != n or not a - 1 - SUBSTITUTION_PAIR_SPAN <= q <= a + n - 1 + SUBSTITUTION_PAIR_SPAN:
+                    continue
+                lo, hi = min(a, q + 1), max(a + n - 1, q)
+                if any(d != deletion and d[0] <= hi and d[0] + d[1] - 1 >= lo for d in deletions) or any(
+                        i != insertion and lo - 1 <= i[0] <= hi for i in insertions):
+                    continue  # another indel between them
+                replacement = _pair_as_substitutions(out, deletion, insertion)
+                if replacement is None:
+                    continue
+                first, query = replacement
+                out[first - 1 : first - 1 + len(query)] = query
+                deletions.remove(deletion)
+                insertions.remove(insertion)
+                merged = True
+                break
+            if merged:
+                break
+
+
+class NextcladePlacement(NamedTuple):
+    """An aligned text with its indels placed as Nextclade places them (:func:`nextclade_placement`)."""
+
+    aligned: str
+    insertions: list[tuple[int, str]]
+    deletions: list[tuple[int, int]]
+
+
+def _slide_deletion(out: np.ndarray, covered: np.ndarray, offset: int, deletion: tuple[int, int],
+                    insertion_sites: set[int]) -> tuple[int, int]:
+    """The deletion moved, along the repeat or the N run it sits in, to the start Nextclade's gap-open
+    costs prefer (lowest cost, then leftmost); ``out`` (the text from genome position ``offset``) is
+    rewritten to match. A step moves one query base across the gap only when that leaves the score
+    unchanged: an A/C/G/T base equal to the reference base it then faces, or a sequenced N (Nextclade
+    scores N as matching any base); never next to an insertion."""
+    ref = _reference_bytes()
+    a, n = deletion
+    end = offset + len(out) - 1  # last genome position of the text
+
+    def movable(pos: int, same_reference: bool) -> bool:  # may the query base at genome ``pos`` cross the gap?
+        i = pos - offset
+        return bool(covered[i]) and (out[i] == ord("N") or (same_reference and out[i] in _ACGT_BYTES))
+
+    lo = a  # leftmost start: the base before the gap moves behind it
+    while (lo - 1 >= offset and movable(lo - 1, ref[lo - 2] == ref[lo + n - 2])
+           and not insertion_sites & set(range(lo - 2, lo + n))):
+        lo -= 1
+    hi = a  # rightmost start: the base after the gap moves before it
+    while (hi + n <= end and movable(hi + n, ref[hi - 1] == ref[hi + n - 1])
+           and not insertion_sites & set(range(hi - 1, hi + n + 1))):
+        hi += 1
+    if lo == hi:
+        return deletion
+    costs = gap_open_costs()
+    start = min(range(lo, hi + 1), key=lambda s: (int(costs[s]), s))
+    if start != a:
+        span = out[lo - offset : hi + n - offset]
+        bases = span[span != ord("-")]
+        k = start - lo
+        out[lo - offset : hi + n - offset] = np.concatenate([bases[:k], np.full(n, ord("-"), dtype=np.uint8), bases[k:]])
+    return start, n
+
+
+def _slide_insertion(out: np.ndarray, offset: int, insertion: tuple[int, str], deleted: set[int]) -> tuple[int, str]:
+    """The insertion moved, along the repeat it sits in, to where Nextclade's gap-open costs prefer it
+    (lowest cost of the base after it, then leftmost): the aligned text does not change, only the
+    position and the rotation of the inserted bases. Never next to a deletion."""
+    p, bases = insertion
+    end = offset + len(out) - 1
+    places = [(p, bases)]
+    q, b = p, bases
+    while (q - 1 >= offset and q <= end and out[q - offset] in _ACGT_BYTES and chr(out[q - offset]) == b[-1]
+           and not deleted & {q - 1, q, q + 1}):
+        q, b = q - 1, b[-1] + b[:-1]
+        places.append((q, b))
+    q, b = p, bases
+    while (q + 1 <= end and out[q + 1 - offset] in _ACGT_BYTES and chr(out[q + 1 - offset]) == b[0]
+           and not deleted & {q, q + 1, q + 2}):
+        q, b = q + 1, b[1:] + b[0]
+        places.append((q, b))
+    costs = gap_open_costs()
+    return min(places, key=lambda place: (int(costs[min(place[0] + 1, REFERENCE_LEN + 1)]), place[0]))
+
+
+def nextclade_placement(aligned: str, covered: np.ndarray, insertions: list[tuple[int, str]],
+                        deletions: list[tuple[int, int]], offset: int = 1) -> NextcladePlacement:
+    """The aligned text (starting at genome position ``offset``; ``covered``, per character, whether the
+    query spans it) and its indels with each indel slid along its repeat to where Nextclade's aligner puts
+    it: the place of lowest gap-open cost (:func:`gap_open_costs`: a codon boundary inside a gene, else
+    outside genes), the leftmost among equals (minimap2's own place). Nextclade gives an equally good
+    placement the lower cost, which is why its in-frame gaps start on a codon: Alpha's S:Y144- is
+    ``21992-21994`` where minimap2 writes ``21991-21993``. The query bases are unchanged, only where the
+    gaps sit. The alignment itself keeps minimap2's places: the model's tokens and the marker table were
+    made from them."""
+    if not insertions and not deletions:
+        return NextcladePlacement(aligned, list(insertions), list(deletions))
+    out = np.frombuffer(aligned.encode("ascii"), dtype=np.uint8).copy()
+    sites = {p for p, _ in insertions}
+    placed_deletions = sorted(_slide_deletion(out, covered, offset, d, sites) for d in sorted(deletions))
+    deleted = {pos for p, n in placed_deletions for pos in range(p, p + n)}
+    placed_insertions = sorted(_slide_insertion(out, offset, i, deleted) for i in sorted(insertions))
+    return NextcladePlacement(out.tobytes().decode("ascii"), placed_insertions, placed_deletions)
+
+
 def align_genome(sequence: str) -> GenomeAlignment:
     """Align one cleaned sequence (upper-case IUPAC DNA, see :mod:`.fasta`) to MN908947.3.
 
@@ -289,6 +508,7 @@ def align_genome(sequence: str) -> GenomeAlignment:
         out[last.r_en : last.r_en + e] = q[last.q_en : last.q_en + e]
         covered[last.r_en : last.r_en + e] = True
 
+    merge_substitution_pairs(out, insertions, deletions)
     segments = [(h.q_st, h.q_en, h.r_st, h.r_en) for h in chain]
     return GenomeAlignment(
         aligned=out.tobytes().decode("ascii"),

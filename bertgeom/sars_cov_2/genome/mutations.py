@@ -11,11 +11,32 @@ between the two tools:
   ``N:33-420`` (first shifted codon to the codon where the frame is restored, or the gene's last codon
   counting its stop: a compensated pair of indels is one range); a new stop codon ``S:Q1071*``.
 
-Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are named as Nextclade's
-peptide alignment names them: the residue(s) the remaining bases make take the place among the
+Indels are named where Nextclade places them (:func:`~.align.nextclade_placement`): an indel that can
+slide along a repeat sits on a codon boundary when one is in reach, so Alpha's deletion is
+``21992-21994`` (S:Y144-) and Mu's insertion ``21991:ACT``, though the alignment keeps minimap2's
+leftmost ``21991-21993`` and ``21990:TAC``. A frameshifting deletion also lists the residues it
+removes before the shifted frame begins, as Nextclade does: Delta's ORF7a 27498-27616 gives
+``ORF7a:C35-`` .. ``ORF7a:V74-`` and the frameshift ``ORF7a:75-122``; Mu's ORF3a 26158-26161
+``ORF3a:V256-`` and ``ORF3a:257-276``.
+
+Out-of-phase deletions of a multiple of 3 nt (e.g. Delta's 22029-22034) are named as a peptide
+alignment names them: the residue(s) the remaining bases make take the place among the
 affected codons that scores best by BLOSUM62, ties putting the gaps last; so Delta gives
-``E156G R157- F158-``, BA.1 ``G142D V143- Y144- Y145-``, BA.2 ``L24- P25- P26- A27S``, Lambda
-``R246- ... G252- D253N``, Alpha 21765-21770 ``H69- V70-`` and 21991-21993 ``Y144-``. Codons with N or an ambiguity code that leaves the residue undetermined are not called.
+``E156G F157- R158-``, BA.1 ``G142D V143- Y144- Y145-``, BA.2 ``L24- P25- P26- A27S``, Lambda
+``R246- ... G252- D253N``, Alpha 21765-21770 ``H69- V70-``. (Nextclade 1.x broke Delta's tie the
+other way, ``E156- F157- R158G``; nextstrain/nextclade issue #507.) An in-frame insertion inside a
+codon that keeps the codon's residue at neither end is named as inserted before it, the residue
+substituted by the last one (Nextclade 1.4.1: ``22205:CGGCAGGCT`` is ``S:D215Y`` after the inserted
+``AAG``). Codons with N or an ambiguity code that leaves the residue undetermined are not called.
+:func:`nextclade_columns` writes a report as the columns of Nextclade's TSV.
+
+References
+----------
+* Nextclade documentation, "Translation" and "Mutation calling" (names, 1-based codons, frameshift
+  codon ranges) and "Output files: TSV" (the columns of :func:`nextclade_columns`).
+* Nextclade CLI 1.4.1's output for its 71 example genomes, tests/data/nextclade_1.4.1/, held by
+  tests/test_nextclade_golden.py; nextstrain/nextclade issues #507 and #565 (how 1.x placed
+  amino-acid gaps).
 
 The clade definitions (``definitions/nextstrain_clades.tsv``) list nucleotide sites only, each clade
 inheriting its parent's sites (a child's own row wins at the same site). Some rows give the
@@ -31,7 +52,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .align import GenomeAlignment, SpikeCut, cut_spike
+from .align import GenomeAlignment, SpikeCut, cut_spike, nextclade_placement
 from .classes import CLASSES, clade_to_class
 from .reference import (
     SPIKE_AA_LEN,
@@ -411,10 +432,18 @@ def _touches(gene, deletions, insertions) -> bool:
             or any(g0 <= p < g1 for p, _ in insertions))
 
 
+#: Where :func:`call_mutations` reads the indels: Nextclade's places (the names), or the alignment's own.
+INDEL_PLACES = ("nextclade", "alignment")
+
+
 def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | None = None,
-                   cut: SpikeCut | None = None) -> MutationReport:
+                   cut: SpikeCut | None = None, indel_places: str = "nextclade") -> MutationReport:
     """Nucleotide mutations and every gene's amino-acid changes of an alignment (whole genome, or a
-    spike cut: gene S only); ``cut``: the genome's spike cut when the caller already has it.
+    spike cut: gene S only); ``cut``: the genome's spike cut when the caller already has it. The
+    indels are read where Nextclade places them (:func:`~.align.nextclade_placement`), so the names
+    are Nextclade's (``21992-21994`` for Alpha's S:Y144-); ``indel_places="alignment"`` reads them
+    where the alignment has them (minimap2's ``21991-21993``), for tables checked against the aligned
+    text itself (the characteristic markers, the training spike profiles the model's data come from).
 
     Vectorised: one comparison with the reference finds the substituted bases, one over every gene's
     codons at once the codons that differ; a gene neither touches nor an indel reaches is not read
@@ -425,12 +454,15 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
     ref = reference_sequence()
     if isinstance(aln, GenomeAlignment):
         cut = cut or cut_spike(aln)
-        text, offset, spike_only = aln.aligned, 1, False
-        dels, inss = aln.deletions, aln.insertions
+        text, offset, spike_only, covered = aln.aligned, 1, False, aln.covered
     else:
         cut = aln
-        text, offset, spike_only = aln.aligned, SPIKE_START, True
-        dels, inss = aln.deletions, aln.insertions
+        text, offset, spike_only, covered = aln.aligned, SPIKE_START, True, aln.covered_mask()
+    if indel_places not in INDEL_PLACES:
+        raise ValueError(f"indel_places must be one of {INDEL_PLACES}, not {indel_places!r}")
+    inss, dels = aln.insertions, aln.deletions
+    if indel_places == "nextclade":  # named as Nextclade places the indels (on codon boundaries where a repeat allows)
+        text, inss, dels = nextclade_placement(text, covered, inss, dels, offset)
     q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     r = np.frombuffer(ref[offset - 1 : offset - 1 + len(text)].encode("ascii"), dtype=np.uint8)
     changed = q != r
@@ -540,6 +572,113 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
     return MutationReport(nuc, aa_full, spike_only, amb, reports)
 
 
+#: The columns :func:`nextclade_columns` writes, named and ordered as in Nextclade's TSV output.
+NEXTCLADE_COLUMNS: tuple[str, ...] = (
+    "substitutions", "deletions", "insertions", "frameShifts", "aaSubstitutions", "aaDeletions", "aaInsertions",
+    "missing", "nonACGTNs", "alignmentStart", "alignmentEnd", "totalSubstitutions", "totalDeletions",
+    "totalInsertions", "totalFrameShifts", "totalAminoacidSubstitutions", "totalAminoacidDeletions",
+    "totalAminoacidInsertions", "totalMissing", "totalNonACGTNs",
+)
+
+
+def _position_ranges(positions: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted 1-based positions as closed runs ``(first, last)`` of consecutive positions."""
+    runs: list[tuple[int, int]] = []
+    for p in sorted(positions):
+        if runs and p == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], p)
+        else:
+            runs.append((p, p))
+    return runs
+
+
+def _range_name(first: int, last: int) -> str:
+    """``1-54`` for a run, ``1234`` for one position (Nextclade's form)."""
+    return f"{first}" if first == last else f"{first}-{last}"
+
+
+def _aligned_span(aln: GenomeAlignment) -> tuple[int, int]:
+    """1-based first and last reference positions the query spans, as Nextclade's alignment would: the
+    covered span widened by query bases left unplaced beyond either end (an N padding minimap2 clips,
+    which Nextclade aligns and reports as missing)."""
+    covered = np.flatnonzero(aln.covered)
+    if not len(covered) or not aln.segments:
+        return 0, 0
+    first, last = int(covered[0]), int(covered[-1])  # 0-based
+    q_first, _, r_first, _ = aln.segments[0]
+    _, q_last, _, r_last = aln.segments[-1]
+    before = q_first - (r_first - first)  # query bases before the first covered one
+    after = (aln.query_len - q_last) - (last + 1 - r_last)
+    return max(first - max(before, 0), 0) + 1, min(last + max(after, 0), len(aln.aligned) - 1) + 1
+
+
+def nextclade_columns(report: MutationReport, alignment: GenomeAlignment | None = None) -> dict[str, str]:
+    """One sequence's mutations as the columns of Nextclade's TSV (:data:`NEXTCLADE_COLUMNS`), each a
+    string written as current Nextclade writes it, so a row can be compared or joined with Nextclade's:
+
+    * ``substitutions`` ``C241T,A23063T``; ``deletions`` as closed ranges ``21765-21770,28271``;
+      ``insertions`` ``22204:GAGCCAGAA`` (after that reference base);
+    * ``frameShifts`` ``ORF3a:257-276`` (1-based codon range), ``aaSubstitutions`` ``S:N501Y`` (stops
+      included, ``ORF8:Q27*``), ``aaDeletions`` ``S:H69-``, ``aaInsertions`` ``S:214:EPE``: genes in
+      alphabetical order then by residue, as Nextclade lists them, genes outside Nextclade's annotation
+      (ORF10) left out;
+    * ``missing`` ``1-54,29837-29903`` (N runs), ``nonACGTNs`` ``R:1234,Y:3000-3001`` (runs of one
+      ambiguity code), ``alignmentStart``/``alignmentEnd`` (1-based, inclusive) and the ``total*``
+      counts (``totalDeletions``/``totalInsertions``/``totalMissing`` count bases, the others items).
+
+    ``missing``, ``nonACGTNs``, the alignment's span and their totals need the genome's ``alignment``
+    (without it they are empty strings); a spike-only report gives the spike's changes only. Written for
+    classify's ``--output-tsv``."""
+    from .genes import NOT_IN_NEXTCLADE
+
+    subs = [m for m in report.nucleotide if m.kind == "sub"]
+    dels = [m for m in report.nucleotide if m.kind == "del"]
+    inss = [m for m in report.nucleotide if m.kind == "ins"]
+    shown = sorted((g for g in report.genes if g not in NOT_IN_NEXTCLADE), key=str)
+    events = [e for g in shown for e in sorted(report.genes[g].events, key=lambda e: e.start)]
+    aa_subs = [e.qualified for e in events if e.kind in ("sub", "stop")]
+    aa_dels = [e.qualified for e in events if e.kind == "del"]
+    aa_inss = [e.qualified for e in events if e.kind == "ins"]
+    frameshifts = [f"{g}:{name}" for g in shown for name in report.genes[g].frameshifts]
+    out = {
+        "substitutions": ",".join(m.name for m in subs),
+        "deletions": ",".join(m.name for m in dels),
+        "insertions": ",".join(m.name for m in inss),
+        "frameShifts": ",".join(frameshifts),
+        "aaSubstitutions": ",".join(aa_subs),
+        "aaDeletions": ",".join(aa_dels),
+        "aaInsertions": ",".join(aa_inss),
+        "missing": "", "nonACGTNs": "", "alignmentStart": "", "alignmentEnd": "",
+        "totalSubstitutions": str(len(subs)),
+        "totalDeletions": str(sum(len(m.ref) for m in dels)),
+        "totalInsertions": str(sum(len(m.alt) for m in inss)),
+        "totalFrameShifts": str(len(frameshifts)),
+        "totalAminoacidSubstitutions": str(len(aa_subs)),
+        "totalAminoacidDeletions": str(len(aa_dels)),
+        "totalAminoacidInsertions": str(len(aa_inss)),
+        "totalMissing": "", "totalNonACGTNs": "",
+    }
+    if alignment is not None:
+        start, end = _aligned_span(alignment)
+        text = nextclade_placement(alignment.aligned, alignment.covered, alignment.insertions,
+                                   alignment.deletions).aligned  # N runs beside the gaps as the names place them
+        q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)[max(start - 1, 0) : end]
+        n_positions = (np.flatnonzero(q == ord("N")) + start).tolist()
+        ambiguous: dict[str, list[int]] = {}
+        for i in np.flatnonzero(~_IS_PLAIN[q]).tolist():  # neither A C G T N nor -
+            ambiguous.setdefault(chr(q[i]), []).append(i + start)
+        codes = sorted((first, last, code) for code, ps in ambiguous.items() for first, last in _position_ranges(ps))
+        out.update({
+            "missing": ",".join(_range_name(a, b) for a, b in _position_ranges(n_positions)),
+            "nonACGTNs": ",".join(f"{code}:{_range_name(a, b)}" for a, b, code in codes),
+            "alignmentStart": str(start) if start else "",
+            "alignmentEnd": str(end) if end else "",
+            "totalMissing": str(len(n_positions)),
+            "totalNonACGTNs": str(sum(len(ps) for ps in ambiguous.values())),
+        })
+    return {k: out[k] for k in NEXTCLADE_COLUMNS}
+
+
 def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions | None = None) -> tuple[list[AaMutation], dict[int, str]]:
     """Spike amino-acid changes of a cut, and ``{residue: name}`` of the change at each residue."""
     from .genes import load_genes
@@ -575,6 +714,18 @@ def _deletion_placement(ref_aas: str, q_aas: str, k: int) -> int:
         if best_score is None or score > best_score:
             best, best_score = j, score
     return best
+
+
+def frameshift_leading_deletions(offset: int, length: int, shift_begins: set[int], n_codons: int) -> range:
+    """0-based codons a frameshifting deletion (``length`` bases from gene offset ``offset``, 0-based)
+    removes before the frame it shifts begins: every codon it touches up to the first codon of the
+    shifted range, when it is the deletion that opens a range of ``shift_begins``; empty otherwise.
+    Nextclade lists them as deleted residues beside the frameshift (Delta's ORF7a 27498-27616:
+    ``C35-`` .. ``V74-`` and ``ORF7a:75-122``; Mu's ORF3a 26158-26161: ``V256-`` and ``ORF3a:257-276``)."""
+    first_shifted = (offset + length) // 3
+    if first_shifted not in shift_begins:
+        return range(0)
+    return range(offset // 3, min(first_shifted, n_codons))
 
 
 def frameshift_ranges(gene, deletions: Iterable[tuple[int, int]], insertions: Iterable[tuple[int, str]]
@@ -651,6 +802,8 @@ def _gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], in
         fine, coarse = _dom(pos) if spike else (None, None)
         out.append(_AaRow(kind, pos, ref_aa, alt, name, fine, coarse))
 
+    shifted = frameshift_ranges(gene, deletions, insertions)
+    shift_begins = {begin for begin, _ in shifted}
     for p, n in deletions:
         a, b = max(p, g0), min(p + n - 1, g1)
         if a > b:
@@ -661,7 +814,9 @@ def _gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], in
         cs, ce = s0 // 3, min(-(-e0 // 3), n_aa)
         if cs >= n_aa:
             continue
-        if n % 3:  # named below as the codon range it shifts
+        if n % 3:  # named below as the codon range it shifts, after the residues it deletes first
+            for i in frameshift_leading_deletions(s0, n, shift_begins, n_aa):
+                add("del", i + 1, prot[i], "-", f"{prot[i]}{i + 1}-")
             handled.update(range(cs, ce))
             continue
         k = n // 3
@@ -703,16 +858,16 @@ def _gene_aa_mutations(gene, text: str, deletions: Iterable[tuple[int, int]], in
             add("ins", c + 1, "", aas[1:], f"{c + 1}:{aas[1:]}")
         elif aas[-1] == r:
             add("ins", c, "", aas[:-1], f"{c}:{aas[:-1]}")
-        else:
-            if aas[0] != "X":
-                add("stop" if aas[0] == "*" else "sub", c + 1, r, aas[0], f"{r}{c + 1}{aas[0]}")
-            add("ins", c + 1, "", aas[1:], f"{c + 1}:{aas[1:]}")
+        else:  # neither end keeps the residue: inserted before it, the last residue substituted
+            add("ins", c, "", aas[:-1], f"{c}:{aas[:-1]}")
+            if aas[-1] != "X":
+                add("stop" if aas[-1] == "*" else "sub", c + 1, r, aas[-1], f"{r}{c + 1}{aas[-1]}")
         handled.add(c)
 
     # codons read out of frame (after a frameshifting indel, up to one that restores the frame):
     # their residues are not called, as Nextclade masks a frameshift's range; each range is one
     # frameshift named by its codons (a compensated pair of indels is one range)
-    for begin, end in frameshift_ranges(gene, deletions, insertions):
+    for begin, end in shifted:
         handled.update(range(begin, min(end, n_aa)))
         ref_aa = prot[begin] if begin < n_aa else "*"
         fine, coarse = _dom(begin + 1) if spike else (None, None)
@@ -930,4 +1085,5 @@ __all__ = [
     "AaMutation", "CladeCall", "CladeDefinitions", "MutationReport", "NucMutation", "GH_SPIKE_MARKERS",
     "aa_effect_of_sub", "call_mutations", "class_defining_mutations", "class_expected_sites",
     "load_clade_definitions", "load_spike_profiles", "ProfileEntry", "EXPECTED_MIN_FREQ", "nearest_clade", "parse_clade_definitions", "spike_sites_of", "sub_name",
+    "INDEL_PLACES", "NEXTCLADE_COLUMNS", "nextclade_columns",
 ]  # fmt: skip
