@@ -77,7 +77,7 @@ from bertgeom.sars_cov_2.genome.mutations import (
 )
 from bertgeom.sars_cov_2.genome.pipeline import GenomeAnalysis
 from bertgeom.sars_cov_2.genome.qc import genome_qc, nextclade_span, qc_score, spike_qc
-from bertgeom.sars_cov_2.genome.tree import load_reference_tree, place, private_call
+from bertgeom.sars_cov_2.genome.tree import load_reference_tree, place, private_call, report_deletions
 from bertgeom.sars_cov_2.genome.reference import (
     SPIKE_AA_LEN,
     SPIKE_END,
@@ -479,7 +479,7 @@ def reference_analyse_sequence(record: SequenceRecord | RecordError | str, vocab
         res.mutations = reference_call_mutations(aln, cut=cut)
         res.genome_qc = genome_qc(aln, res.mutations)
         tree = load_reference_tree()
-        pl = res.placement = place(aln.aligned, tree)
+        pl = res.placement = place(aln.aligned, tree, deletions=report_deletions(res.mutations))
         res.clade = CladeCall(pl.clade, pl.cls, pl.clade_display, lineage=pl.lineage)
         res.private = private_call(res.mutations, pl)
         res.qc = spike_qc(cut, res.mutations, cls or pl.cls, private=res.private)

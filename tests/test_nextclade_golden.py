@@ -36,7 +36,7 @@ from pathlib import Path
 from bertgeom.sars_cov_2.genome.align import align_genome
 from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
 from bertgeom.sars_cov_2.genome.genes import load_genes
-from bertgeom.sars_cov_2.genome.mutations import NEXTCLADE_COLUMNS, call_mutations, nextclade_columns
+from bertgeom.sars_cov_2.genome.mutations import MUTATION_COLUMNS, call_mutations, nextclade_columns
 
 DATA = Path(__file__).parent / "data" / "nextclade_1.4.1"
 FIRST, LAST = 101, 29703  #: genome positions compared (1-based, inclusive)
@@ -166,7 +166,7 @@ def aa_figures() -> dict:
 def test_the_copied_ground_truth_is_whole():
     rows = nextclade_rows()
     assert len(rows) == 71 and set(bertgeom_columns()) == set(rows)
-    assert all(set(NEXTCLADE_COLUMNS) <= set(cols) for cols in bertgeom_columns().values())
+    assert all(set(MUTATION_COLUMNS) <= set(cols) for cols in bertgeom_columns().values())
 
 
 def test_nucleotide_calls_match_nextclade_genome_by_genome(record_property):
@@ -254,7 +254,7 @@ def test_nextclade_columns_write_current_nextclade_forms():
         g[i] = ""
     alignment = align_genome("".join(g))
     cols = nextclade_columns(call_mutations(alignment), alignment)
-    assert list(cols) == list(NEXTCLADE_COLUMNS)
+    assert list(cols) == list(MUTATION_COLUMNS)
     assert cols["substitutions"] == "A23063T" and cols["deletions"] == "26158-26161"
     assert cols["insertions"] == "22204:GAGCCAGAA" and cols["aaInsertions"] == "S:214:EPE"
     assert cols["frameShifts"] == "ORF3a:257-276" and cols["aaDeletions"] == "ORF3a:V256-"

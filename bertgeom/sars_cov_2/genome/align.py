@@ -129,6 +129,9 @@ class GenomeAlignment:
     segments: list[tuple[int, int, int, int]]  # (q_start, q_end, r_start, r_end), 0-based half-open
     query_len: int
     notes: list[str] = field(default_factory=list)
+    #: N the query holds just beyond the covered span, at the 5' and 3' ends, that the aligner left
+    #: unplaced (minimap2 clips an N padding; Nextclade aligns it, so it is missing data there)
+    end_n: tuple[int, int] = (0, 0)
 
     @property
     def coverage(self) -> float:
@@ -509,6 +512,14 @@ def align_genome(sequence: str) -> GenomeAlignment:
         covered[last.r_en : last.r_en + e] = True
 
     merge_substitution_pairs(out, insertions, deletions)
+    # N runs the query holds right beyond its placed ends (they would sit before/after the covered span)
+    span = np.flatnonzero(covered)
+    lead = trail = 0
+    if len(span):
+        head = q[: max(first.q_st - (first.r_st - int(span[0])), 0)]
+        tail = q[min(last.q_en + (int(span[-1]) + 1 - last.r_en), len(q)):]
+        lead = min(_n_run(head[::-1]), int(span[0]))
+        trail = min(_n_run(tail), REFERENCE_LEN - 1 - int(span[-1]))
     segments = [(h.q_st, h.q_en, h.r_st, h.r_en) for h in chain]
     return GenomeAlignment(
         aligned=out.tobytes().decode("ascii"),
@@ -519,7 +530,14 @@ def align_genome(sequence: str) -> GenomeAlignment:
         segments=segments,
         query_len=len(seq),
         notes=notes,
+        end_n=(lead, trail),
     )
+
+
+def _n_run(codes: np.ndarray) -> int:
+    """Length of the run of N at the start of a byte array."""
+    not_n = np.flatnonzero(codes != ord("N"))
+    return int(not_n[0]) if len(not_n) else len(codes)
 
 
 def cut_spike(aln: GenomeAlignment) -> SpikeCut:

@@ -185,9 +185,12 @@ def _is_sub_name(name: str) -> bool:
     return name[:1] in "ACGT" and name[-1:] in "ACGT" and name[1:-1].isdigit()
 
 
-def training_reports(data_dir=None) -> list[tuple[str, str, object, str]]:
+def training_reports(data_dir=None, indel_places: str = "alignment") -> list[tuple[str, str, object, str]]:
     """``(class, clade, mutation report, aligned genome)`` of every training-split developer genome
-    (:func:`~.dataset.split_real_genomes`, seed 0): the one pass both tables are built from."""
+    (:func:`~.dataset.split_real_genomes`, seed 0). ``indel_places``: where the reports name the
+    indels (:func:`~.mutations.call_mutations`): the characteristic table reads them where the
+    alignment's text has them (``"alignment"``, what :func:`marker_state` reads back), the clade
+    profiles by Nextclade's names (``"nextclade"``, what the tables name)."""
     from pathlib import Path
 
     from .align import AlignmentError, align_genome
@@ -206,7 +209,7 @@ def training_reports(data_dir=None) -> list[tuple[str, str, object, str]]:
             aln = align_genome(g.sequence)
         except AlignmentError:
             continue
-        out.append((g.cls, g.clade, call_mutations(aln), aln.aligned))
+        out.append((g.cls, g.clade, call_mutations(aln, indel_places=indel_places), aln.aligned))
     return out
 
 
@@ -522,6 +525,7 @@ if __name__ == "__main__":  # pragma: no cover
     rows = build_characteristic_table(reports=reports)
     write_characteristic_table(rows)
     print(f"wrote {len(rows)} rows to {data_path(*TABLE_FILE)}")
-    prof = build_clade_profiles([(clade, rep, text) for _cls, clade, rep, text in reports if clade])
+    named = training_reports(indel_places="nextclade")
+    prof = build_clade_profiles([(clade, rep, text) for _cls, clade, rep, text in named if clade])
     write_clade_profiles(prof)
     print(f"wrote {len(prof)} rows to {data_path(*PROFILE_FILE)}")

@@ -573,7 +573,7 @@ def call_mutations(aln: GenomeAlignment | SpikeCut, defs: CladeDefinitions | Non
 
 
 #: The columns :func:`nextclade_columns` writes, named and ordered as in Nextclade's TSV output.
-NEXTCLADE_COLUMNS: tuple[str, ...] = (
+MUTATION_COLUMNS: tuple[str, ...] = (
     "substitutions", "deletions", "insertions", "frameShifts", "aaSubstitutions", "aaDeletions", "aaInsertions",
     "missing", "nonACGTNs", "alignmentStart", "alignmentEnd", "totalSubstitutions", "totalDeletions",
     "totalInsertions", "totalFrameShifts", "totalAminoacidSubstitutions", "totalAminoacidDeletions",
@@ -613,7 +613,7 @@ def _aligned_span(aln: GenomeAlignment) -> tuple[int, int]:
 
 
 def nextclade_columns(report: MutationReport, alignment: GenomeAlignment | None = None) -> dict[str, str]:
-    """One sequence's mutations as the columns of Nextclade's TSV (:data:`NEXTCLADE_COLUMNS`), each a
+    """One sequence's mutations as the columns of Nextclade's TSV (:data:`MUTATION_COLUMNS`), each a
     string written as current Nextclade writes it, so a row can be compared or joined with Nextclade's:
 
     * ``substitutions`` ``C241T,A23063T``; ``deletions`` as closed ranges ``21765-21770,28271``;
@@ -659,11 +659,17 @@ def nextclade_columns(report: MutationReport, alignment: GenomeAlignment | None 
         "totalMissing": "", "totalNonACGTNs": "",
     }
     if alignment is not None:
+        from .qc import nextclade_span
+
         start, end = _aligned_span(alignment)
         text = nextclade_placement(alignment.aligned, alignment.covered, alignment.insertions,
                                    alignment.deletions).aligned  # N runs beside the gaps as the names place them
         q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)[max(start - 1, 0) : end]
-        n_positions = (np.flatnonzero(q == ord("N")) + start).tolist()
+        # missing data: N where the query has N (inside the covered span, or an N padding at its ends);
+        # positions its unplaced real bases would take are not missing
+        m_first, m_last = nextclade_span(alignment) or (0, -1)
+        inside = np.arange(start, start + len(q))
+        n_positions = (inside[(q == ord("N")) & (inside >= m_first + 1) & (inside <= m_last + 1)]).tolist()
         ambiguous: dict[str, list[int]] = {}
         for i in np.flatnonzero(~_IS_PLAIN[q]).tolist():  # neither A C G T N nor -
             ambiguous.setdefault(chr(q[i]), []).append(i + start)
@@ -676,7 +682,7 @@ def nextclade_columns(report: MutationReport, alignment: GenomeAlignment | None 
             "totalMissing": str(len(n_positions)),
             "totalNonACGTNs": str(sum(len(ps) for ps in ambiguous.values())),
         })
-    return {k: out[k] for k in NEXTCLADE_COLUMNS}
+    return {k: out[k] for k in MUTATION_COLUMNS}
 
 
 def _spike_aa_mutations(cut: SpikeCut, defs: CladeDefinitions | None = None) -> tuple[list[AaMutation], dict[int, str]]:
@@ -1085,5 +1091,5 @@ __all__ = [
     "AaMutation", "CladeCall", "CladeDefinitions", "MutationReport", "NucMutation", "GH_SPIKE_MARKERS",
     "aa_effect_of_sub", "call_mutations", "class_defining_mutations", "class_expected_sites",
     "load_clade_definitions", "load_spike_profiles", "ProfileEntry", "EXPECTED_MIN_FREQ", "nearest_clade", "parse_clade_definitions", "spike_sites_of", "sub_name",
-    "INDEL_PLACES", "NEXTCLADE_COLUMNS", "nextclade_columns",
+    "INDEL_PLACES", "MUTATION_COLUMNS", "nextclade_columns",
 ]  # fmt: skip

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 #: Nextclade 3's columns, in its order (those bertgeom computes), then bertgeom's own.
 NEXTCLADE_COLUMNS: tuple[str, ...] = (
     "seqName", "clade", "Nextclade_pango", "partiallyAliased", "clade_nextstrain", "clade_who", "clade_display",
@@ -47,56 +45,6 @@ BERTGEOM_COLUMNS: tuple[str, ...] = ("recombinant", "variant", "variant_confiden
 TSV_COLUMNS: tuple[str, ...] = NEXTCLADE_COLUMNS + BERTGEOM_COLUMNS
 
 
-def letter_ranges(text: str, letters: bytes, offset: int = 1, span: tuple[int, int] | None = None) -> list[tuple]:
-    """Runs of the same character of ``letters`` in ``text`` (within ``span``, 0-based closed):
-    ``(char, first, last)`` with 1-based positions (``offset`` = the genome position of ``text[0]``)."""
-    q = np.frombuffer(text.encode("ascii", "replace"), dtype=np.uint8)
-    keep = np.isin(q, np.frombuffer(letters, dtype=np.uint8))
-    if span is not None:
-        inside = np.zeros(len(q), dtype=bool)
-        inside[span[0]: span[1] + 1] = True
-        keep &= inside
-    idx = np.flatnonzero(keep)
-    if not len(idx):
-        return []
-    breaks = np.flatnonzero((np.diff(idx) != 1) | (q[idx[1:]] != q[idx[:-1]]))
-    starts = np.r_[idx[0], idx[breaks + 1]]
-    ends = np.r_[idx[breaks], idx[-1]]
-    return [(chr(q[a]), int(a) + offset, int(b) + offset) for a, b in zip(starts, ends)]
-
-
-def _range(a: int, b: int) -> str:
-    return f"{a}" if a == b else f"{a}-{b}"
-
-
-def mutation_columns(report, aligned: str, span: tuple[int, int] | None) -> dict:
-    """The mutation columns of one :class:`~.mutations.MutationReport` in Nextclade's forms."""
-    nuc = report.nucleotide
-    subs = [m.name for m in nuc if m.kind == "sub"]
-    dels = [m.name for m in nuc if m.kind == "del"]
-    ins = [m.name for m in nuc if m.kind == "ins"]
-    events = sorted(((g, e) for g, gr in report.genes.items() for e in gr.events), key=lambda x: (x[0], x[1].start))
-    aa_sub = [e.qualified for _, e in events if e.kind in ("sub", "stop")]
-    aa_del = [e.qualified for _, e in events if e.kind == "del"]
-    aa_ins = [e.qualified for _, e in events if e.kind == "ins"]
-    shifts = [f"{g}:{f}" for g, gr in report.genes.items() for f in gr.frameshifts]
-    missing = letter_ranges(aligned, b"N", span=span)
-    mixed = letter_ranges(aligned, b"RYSWKMBDHV", span=span)
-    n_deleted = sum(len(m.ref) for m in nuc if m.kind == "del")
-    return {
-        "totalSubstitutions": len(subs), "totalDeletions": n_deleted, "totalInsertions": sum(len(m.alt) for m in nuc
-                                                                                             if m.kind == "ins"),
-        "totalFrameShifts": len(shifts), "totalMissing": sum(b - a + 1 for _, a, b in missing),
-        "totalNonACGTNs": sum(b - a + 1 for _, a, b in mixed), "totalAminoacidSubstitutions": len(aa_sub),
-        "totalAminoacidDeletions": len(aa_del), "totalAminoacidInsertions": len(aa_ins),
-        "alignmentStart": span[0] + 1 if span else "", "alignmentEnd": span[1] + 1 if span else "",
-        "substitutions": ",".join(subs), "deletions": ",".join(dels), "insertions": ",".join(ins),
-        "frameShifts": ",".join(shifts), "aaSubstitutions": ",".join(aa_sub), "aaDeletions": ",".join(aa_del),
-        "aaInsertions": ",".join(aa_ins), "missing": ",".join(_range(a, b) for _, a, b in missing),
-        "nonACGTNs": ",".join(f"{c}:{_range(a, b)}" for c, a, b in mixed),
-    }
-
-
 def nextclade_row(analysis, prediction=None) -> dict:
     """One analysed sequence (:class:`~.pipeline.GenomeAnalysis`) as a row of :data:`TSV_COLUMNS`;
     ``prediction``: the variant model's :class:`~bertgeom.sars_cov_2.variant.predict.Prediction`,
@@ -107,8 +55,9 @@ def nextclade_row(analysis, prediction=None) -> dict:
         row["errors"] = analysis.error or "not analysed"
         return row
     pl = analysis.placement
-    span = analysis.span
-    row.update(mutation_columns(analysis.mutations, analysis.alignment.aligned, span))
+    from .mutations import nextclade_columns
+
+    row.update(nextclade_columns(analysis.mutations, analysis.alignment))
     row.update({"clade": pl.clade, "Nextclade_pango": pl.lineage, "partiallyAliased": pl.unaliased,
                 "clade_nextstrain": pl.clade, "clade_who": pl.who, "clade_display": pl.clade_display})
     pm = pl.private
@@ -182,5 +131,4 @@ _LIST_COLUMNS = frozenset({"substitutions", "deletions", "insertions", "frameShi
                            "qc.frameShifts.frameShiftsIgnored", "qc.stopCodons.stopCodons",
                            "qc.snpClusters.clusteredSNPs"})
 
-__all__ = ["BERTGEOM_COLUMNS", "NEXTCLADE_COLUMNS", "TSV_COLUMNS", "letter_ranges", "mutation_columns",
-           "ndjson_record", "nextclade_row"]
+__all__ = ["BERTGEOM_COLUMNS", "NEXTCLADE_COLUMNS", "TSV_COLUMNS", "ndjson_record", "nextclade_row"]

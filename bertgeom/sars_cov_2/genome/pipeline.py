@@ -29,7 +29,7 @@ from .mutations import CladeCall, MutationReport, call_mutations
 from .markers import RuleCall, call_cut, load_marker_table
 from .profiles import PrivateCall, load_clade_profiles
 from .qc import GenomeQC, QCResult, QCScore, genome_qc, nextclade_span, qc_score, spike_qc
-from .tree import Placement, ReferenceTree, load_reference_tree, place, private_call
+from .tree import Placement, ReferenceTree, load_reference_tree, place, private_call, report_deletions
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
         res.mutations = call_mutations(aln, cut=cut)
         res.genome_qc = genome_qc(aln, res.mutations)
         tree = tree or load_reference_tree()
-        pl = res.placement = place(aln.aligned, tree)
+        pl = res.placement = place(aln.aligned, tree, deletions=report_deletions(res.mutations))
         res.clade = CladeCall(pl.clade, pl.cls, pl.clade_display, lineage=pl.lineage)
         res.private = private_call(res.mutations, pl)
         res.qc = spike_qc(cut, res.mutations, cls or pl.cls, private=res.private)

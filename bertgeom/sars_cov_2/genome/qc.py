@@ -354,22 +354,16 @@ def alignment_span(aligned: str, covered=None) -> tuple[int, int] | None:
     return (a, b) if b >= a else None
 
 
-def nextclade_span(aln, sequence: str) -> tuple[int, int] | None:
-    """The alignment's span as Nextclade reports it (``alignmentStart - 1``, ``alignmentEnd - 1``):
-    the covered span, widened by the runs of N at the query's ends that the aligner left unaligned
-    (Nextclade aligns them, so they count as missing data; bases the query never had do not)."""
-    from .reference import REFERENCE_LEN, reverse_complement
-
+def nextclade_span(aln, sequence: str | None = None) -> tuple[int, int] | None:
+    """Where Nextclade counts missing data, 0-based and closed: the covered span widened by the N
+    runs the query holds just beyond it (an N padding minimap2 clips, which Nextclade aligns, so it is
+    missing data; bases the query never had, or real bases the aligner left unplaced, are not).
+    ``sequence`` is not needed (kept for callers that pass it)."""
     span = alignment_span(aln.aligned, aln.covered)
-    if span is None or not aln.segments:
-        return span
-    q = (reverse_complement(sequence) if aln.strand == -1 else sequence).upper()
-    first, last = span
-    q_first, q_last = aln.segments[0][0] - (aln.segments[0][2] - first), aln.segments[-1][1] + (last + 1 - aln.segments[-1][3])
-    head, tail = q[:max(q_first, 0)], q[max(q_last, 0):]
-    lead = len(head) - len(head.rstrip("N"))
-    trail = len(tail) - len(tail.lstrip("N"))
-    return max(0, first - lead), min(REFERENCE_LEN - 1, last + trail)
+    if span is None:
+        return None
+    lead, trail = getattr(aln, "end_n", (0, 0))
+    return span[0] - lead, span[1] + trail
 
 
 def missing_bases(aligned: str, covered=None, span: tuple[int, int] | None = None) -> int:

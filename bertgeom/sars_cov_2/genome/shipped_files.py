@@ -125,7 +125,7 @@ def spike_profiles(genomes: Iterable[LabelledGenome], min_freq: float = PROFILE_
         info = {}
         called: Counter = Counter()
         for cut in cuts:
-            rep = call_mutations(cut)
+            rep = call_mutations(cut, indel_places="alignment")  # where the text has them, as the tables read
             for m in rep.spike_nucleotide:
                 key = (m.kind, m.pos, m.ref, m.alt)
                 counts[key] += 1

@@ -378,10 +378,13 @@ class QueryState:
 
 
 def query_state(aligned: str, tree: ReferenceTree, region: tuple[int, int] | None = None,
-                masked: bool = True) -> QueryState:
+                masked: bool = True, deletions=None) -> QueryState:
     """:class:`QueryState` of a reference-coordinate text (starting at genome position 1), optionally
     restricted to ``region`` (1-based, closed: the spike, say). ``masked``: leave out the dataset's
-    placement mask (for placement; private mutations are found without it, as Nextclade does)."""
+    placement mask (for placement; private mutations are found without it, as Nextclade does).
+    ``deletions``: the query's deletion ranges ``(first, last)`` where Nextclade places them (the
+    mutation report's; the text keeps the aligner's places, which can sit one codon off inside a
+    repeat), default: the text's runs of ``-``."""
     from .reference import reference_sequence
 
     q = np.frombuffer(aligned.encode("ascii", "replace"), dtype=np.uint8)
@@ -391,10 +394,16 @@ def query_state(aligned: str, tree: ReferenceTree, region: tuple[int, int] | Non
         keep = np.zeros(len(q), dtype=bool)
         keep[max(region[0] - 1, 0): region[1]] = True
         reads &= keep
+    if deletions is not None:
+        for a, b in deletions:
+            reads[a - 1: b] = False
     sub = np.flatnonzero(reads & (q != r))
     gap = np.flatnonzero(q == ord("-"))
     dels: list[tuple[int, int]] = []
-    if len(gap):
+    if deletions is not None:
+        dels = [(int(a), int(b)) for a, b in deletions
+                if region is None or (region[0] <= a and b <= region[1])]
+    elif len(gap):
         breaks = np.flatnonzero(np.diff(gap) != 1)
         starts = np.r_[gap[0], gap[breaks + 1]]
         ends = np.r_[gap[breaks], gap[-1]]
@@ -582,13 +591,14 @@ def _region_of(qs: QueryState) -> str:
 
 
 def place(aligned: str, tree: ReferenceTree | None = None, region: tuple[int, int] | None = None,
-          find_recombinants: bool = True) -> Placement:
+          find_recombinants: bool = True, deletions=None) -> Placement:
     """Place one reference-coordinate text (e.g. ``GenomeAlignment.aligned``) on the tree: the nearest
     node by Nextclade's distance (ties: largest placement prior), its clade, lineage and class, the
-    private mutations, and (``find_recombinants``) a recombinant call."""
+    private mutations, and (``find_recombinants``) a recombinant call. ``deletions``: see
+    :func:`query_state` (the pipeline passes the mutation report's, placed as Nextclade places them)."""
     tree = tree or load_reference_tree()
-    qs = query_state(aligned, tree, region)
-    unmasked = query_state(aligned, tree, region, masked=False)
+    qs = query_state(aligned, tree, region, deletions=deletions)
+    unmasked = query_state(aligned, tree, region, masked=False, deletions=deletions)
     dist, _priv, _rev = node_distances(tree, qs)
     order = _ranked(dist, tree.prior, None)
     best = int(order[0])
@@ -739,6 +749,11 @@ def _breakpoint_between(ev_node: np.ndarray, ev_pos: np.ndarray, a: int, b: int,
 # ----------------------------------------------------------------------------------------------
 
 
+def report_deletions(report) -> list[tuple[int, int]]:
+    """``(first, last)`` of every nucleotide deletion of a mutation report (Nextclade's places)."""
+    return [(m.pos, m.pos + len(m.ref) - 1) for m in report.nucleotide if m.kind == "del"]
+
+
 def private_call(report, placement: Placement):
     """The :class:`~bertgeom.sars_cov_2.genome.profiles.PrivateCall` (what the QC rule and the
     tables' "private" column read) of a mutation report against its placement: the private
@@ -785,4 +800,4 @@ def private_call(report, placement: Placement):
 
 __all__ = ["DATASET_ENV", "DatasetError", "Placement", "PrivateMutations", "QueryState", "RecombinantCall",
            "ReferenceTree", "find_recombination", "load_reference_tree", "node_distances", "place", "private_call",
-           "private_mutations", "query_state", "shipped_dataset_path", "spike_class"]
+           "private_mutations", "report_deletions", "query_state", "shipped_dataset_path", "spike_class"]
