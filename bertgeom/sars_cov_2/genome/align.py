@@ -138,6 +138,16 @@ class GenomeAlignment:
         """Share of the reference genome covered by the query."""
         return float(self.covered.mean())
 
+    def missing_span(self) -> tuple[int, int] | None:
+        """Where Nextclade counts missing data, 0-based and closed: the covered span widened by the N
+        runs the query holds just beyond it (:attr:`end_n`: an N padding minimap2 clips, which
+        Nextclade aligns, so it is missing data; bases the query never had, or real bases left
+        unplaced, are not). None when nothing is covered."""
+        idx = np.flatnonzero(self.covered)
+        if not len(idx):
+            return None
+        return int(idx[0]) - self.end_n[0], int(idx[-1]) + self.end_n[1]
+
 
 @dataclass(eq=False)
 class SpikeCut:

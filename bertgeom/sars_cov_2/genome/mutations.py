@@ -659,15 +659,13 @@ def nextclade_columns(report: MutationReport, alignment: GenomeAlignment | None 
         "totalMissing": "", "totalNonACGTNs": "",
     }
     if alignment is not None:
-        from .qc import nextclade_span
-
         start, end = _aligned_span(alignment)
         text = nextclade_placement(alignment.aligned, alignment.covered, alignment.insertions,
                                    alignment.deletions).aligned  # N runs beside the gaps as the names place them
         q = np.frombuffer(text.encode("ascii"), dtype=np.uint8)[max(start - 1, 0) : end]
         # missing data: N where the query has N (inside the covered span, or an N padding at its ends);
         # positions its unplaced real bases would take are not missing
-        m_first, m_last = nextclade_span(alignment) or (0, -1)
+        m_first, m_last = alignment.missing_span() or (0, -1)
         inside = np.arange(start, start + len(q))
         n_positions = (inside[(q == ord("N")) & (inside >= m_first + 1) & (inside <= m_last + 1)]).tolist()
         ambiguous: dict[str, list[int]] = {}

@@ -156,9 +156,9 @@ def dataset_qc(qc: dict | None = None) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _shipped_qc() -> dict:
-    from .tree import shipped_dataset_path
+    from .reference import SHIPPED_NEXTCLADE_DATASET, data_path
 
-    return json.loads((shipped_dataset_path() / "pathogen.json").read_text())["qc"]
+    return json.loads(data_path(*SHIPPED_NEXTCLADE_DATASET, "pathogen.json").read_text())["qc"]
 
 
 def _known(qc: dict | None = None) -> tuple[frozenset, frozenset]:
@@ -355,15 +355,9 @@ def alignment_span(aligned: str, covered=None) -> tuple[int, int] | None:
 
 
 def nextclade_span(aln, sequence: str | None = None) -> tuple[int, int] | None:
-    """Where Nextclade counts missing data, 0-based and closed: the covered span widened by the N
-    runs the query holds just beyond it (an N padding minimap2 clips, which Nextclade aligns, so it is
-    missing data; bases the query never had, or real bases the aligner left unplaced, are not).
-    ``sequence`` is not needed (kept for callers that pass it)."""
-    span = alignment_span(aln.aligned, aln.covered)
-    if span is None:
-        return None
-    lead, trail = getattr(aln, "end_n", (0, 0))
-    return span[0] - lead, span[1] + trail
+    """Where Nextclade counts missing data (:meth:`~.align.GenomeAlignment.missing_span`), 0-based
+    and closed; ``sequence`` is not needed (kept for callers that pass it)."""
+    return aln.missing_span()
 
 
 def missing_bases(aligned: str, covered=None, span: tuple[int, int] | None = None) -> int:

@@ -25,6 +25,10 @@ REFERENCE_NAME = "MN908947.3"
 REFERENCE_LEN = 29903
 
 
+#: The Nextclade dataset shipped with bertgeom (its folder under ``bertgeom/data``): placement and QC read it.
+SHIPPED_NEXTCLADE_DATASET = ("nextclade", "sars-cov-2_wuhan-hu-1_orfs_2024-02-16")
+
+
 def data_path(*parts: str) -> Path:
     """Path of a file shipped in ``bertgeom/data`` (works from a source checkout and an install)."""
     return Path(str(resources.files("bertgeom").joinpath("data", *parts)))

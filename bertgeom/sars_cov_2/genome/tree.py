@@ -58,8 +58,6 @@ from pathlib import Path
 
 import numpy as np
 
-#: The dataset shipped with bertgeom (folder under ``bertgeom/data/nextclade``).
-SHIPPED_DATASET = ("nextclade", "sars-cov-2_wuhan-hu-1_orfs_2024-02-16")
 #: A split must remove at least this many private mutations to call a recombinant.
 RECOMBINANT_MIN_GAIN = 4
 #: Each part of a split needs at least this many sites that favour its parent over the other.
@@ -323,9 +321,10 @@ def _compile(files: dict[str, bytes], source: str) -> ReferenceTree:
 
 
 def shipped_dataset_path() -> Path:
-    from .reference import data_path
+    """The folder of the dataset shipped with bertgeom (:data:`~.reference.SHIPPED_NEXTCLADE_DATASET`)."""
+    from .reference import SHIPPED_NEXTCLADE_DATASET, data_path
 
-    return data_path(*SHIPPED_DATASET)
+    return data_path(*SHIPPED_NEXTCLADE_DATASET)
 
 
 @functools.lru_cache(maxsize=4)
