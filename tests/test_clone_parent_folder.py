@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import bertgeom_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,3 +82,23 @@ def test_classify_from_the_parent_folder_writes_its_csv_and_nothing_else(parent,
     assert rows[0]["clade"]  # placed on the shipped Nextclade dataset: the data files were found
     assert {p.name for p in parent.iterdir()} - before == {"y.csv"}  # no .partial, no .lock
 
+
+def test_a_classify_that_fails_unexpectedly_leaves_no_partial_file(tmp_path, tiny_variant_dir, monkeypatch):
+    """An error none of classify's own answers covers (here a data file that cannot be read, as the
+    namespace import made happen) goes up as a traceback and leaves OUT as it was, with no
+    ``OUT.<random>.partial`` and no side output beside it."""
+    import bertgeom.sars_cov_2.variant.predict as predict
+    from bertgeom.sars_cov_2.variant.spec import genome_set
+
+    def broken(*args, **kw):
+        raise TypeError("MultiplexedPath.joinpath() takes 2 positional arguments but 4 were given")
+        yield  # a generator, like the real one
+
+    monkeypatch.setattr(predict, "classify_stream", broken)
+    (tmp_path / "x.fasta").write_text(genome_set("demo")[0].text + "\n")
+    (tmp_path / "y.csv").write_text("previous results\n")
+    r = bertgeom_cli("classify", "x.fasta", "--out", "y.csv", "--output-tsv", "y.tsv", "--output-ndjson", "y.ndjson",
+                     "--model", tiny_variant_dir, cwd=tmp_path)
+    assert r.returncode == 1 and "TypeError: MultiplexedPath" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.fasta", "y.csv"]
+    assert (tmp_path / "y.csv").read_text() == "previous results\n"
