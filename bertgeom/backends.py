@@ -17,9 +17,10 @@ imported only here and only when used; without them every forward runs on torch 
 says so. :func:`available_backends` lists what this installation can run.
 
 **Cached, never rebuilt per run.** The ONNX export is written under ``$BERTGEOM_CACHE_DIR/export``
-(default ``~/.cache/bertgeom/export``), named by a hash of every weight of the classifier, its
-configuration and the export format (:func:`weights_key`): a changed weight makes a new file, the
-same weights reuse it. OpenVINO keeps its compiled blob in the same folder (its ``CACHE_DIR``).
+(default ``$XDG_CACHE_HOME/bertgeom/export`` or ``~/.cache/bertgeom/export``), named by a hash of
+every weight of the classifier, its configuration and the export format (:func:`weights_key`): a
+changed weight makes a new file, the same weights reuse it. OpenVINO keeps its compiled blob in the
+same folder (its ``CACHE_DIR``).
 
 References: OpenVINO Runtime, "Inference precision hint" and "Model caching" (docs.openvino.ai);
 ONNX Runtime, "Graph optimizations" (onnxruntime.ai/docs/performance); PyTorch ``torch.onnx.export``
@@ -372,7 +373,7 @@ def weights_key(model) -> str:
 
 
 def export_dir() -> Path:
-    """``$BERTGEOM_CACHE_DIR/export`` (default ``~/.cache/bertgeom/export``)."""
+    """``export`` in :func:`bertgeom.runtime.cache_dir` (default ``~/.cache/bertgeom/export``)."""
     from bertgeom.runtime import cache_dir
 
     return cache_dir() / "export"

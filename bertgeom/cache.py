@@ -6,7 +6,8 @@ weights hash, a digest of the input, every parameter) and found in this order:
 1. **memory** — a :class:`Memo`, a bounded LRU shared by every thread of the process (a server's
    sessions), with one compute lock per key: two sessions asking for the same result at once run
    it once, the second waits for the first and reads its answer;
-2. **disk** — ``$BERTGEOM_CACHE_DIR`` (default ``~/.cache/bertgeom``, :func:`bertgeom.runtime.cache_dir`),
+2. **disk** — ``$BERTGEOM_CACHE_DIR`` (else ``$XDG_CACHE_HOME/bertgeom``, else ``~/.cache/bertgeom``:
+   :func:`bertgeom.runtime.cache_dir`),
    one file per key named by its digest, in safe formats only: ``.npz`` of plain arrays read with
    ``allow_pickle=False``, or JSON. Never pickle. Every write goes to a temporary file unique to its
    writer that :func:`os.replace` moves into place (:class:`bertgeom.safety.AtomicFile`), so another

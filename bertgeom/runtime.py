@@ -267,6 +267,15 @@ def machine_line(info: dict | None = None) -> str:
 
 
 def cache_dir() -> Path:
-    """Where disk caches live (``$BERTGEOM_CACHE_DIR`` or ``~/.cache/bertgeom``): the prepared set
-    views, the on-demand set caches and the exported classifier graphs."""
-    return Path(os.environ.get("BERTGEOM_CACHE_DIR") or Path.home() / ".cache" / "bertgeom")
+    """Where disk caches live: the prepared set views, the on-demand set caches, the measured backend
+    choices and the exported classifier graphs. ``$BERTGEOM_CACHE_DIR`` when set; else
+    ``$XDG_CACHE_HOME/bertgeom`` when that is an absolute path (the XDG Base Directory rule: a relative
+    one is ignored); else ``~/.cache/bertgeom``. Read at every call, so a process that changes the
+    variables (a test session, a server started with them) is followed at once."""
+    own = os.environ.get("BERTGEOM_CACHE_DIR")
+    if own:
+        return Path(own)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "bertgeom"
+    return Path.home() / ".cache" / "bertgeom"

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
+
+#: The suite's one disk cache (:func:`bertgeom.runtime.cache_dir`): a fresh folder per test session, never
+#: the user's ``~/.cache/bertgeom`` (what the app left there changed what two pages drew, and the tests
+#: wrote into it; issue 47). Set here, before any test imports bertgeom, in ``os.environ``: the xdist
+#: workers, the app servers and every subprocess the tests start inherit it (a test that wants an empty
+#: or a broken cache still sets its own). ``BERTGEOM_TEST_CACHE_DIR`` names the folder to use instead
+#: (``tests/test_filled_cache.py`` runs modules on a filled one); the process that made the folder
+#: removes it when it exits.
+if not os.environ.get("BERTGEOM_TEST_CACHE_DIR"):
+    os.environ["BERTGEOM_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="bertgeom-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["BERTGEOM_TEST_CACHE_DIR"], ignore_errors=True)
+os.environ["BERTGEOM_CACHE_DIR"] = os.environ["BERTGEOM_TEST_CACHE_DIR"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -157,6 +172,8 @@ SLOWEST_MODULES = {
     "test_genome_prep_reference.py": 26, "test_spike_only_calls.py": 70,
     "test_precompute_ray_split.py": 19, "test_e2e_tour_first_step.py": 18,
     "test_prepared_sets.py": 16, "test_attention_heads_page.py": 15, "test_projections.py": 15,
+    "test_clone_parent_folder.py": 45,  # serially, 2026-12-03: three real starts of python from a copied checkout
+    "test_filled_cache.py": 95,  # serially, 2026-12-03: two modules in a pytest of their own, on a filled cache
 }
 
 

@@ -263,3 +263,20 @@ def test_the_tours_genome_facts_read_back_from_json_say_the_same(tiny_variant):
     stored = cache.as_json(fresh)
     assert TOUR_GENOME_STEP.sentence(stored) == TOUR_GENOME_STEP.sentence(fresh)
     assert dict(TOUR_GENOME_STEP.widget_values(stored)) == dict(TOUR_GENOME_STEP.widget_values(fresh))
+
+
+def test_the_cache_folder_follows_xdg_cache_home(monkeypatch, tmp_path):
+    """``$BERTGEOM_CACHE_DIR`` first, then ``$XDG_CACHE_HOME/bertgeom`` (an absolute path only, as the XDG
+    Base Directory spec asks), then ``~/.cache/bertgeom`` (issue 47)."""
+    from bertgeom.runtime import cache_dir
+
+    monkeypatch.delenv("BERTGEOM_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "bertgeom"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # ignored, as the spec says
+    assert cache_dir() == tmp_path / "home" / ".cache" / "bertgeom"
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    assert cache_dir() == tmp_path / "home" / ".cache" / "bertgeom"
+    monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "own"))
+    assert cache_dir() == tmp_path / "own"

@@ -68,3 +68,50 @@ def test_thumbnails_keep_the_mean_and_a_click_names_the_head(trace):
     assert width[1] > width[2] > width[3] > width[0]
     pick = [t for t in fig.data if t.type == "scatter"][0]
     assert [list(c) for c in pick.customdata][6] == [1, 2]
+
+
+def test_the_head_view_tab_is_drawn_by_st_iframe_and_no_deprecated_streamlit_call():
+    """Issue 47: ``st.components.v1.html`` is deprecated (removal announced after 2026-06-01) and was
+    logged at every draw of the tab; the tab now hands the same self-contained page to ``st.iframe``,
+    and no Streamlit deprecation notice is logged while the page is drawn."""
+    import logging
+    from pathlib import Path
+
+    from heads_page import open_heads_page
+
+    notices: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            notices.append(record.getMessage())
+
+    logger = logging.getLogger("streamlit.deprecation_util")  # every notice of Streamlit's goes through it
+    handler = Catch(level=logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        at = open_heads_page("Head view", model_id="tiny-random")
+    finally:
+        logger.removeHandler(handler)
+    assert not notices, notices
+    frames = at.get("iframe")
+    assert len(frames) == 1 and not frames[0].proto.src
+    page = frames[0].proto.srcdoc
+    assert 'id="hv"' in page and "<script>" in page  # the interactive page, scripts and all
+    assert "https://" not in page and "http://" not in page.replace("http://www.w3.org", "")  # nothing fetched
+    root = Path(__file__).resolve().parent.parent
+    sources = [*(root / "bertgeom").rglob("*.py"), *(root / "app_pages").glob("*.py"), root / "app.py"]
+    assert not [str(p) for p in sources if _uses_components_v1(p)]
+
+
+def _uses_components_v1(path) -> bool:
+    """Whether the code (not its text) imports ``streamlit.components.v1`` or reaches ``st.components.v1``."""
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import) and any(a.name.startswith("streamlit.components") for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("streamlit.components"):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "v1" and getattr(node.value, "attr", "") == "components":
+            return True
+    return False

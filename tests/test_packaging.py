@@ -65,3 +65,23 @@ def test_floors_are_past_the_published_advisories_and_installed_here():
             assert req.specifier.contains(version(req.name)), (line, version(req.name))
             floors.pop(req.name)
     assert not floors, f"not in requirements.txt: {floors}"
+
+
+def test_streamlit_stops_before_a_minor_release_the_suite_has_not_run_on():
+    """Issue 47: Streamlit removes deprecated calls in minor releases (``st.components.v1.html`` after
+    2026-06-01), so ``<2`` would install one that removed what the app calls. The range starts where the
+    head view's ``st.iframe`` exists and stops before a minor release, and holds the installed version."""
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    for line in (requirement_lines("requirements.txt")[:-1], PYPROJECT["project"]["dependencies"]):
+        req = next(Requirement(r) for r in line if Requirement(r).name == "streamlit")
+        caps = [Version(s.version) for s in req.specifier if s.operator == "<"]
+        floors = [Version(s.version) for s in req.specifier if s.operator == ">="]
+        assert caps and floors and min(floors) >= Version("1.56"), req
+        cap = min(caps)
+        assert cap.major == 1 and cap.micro == 0 and cap.minor > min(floors).minor, req  # a minor, not <2
+        installed = Version(version("streamlit"))
+        assert req.specifier.contains(installed), (req, installed)

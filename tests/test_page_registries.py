@@ -69,7 +69,9 @@ def test_the_subspace_page_shows_the_registry_and_a_shared_tab_link_opens_its_ta
     at = _open("app_pages/subspace_directions.py", query={"w_sub_tab": "Across inputs"})
     assert [t.label for t in at.tabs] == SUBSPACE_TITLES
     assert at.session_state["w_sub_tab"] == "Across inputs"
-    assert at.toggle(key="w_sub_across_on")  # drawn only by the Across inputs tab
+    # drawn only by the Across inputs tab, whether its set is computed yet or not: its on-switch is drawn
+    # only while it is not (a cache filled by an earlier run or module hides it, issue 47)
+    assert any("over many inputs" in m.value for m in at.markdown)
     assert not _chart_keys(at) & {"w_sub_wgrid", "w_sub_dgrid", "w_sub_fgrid"}  # the other tabs did not run
 
 

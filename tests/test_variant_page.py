@@ -101,7 +101,7 @@ def test_mutation_table_uses_readable_region_names():
     assert readable_region(815) == "S2' site" and not any("no domain" in n for n, _, _ in READABLE_REGIONS)
 
 
-def test_a_ten_record_fasta_gives_a_batch_table_with_the_bad_record_explained(variant_app):
+def test_a_ten_record_fasta_gives_a_batch_table_with_the_bad_record_explained(variant_app, tiny_variant):
     demo = [g.text for g in genome_set("demo")]
     bad = ">not_a_genome\nMFVFLVLLPLVSSQCVNLTTRTQLPPAYTNSFTRGVYYPDKVFRSSVLHSTQDLFLPFFSNVTWFHAIHV"
     text = "\n".join(demo[:5] + [bad] + demo[5:8] + [demo[3].replace(">", ">copy_", 1)])
@@ -115,11 +115,11 @@ def test_a_ten_record_fasta_gives_a_batch_table_with_the_bad_record_explained(va
     assert "protein" in row["error"] and not row["BERT call"]
     assert (table["rule call"][table["error"] == ""] != "").all()
     assert any("Second opinion" in m.value for m in at.markdown)  # the first record's full view follows
-    from bertgeom.models import load_model  # the table says when its forwards ran in bf16 (auto's choice here)
-    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+    # the table says when its forwards ran in bf16: auto's choice here for the model the page ran (the tiny
+    # one; the shipped model's choice may differ, once a measurement of it is in the cache, issue 47)
     from bertgeom.sars_cov_2.variant.predict import fast_classifier
 
-    ran_bf16 = fast_classifier(load_model(VARIANT_MODEL_ID), "cpu").precision == "bf16"
+    ran_bf16 = fast_classifier(tiny_variant, "cpu").precision == "bf16"
     assert any("run in bf16" in c.value for c in at.caption) == ran_bf16
 
 

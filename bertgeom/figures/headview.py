@@ -7,7 +7,7 @@ hover a token to see only its links (its queries' or its keys'), click it to kee
 highlight. Nothing is loaded from a network: the HTML works offline and can be saved as is.
 
 :func:`head_view_html` is a pure function returning the HTML string (Streamlit shows it with
-``components.html``). The links are thresholded (``min_weight``) and rounded to 3 decimals so
+``st.iframe``). The links are thresholded (``min_weight``) and rounded to 3 decimals so
 a few hundred tokens x 12 heads stay a small page.
 
 References: Vig 2019, "A Multiscale Visualization of Attention in the Transformer Model",

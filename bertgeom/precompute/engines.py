@@ -179,9 +179,7 @@ class RayShardActor(RayForwardActor):
 
 def _ship_code_env() -> dict:
     """runtime_env that uploads this bertgeom package to the cluster (model files excluded)."""
-    import bertgeom
-
-    pkg = Path(bertgeom.__file__).resolve().parent
+    pkg = Path(__file__).resolve().parents[1]  # bertgeom/, from this file (bertgeom.__file__ may be None)
     return {"py_modules": [str(pkg)], "excludes": ["data/variant_model", "__pycache__", "*.pyc"]}
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,11 +26,15 @@ REFERENCE_LEN = 29903
 
 #: The Nextclade dataset shipped with bertgeom (its folder under ``bertgeom/data``): placement and QC read it.
 SHIPPED_NEXTCLADE_DATASET = ("nextclade", "sars-cov-2_wuhan-hu-1_orfs_2024-02-16")
+#: ``bertgeom/data``, found from this file: the same folder however ``bertgeom`` itself was imported
+#: (``importlib.resources.files("bertgeom")`` is a ``MultiplexedPath`` for a namespace package, which
+#: Python 3.11's ``joinpath`` cannot take several parts of, and names the wrong folder besides).
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
 
 def data_path(*parts: str) -> Path:
-    """Path of a file shipped in ``bertgeom/data`` (works from a source checkout and an install)."""
-    return Path(str(resources.files("bertgeom").joinpath("data", *parts)))
+    """Path of a file shipped in ``bertgeom/data`` (a source checkout, an editable or a plain install)."""
+    return DATA_DIR.joinpath(*parts)
 
 
 @functools.lru_cache(maxsize=1)

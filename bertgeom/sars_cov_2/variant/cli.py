@@ -255,16 +255,38 @@ def _cmd_classify(args) -> int:
             out = AtomicFile(final, "w", newline="") if final else sys.stdout
         except OSError as exc:
             raise CliError(f"--out '{args.out}' cannot be written ({exc.strerror}).", EXIT_OUTPUT) from None
+        try:
+            side = _SideOutputs(extra)
+        except OSError as exc:
+            _discard_outputs(out)
+            raise CliError(f"'{exc.filename or 'an output'}' cannot be written ({exc.strerror or exc}).",
+                           EXIT_OUTPUT) from None
     except CliError as exc:
         if lock is not None:
             lock.release()
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
     try:
-        return _classify_into(args, loaded, device, precision, backend, final, out, extra)
+        return _classify_into(args, loaded, device, precision, backend, final, out, side)
+    except BaseException:
+        # a failure none of the run's own answers covers (a bug, a data file that cannot be read) goes up
+        # as a traceback, and leaves no half-written output behind: the rows kept on purpose (an
+        # interrupted run, damaged input) are kept only where _classify_into says so, naming the file
+        _discard_outputs(out, side)
+        raise
     finally:
         if lock is not None:
             lock.release()
+
+
+def _discard_outputs(out, side: _SideOutputs | None = None) -> None:
+    """Remove the temporary files of a run that failed before it could say what it kept."""
+    import sys
+
+    if out is not sys.stdout and not out.committed:
+        out.discard()
+    if side is not None:
+        side.discard()
 
 
 def _extra_outputs(args, final: Path | None) -> dict[str, Path]:
@@ -295,7 +317,7 @@ def _dataset(args) -> None:
     args.dataset_name = tree.describe()
 
 
-def _classify_into(args, loaded, device, precision, backend, final, out, extra: dict | None = None) -> int:
+def _classify_into(args, loaded, device, precision, backend, final, out, side: _SideOutputs | None = None) -> int:
     """The rows of ``classify`` into ``out`` (an :class:`~bertgeom.safety.AtomicFile`, or stdout).
 
     Rows read from damaged compressed data (a member whose check failed) are cut off the partial
@@ -319,7 +341,7 @@ def _classify_into(args, loaded, device, precision, backend, final, out, extra: 
     unverified = 0
     notices: list[str] = []
     names = NameDeduper()
-    side = _SideOutputs(extra or {})
+    side = side if side is not None else _SideOutputs({})
 
     def records():
         nonlocal n_seq, unverified
@@ -427,9 +449,20 @@ class _SideOutputs:
         from bertgeom.safety import AtomicFile
 
         self.files = dict(files)
+        self.tsv = self.ndjson = None
         self.tsv = AtomicFile(files["--output-tsv"], "w", newline="") if "--output-tsv" in files else None
-        self.ndjson = AtomicFile(files["--output-ndjson"], "w") if "--output-ndjson" in files else None
+        try:
+            self.ndjson = AtomicFile(files["--output-ndjson"], "w") if "--output-ndjson" in files else None
+        except BaseException:
+            self.discard()
+            raise
         self.writer = None
+
+    def discard(self) -> None:
+        """Remove the temporary files that were not committed (a run that failed)."""
+        for f in (self.tsv, self.ndjson):
+            if f is not None and not f.committed:
+                f.discard()
 
     def write(self, pred, name: str) -> None:
         import csv

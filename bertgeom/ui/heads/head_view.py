@@ -1,7 +1,8 @@
 """Attention Heads tab *Head view*: bertviz's head view, every head of the selected layer as token
 lines, one colour each, with toggles; hover a token to see its links
-(:func:`bertgeom.figures.headview.head_view_html`, a self-contained HTML page). Long inputs are read
-through a window or grouped by the input's token groups (for genomes, their domains).
+(:func:`bertgeom.figures.headview.head_view_html`, a self-contained HTML page that loads nothing from a
+network, shown by ``st.iframe``: ``st.components.v1.html`` is deprecated since Streamlit 1.56). Long inputs
+are read through a window or grouped by the input's token groups (for genomes, their domains).
 
 References: Vig 2019 (arXiv:1906.05714).
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import streamlit as st
-import streamlit.components.v1 as components
 
 from bertgeom.analysis.tour_facts import layer_ranking
 from bertgeom.analysis.token_groups import contiguous_groups, group_attention, window_bounds
@@ -59,8 +59,9 @@ def head_view_tab(v: View) -> None:
     active = [h == v.head for h in range(v.H)] if st.toggle("Only the selected head at first", key="w_hv_one") else None
     page = hv.head_view_html(A, tokens, head_names=[f"H{h + 1}" for h in range(v.H)], active=active,
                              min_weight=min_w, note=note, title=f"Head view, layer {layer + 1}")
-    rows = A.shape[-1]
-    components.html(page, height=min(760, 22 * rows + 110), scrolling=True)
+    # the frame as tall as the page it holds (its token columns scroll inside it past HEAD_VIEW_MAX_PX);
+    # its scripts run in the frame, as they did in components.html's
+    st.iframe(page, height="content")
     table_ = getattr(v, "table", None)
     if table_ is not None and "prev" in table_:
         ranking = layer_ranking(table_, "prev", layer)
