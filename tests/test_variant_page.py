@@ -73,7 +73,7 @@ def test_the_rule_based_second_opinion_stands_beside_the_prediction(variant_app)
         assert any("disagree" in e.value for e in at.error)
     table = at.dataframe[0].value
     assert {"mutation", "nucleotide", "domain", "carried by"} <= set(table.columns)
-    assert any(c.startswith("private (not in ") for c in table.columns)
+    assert any(c.startswith("private (vs. node ") for c in table.columns)
     assert {"S:H69-", "S:V70-"} <= set(table["mutation"]) and "del69-70" not in set(table["mutation"])  # Nextclade: per residue
 
 

@@ -26,7 +26,7 @@ def test_gene_tables_nearest_clade_and_qc_score_read_the_one_analysis(tiny_varia
                                                  "frameshifts", "stop codons"]  # Nextclade's six rules
     table = at.dataframe[0].value
     assert "S:H69-" in set(table["mutation"])  # S first, Nextclade's names
-    private_col = next(c for c in table.columns if c.startswith("private (not in 20I"))
+    private_col = next(c for c in table.columns if c.startswith("private (vs. node "))
     spike_card = next(m for m in at.metric if m.label == "Private mutations")
     assert int(spike_card.value) == (table[private_col] == "yes").sum()  # one word, one count
     coverage = next(m for m in at.metric if m.label == "Spike coverage").value
