@@ -147,7 +147,8 @@ def _dataset_files(source: Path) -> dict[str, bytes]:
     missing = [w for w in ("tree.json", "pathogen.json") if w not in found]
     if missing:
         raise DatasetError(f"{source.name} has no {' and no '.join(missing)}: it is not a Nextclade dataset "
-                           "with a reference tree (a SARS-CoV-2 Wuhan-Hu-1 dataset, e.g. nextstrain/sars-cov-2/wuhan-hu-1/orfs).")
+                           "with a reference tree (a SARS-CoV-2 Wuhan-Hu-1 dataset, e.g. "
+                           "nextstrain/sars-cov-2/wuhan-hu-1/orfs).")
     return found
 
 
