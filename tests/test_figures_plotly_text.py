@@ -55,7 +55,7 @@ def _strings(fig) -> list[str]:
 def _figures():
     from bertgeom.figures import cone, heads, headview, subspace
     from bertgeom.figures.base import matrix_heatmap, probability_bars, token_lines
-    from bertgeom.sars_cov_2.variant.figures import layer_strip, spike_track
+    from bertgeom.sars_cov_2.variant.figures import genome_track, layer_strip, spike_track
 
     rng = np.random.default_rng(0)
     labels = _labels(3, "class")
@@ -91,7 +91,12 @@ def _figures():
     yield "qk_set_scatter", headview.qk_set_scatter(frame, "kind")
     yield "spike_track", spike_track({"saliency": rng.random(5)}, toks, ["", "NTD", "NTD", "RBD", ""],
                                      mutation_tokens={2: PAYLOAD})
+    yield "spike_track (bands)", spike_track({"saliency": rng.random(5)}, toks, ["", "NTD", "NTD", "RBD", ""],
+                                             bands=[(1, 2, f"{PAYLOAD} | x")])
     yield "layer_strip", layer_strip(rng.random((2, 5)), toks)
+    yield "genome_track", genome_track(30_000, [(f"{PAYLOAD}gene", 100, 20_000)],
+                                       {"private": [(200, PAYLOAD)], PAYLOAD: [(300, "x")]}, unread=[(1, 50)],
+                                       bands=[(10_000, 10_100, f"{PAYLOAD} | {PAYLOAD}2")])
 
 
 @pytest.mark.parametrize("name,fig", list(_figures()), ids=lambda x: x if isinstance(x, str) else "")

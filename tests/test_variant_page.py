@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from bertgeom.sars_cov_2.variant.spec import genome_set
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from placement_cases import all_n_spike, delta_omicron_recombinant, spike_only_xbb  # noqa: E402
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGE = "bertgeom/sars_cov_2/page.py"
@@ -73,7 +78,7 @@ def test_the_rule_based_second_opinion_stands_beside_the_prediction(variant_app)
         assert any("disagree" in e.value for e in at.error)
     table = at.dataframe[0].value
     assert {"mutation", "nucleotide", "domain", "carried by"} <= set(table.columns)
-    assert any(c.startswith("private (not in ") for c in table.columns)
+    assert any(c.startswith("private (vs. node ") for c in table.columns)
     assert {"S:H69-", "S:V70-"} <= set(table["mutation"]) and "del69-70" not in set(table["mutation"])  # Nextclade: per residue
 
 
@@ -204,3 +209,117 @@ def test_the_what_if_names_events_as_the_mutation_table_and_counts_them(variant_
     at.multiselect(key="w_revert").set_value(chosen).run()
     assert not at.exception
     assert any("Prediction after 2 change(s)" in m.value for m in at.markdown)  # events, not the 7 bases
+
+
+# --- the placement on Nextclade's reference tree (issue 42) -------------------------------------
+# the sequences come from tools/placement_cases.py: the screenshots in docs/guide.md show the same ones
+
+
+def _placement_line(at) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith("Clade **"))
+
+
+def test_a_spike_only_xbb_gets_a_call_its_lineage_and_the_resolution_note(variant_app):
+    at = variant_app(spike_only_xbb())
+    assert not at.exception, [e.value for e in at.exception]
+    texts = _texts(at)
+    assert not any("No call" in t for t in texts) and any("Second opinion" in m.value for m in at.markdown)
+    charts = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    assert charts[0]["data"][0]["type"] == "bar" and len(charts[0]["data"][0]["y"]) == 8  # the class probabilities
+    assert any(m.value == "#### Placement on Nextclade's reference tree" for m in at.markdown)
+    line = _placement_line(at)
+    assert "Pango lineage **XBB" in line and "23A" in line and "node " in line
+    note = [i.value for i in at.info if "equally near" in i.value]
+    assert len(note) == 1 and note[0].startswith("The spike alone sits equally near")
+    assert not any("equally near" in c.value for c in at.caption)  # said once, in the placement section
+    # XBB is a recombinant whose breakpoint lies in the spike: the line names it, the spike track shades it
+    assert any("designated recombinant XBB" in w.value and "breakpoint between" in w.value for w in at.warning)
+    track = next(c for c in charts if any(tr.get("name", "").startswith("[CLS] attention") for tr in c["data"]))
+    assert any(tr.get("name", "").startswith("breakpoint BJ") for tr in track["data"])  # named in the legend
+    assert [s for s in track["layout"]["shapes"] if s.get("fillcolor") == "#f4a63a"]  # and shaded
+    assert any(m.value == "#### Along the genome" for m in at.markdown)
+    assert any(c.value.startswith("Placed on Nextclade dataset") and "2024" in c.value
+               for c in at.caption)  # the dataset name and tag in use
+    private = next(m for m in at.metric if m.label == "Private mutations")
+    assert "nearest node of Nextclade's reference tree" in private.proto.help
+
+
+def test_an_all_n_spike_says_spike_not_read_and_shows_no_call(variant_app):
+    at = variant_app(all_n_spike())
+    assert not at.exception, [e.value for e in at.exception]
+    refusal = at.error[0].value
+    assert refusal.startswith("**spike not read**") and "hold N" in refusal
+    assert any(m.value == "### No call" for m in at.markdown)
+    assert not any("Second opinion" in m.value for m in at.markdown)
+    assert not any(c["data"][0]["type"] == "bar" for c in (json.loads(el.proto.spec) for el in at.get("plotly_chart")))
+    assert next(m for m in at.metric if m.label == "Unread k-mers").value == "100.0%"
+    assert "Pango lineage **BA" in _placement_line(at)  # placed from the rest of the genome
+    assert any("does not read S" in i.value for i in at.info)  # the S table says why it is empty
+    assert not any("Characteristic mutations expected but missing" in c.value for c in at.caption)
+    assert any("No track of which parts of the spike drove the call" in c.value for c in at.caption)
+    assert len(at.get("download_button")) == 2
+
+
+def test_a_delta_omicron_recombinant_shows_the_recombinant_line_and_its_breakpoint_on_the_genome_track(variant_app):
+    at = variant_app(delta_omicron_recombinant())
+    assert not at.exception, [e.value for e in at.exception]
+    line = [w.value for w in at.warning if w.value.startswith("Recombinant")]
+    assert len(line) == 1
+    assert "5\\' part nearest AY" in line[0] and "3\\' part nearest BA\\.2" in line[0] and "breakpoint between" in line[0]
+    genome = next(json.loads(el.proto.spec) for el in at.get("plotly_chart")
+                  if "genome position" in json.dumps(json.loads(el.proto.spec)["layout"].get("xaxis", {})))
+    notes = genome["layout"]["annotations"]
+    band = [n for n in notes if n.get("text", "").startswith("breakpoint ")]
+    assert len(band) == 1 and 19_000 < band[0]["x"] < 22_000  # the interval holds the join at 21,000
+    assert any(n.get("text", "").startswith("AY") for n in notes) and any(n.get("text", "").startswith("BA.2") for n in notes)
+    orange = [s for s in genome["layout"]["shapes"] if s.get("fillcolor") == "#f4a63a"]
+    assert len(orange) == 1 and orange[0]["x0"] <= 21_000 <= orange[0]["x1"] + 2
+
+
+def test_a_batch_has_lineage_and_recombinant_columns_and_its_csv_names_the_dataset(variant_app, tiny_variant):
+    import csv
+    import io
+
+    from bertgeom.sars_cov_2.genome.fasta import parse_sequences
+    from bertgeom.sars_cov_2.variant.predict import classify_stream
+    from bertgeom.sars_cov_2.variant.result import csv_bytes
+
+    demo = genome_set("demo")
+    text = "\n".join([demo[5].text, demo[7].text, delta_omicron_recombinant(), all_n_spike()])
+    at = variant_app(text)
+    assert not at.exception, [e.value for e in at.exception]
+    table = at.dataframe[0].value
+    assert {"nearest clade", "lineage", "recombinant"} <= set(table.columns)
+    by_name = table.set_index("name")
+    assert by_name.loc[demo[5].name, "lineage"].startswith(("AY.", "B.1.617.2"))
+    assert by_name.loc[demo[7].name, "lineage"].startswith("BA.")
+    parents = by_name.loc["delta_5prime_omicron_3prime", "recombinant"]  # the parents; the CSV adds the breakpoint
+    assert parents.startswith("AY") and " / BA.2" in parents and "breakpoint" not in parents
+    assert not by_name.loc[demo[5].name, "recombinant"]
+    assert by_name.loc["omicron_spike_all_N", "BERT call"] == "no call" and by_name.loc["omicron_spike_all_N", "lineage"]
+    assert any("placement on Nextclade dataset" in c.value for c in at.caption)
+    rows = [p.row(tiny_variant.labels, tiny_variant.weights_hash)
+            for p in classify_stream(tiny_variant, parse_sequences(text, tolerant=True))]
+    parsed = list(csv.DictReader(io.StringIO(csv_bytes(rows).decode())))
+    assert [r["lineage"] for r in parsed] == list(table["lineage"])
+    assert parsed[2]["recombinant"].startswith("yes: AY") and all(r["nextclade_dataset"].startswith("Nextclade dataset")
+                                                                  for r in parsed)
+
+
+def test_the_single_genome_downloads_carry_the_placement(tiny_variant):
+    from bertgeom.probabilities import class_probabilities
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence
+    from bertgeom.sars_cov_2.variant.result import result_record, result_row
+
+    a = analyse_sequence(delta_omicron_recombinant(), vocab=tiny_variant.tokenizer)
+    labels = list(tiny_variant.labels)
+    probs = class_probabilities(tiny_variant, np.zeros(len(labels)))
+    record = result_record(tiny_variant, a, labels[0], labels, probs)
+    pl = record["placement"]
+    assert pl["dataset"].startswith("Nextclade dataset") and pl["lineage"] == a.placement.lineage
+    assert pl["recombinant"]["parents"][0].startswith("AY") and len(pl["recombinant"]["breakpoints"]) == 1
+    assert set(pl["private"]) == {"reversions", "labeled", "unlabeled", "deletion_ranges"}
+    assert record["gate"]["unread_share"] < 0.5
+    row = result_row(tiny_variant, a, labels[0], labels, probs)
+    assert row["lineage"] == a.placement.lineage and row["recombinant"].startswith("yes: AY")
+    assert row["nextclade_dataset"] == a.placement.dataset

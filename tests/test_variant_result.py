@@ -82,3 +82,22 @@ def test_a_shown_probability_is_never_rounded_to_certainty():
     assert probability_label(0.99971) == "> 99.9%" and probability_label(1.0) == "100.0%"
     assert probability_label(0.9994) == "99.9%" and probability_label(0.5) == "50.0%"
     assert probability_label(0.0002) == "< 0.1%" and probability_label(0.0) == "0.0%"
+
+
+def test_the_genome_track_sorts_every_change_against_the_nearest_node(demo):
+    """Each nucleotide change lands in one row of the genome track (private or on the node's path, as
+    the tables' private column says), each reversion in its own row, and what is not read is grey."""
+    from bertgeom.sars_cov_2.variant.figures import genome_track
+    from bertgeom.sars_cov_2.variant.result import genome_marks
+
+    for cls, a in demo.items():
+        m = genome_marks(a)
+        private, path = m["marks"]["private"], m["marks"]["on the node's path"]
+        assert len(private) + len(path) == len(a.mutations.nucleotide), cls
+        assert {lab.split(" ")[0] for _, lab in private} == set(a.private.private) & {n.name for n in a.mutations.nucleotide}
+        assert len(m["marks"]["reversion"]) == len(a.placement.private.reversions), cls
+        n_unread = sum(b - a_ + 1 for a_, b in m["unread"])
+        assert n_unread == a.alignment.aligned.count("N") + sum(a.alignment.aligned.count(c) for c in "RYSWKMBDHV")
+        assert not m["bands"]  # no demo genome is a recombinant
+        fig = genome_track(**m)
+        assert [tr.name.split(" (")[0] for tr in fig.data[1:]] == ["private", "reversion", "on the node's path"]

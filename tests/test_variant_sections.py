@@ -19,14 +19,14 @@ def test_gene_tables_nearest_clade_and_qc_score_read_the_one_analysis(tiny_varia
     at.run()
     at = at.switch_page("bertgeom/sars_cov_2/page.py").run()
     assert not at.exception
-    assert any("Nearest Nextstrain clade: **20I (Alpha)**" in m.value for m in at.markdown)
+    assert any(m.value.startswith("Clade **20I \\(Alpha\\)**") and "Pango lineage **" in m.value for m in at.markdown)
     assert any("QC score (Nextclade's rules)" in m.value for m in at.markdown)
     rules = [c.value for c in at.caption if c.value.startswith("• **")]
     assert [r.split("**")[1] for r in rules] == ["missing data", "mixed sites", "private mutations", "snp clusters",
                                                  "frameshifts", "stop codons"]  # Nextclade's six rules
     table = at.dataframe[0].value
     assert "S:H69-" in set(table["mutation"])  # S first, Nextclade's names
-    private_col = next(c for c in table.columns if c.startswith("private (not in 20I"))
+    private_col = next(c for c in table.columns if c.startswith("private (vs. node "))
     spike_card = next(m for m in at.metric if m.label == "Private mutations")
     assert int(spike_card.value) == (table[private_col] == "yes").sum()  # one word, one count
     coverage = next(m for m in at.metric if m.label == "Spike coverage").value

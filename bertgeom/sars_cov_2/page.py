@@ -10,6 +10,7 @@ from bertgeom.figures.base import probability_bars, probability_label
 from bertgeom.runtime import import_in_background
 from bertgeom.sars_cov_2.variant.figures import layer_strip, spike_track
 from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
+from bertgeom.sars_cov_2.genome.gate import UNREAD
 from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID, genome_analysis
 from bertgeom.models import REGISTRY, ModelLoadError, resolve_spec
 from bertgeom.inputs import InputError
@@ -28,7 +29,12 @@ from bertgeom.sars_cov_2.ui.cache import (
 )
 from bertgeom.ui.workqueue import BATCH, call_heavy
 from bertgeom.ui.names import input_notes, note_line
-from bertgeom.sars_cov_2.ui.sections import render_mutation_tables, render_nearest_clade, render_qc_score
+from bertgeom.sars_cov_2.ui.sections import (
+    render_genome_track,
+    render_mutation_tables,
+    render_placement,
+    render_qc_score,
+)
 from bertgeom.ui.widgets import chart
 from bertgeom.probabilities import class_probabilities
 from bertgeom.sars_cov_2.variant.whatif import parse_what_if, what_if_frame, what_if_label
@@ -48,6 +54,7 @@ from bertgeom.sars_cov_2.variant.result import (
     result_record,
     result_row,
     second_opinion,
+    spike_bands,
 )
 
 st.title("Variant Classifier")
@@ -136,6 +143,9 @@ if len(records) > 1:
     event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
                          key="w_batch_table")
     st.download_button("Download all predictions (CSV)", csv_bytes(rows), "predictions.csv", "text/csv")
+    placed_on = sorted({r["nextclade_dataset"] for r in rows if r.get("nextclade_dataset")})
+    if placed_on:  # lineage and recombinant columns: from the placement on this tree
+        st.caption("Lineages, clades and recombinants from the placement on " + plain(", ".join(placed_on)) + ".")
     picked = list(getattr(getattr(event, "selection", None), "rows", []) or [])
     # a row of an earlier, longer table: the first
     chosen = int(picked[0]) if picked and int(picked[0]) < len(rows) else 0
@@ -165,8 +175,10 @@ if no_call:  # above everything else about this record
              "docs/methods.md, \"Which sequences get a call\".)", icon=":material/block:")
 st.subheader(plain(analysis.name), anchor=False)
 # the record's reading notes (RNA input: U read as T, ...) first, as on every page that takes the same paste
+resolution = analysis.placement.resolution_note() if analysis.placement is not None else ""
 for note in input_notes(trace.encoded.notes, record.notes):
-    st.caption(note_line(note))
+    if note != resolution:  # said in the placement section, beside the lineage it qualifies
+        st.caption(note_line(note))
 
 left, right = st.columns([2, 3], gap="large")
 with left:
@@ -179,9 +191,12 @@ with left:
     c2.metric("N in spike", f"{qc.n_share:.1%}", help="N or not covered: 100% minus the coverage.")
     c1.metric("Ambiguous bases", qc.ambiguous)
     c2.metric("Frameshifts", len(qc.frameshifts))
-    c1.metric("Private mutations", len(qc.private), help="Spike changes not in the profile of the nearest clade "
-              "(the S rows marked private below).")
-    c2.metric("Unknown k-mers", f"{(analysis.unk_rate or 0):.1%}")
+    c1.metric("Private mutations", len(qc.private), help="Spike changes that differ from the nearest node of "
+              "Nextclade's reference tree" + (f" ({analysis.placement.lineage})" if analysis.placement else "")
+              + ": the S rows marked private below.")
+    unread = gate.unread_share if gate is not None else (analysis.unk_rate or 0)
+    c2.metric("Unread k-mers", f"{unread:.1%}", help="The model's 12-mers holding N (not sequenced) or unknown to "
+              f"its vocabulary ({(analysis.unk_rate or 0):.1%} unknown); above 50% there is no call.")
     for reason in qc.reasons:
         st.caption(f"• {reason}")
     gqc = analysis.genome_qc
@@ -196,7 +211,6 @@ with left:
                         f"{gqc.ambiguous} ambiguous · {len(gqc.frameshifts)} frameshift(s) (known ones apart)")
             for reason in gqc.reasons:
                 st.caption(f"• {reason}")
-    render_nearest_clade(analysis)
     render_qc_score(analysis)
     with st.expander("The three QC verdicts side by side"):
         st.caption("Spike QC judges the model's input; genome QC and the QC score judge the rest of the sequence, "
@@ -206,8 +220,11 @@ with right:
     st.markdown("#### Prediction")
     if no_call:
         st.markdown("### No call")
-        st.caption(plain(gate.reason) + " The QC and the mutation tables on this page are still computed "
-                   "against Wuhan-Hu-1, for what they are worth; the model's probabilities are not shown.")
+        st.caption(plain(gate.reason) + (
+            " The placement, the QC and the mutation tables on this page are read from the rest of the sequence; "
+            "the model's probabilities are not shown." if gate.verdict == UNREAD else
+            " The QC and the mutation tables on this page are still computed against Wuhan-Hu-1, for what they "
+            "are worth; the model's probabilities are not shown."))
         opinion = None
     else:
         min_conf = st.slider("Warn below this confidence", 0.5, 0.99, 0.9, 0.01, key="w_min_conf")
@@ -226,6 +243,9 @@ with right:
         if opinion.warning:
             (st.error if opinion.agrees is False else st.warning)(plain(opinion.warning))
         chart(probability_bars(labels, {"probability": probs}, display=CLASS_DISPLAY, highlight=pred), "w_probs")
+    render_placement(analysis)
+
+render_genome_track(analysis)
 
 # ---- mutations -------------------------------------------------------------------------------
 report = analysis.mutations
@@ -233,6 +253,8 @@ aligned = analysis.spike.aligned
 # below the gate the tables shade what characterises the nearest clade's class, not the model's call
 render_mutation_tables(analysis, analysis.clade.cls if no_call else pred, opinion.call if opinion else None)
 if no_call:  # nothing below reads anything but the model's call: the downloads say why there is none
+    st.caption("No track of which parts of the spike drove the call, and no what-if: both read the model's call, "
+               "and there is none for this sequence.")
     c1, c2 = st.columns(2)
     c1.download_button("Download result (JSON)", json.dumps(result_record(loaded, analysis, pred, labels, probs),
                                                           indent=1).encode(), "variant_result.json", "application/json")
@@ -272,7 +294,8 @@ if use_ig:
     tracks["integrated gradients"] = ig
 mut_tokens = mutation_tokens(report, loaded.tokenizer, len(axis))
 with c1:
-    chart(spike_track(tracks, axis, domains, mutation_tokens=mut_tokens), "w_track")
+    chart(spike_track(tracks, axis, domains, mutation_tokens=mut_tokens,
+                      bands=spike_bands(analysis, loaded.tokenizer.stride, len(axis))), "w_track")
 if use_ig:
     (st.caption if ig_complete else st.warning)(f"Integrated gradients: {ig_summary}.")
 with st.expander("[CLS] attention of every layer"):

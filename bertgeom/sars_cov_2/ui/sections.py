@@ -1,12 +1,14 @@
 """Sections of the Variant Classifier page built on the genome pipeline's one result object
-(:class:`bertgeom.sars_cov_2.genome.pipeline.GenomeAnalysis`): the nearest clade, Nextclade's QC score
+(:class:`bertgeom.sars_cov_2.genome.pipeline.GenomeAnalysis`): the placement on Nextclade's reference
+tree (clade, Pango lineage, private mutations, recombinant, the genome track), Nextclade's QC score
 rule by rule, and the mutation table of every gene (S first).
 
 Everything shown is read from the analysis; nothing is recomputed here.
 
 References
 ----------
-* Nextclade documentation, "Quality Control" (rules, scores, statuses) and "Mutation calling".
+* Nextclade documentation, "Quality Control" (rules, scores, statuses), "Phylogenetic placement" and
+  "Mutation calling" (private mutations: reversions, labelled, unlabelled).
 """
 
 from __future__ import annotations
@@ -14,33 +16,88 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from bertgeom.safety import plain
 from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
+from bertgeom.ui.widgets import chart
 
 _STATUS = {"good": ":green[good]", "mediocre": ":orange[mediocre]", "bad": ":red[bad]"}
 _GENE_NOTE = {"nuc": "Nucleotide changes that change no amino acid (synonymous, non-coding, between genes)."}
 
 
-def render_nearest_clade(analysis) -> None:
-    """One line: the nearest Nextstrain clade, its class, and what private changes are judged against."""
-    c = analysis.clade
-    if c is None:
-        return
-    from bertgeom.sars_cov_2.genome.profiles import load_clade_profiles
+def _listed(items, limit: int = 12) -> str:
+    items = list(items)
+    if not items:
+        return "none"
+    more = f" … (+{len(items) - limit} more, all in the JSON download)" if len(items) > limit else ""
+    return plain(", ".join(items[:limit])) + more
 
-    prof = load_clade_profiles().profile(c.clade)
-    n_genomes = max((r.n_genomes for r in prof.values()), default=0)
-    cls = CLASS_DISPLAY.get(c.cls, c.cls)
-    named = f" ({cls})" if cls.lower() not in c.display.lower() else ""  # "21H (Mu)" already says Mu
-    st.markdown(f"Nearest Nextstrain clade: **{c.display}**{named}",
-                help="The clade of the Nextstrain definitions (clades.tsv) whose defining sites the genome matches "
-                     "best. Its profile — the changes its definition implies plus those of at least 60% of its "
-                     "training genomes — is what 'private' is judged against, in place of the nearest node of "
-                     "Nextclade's tree.")
-    st.caption(f"{c.matches} of {c.matches + c.mismatches} defining sites match"
-               + (f", {c.missing} not read" if c.missing else "")
-               + f" · profile: {len(prof)} changes"
-               + (f" (definition + {n_genomes} training genome{'s' if n_genomes != 1 else ''})" if n_genomes else
-                  " (definition only)"))
+
+def render_placement(analysis) -> None:
+    """The placement on Nextclade's reference tree: clade, Pango lineage (unaliased when it differs),
+    node, the resolution note when several nodes tie, the recombinant call, the private mutations by
+    Nextclade's classes and the dataset in use (its genome track: :func:`render_genome_track`)."""
+    from bertgeom.sars_cov_2.genome.gate import DIVERGENT, NOT_SARS2
+    from bertgeom.sars_cov_2.variant.result import recombinant_sentence
+
+    pl = analysis.placement
+    if pl is None:
+        return
+    st.markdown("#### Placement on Nextclade's reference tree",
+                help="The nearest node of Nextclade's reference tree by Nextclade's distance (private "
+                     "substitutions plus reversions; N, ambiguous and unsequenced sites count neither way), ties "
+                     "going to the node with the largest placement prior, as Nextclade 3 does. The node's clade and "
+                     "Pango lineage are the sequence's; its private mutations are its differences from that node, "
+                     "in Nextclade's classes, and feed the QC score's private-mutations rule and the 'private' "
+                     "column of the tables below.")
+    gate = analysis.gate
+    if gate is not None and gate.verdict in (NOT_SARS2, DIVERGENT):
+        st.caption(f"The sequence is {gate.verdict}: its nearest node below is where it lands, not a lineage it "
+                   "belongs to.")
+    cls = CLASS_DISPLAY.get(pl.cls, pl.cls)
+    named = ("" if cls.lower() in pl.clade_display.lower() else  # "21H (Mu)" already says Mu
+             f" (spike: {plain(cls)})" if pl.clade == "recombinant" else f" ({plain(cls)})")
+    unaliased = f" (unaliased {plain(pl.unaliased)})" if pl.unaliased and pl.unaliased != pl.lineage else ""
+    st.markdown(f"Clade **{plain(pl.clade_display)}**{named} · Pango lineage **{plain(pl.lineage or 'n/a')}**"
+                f"{unaliased} · node {plain(pl.node)}")
+    note = pl.resolution_note()
+    if note:
+        st.info(plain(note), icon=":material/account_tree:")
+    rec = recombinant_sentence(pl)
+    if rec:
+        st.warning(plain(rec), icon=":material/call_split:")
+    pm = pl.private
+    st.markdown(f"**Private mutations** against this node: **{pm.total}** · Nextclade's distance {pl.distance} "
+                f"over {pl.called:,} read bases · {pl.divergence_per_kb:.1f} private per kb",
+                help="Nextclade's classes: a *reversion* is a change of the node where the sequence reads the "
+                     "reference base (named with the node's base first, T241C for C241T); a *labelled* substitution "
+                     "is one the dataset's mutation labels name, with the clades that carry it (a hint of "
+                     "contamination, co-infection or recombination); *unlabelled* ones are new; deletion ranges "
+                     "are deletions the node does not carry.")
+    labelled = [f"{m} ({', '.join(c[:3])}{f' +{len(c) - 3}' if len(c) > 3 else ''})" for m, c in pm.labeled]
+    st.caption("\n".join(f"- **{label}** ({len(items)}): {_listed(items)}" for label, items in (
+        ("reversions", pm.reversions), ("labelled", labelled), ("unlabelled", pm.unlabeled),
+        ("deletion ranges", pm.deletion_ranges))))
+    st.caption(f"Placed on {plain(pl.dataset)}.")
+
+
+def render_genome_track(analysis) -> None:
+    """The sequence along the genome against its nearest tree node: its changes (private, reversions,
+    on the node's path), what it does not read, and each recombinant breakpoint interval with its parents."""
+    from bertgeom.sars_cov_2.variant.figures import genome_track
+    from bertgeom.sars_cov_2.variant.result import genome_marks
+
+    pl = analysis.placement
+    if pl is None:
+        return
+    st.markdown("#### Along the genome")
+    chart(genome_track(**genome_marks(analysis)), "w_genome_track")
+    st.caption(f"Every nucleotide change against Wuhan-Hu-1, sorted against the nearest tree node "
+               f"({plain(pl.lineage or pl.node)}): private (not on the node), reversions (a change of the node "
+               "that the sequence does not carry) and the changes on the node's path; grey where the sequence is "
+               "not read (N or not covered)"
+               + ("; shaded orange, each breakpoint interval, from the last site that favours the parent before it "
+                  "to the first that favours the parent after it (named above each part)"
+                  if pl.recombinant and pl.recombinant.parents else "") + ".")
 
 
 def render_qc_score(analysis) -> None:
@@ -74,7 +131,7 @@ def _gene_label(analysis, gene: str) -> str:
 
 def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) -> None:
     """The mutation table of one gene at a time (a selector, S first), with the gene's called share,
-    frameshifts and premature stops; rows private to the nearest clade are marked, and the rows
+    frameshifts and premature stops; rows private to the nearest tree node are marked, and the rows
     characteristic of the predicted class are shaded."""
     from bertgeom.sars_cov_2.variant.result import defining_flag, mutation_rows, private_column
 
@@ -100,7 +157,7 @@ def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) ->
                    + f" · {len(gr.stops)} premature stop(s)" + (f" ({', '.join(gr.stops)})" if gr.stops else "")
                    + f" · {n_private} private")
     if gene != "nuc" and rep.genes[gene].coverage == 0:
-        st.info(f"The sequence does not cover {gene}, so its mutations cannot be read.")
+        st.info(f"The sequence does not read {gene} (all N or not covered), so its mutations cannot be read.")
     elif rows:
         frame = pd.DataFrame(rows)
         flag = defining_flag(pred)
@@ -112,10 +169,11 @@ def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) ->
                "annotation (ORF10 as RefSeq has it, never private), named as Nextclade names them (S:H69-, "
                "S:214:EPE, 21765-21770, ORF3a:257-276); 'carried by' lists the classes whose characteristic table "
                "or clade profiles hold exactly this change (not another change at the same site); 'private' = one "
-               "of its nucleotides is not in the profile of the nearest clade, "
-               f"{analysis.clade.display if analysis.clade else 'n/a'}.")
-    if missing:
+               "of its nucleotides differs from the nearest node of Nextclade's tree ("
+               + (plain(f"{analysis.placement.lineage}, {analysis.placement.node}") if analysis.placement else "n/a")
+               + "; see the placement above).")
+    if missing and (gene == "nuc" or rep.genes[gene].coverage > 0):  # an unread gene misses everything: said above
         st.caption("Characteristic mutations expected but missing: " + "; ".join(missing))
 
 
-__all__ = ["render_mutation_tables", "render_nearest_clade", "render_qc_score"]
+__all__ = ["render_genome_track", "render_mutation_tables", "render_placement", "render_qc_score"]

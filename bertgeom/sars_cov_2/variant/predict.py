@@ -45,6 +45,9 @@ class Prediction:
     rule_call: str = ""  #: the rule-based marker call (bertgeom.sars_cov_2.genome.markers), a second opinion
     rule_evidence: str = ""  #: its evidence, e.g. "delta: 7/7 markers"
     clade: str = ""  #: nearest Nextstrain clade (display name, e.g. "21J (Delta)")
+    lineage: str = ""  #: Pango lineage of the nearest node of Nextclade's reference tree
+    recombinant: str = ""  #: "" or the recombinant call (pipeline.recombinant_cell)
+    dataset: str = ""  #: the Nextclade dataset (name and tag) the record was placed on
     qc_score: float | None = None  #: Nextclade QC score (bertgeom.sars_cov_2.genome.qc.qc_score)
     qc_status: str = ""  #: good / mediocre / bad
     spike: str = field(default="", repr=False)  #: the aligned spike read (not a CSV column)
@@ -55,9 +58,10 @@ class Prediction:
     error: str = ""
 
     def row(self, labels: Iterable[str], model_version: str, precision: str = "", backend: str = "") -> dict:
-        """Flat CSV row: name, prediction, one probability column per class, QC, mutations, version
-        (and ``model_precision``, the forward's fp32/bf16, and ``model_backend``, the runtime that ran
-        it, when given)."""
+        """Flat CSV row: name, prediction, one probability column per class, QC, mutations, nearest
+        clade, Pango lineage and recombinant call, version, the Nextclade dataset placed on (and
+        ``model_precision``, the forward's fp32/bf16, and ``model_backend``, the runtime that ran it,
+        when given)."""
         out = {"name": self.name, "predicted": self.predicted or "", "confidence": max(self.probs.values(), default="")}
         for c in labels:
             p = self.probs.get(c)
@@ -66,9 +70,11 @@ class Prediction:
                    n_mutations="" if self.n_mutations is None else self.n_mutations,
                    unk_rate="" if self.unk_rate is None else round(self.unk_rate, 4),
                    rule_call=self.rule_call, rule_evidence=self.rule_evidence, clade=self.clade,
+                   lineage=self.lineage, recombinant=self.recombinant,
                    qc_score="" if self.qc_score is None else self.qc_score, qc_status=self.qc_status,
                    agrees=_agreement(self.predicted, self.rule_call),
-                   gate=self.gate, notes=self.notes, error=self.error, model_version=model_version)
+                   gate=self.gate, notes=self.notes, error=self.error, model_version=model_version,
+                   nextclade_dataset=self.dataset)
         if precision:
             out["model_precision"] = precision
         if backend:
@@ -309,6 +315,8 @@ def prepare_record(rec, vocab, max_tokens: int, dataset: str | None = None,
     pred.rule_call, pred.rule_evidence = a.rule.call, a.rule.summary()
     summary = a.summary_row()
     pred.clade, pred.qc_status = summary["clade"], summary["qc_status"]
+    pred.lineage, pred.recombinant = summary["lineage"], summary["recombinant"]
+    pred.dataset = a.placement.dataset if a.placement is not None else ""
     pred.qc_score = summary["qc_score"] if summary["qc_score"] != "" else None
     pred.spike = a.spike.aligned
     pred.gate = a.gate.verdict if a.gate else ""

@@ -1,6 +1,7 @@
 """What the Variant Classifier reports for one genome, as data (no UI): the spike mutations
-against the predicted class's defining ones, which token each mutation falls in, and the
-downloadable result with its manifest."""
+against the predicted class's defining ones, which token each mutation falls in, the placement on
+Nextclade's reference tree (its sentences, its marks along the genome), and the downloadable result
+with its manifest."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def mutation_rows(analysis, pred: str, rule_call: str | None = None, gene: str =
     stop; ``"nuc"``: the nucleotide changes that change no amino acid), read from the analysis's one
     table (:func:`bertgeom.sars_cov_2.genome.pipeline.mutation_table`): its nucleotide changes, the spike domain,
     the classes carrying exactly that change, whether it characterises ``pred``, and whether it is
-    *private* (not in the nearest clade's profile: the rows QC's private count counts); and the
+    *private* (differs from the nearest node of Nextclade's tree: the rows QC's private count counts); and the
     characteristic mutations of ``pred`` (and of ``rule_call`` when it differs) that are missing,
     with why: the reference or another amino acid is read there, or the site is not covered (N)."""
     from bertgeom.sars_cov_2.genome.markers import ABSENT, MISSING, load_marker_table, marker_state
@@ -46,7 +47,7 @@ def mutation_rows(analysis, pred: str, rule_call: str | None = None, gene: str =
 
     table = load_marker_table()
     flag = defining_flag(pred)
-    clade = analysis.clade.display if analysis.clade is not None else "the nearest clade"
+    col = private_column(analysis)
     rows = []
     for r in mutation_table(analysis):
         if r["gene"] != gene:
@@ -58,7 +59,7 @@ def mutation_rows(analysis, pred: str, rule_call: str | None = None, gene: str =
             row["domain"] = readable_region(r["position"])
         row.update({flag: "yes" if pred in owners else "",
                     "carried by": ", ".join(CLASS_DISPLAY.get(c, c) for c in owners),
-                    f"private (not in {clade})": r["private"]})
+                    col: r["private"]})
         rows.append(row)
     missing = []
     if gene == "S":
@@ -75,15 +76,17 @@ def mutation_rows(analysis, pred: str, rule_call: str | None = None, gene: str =
 
 
 def private_column(analysis) -> str:
-    """The name of the table column that marks private rows (it names the clade judged against)."""
-    clade = analysis.clade.display if analysis.clade is not None else "the nearest clade"
-    return f"private (not in {clade})"
+    """The name of the table column that marks private rows: it names the lineage of the nearest node
+    of Nextclade's tree, which "private" is judged against (as Nextclade's privateNucMutations)."""
+    pl = getattr(analysis, "placement", None)
+    return f"private (vs. node {pl.lineage or pl.clade})" if pl is not None else "private (vs. nearest node)"
 
 
 def batch_table(rows: list[dict]):
     """The batch view of ``classify`` rows: name, BERT call ("no call" below the gate), confidence, rule
-    call, agreement, nearest clade, Nextclade QC score and status, spike and whole-genome QC,
-    mutations, the gate's verdict, notes, error (a pandas DataFrame, sortable on the page)."""
+    call, agreement, nearest clade, Pango lineage and recombinant (from the placement on Nextclade's
+    tree), Nextclade QC score and status, spike and whole-genome QC, mutations, the gate's verdict,
+    notes, error (a pandas DataFrame, sortable on the page)."""
     import pandas as pd
 
     from bertgeom.figures.base import probability_label
@@ -93,12 +96,20 @@ def batch_table(rows: list[dict]):
             # as every screen writes a probability: a calibrated 0.99996 is "> 99.9%", never "1"
             "confidence": probability_label(r["confidence"]) if r["confidence"] != "" else None,
             "rule call": CLASS_DISPLAY.get(r["rule_call"], r["rule_call"]), "agree": r["agrees"],
-            "nearest clade": r.get("clade", ""),
+            "nearest clade": r.get("clade", ""), "lineage": r.get("lineage", ""),
+            "recombinant": recombinant_short(r.get("recombinant", "")),
             "QC score": r.get("qc_score") if r.get("qc_score") not in ("", None) else None,
             "QC status": r.get("qc_status", ""),
             "spike QC": r["qc"], "genome QC": r["genome_qc"], "mutations": r["n_mutations"] if r["n_mutations"] != "" else None,
             "gate": r.get("gate", ""), "notes": r.get("notes", ""), "error": r["error"]} for r in rows]
     return pd.DataFrame(out)
+
+
+def recombinant_short(cell: str) -> str:
+    """The batch table's recombinant cell: the parents (``AY.103 / BA.2.75.2``) or ``designated XD`` of the
+    CSV's ``recombinant`` cell (:func:`~bertgeom.sars_cov_2.genome.pipeline.recombinant_cell`), whose
+    breakpoint interval the CSV and the genome's own view give; "" when not a recombinant."""
+    return cell.removeprefix("yes: ").split(" (breakpoint", 1)[0]
 
 
 def csv_bytes(rows: list[dict]) -> bytes:
@@ -184,7 +195,9 @@ def result_record(loaded, analysis, pred: str, labels, probs) -> dict:
         "manifest": manifest(loaded), "name": analysis.name, "predicted": pred if called else None,
         "probabilities": {c: float(p) for c, p in zip(labels, probs)} if called else {},
         **({"gate": {"verdict": gate.verdict, "identity": gate.identity, "aligned_share": gate.aligned_share,
-                     "private": gate.private, "reason": gate.reason}} if gate is not None else {}),
+                     "private": gate.private, "divergence_per_kb": gate.divergence_per_kb,
+                     "unread_share": gate.unread_share, "node": gate.node, "reason": gate.reason}}
+           if gate is not None else {}),
         "qc": {"verdict": qc.verdict, "reasons": qc.reasons, "coverage": qc.coverage, "n_share": qc.n_share,
                "frameshifts": [f"S:{f}" for f in qc.frameshifts], "private": qc.private},
         "mutations": [m.qualified for m in report.amino_acid], "nucleotide_mutations": report.nuc_names(spike_only=True),
@@ -197,7 +210,8 @@ def _genome_fields(analysis) -> dict:
     if getattr(analysis, "qc_score", None) is None:
         return {}
     q = analysis.qc_score
-    return {"nearest_clade": analysis.clade.clade,
+    return {"nearest_clade": analysis.clade.clade, "lineage": analysis.clade.lineage,
+            "placement": placement_record(getattr(analysis, "placement", None)),
             "qc_score": {"score": q.score, "status": q.status,
                          "rules": {k: {"score": r.score, "status": r.status, "count": r.count, "message": r.message}
                                    for k, r in q.rules.items()}},
@@ -214,11 +228,141 @@ def result_row(loaded, analysis, pred: str, labels, probs) -> dict:
     called = gate is None or gate.passed  # below the gate: no class probability, no call
     return {"name": analysis.name, "predicted": pred if called else "",
             **{f"p_{c}": float(p) if called else "" for c, p in zip(labels, probs)},
-            "qc": analysis.qc.verdict, "clade": extra.get("clade", ""), "qc_score": extra.get("qc_score", ""),
+            "qc": analysis.qc.verdict, "clade": extra.get("clade", ""), "lineage": extra.get("lineage", ""),
+            "recombinant": extra.get("recombinant", ""), "qc_score": extra.get("qc_score", ""),
             "qc_status": extra.get("qc_status", ""),
             "mutations": " ".join(m.qualified for m in analysis.mutations.amino_acid),
             "gate": gate.verdict if gate else "", "notes": gate.reason if gate and not called else "",
-            **manifest(loaded)}
+            **manifest(loaded), "nextclade_dataset": dataset_name(analysis)}
+
+
+def dataset_name(analysis) -> str:
+    """The Nextclade dataset (name and tag) the analysis was placed on ("" when it was not placed)."""
+    pl = getattr(analysis, "placement", None)
+    return pl.dataset if pl is not None else ""
+
+
+def placement_record(placement) -> dict:
+    """The placement on Nextclade's reference tree as the JSON download writes it: the dataset, the
+    node, its clade and Pango lineage, the distance, the private mutations by Nextclade's classes,
+    the tie (resolution) and the recombinant call ({} when there is no placement)."""
+    if placement is None:
+        return {}
+    pm, rec = placement.private, placement.recombinant
+    return {"dataset": placement.dataset, "node": placement.node, "clade": placement.clade,
+            "clade_display": placement.clade_display, "lineage": placement.lineage,
+            "unaliased": placement.unaliased or placement.lineage, "who": placement.who, "region": placement.region,
+            "distance": placement.distance, "called": placement.called,
+            "divergence_per_kb": round(placement.divergence_per_kb, 3), "ties": placement.ties,
+            "tied_lineages": list(placement.tied_lineages), "tied_clades": list(placement.tied_clades),
+            "resolution_note": placement.resolution_note(),
+            "private": {"reversions": list(pm.reversions),
+                        "labeled": [{"mutation": m, "clades": list(c)} for m, c in pm.labeled],
+                        "unlabeled": list(pm.unlabeled), "deletion_ranges": list(pm.deletion_ranges)},
+            "recombinant": None if rec is None else {
+                "parents": list(rec.parents), "parent_clades": list(rec.parent_clades),
+                "breakpoints": [list(b) for b in rec.breakpoints], "gain": rec.gain, "designated": rec.designated,
+                "summary": recombinant_sentence(placement)}}
+
+
+def _recombinant_root(placement) -> str:
+    """The designated recombinant (``XBB``) a placement's lineage descends from, from its unaliased
+    name (``XBB.1.5.70.1`` for GK.1); "" when the name does not start from one."""
+    root = (placement.unaliased or placement.lineage or "").split(".")[0]
+    return root if root.startswith("X") else ""
+
+
+def recombinant_sentence(placement) -> str:
+    """One sentence on a recombinant placement ("" when there is none): the designated recombinant
+    lineage the sequence sits on, and/or the parents of its parts (5' to 3') with the breakpoint
+    intervals between the informative sites."""
+    rec = getattr(placement, "recombinant", None)
+    if rec is None:
+        return ""
+    split = ""
+    if rec.parents:
+        names = [f"{lin} ({cl})" if cl else lin for lin, cl in zip(rec.parents, rec.parent_clades)]
+        where = ["5' part"] + ["middle part"] * (len(names) - 2) + ["3' part"]
+        parts = ", ".join(f"its {w} nearest {n}" for w, n in zip(where, names))
+        bps = " and ".join(f"{a:,} and {b:,}" for a, b in rec.breakpoints)
+        split = (f"{parts}, breakpoint{'s' if len(rec.breakpoints) > 1 else ''} between {bps} "
+                 f"({rec.gain} fewer private mutations than on any one node)")
+    if not rec.designated:
+        return (f"Possible recombinant, not on a designated recombinant lineage: {split}." if split else "")
+    root = _recombinant_root(placement)
+    unaliased = placement.unaliased if placement.unaliased and placement.unaliased != rec.designated else ""
+    if not root or root == rec.designated:
+        lineage = f"{rec.designated}, a designated recombinant lineage"
+    else:
+        lineage = f"{rec.designated}{f' ({unaliased})' if unaliased else ''}, a descendant of the designated recombinant {root}"
+    return f"Recombinant: it sits on {lineage}" + (f"; {split}." if split else ".")
+
+
+#: The kinds of nucleotide changes :func:`genome_marks` sorts, in the track's order (top first).
+MARK_KINDS = ("private", "reversion", "on the node's path")
+
+
+def genome_marks(analysis) -> dict:
+    """What the genome track (:func:`~bertgeom.sars_cov_2.variant.figures.genome_track`) draws, read
+    from the one analysis: ``genes`` ``(name, start, end)``; ``unread`` stretches ``(first, last)``
+    (N or not covered); ``marks``, per kind of :data:`MARK_KINDS`, ``(position, label)`` of each
+    nucleotide change: *private* (not on the nearest node), *reversion* (a change of the node where the
+    sequence reads the reference base) or on the node's path; and ``bands`` ``(after, before, label)``,
+    one per recombinant breakpoint interval, labelled with the parents on either side."""
+    from bertgeom.sars_cov_2.genome.genes import load_genes
+    from bertgeom.sars_cov_2.genome.profiles import nuc_key
+    from bertgeom.sars_cov_2.genome.reference import REFERENCE_LEN
+
+    genes = [(g.name, g.start, g.end) for g in load_genes().values()]
+    unread: list[tuple[int, int]] = []
+    aln = getattr(analysis, "alignment", None)
+    if aln is not None:
+        import numpy as np
+
+        q = np.frombuffer(aln.aligned.encode("ascii", "replace"), dtype=np.uint8)
+        read = np.isin(q, np.frombuffer(b"ACGT-", dtype=np.uint8))
+        edges = np.flatnonzero(np.diff(np.r_[0, (~read).astype(np.int8), 0]))
+        unread = [(int(a) + 1, int(b)) for a, b in zip(edges[::2], edges[1::2])]
+    private = set(analysis.private.private) if getattr(analysis, "private", None) is not None else set()
+    marks: dict[str, list[tuple[int, str]]] = {k: [] for k in MARK_KINDS}
+    for m in analysis.mutations.nucleotide if analysis.mutations is not None else []:
+        label = m.name + (f" ({', '.join(m.aa_changes)})" if m.aa_changes else "")
+        marks["private" if m.name in private else "on the node's path"].append((m.pos, label))
+    pl = getattr(analysis, "placement", None)
+    if pl is not None:
+        node = pl.lineage or pl.node
+        for r in pl.private.reversions:
+            key = nuc_key(r)
+            if key:
+                marks["reversion"].append((key[1], f"{r} (reversion: {node} carries {r[-1]}{key[1]}{r[0]})"))
+    return {"length": REFERENCE_LEN, "genes": genes, "unread": unread, "marks": marks,
+            "bands": breakpoint_bands(pl)}
+
+
+def breakpoint_bands(placement) -> list[tuple[int, int, str]]:
+    """``(after, before, "5' parent | 3' parent")`` of each breakpoint interval of a recombinant
+    placement with parents (genome positions; empty otherwise)."""
+    rec = getattr(placement, "recombinant", None)
+    if rec is None or not rec.parents:
+        return []
+    return [(a, b, f"{rec.parents[i]} | {rec.parents[i + 1]}") for i, (a, b) in enumerate(rec.breakpoints)
+            if i + 1 < len(rec.parents)]
+
+
+def spike_bands(analysis, stride: int, n_tokens: int) -> list[tuple[int, int, str]]:
+    """The recombinant breakpoint intervals of :func:`genome_marks` that reach into the spike, in the
+    spike track's token coordinates ``(first token, last token, label)`` (token 0 is [CLS]; the k-mer
+    starting at spike offset ``i * stride`` is token ``i + 1``)."""
+    from bertgeom.sars_cov_2.genome.reference import SPIKE_END, SPIKE_START
+
+    out = []
+    for a, b, label in breakpoint_bands(getattr(analysis, "placement", None)):
+        if b < SPIKE_START or a > SPIKE_END:
+            continue
+        lo = 1 + max(0, min(a, SPIKE_END) - SPIKE_START) // stride
+        hi = 1 + max(0, min(b, SPIKE_END) - SPIKE_START) // stride
+        out.append((min(lo, n_tokens - 2), min(hi, n_tokens - 2), label))
+    return out
 
 
 def qc_verdicts(analysis) -> list[dict]:
