@@ -289,7 +289,7 @@ def test_a_batch_has_lineage_and_recombinant_columns_and_its_csv_names_the_datas
     at = variant_app(text)
     assert not at.exception, [e.value for e in at.exception]
     table = at.dataframe[0].value
-    assert {"nearest clade", "lineage", "recombinant"} <= set(table.columns)
+    assert {"clade", "lineage", "recombinant"} <= set(table.columns)
     by_name = table.set_index("name")
     assert by_name.loc[demo[5].name, "lineage"].startswith(("AY.", "B.1.617.2"))
     assert by_name.loc[demo[7].name, "lineage"].startswith("BA.")

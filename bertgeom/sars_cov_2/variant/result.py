@@ -83,8 +83,9 @@ def private_column(analysis) -> str:
 
 
 def batch_table(rows: list[dict]):
-    """The batch view of ``classify`` rows: name, BERT call ("no call" below the gate), confidence, rule
-    call, agreement, nearest clade, Pango lineage and recombinant (from the placement on Nextclade's
+    """The batch view of ``classify`` rows: name, BERT call ("no call" below the gate), confidence ("—"
+    without a call), rule
+    call, agreement, Nextstrain clade, Pango lineage and recombinant (from the placement on Nextclade's
     tree), Nextclade QC score and status, spike and whole-genome QC, mutations, the gate's verdict,
     notes, error (a pandas DataFrame, sortable on the page)."""
     import pandas as pd
@@ -94,9 +95,9 @@ def batch_table(rows: list[dict]):
     out = [{"name": r["name"], "BERT call": CLASS_DISPLAY.get(r["predicted"], r["predicted"]) or (
                 "no call" if r.get("gate") and r.get("gate") != "SARS-CoV-2" else ""),
             # as every screen writes a probability: a calibrated 0.99996 is "> 99.9%", never "1"
-            "confidence": probability_label(r["confidence"]) if r["confidence"] != "" else None,
+            "confidence": probability_label(r["confidence"]) if r["confidence"] != "" else "—",
             "rule call": CLASS_DISPLAY.get(r["rule_call"], r["rule_call"]), "agree": r["agrees"],
-            "nearest clade": r.get("clade", ""), "lineage": r.get("lineage", ""),
+            "clade": r.get("clade", ""), "lineage": r.get("lineage", ""),
             "recombinant": recombinant_short(r.get("recombinant", "")),
             "QC score": r.get("qc_score") if r.get("qc_score") not in ("", None) else None,
             "QC status": r.get("qc_status", ""),
