@@ -38,7 +38,6 @@ from bertgeom.sars_cov_2.genome.align import (
     nextclade_placement,
 )
 from bertgeom.sars_cov_2.genome.classes import clade_to_class
-from bertgeom.sars_cov_2.genome.markers import call_cut
 from bertgeom.sars_cov_2.genome.fasta import (
     _DIGIT_TABLE,
     _NUC_LETTERS,
@@ -55,8 +54,7 @@ from bertgeom.sars_cov_2.genome.fasta import (
     _plural,
     parse_single,
 )
-from bertgeom.sars_cov_2.genome.gate import sequence_gate, unread_share
-from bertgeom.sars_cov_2.genome.kmers import MAX_LENGTH, UNK_ID, seq2kmer
+from bertgeom.sars_cov_2.genome.kmers import MAX_LENGTH, seq2kmer
 from bertgeom.sars_cov_2.genome.mutations import (
     MISMATCH_WEIGHT,
     AaMutation,
@@ -75,9 +73,9 @@ from bertgeom.sars_cov_2.genome.mutations import (
     nuc_deletion_name,
     nuc_insertion_name,
 )
-from bertgeom.sars_cov_2.genome.pipeline import GenomeAnalysis
-from bertgeom.sars_cov_2.genome.qc import genome_qc, nextclade_span, qc_score, spike_qc
-from bertgeom.sars_cov_2.genome.tree import load_reference_tree, place, private_call, report_deletions
+from bertgeom.sars_cov_2.genome.pipeline import GenomeAnalysis, gate_analysis, place_and_score
+from bertgeom.sars_cov_2.genome.qc import genome_qc
+from bertgeom.sars_cov_2.genome.tree import load_reference_tree
 from bertgeom.sars_cov_2.genome.reference import (
     SPIKE_AA_LEN,
     SPIKE_END,
@@ -478,17 +476,7 @@ def reference_analyse_sequence(record: SequenceRecord | RecordError | str, vocab
         res.spike = cut
         res.mutations = reference_call_mutations(aln, cut=cut)
         res.genome_qc = genome_qc(aln, res.mutations)
-        tree = load_reference_tree()
-        pl = res.placement = place(aln.aligned, tree, deletions=report_deletions(res.mutations))
-        res.clade = CladeCall(pl.clade, pl.cls, pl.clade_display, lineage=pl.lineage)
-        res.private = private_call(res.mutations, pl)
-        res.qc = spike_qc(cut, res.mutations, cls or pl.cls, private=res.private)
-        res.span = nextclade_span(aln, record.sequence)
-        res.qc_score = qc_score(res.mutations, aln.aligned, res.private, qc=tree.qc, span=res.span)
-        res.rule = call_cut(cut)
-        note = pl.resolution_note()
-        if note:
-            res.notes.append(note)
+        place_and_score(res, aln, cut, load_reference_tree(), cls)
         text = cut.aligned if representation == "aligned" else cut.paper_sequence()
         res.model_input = text
         res.kmers = seq2kmer(text)
@@ -496,8 +484,7 @@ def reference_analyse_sequence(record: SequenceRecord | RecordError | str, vocab
             res.token_ids, res.unk_rate = vocab.encode(text, max_length=max_length)
         if representation == "paper" and len(res.kmers) > max_length - 2:
             res.notes.append(f"{len(res.kmers)} k-mers: truncated to {max_length - 2} as in the paper")
-        unread = unread_share(res.kmers, res.token_ids, UNK_ID if vocab is not None else None)
-        res.gate = sequence_gate(aln.aligned, record.sequence, pl, unread, spike_coverage=cut.coverage)
+        gate_analysis(res, record.sequence, vocab)
     except (AlignmentError, SequenceInputError) as exc:
         res.error = str(exc)
     except Exception as exc:  # never raise for a bad sequence

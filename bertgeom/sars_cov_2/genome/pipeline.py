@@ -166,17 +166,7 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
         res.spike = cut  # an uncovered spike is all N: placed and QC'd from the rest, the gate makes no call
         res.mutations = call_mutations(aln, cut=cut)
         res.genome_qc = genome_qc(aln, res.mutations)
-        tree = tree or load_reference_tree()
-        pl = res.placement = place(aln.aligned, tree, deletions=report_deletions(res.mutations))
-        res.clade = CladeCall(pl.clade, pl.cls, pl.clade_display, lineage=pl.lineage)
-        res.private = private_call(res.mutations, pl)
-        res.qc = spike_qc(cut, res.mutations, cls or pl.cls, private=res.private)
-        res.span = nextclade_span(aln, record.sequence)
-        res.qc_score = qc_score(res.mutations, aln.aligned, res.private, qc=tree.qc, span=res.span)
-        res.rule = call_cut(cut)
-        note = pl.resolution_note()
-        if note:
-            res.notes.append(note)
+        place_and_score(res, aln, cut, tree or load_reference_tree(), cls)
         text = cut.aligned if representation == "aligned" else cut.paper_sequence()
         res.model_input = text
         res.kmers = seq2kmer(text)
@@ -184,14 +174,36 @@ def analyse_sequence(record: SequenceRecord | RecordError | str, vocab: KmerVoca
             res.token_ids, res.unk_rate = vocab.encode(text, max_length=max_length)
         if representation == "paper" and len(res.kmers) > max_length - 2:
             res.notes.append(f"{len(res.kmers)} k-mers: truncated to {max_length - 2} as in the paper")
-        unread = unread_share(res.kmers, res.token_ids, UNK_ID if vocab is not None else None)
-        res.gate = sequence_gate(aln.aligned, record.sequence, pl, unread, spike_coverage=cut.coverage)
+        gate_analysis(res, record.sequence, vocab)
     except (AlignmentError, SequenceInputError) as exc:
         res.error = str(exc)
     except Exception as exc:  # never raise for a bad sequence
         log.exception("analyse_sequence failed for %s", record.name)
         res.error = f"The sequence could not be analysed ({type(exc).__name__}: {exc})."
     return res
+
+
+def place_and_score(res: GenomeAnalysis, aln: GenomeAlignment, cut: SpikeCut, tree: ReferenceTree,
+                    cls: str | None = None) -> None:
+    """Fill ``res`` (whose ``mutations`` are called) with what follows the mutation calls: the placement
+    on the reference tree, its clade, the private mutations, the spike and Nextclade QC, the rule call,
+    and the note on a placement several nodes share."""
+    pl = res.placement = place(aln.aligned, tree, deletions=report_deletions(res.mutations))
+    res.clade = CladeCall(pl.clade, pl.cls, pl.clade_display, lineage=pl.lineage)
+    res.private = private_call(res.mutations, pl)
+    res.qc = spike_qc(cut, res.mutations, cls or pl.cls, private=res.private)
+    res.span = nextclade_span(aln)
+    res.qc_score = qc_score(res.mutations, aln.aligned, res.private, qc=tree.qc, span=res.span)
+    res.rule = call_cut(cut)
+    note = pl.resolution_note()
+    if note:
+        res.notes.append(note)
+
+
+def gate_analysis(res: GenomeAnalysis, sequence: str, vocab: KmerVocab | None) -> None:
+    """The gate of an analysis whose placement and model input are set (:func:`~.gate.sequence_gate`)."""
+    unread = unread_share(res.kmers, res.token_ids, UNK_ID if vocab is not None else None)
+    res.gate = sequence_gate(res.alignment.aligned, sequence, res.placement, unread, spike_coverage=res.spike.coverage)
 
 
 #: Columns of :func:`mutation_table` (one row per table row of every gene, then the other nucleotides).
