@@ -28,6 +28,7 @@ from bertgeom.ui.methods_link import linked
 from bertgeom.ui.url_settings import value_from_url, value_to_url
 from bertgeom.ui.state import select_head
 from bertgeom.safety import csv_bytes, plain
+from bertgeom.tables import counted
 
 TEXTS = Path(__file__).resolve().parent / "texts"
 
@@ -194,7 +195,7 @@ def errors_expander(errors: Iterable[tuple[str, str]]) -> None:
     """The inputs of a set that could not be analysed, with the reason (nothing when none)."""
     errors = list(errors)
     if errors:
-        with st.expander(f"{len(errors)} input(s) could not be analysed"):
+        with st.expander(f"{counted(len(errors), 'input')} could not be analysed"):
             st.dataframe(pd.DataFrame(errors, columns=["input", "reason"]), hide_index=True, width="stretch")
 
 
