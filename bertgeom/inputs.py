@@ -314,7 +314,7 @@ class InputKind:
     changed_token_note: str = ""
     link_param: str = "example"
     link_text: bool = True
-    link_missing_note: str = ""
+    link_send: str = ""  # what a sender sends along when a link cannot hold a pasted input ("the FASTA")
     sweep_seconds: float = 1.0
     pages: tuple[str, ...] = ()
     capabilities: frozenset[str] = frozenset()
