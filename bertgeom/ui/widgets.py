@@ -207,11 +207,11 @@ def doc_caption(doc, *, formula: str | None = None) -> None:
 
 #: Symbols the feature formulas use, explained where a formula on screen contains them.
 SYMBOLS = {
-    "n_v": "n_v = number of real tokens (not [CLS], [SEP] or padding)",
+    "n_v": "n_v = number of content tokens (not [CLS], [SEP] or padding)",
     "ln n": "n = number of tokens",
     "offset": "offset = key position − query position",
     "tau": "tau = threshold in units of the uniform weight 1/n_v",
-    "in V": "V = the real tokens",
+    "in V": "V = the content tokens (not [CLS], [SEP] or padding)",
     "E_U": "E_U = the same quantity under uniform attention",
 }
 
