@@ -157,6 +157,7 @@ SLOWEST_MODULES = {
     "test_genome_prep_reference.py": 26, "test_spike_only_calls.py": 70,
     "test_precompute_ray_split.py": 19, "test_e2e_tour_first_step.py": 18,
     "test_prepared_sets.py": 16, "test_attention_heads_page.py": 15, "test_projections.py": 15,
+    "test_issue36_sentences.py": 34,
 }
 
 
