@@ -62,6 +62,7 @@ def reference_per_head(
     content = kinds.content
     V = [j for j in range(T) if content[j]]
     nv = len(V)
+    n_real = int(sum(bool(x) for x in kinds.real))  # [CLS], [SEP] and content: every key of a row
     seps = [j for j in range(T) if kinds.is_sep[j]]
     clss = [j for j in range(T) if kinds.is_cls[j]]
     seg = kinds.segment_ids
@@ -157,7 +158,7 @@ def reference_per_head(
                 res["entropy_cls"] = 0.0
             res["k90_median"] = float(np.median(ks))
             res["k90_mean"] = float(np.mean(ks))
-            res["k90_frac"] = res["k90_median"] / nv
+            res["k90_frac"] = res["k90_median"] / n_real  # k90 counts among every real key
             eu = np.mean([np.abs(ar - i).mean() for i in q_rows])
             euc = np.mean([np.abs(ar[Vmask] - i).mean() for i in q_rows])
             res["mean_dist_norm"] = res["mean_dist"] / eu if eu > 0 else 0.0

@@ -25,6 +25,7 @@ import numpy as np
 
 from bertgeom.models import PluginRegistry
 from bertgeom.tokens import TokenKinds, is_punct_token
+from bertgeom.tables import counted, word_for
 
 if TYPE_CHECKING:
     from bertgeom.models import LoadedModel
@@ -188,7 +189,8 @@ def encode_text(loaded: LoadedModel, text: str) -> EncodedInput:
     is_punct = np.array([(not s) and is_punct_token(t) for t, s in zip(tokens, is_special)])
     n_unk = 0 if tok.unk_token_id is None else int((ids == tok.unk_token_id).sum())
     if n_unk:
-        notes.append(f"{n_unk} token(s) are unknown to the model's vocabulary ([UNK]).")
+        notes.append(f"{counted(n_unk, 'token')} {word_for(n_unk, 'is', 'are')} unknown to the model's vocabulary "
+                     "([UNK]).")
     return EncodedInput(key, ids, tokens, spans, "char", is_cls, is_sep, is_punct, notes)
 
 
@@ -312,7 +314,7 @@ class InputKind:
     changed_token_note: str = ""
     link_param: str = "example"
     link_text: bool = True
-    link_missing_note: str = ""
+    link_send: str = ""  # what a sender sends along when a link cannot hold a pasted input ("the FASTA")
     sweep_seconds: float = 1.0
     pages: tuple[str, ...] = ()
     capabilities: frozenset[str] = frozenset()

@@ -174,6 +174,7 @@ SLOWEST_MODULES = {
     "test_prepared_sets.py": 16, "test_attention_heads_page.py": 15, "test_projections.py": 15,
     "test_clone_parent_folder.py": 45,  # serially, 2026-12-03: three real starts of python from a copied checkout
     "test_filled_cache.py": 95,  # serially, 2026-12-03: two modules in a pytest of their own, on a filled cache
+    "test_issue36_sentences.py": 34,
 }
 
 

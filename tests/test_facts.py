@@ -40,7 +40,9 @@ def test_sink_summary_says_cls_when_no_head_parks_on_sep():
     cls[1, 0], sep[0, 1] = 0.8, 0.16
     text = sink_summary(_Table(cls=cls, sep=sep))
     assert "**L2 H1** (0.80" in text and "**L1 H2** (0.16)" in text
-    assert "0 heads pass 0.6" in text and "resting place is **[CLS]**" in text
+    # each count agrees with its verb: one head passes, no heads pass (issue #45)
+    assert "1 of 4 heads passes 0.6" in text and "0 of 4 heads pass 0.6" in text
+    assert "resting place is **[CLS]**" in text
     sep[0, 1] = 0.9
     assert "As Clark et al." in sink_summary(_Table(cls=cls, sep=sep))
 

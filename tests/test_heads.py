@@ -211,7 +211,7 @@ def test_k90_counts_largest_entries():
     A = np.tile(row, (T, 1))
     t = head_features(A[None, None], kinds)
     assert np.all(t.k90_rows == 3)  # 0.5 + 0.3 + 0.15 = 0.95 >= 0.9
-    assert t["k90_frac"][0, 0] == pytest.approx(3 / 6)
+    assert t["k90_frac"][0, 0] == pytest.approx(3 / 8)  # of the 8 real keys k90 counts among ([CLS], [SEP] too)
     t2 = head_features(A[None, None], kinds, k_mass=0.8)
     assert np.all(t2.k90_rows == 2)  # 0.5 + 0.3 reaches 0.8 exactly
 

@@ -2,15 +2,31 @@
 the IsoScore note follows n and d, English text in the genome box is called text, the batch table
 writes probabilities as every screen does, the Model view frame leaves the [CLS] stripe visible,
 legends tell their two kinds of "no ..." apart, the head view says it scrolls, and the three QC
-verdicts are set side by side."""
+verdicts are set side by side.
+
+Second round (issue #45, items 3 and 5): every generated sentence words its numbers by the two
+shared helpers of :mod:`bertgeom.tables` (a change between two numbers, a counted noun), each
+builder fed flat, rising and falling inputs and one against many; the head map's caption says
+what the head's label says it does; the share link says how its input came in; Compare
+checkpoints promises nothing the server has; κ = k90 / real tokens stays a share; a deleted
+residue is carried only by the classes with the same deletion. The pages that show the
+sentences are checked in an AppTest, the head view's hover line in Chromium."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from bertgeom.analysis.tour_facts import cone_summary, isoscore_rank_note
 from bertgeom.sars_cov_2.variant import genome_analysis
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+HEADS = "app_pages/attention_heads.py"
 
 
 def test_isoscore_note_follows_the_number_of_vectors_and_dimensions():
@@ -180,3 +196,295 @@ def test_page_notes_and_tour_facts_are_one_computation(tiny_bert):
     note, (layer, head) = special_heads_note(table)
     assert note.startswith(f"{int((special >= 0.5).sum())} of {special.size} heads")
     assert special[layer, head] == special.max() and f"({special.max():.2f})" in note
+
+
+
+# ---- issue #45: the two wording helpers ----------------------------------------------------------
+def test_change_phrase_follows_the_numbers_as_printed():
+    from bertgeom.tables import change_direction, change_phrase
+
+    where = {"start": "embeddings", "end": "layer 6"}
+    assert change_phrase(0.41, 0.72, 2, **where) == "rises 1.8-fold, from 0.41 (embeddings) to 0.72 (layer 6)"
+    assert change_phrase(0.347, 0.002, 3, **where).startswith("falls 170-fold, from 0.347 (embeddings) to 0.002")
+    assert change_phrase(0.72, 0.65, 2) == "falls by 10%, from 0.72 to 0.65"
+    # a change invisible at the printed precision is no change: the user's "goes from 0.61 to 0.61"
+    assert change_phrase(0.612, 0.608, 2, **where) == "stays at 0.61 (embeddings to layer 6)"
+    assert change_phrase(0.612, 0.608, 3).startswith("falls")  # visible with one more decimal
+    assert change_phrase(0.5, 0.5) == "stays at 0.50"
+    assert change_phrase(-0.2, 0.4) == "rises from -0.20 to 0.40"  # no ratio across zero
+    assert [change_direction(a, b, 2) for a, b in ((0.1, 0.2), (0.2, 0.1), (0.104, 0.096), (-0.001, 0.001))] \
+        == [1, -1, 0, 0]
+
+
+def test_counted_nouns_and_their_verbs_take_the_number_of_the_count():
+    from bertgeom.tables import counted, noun_forms, word_for
+
+    assert [counted(n, "link") for n in (0, 1, 3)] == ["0 links", "1 link", "3 links"]
+    assert counted(1204, "token vector") == "1,204 token vectors"
+    assert counted(2, "match") == "2 matches" and counted(2, "entry") == "2 entries" and counted(2, "day") == "2 days"
+    assert counted(2, "genome", "genomes") == "2 genomes" and counted(1, "genome", "genomes") == "1 genome"
+    assert word_for(1, "passes", "pass") == "passes" and word_for(7, "passes", "pass") == "pass"
+    assert noun_forms("link") == ("link", "links")
+
+
+# ---- issue #45: each sentence builder, flat / rising / falling, one / many -------------------------
+@pytest.mark.parametrize("cone, iso, cloud, cone_verb, iso_verb", [
+    ([0.41, 0.55, 0.72], [0.018, 0.019, 0.012], "bunch into a narrower cone", "rises", "falls"),
+    ([0.80, 0.62, 0.50], [0.10, 0.15, 0.20], "spread into a wider cone", "falls", "rises"),
+    ([0.612, 0.61, 0.608], [0.347, 0.05, 0.002], "keep the width of their cone", "stays at 0.61", "falls 170-fold"),
+    ([0.30, 0.30, 0.30], [0.020, 0.020, 0.020], "keep the width of their cone", "stays at 0.30", "stays at 0.020"),
+])
+def test_cone_summary_verbs_follow_each_curve(cone, iso, cloud, cone_verb, iso_verb):
+    text = cone_summary(cone, iso, 11)
+    assert f"the 11 token vectors {cloud}: I/m {cone_verb}" in text
+    assert f"IsoScore, which ignores the shared direction, {iso_verb}" in text
+    assert "goes from" not in text and "stays between" not in text
+
+
+def test_cone_summary_of_the_users_numbers_says_stays_and_falls():
+    """Issue #45's two findings: I/m 0.61 to 0.61 under "narrower cone", IsoScore "stays between 0.002
+    and 0.347" while it falls 150-fold."""
+    text = cone_summary([0.6104, 0.58, 0.6071], [0.347, 0.2, 0.002], 11)
+    assert "narrower" not in text and "I/m stays at 0.61 (embeddings to layer 2), between 0.58 and 0.61" in text
+    assert "IsoScore, which ignores the shared direction, falls 170-fold, from 0.347 (embeddings) to 0.002" in text
+
+
+def test_head_counts_agree_with_their_verbs():
+    from bertgeom.analysis.tour_facts import behaviour_note, sink_summary, special_heads_note
+
+    prev, cls, sep = np.zeros((2, 3)), np.full((2, 3), 0.1), np.full((2, 3), 0.05)
+    prev[1, 2] = 0.9
+    table = {"prev": prev, "cls": cls, "sep": sep}
+    assert behaviour_note(table, "prev").endswith("1 of 6 heads passes 0.5")
+    prev[0, 0] = 0.7
+    assert behaviour_note(table, "prev").endswith("2 of 6 heads pass 0.5")
+    cls[0, 1] = 0.9
+    assert "and 1 of 6 heads passes 0.6; the strongest [SEP] head is **L1 H1** (0.05) and 0 of 6 heads pass 0.6" \
+        in sink_summary(table)
+    assert special_heads_note(table)[0].startswith("1 of 6 heads puts half or more of its attention")
+    cls[1] = 0.8
+    assert special_heads_note(table)[0].startswith("4 of 6 heads put half or more of their attention")
+
+
+@pytest.mark.parametrize("p_after, new_call, n, words", [
+    (0.12, "delta", 2, "(2 changes in the *What if?* box below): Alpha falls to 12.0% and the call becomes **Delta**"),
+    (0.62, "alpha", 1, "(1 change in the *What if?* box below): Alpha falls to 62.0% and the call stays **Alpha**"),
+    (0.99996, "alpha", 1, "(1 change in the *What if?* box below): Alpha stays at > 99.9% and the call stays"),
+])
+def test_the_tours_genome_sentence_follows_its_numbers(p_after, new_call, n, words):
+    from bertgeom.sars_cov_2.variant.whatif import genome_sentence
+
+    pick = {"change": "S:N501Y", "new_call": new_call, "n_entries": n, "n_markers": n, "p_after": p_after,
+            "p_new_call": 0.8}
+    text = genome_sentence({"pred": "alpha", "p": 0.99993, "logodds": 9.5, "pick": pick, "best_single": None})
+    assert words in text
+
+
+def _cls_map(n: int = 6) -> np.ndarray:
+    a = np.full((n, n), 0.02)
+    a[:, 0] = 1.0
+    return a / a.sum(-1, keepdims=True)
+
+
+def test_map_note_counts_what_the_heads_label_says_it_does():
+    from bertgeom.analysis.tour_facts import map_note
+
+    n = 6
+    cls = np.eye(n, dtype=bool)[0]
+    sep = np.eye(n, dtype=bool)[-1]
+    cols = {"cls": cls, "sep": sep, "punct": np.zeros(n, bool)}
+    sink = _cls_map(n)
+    sink[3] = np.eye(n)[3]  # one row reads itself
+    # the [CLS] head of the tour's step 3: its caption counts [CLS] rows, not previous-token ones
+    assert map_note(sink, "cls", **cols) == "in 5 of the 6 rows (83%) the darkest cell sits in the [CLS] column"
+    ahead = np.eye(n, k=1)
+    ahead[-1, -1] = 1.0
+    assert map_note(ahead, "next", **cols).startswith("in 5 of the 5 rows before the last (100%) the darkest cell "
+                                                      "sits just right of the diagonal, on the token after")
+    back = np.eye(n, k=-1)
+    back[0, 0] = 1.0
+    assert map_note(back, "prev", **cols).startswith("in 5 of the 5 rows after the first (100%)")
+    even = np.full((n, n), 1 / n)
+    assert map_note(even, "broad", **cols) == ("no cell stands out: a row's darkest cell holds 0.17 of its attention "
+                                               "on average (0.17 if spread evenly over its 6 tokens)")
+    mirror = np.eye(n)
+    assert map_note(mirror, "other", **cols, unit="word") == (
+        "this head follows none of Clark's behaviours; its darkest cell sits most often on the diagonal, on the "
+        "word itself: in 6 of the 6 rows (100%)")
+    one_row = np.eye(2, k=-1)
+    one_row[0, 0] = 1.0
+    assert map_note(one_row, "prev", **{k: v[:2] for k, v in cols.items()}).startswith(
+        "in 1 of the 1 row after the first (100%)")
+
+
+def test_head_detail_caption_under_the_tours_cls_head_counts_cls_rows():
+    from bertgeom.analysis.tour_facts import strongest_head
+    from bertgeom.examples import example_sentences
+    from bertgeom.ui.cache import cached_head_features
+    from heads_page import open_heads_page
+
+    text = example_sentences()[0]
+    head = strongest_head(cached_head_features("minilm-l6", text), "cls")  # tour step 3's head
+    at = open_heads_page("Head detail", text_value=text, layer=head.layer, head=head.head)
+    captions = [c.value for c in at.caption if c.value.startswith("In this map")]
+    assert captions == [f"In this map in 13 of the 13 rows (100%) the darkest cell sits in the [CLS] column."]
+    assert any("1 of 72 heads passes 0.5" in c.value for c in at.caption)  # the grid's caption, coloured by prev
+
+
+def test_cone_page_shows_the_sentence_its_curves_give(monkeypatch, tmp_path):
+    """The IsoScore section prints :func:`cone_summary` of the curves it draws, verbs and all (MiniLM:
+    I/m rises, IsoScore falls)."""
+    import streamlit as st
+
+    from bertgeom.analysis.cone import cone_index
+    from bertgeom.analysis.isotropy import hidden_state_isoscore_curve
+    from bertgeom.sets.cone import rows_for
+    from bertgeom.trace import run_trace
+    from bertgeom.ui.cache import cached_model
+
+    st.cache_data.clear()
+    monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
+    text = "The cat sat on the mat because it was tired."
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.session_state["model_id"] = "minilm-l6"
+    at.session_state["text_value"] = text
+    at.run()
+    at = at.switch_page("app_pages/cone_index.py").run()
+    at.segmented_control(key="w_cone_section").set_value("isotropy").run()
+    assert not at.exception
+    trace = run_trace(cached_model("minilm-l6"), text)
+    hs = np.asarray(trace.hidden_states, dtype=np.float64)[:, rows_for(trace.encoded, "content")]
+    want = cone_summary(cone_index(hs, normalized=True), hidden_state_isoscore_curve(hs), hs.shape[1])
+    shown = [m.value for m in at.markdown if m.value.startswith("Through the layers")]
+    assert shown == [want]
+    assert "bunch into a narrower cone: I/m rises 1.8-fold, from 0.41 (embeddings) to 0.72 (layer 6)" in want
+    assert "IsoScore, which ignores the shared direction, falls" in want
+
+
+# ---- issue #45: the head view's hover line ---------------------------------------------------------
+def test_head_view_hover_line_counts_links_and_tokens_in_their_number(browser):
+    from bertgeom.figures.headview import head_view_html
+
+    tokens = ["[CLS]", "cat", "sat", "[SEP]"]
+    a = np.zeros((2, 4, 4))
+    a[0, 2, 1] = 1.0  # H1: "sat" reads "cat" only
+    a[1, 1, 0] = a[1, 1, 2] = 0.5  # H2: "cat" reads [CLS] and "sat"
+    page = browser.new_page()
+    try:
+        page.set_content(head_view_html(a, tokens, head_names=["H1", "H2"]))
+
+        def hover(side: str, i: int) -> str:
+            page.locator(f'g.token[data-side="{side}"][data-i="{i}"]').hover()
+            return page.locator("#status").inner_text()
+
+        assert hover("q", 2) == "\u201csat\u201d looks at 1 token (1 link from the ticked heads)"
+        assert hover("q", 1) == "\u201ccat\u201d looks at 2 tokens (2 links from the ticked heads)"
+        assert hover("k", 1) == "1 token looks at \u201ccat\u201d (1 link from the ticked heads)"
+        assert hover("q", 0) == "\u201c[CLS]\u201d has no link of weight \u2265 0.02 in the ticked heads"
+        assert hover("k", 3) == "No token looks at \u201c[SEP]\u201d with weight \u2265 0.02 in the ticked heads"
+    finally:
+        page.close()
+
+
+# ---- issue #45: the share link says how its input came in ------------------------------------------
+def test_share_notes_say_pasted_or_uploaded_and_how_many():
+    from bertgeom.inputs import INPUT_KINDS
+    from bertgeom.ui.state import missing_input_note, share_query
+
+    genome = INPUT_KINDS["spike"]
+    q, note = share_query("classifier", "sars-cov-2-variant", 0, 0, input_kind="spike", text=">a\nACGT\n>b\nACGT",
+                          origin=("upload", 20))
+    assert (q["input"], q["source"], q["records"]) == ("missing", "upload", "20")
+    assert note == "The uploaded file's 20 genomes are not among the examples, so the link does not hold them: send " \
+                   "the file along."
+    _, note = share_query("classifier", "sars-cov-2-variant", 0, 0, input_kind="spike", text=">a\nACGT",
+                          origin=("paste", 1))
+    assert note == "This genome is not one of the examples, so the link does not hold it: send the FASTA along."
+    _, note = share_query("classifier", "sars-cov-2-variant", 0, 0, input_kind="spike", text=">a\nA\n>b\nC\n>c\nG",
+                          origin=("paste", 3))
+    assert note.startswith("These 3 genomes are not among the examples, so the link does not hold them")
+    assert missing_input_note(genome, "upload", 20) == ("The shared link was made on an uploaded file of 20 genomes, "
+                                                        "which a link cannot carry: upload the file to see the view it "
+                                                        "shows.")
+    assert "made on an uploaded genome," in missing_input_note(genome, "upload", 1)
+    assert "made on a pasted genome," in missing_input_note(genome, "paste", 1)
+    assert "made on 3 genomes pasted into the box" in missing_input_note(genome, "paste", 3)
+    old = missing_input_note(genome, None, None)  # a link made before links said how: nothing guessed
+    assert "pasted" not in old and "uploaded" not in old
+
+
+def test_a_batch_upload_shares_a_link_that_says_it_was_an_uploaded_file(tiny_variant_dir, monkeypatch):
+    from bertgeom.sars_cov_2.variant.spec import demo_genomes
+    from bertgeom.ui.state import uploaded_key, widget_key
+    from bertgeom.inputs import INPUT_KINDS
+
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    batch = "\n".join(g["text"].strip() for g in demo_genomes()[3:6])  # three records, as one uploaded file
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.session_state["model_id"] = str(tiny_variant_dir)
+    at.session_state["genome_value"] = batch
+    at.session_state[uploaded_key(INPUT_KINDS["spike"])] = hash(batch)  # what the uploader's callback keeps
+    assert widget_key(INPUT_KINDS["spike"]) == "w_genome"
+    at.run()
+    at = at.switch_page(HEADS).run()
+    assert not at.exception
+    link = parse_qs(urlsplit(at.sidebar.code[0].value).query)
+    assert link["input"] == ["missing"] and link["source"] == ["upload"] and link["records"] == ["3"]
+    notes = [c.value for c in at.sidebar.caption]
+    assert any("The uploaded file's 3 genomes are not among the examples" in c for c in notes), notes
+    # the receiver's sidebar says the same
+    back = AppTest.from_file(APP, default_timeout=600)
+    for k, v in link.items():
+        back.query_params[k] = v[0]
+    back.run()
+    back = back.switch_page(HEADS).run()
+    assert any("made on an uploaded file of 3 genomes" in w.value for w in back.sidebar.warning)
+    assert not any("pasted" in w.value for w in back.sidebar.warning)
+
+
+# ---- issue #45: Compare checkpoints promises only what this server has ------------------------------
+def test_compare_checkpoints_without_a_partner_names_no_other_model():
+    from heads_page import open_heads_page
+
+    at = open_heads_page("Compare checkpoints", model_id="tiny-random")
+    info = " ".join(i.value for i in at.info)
+    assert re.search(r"none of the \d+ other installed checkpoints has this model's shape \(this model: 2 layers × 4 "
+                     r"heads, hidden \d+\)", info), info
+    assert "once the variant model is installed" not in info
+    assert "MiniLM" not in info and "SARS-CoV-2" not in info and "variant" not in info
+
+
+# ---- issue #45: numbers ----------------------------------------------------------------------------
+@pytest.mark.parametrize("fixture", ["tiny_bert", "minilm"])
+def test_k90_share_counts_the_tokens_k90_counts_and_never_exceeds_1(fixture, request):
+    from bertgeom.analysis.heads import head_features
+    from bertgeom.trace import run_trace
+
+    loaded = request.getfixturevalue(fixture)
+    for text in ("The cat sat on the mat because it was tired.", "Dogs bark."):
+        trace = run_trace(loaded, text)
+        table = head_features(trace.attentions, trace.encoded)
+        T = trace.attentions.shape[-1]  # every real key a row's k90 counts among, [CLS] and [SEP] included
+        np.testing.assert_allclose(table["k90_frac"], table["k90_median"] / T)
+        assert table["k90_frac"].max() <= 1.0
+
+
+def test_a_deleted_residue_is_carried_only_by_classes_with_the_same_deletion():
+    from bertgeom.sars_cov_2.genome.fasta import parse_sequences
+    from bertgeom.sars_cov_2.genome.mutations import same_deletion
+    from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence, carried_by, mutation_table
+    from bertgeom.sars_cov_2.variant.spec import demo_genomes
+
+    beta = next(g for g in demo_genomes() if g["class"] == "beta")
+    analysis = analyse_sequence(parse_sequences(beta["text"])[0])
+    rows = {r["mutation"]: r for r in mutation_table(analysis) if r["gene"] == "S"}
+    assert rows["A243-"]["nucleotides"] == "22283-22291"  # Beta's 9-base deletion
+    assert rows["A243-"]["carried by"] == ("beta",)  # not GH / pre-VOC, whose 21E deletes 22289-22294
+    event = next(e for e in analysis.mutations.genes["S"].events if e.name == "A243-")
+    assert "gh" not in carried_by(event.qualified) and carried_by(event.qualified) == ("beta",)
+    assert carried_by("S:A243-", ["22289-22294"]) == ("gh",)  # 21E's own deletion
+    assert set(carried_by("S:A243-")) >= {"gh", "beta"}  # a bare name knows no event: every deletion of A243
+    assert event.qualified == "S:A243-" and hash(event.qualified) == hash("S:A243-")
+    # one event placed at either end of a repeat (the characteristic table's 22281-22289) is the same deletion
+    assert same_deletion("22281-22289", "22283-22291") and not same_deletion("22289-22294", "22283-22291")
+    assert not same_deletion("22281-22289", "22289-22297")

@@ -184,12 +184,13 @@ def test_an_emptied_box_shows_how_to_start_and_nothing_computed(variant_app):
 def test_a_link_made_on_a_pasted_genome_says_so_and_shows_no_other_genome(tiny_variant_dir, monkeypatch):
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     at = AppTest.from_file(APP, default_timeout=600)
-    at.query_params.update({"view": "classifier", "model": str(tiny_variant_dir), "input": "missing"})
+    at.query_params.update({"view": "classifier", "model": str(tiny_variant_dir), "input": "missing",
+                            "source": "paste", "records": "1"})  # what a link made on one pasted genome says
     at.run()
     at = at.switch_page(PAGE).run()
     assert not at.exception
     assert at.session_state["genome_value"] == ""  # no example was filled in
-    assert any("pasted genome" in w.value for w in at.warning)
+    assert any("made on a pasted genome" in w.value for w in at.warning)
     assert any("To start" in i.value for i in at.info)
     assert not at.metric and not at.dataframe and not at.get("plotly_chart")
 

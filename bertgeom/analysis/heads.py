@@ -380,6 +380,7 @@ class _Plan:
     sep_cols: np.ndarray
     punct_cols: np.ndarray
     other_rows: np.ndarray  # real rows that are not [SEP] (Clark's "other -> [SEP]")
+    n_real: int  # real tokens ([CLS], [SEP] and content; not [PAD]): the keys of a row
     seg_ind: list  # per segment: float indicator of its content keys
     segq: np.ndarray  # segment of each query row
     two_seg: bool
@@ -425,6 +426,7 @@ class _Plan:
             sep_cols=np.flatnonzero(kinds.is_sep),
             punct_cols=np.flatnonzero(kinds.is_punct),
             other_rows=np.flatnonzero(~kinds.is_sep & kinds.real),
+            n_real=int(kinds.real.sum()),
             seg_ind=[(content & (seg == s)).astype(np.float64) for s in range(int(seg.max()) + 1)],
             segq=seg[q],
             two_seg=kinds.n_segments >= 2,
@@ -882,10 +884,12 @@ def _k90_mean(c: _Chunk):
     return c.sorted_rows[1].mean(axis=1)
 
 
-@head_feature("k90_frac", ("k90 median / real tokens", "median_i k90_i / n_v  (kappa)",
-                           "Bonino kappa (reconstruction)"))
+@head_feature("k90_frac", ("k90 median / real tokens", "median_i k90_i / n  (kappa; n = real tokens, [CLS] and [SEP] "
+                           "included: the keys k90_i counts among)", "Bonino kappa (reconstruction)"))
 def _k90_frac(c: _Chunk):
-    return c["k90_median"] / c.p.nv
+    # k90_i counts a row's largest entries among all its n real keys ([CLS] and [SEP] too), so the share
+    # divides by n: at most 1 by definition (dividing by n_v, the content tokens, gave up to n / n_v)
+    return c["k90_median"] / c.p.n_real
 
 
 @head_feature("block_mass", (

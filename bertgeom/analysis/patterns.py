@@ -114,7 +114,7 @@ class PatternThresholds:
                                            "(components >= 3 tokens).",
                                         lo=1, hi=10, step=1, group="gates")
     gate_open_entropy: float = _t(0.8, "Open gate: normalised entropy H/ln n at least this.", group="gates")
-    gate_open_k90: float = _t(0.5, "Open gate: kappa = median k90 / n_v at least this.", hi=1.5, group="gates")
+    gate_open_k90: float = _t(0.5, "Open gate: kappa = median k90 / real tokens at least this.", group="gates")
     # --- Clark Figure 6 colouring ---
     clark_next: float = _t(0.5, "Clark: 'attend to next' if next-token mass above this.", group="clark")
     clark_prev: float = _t(0.5, "Clark: 'attend to prev' if previous-token mass above this.", group="clark")

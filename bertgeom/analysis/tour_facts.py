@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertgeom.tables import head_label
+from bertgeom.tables import change_direction, change_phrase, counted, head_label, shown, word_for
 
-__all__ = ["HeadFact", "behaviour_note", "cone_summary", "isoscore_rank_note", "layer_ranking", "one_back_note",
-           "special_heads_note", "strongest_head", "sink_summary", "tour_facts"]
+__all__ = ["HeadFact", "behaviour_note", "cone_summary", "isoscore_rank_note", "layer_ranking", "map_columns",
+           "map_note", "one_back_note", "special_heads_note", "strongest_head", "sink_summary", "tour_facts"]
 
 #: feature -> (what the head does, Clark's threshold)
 BEHAVIOURS = {
@@ -64,10 +64,8 @@ def sink_summary(table) -> str:
     """Where this model's heads park their attention: [CLS] or [SEP], with the strongest head of
     each and the number of heads past Clark's 0.6 threshold."""
     cls, sep = strongest_head(table, "cls"), strongest_head(table, "sep")
-    head_word = lambda n: "head" if n == 1 else "heads"  # noqa: E731
     text = (f"the strongest [CLS] head is **{cls.label}** ({cls.value:.2f} of its attention) and "
-            f"{cls.n_above} {head_word(cls.n_above)} of {cls.n_heads} pass 0.6; the strongest [SEP] head is "
-            f"**{sep.label}** ({sep.value:.2f}) and {sep.n_above} {head_word(sep.n_above)} pass 0.6.")
+            f"{_passing(cls)}; the strongest [SEP] head is **{sep.label}** ({sep.value:.2f}) and {_passing(sep)}.")
     if sep.n_above == 0 and cls.n_above > 0:
         text += (" Here the resting place is **[CLS]**, not [SEP] as in BERT-base (Clark et al. 2019 found "
                  "over half of the attention of its layers 6–10 on [SEP]).")
@@ -76,6 +74,11 @@ def sink_summary(table) -> str:
     elif sep.n_above == 0 and cls.n_above == 0:
         text += " No head of this model parks most of its attention on a special token for this input."
     return text
+
+
+def _passing(f: HeadFact) -> str:
+    """``3 of 72 heads pass 0.6`` / ``1 of 72 heads passes 0.6``: the count of heads past the threshold."""
+    return f"{f.n_above} of {counted(f.n_heads, 'head')} {word_for(f.n_above, 'passes', 'pass')} {f.threshold:g}"
 
 
 def tour_facts(table) -> dict[str, str]:
@@ -109,7 +112,7 @@ def behaviour_note(table, feature: str) -> str:
     f = strongest_head(table, feature)
     what = _NEIGHBOUR.get(feature, BEHAVIOURS[feature][0])
     return (f"in this model the strongest {what} head is **{f.label}** ({f.value:.2f} of each token's attention); "
-            f"{f.n_above} of {f.n_heads} heads pass {f.threshold:g}")
+            f"{_passing(f)}")
 
 
 def one_back_note(attention, unit: str = "token") -> str:
@@ -118,9 +121,86 @@ def one_back_note(attention, unit: str = "token") -> str:
     A = np.asarray(attention, dtype=np.float64)
     rows = np.arange(1, A.shape[0])
     hits = int((A[rows].argmax(axis=1) == rows - 1).sum())
-    share = hits / max(rows.size, 1)
-    return (f"in {hits} of the {rows.size} rows after the first ({share:.0%}) the darkest cell sits just left of "
-            f"the diagonal, on the {unit} before")
+    return (f"in {hits} of the {counted(rows.size, 'row')} after the first ({_share(hits, rows.size)}) the darkest "
+            f"cell sits just left of the diagonal, on the {unit} before")
+
+
+def _share(hits: int, n: int) -> str:
+    return f"{hits / max(n, 1):.0%}"
+
+
+#: Where a row's darkest cell sits, as :func:`map_note` words it ({unit}: token or word).
+_LANDINGS = {
+    "self": "on the diagonal, on the {unit} itself",
+    "prev": "just left of the diagonal, on the {unit} before",
+    "next": "just right of the diagonal, on the {unit} after",
+    "cls": "in the [CLS] column",
+    "sep": "in a [SEP] column",
+    "punct": "on a . or ,",
+}
+
+
+def _landing_hits(top: np.ndarray, masks: dict) -> dict[str, np.ndarray]:
+    """Per landing of :data:`_LANDINGS`: which rows' darkest cell (``top``, the argmax of each row) sits there."""
+    rows = np.arange(top.size)
+    hits = {"self": top == rows, "prev": top == rows - 1, "next": top == rows + 1}
+    for name in ("cls", "sep", "punct"):
+        mask = masks.get(name)
+        if mask is not None and np.asarray(mask).any():
+            hits[name] = np.asarray(mask, dtype=bool)[top]
+    return hits
+
+
+def map_columns(encoded, group: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The [CLS], [SEP] and punctuation columns of a map (``encoded``'s token masks, or word masks
+    through ``group``, the word of every piece, on a word map): :func:`map_note`'s ``cls``, ``sep``
+    and ``punct``."""
+    masks = {"cls": encoded.is_cls, "sep": encoded.is_sep, "punct": encoded.is_punct}
+    if group is None:
+        return {k: np.asarray(m, dtype=bool) for k, m in masks.items()}
+    out = {}
+    for k, m in masks.items():
+        words = np.zeros(int(group.max()) + 1 if group.size else 0, dtype=bool)
+        words[group[np.asarray(m, dtype=bool)]] = True  # a word holding such a piece
+        out[k] = words
+    return out
+
+
+def map_note(attention, behaviour: str, *, cls=None, sep=None, punct=None, unit: str = "token") -> str:
+    """What a head's map, as drawn, shows of the behaviour the page labels the head with (Clark's,
+    :func:`bertgeom.analysis.patterns.clark_behaviour`, docs/methods.md §4.3), counted on the map's
+    rows: where each row's darkest cell sits. A previous-token head is :func:`one_back_note`; a
+    next-token head counts the token after; a [CLS], [SEP] or punctuation head counts the rows whose
+    darkest cell is in that column; a broad head says how little its darkest cells hold; any other
+    head names the place its darkest cells sit most often. ``cls``, ``sep`` and ``punct`` mark the
+    map's columns holding those tokens (``[T]`` booleans, or ``[W]`` on a word map). The clause
+    follows "In this map" on the Attention Heads page, under the map it counts."""
+    A = np.asarray(attention, dtype=np.float64)
+    n = A.shape[0]
+    if behaviour == "prev":
+        return one_back_note(A, unit)
+    top = A.argmax(axis=1)
+    hits = _landing_hits(top, {"cls": cls, "sep": sep, "punct": punct})
+    if behaviour == "next":
+        rows = np.arange(n - 1)
+        k = int(hits["next"][rows].sum())
+        return (f"in {k} of the {counted(rows.size, 'row')} before the last ({_share(k, rows.size)}) the darkest cell "
+                f"sits {_LANDINGS['next'].format(unit=unit)}")
+    if behaviour in ("cls", "sep", "punct") and behaviour in hits:
+        k = int(hits[behaviour].sum())
+        return f"in {k} of the {counted(n, 'row')} ({_share(k, n)}) the darkest cell sits {_LANDINGS[behaviour]}"
+    if behaviour == "broad":
+        mean_top = float(A.max(axis=1).mean())
+        return (f"no cell stands out: a row's darkest cell holds {mean_top:.2f} of its attention on average "
+                f"({1 / max(A.shape[1], 1):.2f} if spread evenly over its {counted(A.shape[1], unit)})")
+    counts = {name: int(h.sum()) for name, h in hits.items()}
+    best = max(counts, key=counts.get)  # ties: the order of _LANDINGS
+    if counts[best] == 0:
+        return (f"no row's darkest cell sits on the diagonal, on a neighbouring {unit} or on a special token: "
+                "this head follows none of Clark's behaviours here")
+    return (f"this head follows none of Clark's behaviours; its darkest cell sits most often "
+            f"{_LANDINGS[best].format(unit=unit)}: in {counts[best]} of the {counted(n, 'row')} "
+            f"({_share(counts[best], n)})")
 
 
 def special_heads_note(table) -> tuple[str, tuple[int, int]]:
@@ -129,9 +209,9 @@ def special_heads_note(table) -> tuple[str, tuple[int, int]]:
     special = np.asarray(table["cls"], dtype=np.float64) + np.asarray(table["sep"], dtype=np.float64)
     layer, head = (int(x) for x in np.unravel_index(int(np.argmax(special)), special.shape))
     n = int((special >= 0.5).sum())
-    return (f"{n} of {special.size} heads put half or more of their attention on [CLS] or [SEP] (a dark stripe at the "
-            f"left or right edge), most of all **{head_label(layer, head)}** ({special[layer, head]:.2f})",
-            (layer, head))
+    return (f"{n} of {counted(special.size, 'head')} {word_for(n, 'puts', 'put')} half or more of "
+            f"{word_for(n, 'its', 'their')} attention on [CLS] or [SEP] (a dark stripe at the left or right edge), "
+            f"most of all **{head_label(layer, head)}** ({special[layer, head]:.2f})", (layer, head))
 
 
 def layer_ranking(table, feature: str, layer: int) -> list[tuple[int, float]]:
@@ -147,21 +227,34 @@ def isoscore_rank_note(m: int, d: int) -> str:
     IsoScore stays below about ``(m - 1) / d`` even for random directions; with ``m > d`` it can
     have full rank and IsoScore can reach 1. The sentence says which case this input is."""
     if m <= d:
-        return (f"{m} token vectors in {d} dimensions. With no more vectors than dimensions the sample covariance "
-                f"has rank ≤ {m - 1}, so IsoScore cannot exceed about {(m - 1) / d:.2f} here even for random "
-                "directions (IsoScore*, I-STAR's shrinkage toward a reference covariance, lifts that limit).")
-    return (f"{m} token vectors in {d} dimensions: more vectors than dimensions, so the sample covariance can have "
-            "full rank and IsoScore can reach 1 for directions spread evenly (fewer vectors would cap it at "
+        return (f"{counted(m, 'token vector')} in {d} dimensions. With no more vectors than dimensions the sample "
+                f"covariance has rank ≤ {m - 1}, so IsoScore cannot exceed about {(m - 1) / d:.2f} here even for "
+                "random directions (IsoScore*, I-STAR's shrinkage toward a reference covariance, lifts that limit).")
+    return (f"{counted(m, 'token vector')} in {d} dimensions: more vectors than dimensions, so the sample covariance "
+            "can have full rank and IsoScore can reach 1 for directions spread evenly (fewer vectors would cap it at "
             "about (m − 1)/d).")
 
 
 def cone_summary(cone, iso, m: int) -> str:
     """One sentence on a cloud's cone index ``I/m`` per layer (``cone``, embeddings first) beside its
     IsoScore per layer (``iso``): the numbers the Cone Index page's IsoScore section and the tour's
-    cone step both show (computed once here, so the two cannot disagree)."""
+    cone step both show (computed once here, so the two cannot disagree). Each measure's verb
+    follows its own first and last values as printed (:func:`bertgeom.tables.change_phrase`): I/m
+    with 2 decimals, IsoScore with 3; the range a curve crosses on the way is added when it reaches
+    beyond both ends."""
     cone, iso = np.asarray(cone, dtype=np.float64), np.asarray(iso, dtype=np.float64)
-    trend = "narrower" if cone[-1] > cone[0] else "wider"
-    return (f"Through the layers the {m} token vectors bunch into a {trend} cone: I/m goes from {cone[0]:.2f} "
-            f"(embeddings) to {cone[-1]:.2f} (layer {len(cone) - 1}); unrelated directions would give "
-            f"1/√m = {1 / np.sqrt(max(m, 1)):.2f}. IsoScore, which ignores the shared direction, stays between "
-            f"{iso.min():.3f} and {iso.max():.3f}: the two measures answer different questions.")
+    where = {"start": "embeddings", "end": f"layer {len(cone) - 1}"}
+    cloud = {1: "bunch into a narrower cone", -1: "spread into a wider cone",
+             0: "keep the width of their cone"}[change_direction(cone[0], cone[-1], 2)]
+    return (f"Through the layers the {counted(m, 'token vector')} {cloud}: I/m "
+            f"{change_phrase(cone[0], cone[-1], 2, **where)}{_on_the_way(cone, 2)}; unrelated directions would "
+            f"give 1/√m = {1 / np.sqrt(max(m, 1)):.2f}. IsoScore, which ignores the shared direction, "
+            f"{change_phrase(iso[0], iso[-1], 3, **where)}{_on_the_way(iso, 3)}: the two measures answer "
+            "different questions.")
+
+
+def _on_the_way(values: np.ndarray, digits: int) -> str:
+    """``, between 0.010 and 0.030 on the way`` when a curve reaches beyond both its ends as printed, else ``""``."""
+    lo, hi = shown(values.min(), digits), shown(values.max(), digits)
+    ends = sorted((shown(values[0], digits), shown(values[-1], digits)), key=float)
+    return "" if (lo, hi) == tuple(ends) else f", between {lo} and {hi} on the way"

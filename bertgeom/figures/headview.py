@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from bertgeom.figures.base import PALETTE
+from bertgeom.tables import noun_forms
 
 __all__ = ["head_colours", "head_view_html", "head_view_links"]
 
@@ -57,13 +58,17 @@ def head_view_html(
     title: str = "",
     note: str = "",
     row_height: int = 22,
+    unit: str = "token",
 ) -> str:
     """The head view of one layer as a complete HTML document.
 
     ``attention`` is ``[H, Tq, Tk]`` (one layer's heads, or a window / group aggregate of them);
     ``query_tokens``/``key_tokens`` label its rows and columns (keys default to the queries).
     ``active`` says which heads are ticked at first (default: all). The SVG root carries
-    ``data-shown`` (links drawn now) so a test can read what a hover did.
+    ``data-shown`` (links drawn now) so a test can read what a hover did. ``unit`` names what a
+    row is (``token``; ``group`` for grouped rows) in the line a hover writes ("“sat” looks at
+    2 tokens (3 links from the ticked heads)"), whose nouns take their number by
+    :func:`bertgeom.tables.word_for`'s rule (the script picks one of the forms it is given).
     """
     a = np.asarray(attention, dtype=np.float64)
     if a.ndim == 2:
@@ -82,6 +87,9 @@ def head_view_html(
         "heads": [{"name": str(n), "colour": str(c), "on": o} for n, c, o in zip(names, cols, on)],
         "links": [[int(h), int(q), int(k), float(w)] for h, q, k, w in links],
         "row": int(row_height),
+        "minw": f"{min_weight:g}",
+        # the nouns and verb of the hover's sentence in both numbers (singular, plural)
+        "words": {"link": noun_forms("link"), "unit": noun_forms(unit), "looks": noun_forms("looks", "look")},
     }
     if max(Tq, Tk) * row_height + 12 > HEAD_VIEW_MAX_PX:  # the box scrolls: say so beside its scrollbar
         note = (note + " " if note else "") + (f"Scroll inside the box (scrollbar at its right) for all "
@@ -192,12 +200,20 @@ partner.add((f[0] === "q" ? "k" : "q") + (f[0] === "q" ? l.dataset.k : l.dataset
     svg.dataset.shown = shown;
     svg.dataset.focus = f ? f[0] + f[1] : "";
     const st = document.getElementById("status");
-    if (f) {
-      const lab = f[0] === "q" ? D.q[f[1]] : D.k[f[1]];
-      st.textContent = \
-(f[0] === "q" ? "Where \u201c" + lab + "\u201d looks: " : "Who looks at \u201c" + lab + "\u201d: ")
-        + shown + " links" + (pinned ? " (kept; click the token again to release)" : "");
-    }
+    if (f) st.textContent = focusLine(f, shown, partner.size)
+      + (pinned ? " (kept; click the token again to release)" : "");
+  }
+  // a count with its noun in the number it takes (bertgeom.tables.word_for's rule: one form for exactly 1)
+  function form(n, forms) { return n === 1 ? forms[0] : forms[1]; }
+  function counted(n, forms) { return n + " " + form(n, forms); }
+  function focusLine(f, shown, partners) {
+    const W = D.words, who = "\u201c" + (f[0] === "q" ? D.q[f[1]] : D.k[f[1]]) + "\u201d";
+    const how = " (" + counted(shown, W.link) + " from the ticked heads)";
+    if (f[0] === "q")
+      return shown ? who + " looks at " + counted(partners, W.unit) + how
+                   : who + " has no link of weight \u2265 " + D.minw + " in the ticked heads";
+    return shown ? counted(partners, W.unit) + " " + form(partners, W.looks) + " at " + who + how
+                 : "No " + W.unit[0] + " looks at " + who + " with weight \u2265 " + D.minw + " in the ticked heads";
   }
   const bar = document.getElementById("heads");
   D.heads.forEach((h, i) => {

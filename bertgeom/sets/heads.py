@@ -18,7 +18,7 @@ from bertgeom.analysis.heads import head_features
 from bertgeom.sets.inputs import map_over_set
 
 #: Bump when the layout of the set arrays changes (invalidates old disk caches).
-SET_VERSION = 2
+SET_VERSION = 3  # 3: k90_frac divides by the real tokens k90 counts among (issue #45)
 #: The paper's THETA for "high-confidence" attention (config/general_config.yaml).
 SET_THETA = 0.3
 #: Clark's JS distance sums over query rows; inputs longer than this use evenly spaced rows.

@@ -24,6 +24,7 @@ from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.safety import plain
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy
+from bertgeom.tables import counted
 
 #: Set profiles and class entropies read last, in front of the disk (also where a read-only cache
 #: directory keeps what was computed).
@@ -203,7 +204,7 @@ def results_note(path: str, weights_hash: str) -> str:
     model = res.manifest.get("model", {})
     status = "complete" if res.complete else "partial (still running or interrupted)"
     same = model.get("weights_hash") == weights_hash
-    return (f"{len(res.genomes)} genomes precomputed by model {plain(model.get('id', '?'))} ({status}). "
+    return (f"{counted(len(res.genomes), 'genome')} precomputed by model {plain(model.get('id', '?'))} ({status}). "
             + ("" if same else "⚠ These results come from different weights than the model picked in the sidebar."))
 
 

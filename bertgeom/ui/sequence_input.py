@@ -10,9 +10,10 @@ from __future__ import annotations
 import streamlit as st
 
 from bertgeom.safety import MAX_INPUT_BYTES, plain
+from bertgeom.tables import counted
 
 from bertgeom.inputs import InputKind
-from bertgeom.ui.state import widget_key
+from bertgeom.ui.state import uploaded_key, widget_key
 
 #: Largest upload file (compressed or not; config.toml's server.maxUploadSize says the same 20 MB).
 MAX_UPLOAD_BYTES = MAX_INPUT_BYTES  # the one input limit of every uploader (bertgeom.safety)
@@ -61,13 +62,15 @@ def _on_upload(kind: InputKind) -> None:
         st.session_state.pop(f"{stem}_upload_error", None)
     if not text:
         return
+    st.session_state[uploaded_key(kind)] = hash(text)  # a share link says it came from a file (bertgeom.ui.state)
     if len(text) <= BOX_SHOW_LIMIT:
         _set_value(kind, text)
         return
     # large: processed on the server, never pushed into the browser's text box
     st.session_state[kind.session_key] = text
     st.session_state[widget_key(kind)] = ""
-    st.session_state[f"{stem}_upload_note"] = (f"Using the upload '{plain(up.name)}': {text.count('>'):,} records, "
+    records = counted(text.count(">"), "record")
+    st.session_state[f"{stem}_upload_note"] = (f"Using the upload '{plain(up.name)}': {records}, "
                                                f"{len(text) / 1e6:.1f} M characters, kept on the server (too large "
                                                "for the box). Type or pick an example to replace it.")
 

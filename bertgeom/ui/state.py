@@ -16,7 +16,7 @@ import streamlit as st
 
 from bertgeom.inputs import INPUT_KINDS, InputError
 from bertgeom.models import REGISTRY, custom_models_allowed
-from bertgeom.tables import head_label
+from bertgeom.tables import counted, head_label, word_for
 
 #: Persistent session keys and their defaults.
 STORE = {
@@ -93,10 +93,32 @@ def _read_link_settings(qp) -> None:
         if kind is not None and not kind.link_text:
             # nothing computed from another input: the box stays empty (no example is filled in)
             st.session_state["_link_input_missing"] = True
-            _note(f"The shared link was made on a pasted {kind.noun}, which a link cannot carry: paste or upload "
-                  "it to see the view it shows.")
+            index = url_index(qp.get("records"))  # a count read as a 1-based number: its last index + 1
+            _note(missing_input_note(kind, qp.get("source"), None if index is None else index + 1))
         else:
             _note(missing)
+
+
+#: How a link's input that it could not carry came in (``source=``): pasted into the box or uploaded.
+SOURCES = ("paste", "upload")
+
+
+def missing_input_note(kind, source: str | None, records: int | None) -> str:
+    """What a receiver reads when a link says its input stayed with its sender: how it came in
+    (``source``: pasted or uploaded, as the sender's :func:`share_query` wrote it) and how many
+    records it held; a link that does not say (made before links said it) is told so, not guessed."""
+    n = records if records and records > 0 else None
+    things = counted(n, kind.noun, kind.plural) if n else None
+    it = word_for(n or 1, "it", "them")
+    if source == "upload":
+        what = f"an uploaded file of {things}" if n and n > 1 else f"an uploaded {kind.noun}"
+        return f"The shared link was made on {what}, which a link cannot carry: upload the file to see the view it shows."
+    if source == "paste":
+        what = f"{things} pasted into the box" if n and n > 1 else f"a pasted {kind.noun}"
+        return (f"The shared link was made on {what}, which a link cannot carry: paste or upload {it} to see the "
+                "view it shows.")
+    return (f"The shared link was made on an input of its sender's own (not one of the example {kind.plural}), which "
+            "a link cannot carry: paste or upload it to see the view it shows.")
 
 
 def _link_kind():
@@ -124,19 +146,27 @@ def widget_key(kind) -> str:
     return "w_" + kind.session_key.removesuffix("_value")
 
 
+def uploaded_key(kind) -> str:
+    """The session key holding the fingerprint (``hash``) of the text the uploader of ``kind`` read last."""
+    return f"_{widget_key(kind)}_uploaded"
+
+
 def current_inputs() -> tuple:
     """Every kind's current input, to tell when the user has changed any of them."""
     return tuple(st.session_state.get(k) for k in input_value_keys())
 
 
 def share_query(view: str, model_id: str, layer: int, head: int, *, input_kind: str, text: str,
-                colour: str | None = None, theta: float | None = None) -> tuple[dict[str, str], str | None]:
+                colour: str | None = None, theta: float | None = None,
+                origin: tuple[str, int] | None = None) -> tuple[dict[str, str], str | None]:
     """The query of a link that reopens this view, and a note when the input cannot travel in it.
 
     The input goes in as an example's number (``example=3`` / ``genome=8``, 1-based: the input
     kind's ``link_param``), or as the text itself when it is short (``LINK_TEXT_MAX`` characters) and
     the kind lets text travel; otherwise ``input=missing`` tells the receiver the link does not hold
-    it. Layer and head are 1-based like the papers' "L11 H1"."""
+    it, with ``source`` (pasted or uploaded) and ``records`` (how many) when ``origin`` says them
+    (:func:`input_origin`), so both notes say what the input was. Layer and head are 1-based like the
+    papers' "L11 H1"."""
 
     q = {"view": view, "model": str(model_id), "layer": str(int(layer) + 1), "head": str(int(head) + 1)}
     if colour:
@@ -155,10 +185,46 @@ def share_query(view: str, model_id: str, layer: int, head: int, *, input_kind: 
         q["text"] = clean
     else:
         q["input"] = "missing"
-        note = (f"The text is longer than {LINK_TEXT_MAX} characters, so the link does not hold it: send it along."
-                if kind.link_text else kind.link_missing_note
-                or f"This {kind.noun} is not one of the examples, so the link does not hold it: send it along.")
+        if kind.link_text:
+            note = f"The text is longer than {LINK_TEXT_MAX} characters, so the link does not hold it: send it along."
+        else:
+            source, n = origin if origin is not None else ("paste", 1)
+            if source in SOURCES:
+                q["source"], q["records"] = source, str(max(int(n), 1))
+            note = _missing_here_note(kind, source, max(int(n), 1))
     return q, note
+
+
+def _missing_here_note(kind, source: str, n: int) -> str:
+    """The sender's note under a link that does not hold its input: what it leaves out, and what to send."""
+    it, are = word_for(n, "it", "them"), word_for(n, "is", "are")
+    if source == "upload":
+        what = f"The uploaded file's {counted(n, kind.noun, kind.plural)}" if n > 1 else f"The uploaded {kind.noun}"
+        send = "the file"
+    else:
+        what = f"These {counted(n, kind.noun, kind.plural)}" if n > 1 else f"This {kind.noun}"
+        send = kind.link_send or it
+    among = "one of the examples" if n == 1 else "among the examples"
+    return f"{what} {are} not {among}, so the link does not hold {it}: send {send} along."
+
+
+def input_origin(kind, text: str) -> tuple[str, int]:
+    """``(source, records)`` of the current input of ``kind``: ``"upload"`` when it is the file the
+    sidebar's uploader read last (:mod:`bertgeom.ui.sequence_input` keeps its fingerprint), else
+    ``"paste"``; and how many records the kind reads in it (parsed once per input, remembered for the
+    session by the text's hash, so a rerun costs nothing)."""
+    fingerprint = hash(text)
+    memo = st.session_state.get("_input_origin")
+    if memo and memo[0] == (kind.name, fingerprint):
+        return memo[1]
+    uploaded = st.session_state.get(uploaded_key(kind))
+    source = "upload" if uploaded == fingerprint else "paste"
+    try:
+        n = len(kind.parse(text))
+    except (InputError, ValueError):
+        n = 1  # unreadable as records: one input, as the page reads it
+    st.session_state["_input_origin"] = ((kind.name, fingerprint), (source, n))
+    return source, n
 
 
 def share_url(query: dict[str, str], page_url: str | None = None) -> str:
@@ -229,7 +295,8 @@ def share_link(url_path: str, input_kind: str = "text") -> tuple[str, str | None
     text = st.session_state.get(INPUT_KINDS.of(input_kind).session_key) or ""
     query, note = share_query(url_path, st.session_state["model_id"], st.session_state["layer"],
                               st.session_state["head"], input_kind=input_kind, text=text,
-                              colour=st.session_state.get("w_feature"), theta=st.session_state.get("w_theta"))
+                              colour=st.session_state.get("w_feature"), theta=st.session_state.get("w_theta"),
+                              origin=_origin_if_needed(INPUT_KINDS.of(input_kind), text))
     query.update(bound_settings(query))
     try:
         page_url = st.context.url
@@ -244,8 +311,17 @@ def bound_settings(query: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in st.query_params.to_dict().items() if k not in query and k not in _INPUT_KEYS}
 
 
-#: Query keys that say which input a link holds (one at a time).
-_INPUT_KEYS = ("example", "text", "genome", "input")
+#: Query keys that say which input a link holds (one at a time), and how an input it left out came in.
+_INPUT_KEYS = ("example", "text", "genome", "input", "source", "records")
+
+
+def _origin_if_needed(kind, text: str) -> tuple[str, int] | None:
+    """:func:`input_origin` where a link would leave the input out (a kind whose text never travels,
+    an input that is no example), else ``None`` (no parse for an example or a short text)."""
+    clean = (text or "").strip()
+    if kind.link_text or not clean or clean in (e.text.strip() for e in kind.examples()):
+        return None
+    return input_origin(kind, text)
 
 
 def write_query_params(current=None) -> None:
@@ -267,7 +343,8 @@ def write_query_params(current=None) -> None:
         if kind is not None:
             text = st.session_state.get(INPUT_KINDS.of(kind).session_key) or ""
             query, _ = share_query(current.url_path, st.session_state["model_id"], 0, 0, input_kind=kind, text=text,
-                                   colour=st.session_state.get("w_feature"), theta=st.session_state.get("w_theta"))
+                                   colour=st.session_state.get("w_feature"), theta=st.session_state.get("w_theta"),
+                                   origin=_origin_if_needed(INPUT_KINDS.of(kind), text))
             for k in _INPUT_KEYS:
                 if k not in query and k in st.query_params:
                     del st.query_params[k]

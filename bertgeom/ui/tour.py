@@ -65,8 +65,9 @@ def _sentence_text() -> str:
 def _text_facts(model_id: str, text: str) -> dict:
     """Every number the text steps say, each computed by the function that prints it on the page
     the step opens (:mod:`bertgeom.analysis.tour_facts`), so sentence and page cannot disagree."""
+    from bertgeom.analysis.patterns import clark_behaviour
     from bertgeom.analysis.tour_facts import (
-        layer_ranking, one_back_note, special_heads_note, strongest_head, tour_facts,
+        layer_ranking, map_columns, map_note, special_heads_note, strongest_head, tour_facts,
     )
     from bertgeom.ui.cache import cached_head_features, get_trace
 
@@ -74,9 +75,10 @@ def _text_facts(model_id: str, text: str) -> dict:
     prev = strongest_head(table, "prev")
     trace = get_trace(model_id, text)
     special, special_max = special_heads_note(table)
+    behaviour = str(clark_behaviour(table).labels[prev.layer, prev.head])  # the label the page shows it with
     return {**tour_facts(table), "prev_fact": prev,
-            # on the token map Head detail draws (the step turns the words toggle off)
-            "one_back": one_back_note(trace.attentions[prev.layer, prev.head]),
+            # the caption under the token map Head detail draws (the step turns the words toggle off)
+            "one_back": map_note(trace.attentions[prev.layer, prev.head], behaviour, **map_columns(trace.encoded)),
             "layer_prev": layer_ranking(table, "prev", prev.layer), "n_heads_layer": int(table["prev"].shape[1]),
             "special": special, "special_max": special_max}
 

@@ -28,6 +28,7 @@ from bertgeom.ui.methods_link import linked
 from bertgeom.ui.url_settings import value_from_url, value_to_url
 from bertgeom.ui.state import select_head
 from bertgeom.safety import csv_bytes, plain
+from bertgeom.tables import counted
 
 TEXTS = Path(__file__).resolve().parent / "texts"
 
@@ -194,7 +195,7 @@ def errors_expander(errors: Iterable[tuple[str, str]]) -> None:
     """The inputs of a set that could not be analysed, with the reason (nothing when none)."""
     errors = list(errors)
     if errors:
-        with st.expander(f"{len(errors)} input(s) could not be analysed"):
+        with st.expander(f"{counted(len(errors), 'input')} could not be analysed"):
             st.dataframe(pd.DataFrame(errors, columns=["input", "reason"]), hide_index=True, width="stretch")
 
 
@@ -206,11 +207,11 @@ def doc_caption(doc, *, formula: str | None = None) -> None:
 
 #: Symbols the feature formulas use, explained where a formula on screen contains them.
 SYMBOLS = {
-    "n_v": "n_v = number of real tokens (not [CLS], [SEP] or padding)",
+    "n_v": "n_v = number of content tokens (not [CLS], [SEP] or padding)",
     "ln n": "n = number of tokens",
     "offset": "offset = key position − query position",
     "tau": "tau = threshold in units of the uniform weight 1/n_v",
-    "in V": "V = the real tokens",
+    "in V": "V = the content tokens (not [CLS], [SEP] or padding)",
     "E_U": "E_U = the same quantity under uniform attention",
 }
 

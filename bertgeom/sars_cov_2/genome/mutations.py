@@ -261,7 +261,51 @@ class AaEvent:
 
     @property
     def qualified(self) -> str:
-        return f"{self.gene}:{self.name}"
+        """``S:A243-``: the gene-qualified name, carrying the nucleotide changes that make it
+        (:class:`QualifiedChange`), so a look-up by name can tell apart two deletions of one residue."""
+        return QualifiedChange(f"{self.gene}:{self.name}", self.nuc)
+
+
+class QualifiedChange(str):
+    """A gene-qualified change name (``S:A243-``) that also carries the nucleotide changes making it
+    (``nuc``, ``("22283-22291",)``). It is equal to, hashes as and prints as the plain name, so it
+    serves wherever the name does; :func:`bertgeom.sars_cov_2.genome.pipeline.carried_by` reads
+    ``nuc`` to match a deleted residue only to the same deletion event (Beta's 22283-22291 and 21E's
+    22289-22294 both delete S:A243)."""
+
+    nuc: tuple[str, ...]
+
+    def __new__(cls, name: str, nuc: Iterable[str] = ()):
+        obj = super().__new__(cls, name)
+        obj.nuc = tuple(nuc)
+        return obj
+
+    def __reduce__(self):
+        return QualifiedChange, (str(self), self.nuc)
+
+
+def same_deletion(a: str, b: str) -> bool:
+    """True when the nucleotide deletions named ``a`` and ``b`` (``22281-22289``, ``28271``: Nextclade's
+    closed ranges) are one event: the same range, or the same length placed elsewhere in a repeat
+    of the reference, which leaves the same sequence (Beta's 9-base deletion is 22281-22289 where an
+    alignment puts it left, 22283-22291 where Nextclade puts it right)."""
+    def span(name: str) -> tuple[int, int] | None:
+        first, _, last = name.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            return None
+        return int(first), int(last or first)
+
+    sa, sb = span(a), span(b)
+    if sa is None or sb is None:
+        return a == b
+    (s1, e1), (s2, e2) = sorted((sa, sb))
+    length = e1 - s1 + 1
+    if e2 - s2 + 1 != length:
+        return False
+    ref = reference_sequence()
+    # deleting ref[s1-1 : s1-1+length] or the same length starting s2 leaves one sequence exactly
+    # when the bases between the two starts repeat one deletion length later
+    return ref[s1 - 1:s2 - 1] == ref[s1 - 1 + length:s2 - 1 + length]
 
 
 def group_events(gene: str, aa: Iterable[AaMutation]) -> list[AaEvent]:

@@ -210,16 +210,34 @@ def gate_analysis(res: GenomeAnalysis, sequence: str, vocab: KmerVocab | None) -
 TABLE_COLUMNS = ("gene", "mutation", "nucleotides", "kind", "position", "carried by", "private")
 
 
-def carried_by(change: str) -> tuple[str, ...]:
+def carried_by(change: str, nucleotides: Iterable[str] | None = None) -> tuple[str, ...]:
     """Classes carrying exactly this change (``S:E484K``, ``C241T``): those whose characteristic table
     lists that amino-acid change (or nucleotide event), and those with a clade whose profile holds it.
-    A class with another change at the same site (E484A for E484K) is not among them."""
-    from .classes import CLASSES
+    A class with another change at the same site (E484A for E484K) is not among them.
 
+    A deleted residue (``S:A243-``) is carried only by a class whose row holds the same nucleotide
+    deletion (:func:`~bertgeom.sars_cov_2.genome.mutations.same_deletion`): Beta's 9-base 22283-22291
+    and 21E's (GH / pre-VOC) 6-base 22289-22294 both remove A243, and are two events. The deletion is
+    ``nucleotides``, by default the ones ``change`` carries when it is an event's qualified name
+    (:class:`~bertgeom.sars_cov_2.genome.mutations.QualifiedChange`, what the mutation table passes);
+    a bare name with none matches every deletion of the residue."""
+    from .classes import CLASSES
+    from .mutations import same_deletion
+
+    if nucleotides is None:
+        nucleotides = getattr(change, "nuc", ())
+    event = tuple(nucleotides) if str(change).endswith("-") else ()
+
+    def same_event(row_nucleotides: str) -> bool:  # every row matches when no deletion is known
+        theirs = row_nucleotides.split()
+        return not event or (len(theirs) == len(event) and all(any(same_deletion(a, b) for b in theirs)
+                                                                   for a in event))
+
+    change = str(change)
     gene, _, name = change.rpartition(":")
-    classes = set(load_clade_profiles().classes_carrying(change))
+    classes = {r.cls for r in load_clade_profiles().rows if r.firm and r.change == change and same_event(r.nucleotides)}
     for m in load_marker_table().markers:
-        if gene == m.gene and name in m.aa_names:
+        if gene == m.gene and name in m.aa_names and same_event(m.nucleotides):
             classes.add(m.cls)
         elif not gene and name in (m.name, *m.nucleotides.split()) and not m.codon_level:
             classes.add(m.cls)

@@ -330,6 +330,7 @@ def genome_sentence(facts: dict) -> str:
     tour`` for the README): numbers as the Variant Classifier page writes them."""
     from bertgeom.figures.base import probability_label
     from bertgeom.inputs import INPUT_KINDS
+    from bertgeom.tables import counted
 
     name = INPUT_KINDS.class_name(facts["pred"])
     pick, single = facts["pick"], facts["best_single"]
@@ -341,11 +342,15 @@ def genome_sentence(facts: dict) -> str:
         return text
     new = INPUT_KINDS.class_name(pick["new_call"])
     n = pick.get("n_entries", pick["n_markers"])
-    verb = "changes the call" if pick["new_call"] != facts["pred"] else "lowers it most"
+    changed = pick["new_call"] != facts["pred"]
+    verb = "changes the call" if changed else "lowers it most"
+    # the verbs follow the numbers as printed: a probability that prints the same "stays"
+    before, after = probability_label(facts["p"]), probability_label(pick["p_after"])
+    moves = (f"stays at {after}" if after == before else
+             f"{'falls' if pick['p_after'] < facts['p'] else 'rises'} to {after}")
     text += (f" Of the marker changes tried with the model, the smallest that {verb} is to "
-             f"**{pick['change']}** ({n} change{'s' if n != 1 else ''} in the *What if?* box below): {name} falls to "
-             f"{probability_label(pick['p_after'])} and the call becomes **{new}** "
-             f"({probability_label(pick['p_new_call'])}).")
+             f"**{pick['change']}** ({counted(n, 'change')} in the *What if?* box below): {name} {moves} and the "
+             f"call {'becomes' if changed else 'stays'} **{new}** ({probability_label(pick['p_new_call'])}).")
     if single is not None:
         typed = f" (type `{single['nucleotides']}` alone in the box)" if single.get("nucleotides") else ""
         text += (" One marker alone barely matters (the model was trained not to flip on one marker): try the "

@@ -12,7 +12,7 @@ import streamlit as st
 from bertgeom.analysis.cone import ENTROPY_DOCS
 from bertgeom.figures import cone as fc
 from bertgeom.sets import cone as conesets
-from bertgeom.tables import per_head_frame
+from bertgeom.tables import counted, per_head_frame
 from bertgeom.ui import cone_cache
 from bertgeom.ui.cone.set_picker import choose_set
 from bertgeom.ui.cone.view import View
@@ -71,7 +71,7 @@ def entropy_section(v: View) -> None:
                         st.warning("No input of this class qualifies (none is classified correctly?): untick the box.")
                     else:
                         ent = res
-                        where = f"mean attention of {int(res['n_used'])} {DISPLAY.get(cls, cls)} inputs"
+                        where = f"mean attention of {counted(int(res['n_used']), DISPLAY.get(cls, cls) + ' input')}"
         if ent is not None:
             scaled = st.toggle("Divide the proper entropies by ln n (0 = one direction/key, 1 = uniform)",
                                key="w_cone_ent_scale")

@@ -15,6 +15,7 @@ from bertgeom.sets import cone as conesets
 from bertgeom.ui.cone.set_picker import group_order, groups_of, load_set
 from bertgeom.ui.cone.view import View
 from bertgeom.ui.widgets import chart, csv_button, guarded
+from bertgeom.tables import counted
 
 #: The streams a set result can show, in the selectbox's order.
 STREAM_CHOICES = {
@@ -59,8 +60,9 @@ def classes_section(v: View) -> None:
             items, fp, data, labelled = loaded_set
             groups, order = groups_of(data), group_order(data, v.loaded)
             if not labelled:
-                st.info("This set has no class labels, so all inputs form one family of curves "
-                        "(mean ± sd over the set). Use the variant model with its genomes for per-class curves.")
+                st.info("This set has no class labels, so all inputs form one family of curves (mean ± sd over the "
+                        "set)." + (" Upload a labelled set above for per-class curves." if v.kind.labelled_uploads
+                                   else " This model's inputs come without class labels here."))
             a1, a2, a3 = st.columns([4, 2, 2])
             streams_here = available_streams(data)
             choice = a1.selectbox("Stream", streams_here, format_func=lambda c: STREAM_CHOICES[c].replace("…L", f"…{L}"), key="w_cone_set_stream")
@@ -75,7 +77,7 @@ def classes_section(v: View) -> None:
                                   reference=ref, reference_label=f"isotropic (median m = {mref:.0f})",
                                   x_title="layer (0 = embeddings)" if choice == "hidden" else "layer",
                                   title=f"{stream_label(choice, head)}: mean ± sd "
-                                        f"{'per class' if labelled else 'over the set'}, {len(values)} inputs"),
+                                        f"{'per class' if labelled else 'over the set'}, {counted(len(values), 'input')}"),
                   "w_cone_class_curves")
             st.markdown("##### Histograms per layer (20 bins, as the official code)")
             mode = st.radio("Compare in each layer", ["classes", "streams"], horizontal=True, key="w_cone_hist_mode",

@@ -13,6 +13,7 @@ from bertgeom.sets.inputs import set_fingerprint, shipped_set
 from bertgeom.ui import cone_cache
 from bertgeom.ui.cone.view import View
 from bertgeom.ui.widgets import errors_expander
+from bertgeom.tables import counted, word_for
 
 #: Inputs read from an upload (bounded work).
 MAX_SET = 400
@@ -51,10 +52,11 @@ def choose_set(v: View):
             return None
         items = cone_cache.uploaded_set(loaded.spec.input_kind, fasta.getvalue(),
                                         tsv.getvalue() if tsv is not None else None)
-        note = f"Uploaded set '{plain(fasta.name)}': {len(items)} records."
+        note = f"Uploaded set '{plain(fasta.name)}': {counted(len(items), 'record')}."
         n_renamed = sum("#" in it.name and not it.text.startswith(f">{it.name}\n") for it in items)
         if n_renamed:
-            note += f" {n_renamed} record(s) share a name with an earlier one and are told apart as name#2, #3…"
+            note += (f" {counted(n_renamed, 'record')} {word_for(n_renamed, 'shares', 'share')} a name with an "
+                     f"earlier one and {word_for(n_renamed, 'is', 'are')} told apart as name#2, #3…")
         if len(items) > MAX_SET:
             items = items[:MAX_SET]
             note += f" Only the first {MAX_SET} are analysed."

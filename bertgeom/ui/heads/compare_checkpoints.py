@@ -12,11 +12,26 @@ import streamlit as st
 
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid
-from bertgeom.tables import head_label, per_head_frame
+from bertgeom.tables import counted, head_label, per_head_frame
 from bertgeom.ui import heads_cache as hc
 from bertgeom.ui.heads.view import View, hover_labels
 from bertgeom.safety import plain
 from bertgeom.ui.widgets import chart, csv_button
+
+
+def no_partner_sentence(shape: tuple[int, int, int], n_others: int, custom: bool) -> str:
+    """Why no checkpoint can be compared with this one, from what is installed here (``n_others``
+    other checkpoints, none of this shape) and what the box beside accepts: it names no model but the
+    one on screen and promises nothing this server does not have."""
+    what = ("no other checkpoint is installed" if n_others == 0 else
+            "the other installed checkpoint has another shape" if n_others == 1 else
+            f"none of the {counted(n_others, 'other installed checkpoint')} has this model's shape")
+    how = ("enter one (a hub id or a directory) in the box beside" if custom else
+           "this server reads installed checkpoints only (BERTGEOM_ALLOW_CUSTOM_MODELS=1 lets it read one from a "
+           "hub id or a directory)")
+    return (f"Heads are compared one to one between checkpoints of the same shape, and {what} (this model: "
+            f"{shape[0]} layers × {shape[1]} heads, hidden {shape[2]}). A fine-tuned model and the checkpoint it started from share "
+            f"their shape: {how}.")
 
 
 def compare_tab(v: View) -> None:
@@ -54,12 +69,7 @@ def compare_tab(v: View) -> None:
         c2.text_input("…or another checkpoint (hub id or directory)", key="w_cmp_custom",
                       placeholder="/path/to/model", persist_state="session")
     if not candidates:
-        names = ", ".join(REGISTRY[m].display_name if m in REGISTRY else m for m in skipped) or "none"
-        st.info(
-            f"No other checkpoint has this model's shape ({shape[0]} layers × {shape[1]} heads, hidden {shape[2]}), "
-            f"so heads cannot be matched one to one (available: {names}). The comparison pairs the fine-tuned "
-            "SARS-CoV-2 variant model with the MiniLM it started from, once the variant model is installed."
-        )
+        st.info(no_partner_sentence(shape, len(skipped), custom_models_allowed()))
         return
     if st.session_state.get("w_cmp_partner") not in candidates:
         st.session_state["w_cmp_partner"] = candidates[0]

@@ -12,7 +12,7 @@ from bertgeom.figures.base import head_grid, probability_bars
 from bertgeom.figures.heads import difference_map, token_bars
 from bertgeom.inputs import INPUT_KINDS
 from bertgeom.probabilities import class_probabilities
-from bertgeom.tables import head_label, per_head_frame
+from bertgeom.tables import counted, head_label, per_head_frame, word_for
 from bertgeom.ui.cache import get_trace
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.names import class_name
@@ -106,7 +106,7 @@ def compare_inputs_tab(v: View) -> None:
     labels = [pair_label(i, j) for i, j in zip(ia, ib)]
     st.markdown(f"#### {head_label(layer, head)} on the paired tokens (change {tv[layer, head]:.3f})")
     n_changed = sum(tok_a[i] != tok_b[j] for i, j in zip(ia, ib))
-    st.caption(f"{n_changed} paired token(s) differ between A and B"
+    st.caption(f"{counted(n_changed, 'paired token')} {word_for(n_changed, 'differs', 'differ')} between A and B"
                + (f" (marked * on the axes: {kind.changed_token_note})." if kind.changed_token_note
                   else " (marked old→new on the axes)."))
     rows = row_change(v.trace.attentions[layer, head], tb.attentions[layer, head], ia, ib)

@@ -17,7 +17,7 @@ from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, probability_bars
 from bertgeom.inputs import INPUT_KINDS
 from bertgeom.probabilities import class_probabilities
-from bertgeom.tables import head_label, head_labels, per_head_frame
+from bertgeom.tables import counted, head_label, head_labels, per_head_frame
 from bertgeom.ui import heads_cache as hc
 from bertgeom.ui.cache import cached_model
 from bertgeom.ui.heads.view import View
@@ -66,7 +66,7 @@ def disable_tab(v: View) -> None:
             c2.metric("Predicted with the heads disabled", f"{class_name(loaded.labels[after])} ({pa[after]:.3f})")
             c3.metric(f"Change of p({class_name(loaded.labels[top])})", f"{pa[top] - pb[top]:+.4f}")
             chart(probability_bars(loaded.labels, {"all heads": pb, "heads disabled": pa}, display=INPUT_KINDS.all_class_names(),
-                                   title=f"Class probabilities, {len(heads)} head(s) disabled"), "w_abl_probs")
+                                   title=f"Class probabilities, {counted(len(heads), 'head')} disabled"), "w_abl_probs")
             pdf = pd.DataFrame({"class": loaded.labels, "p_before": pb, "p_after": pa, "change": pa - pb})
             csv_button(pdf, "ablation_probabilities.csv", "w_abl_csv")
         else:

@@ -38,9 +38,13 @@ def gradient_tab(v: View) -> None:
                "|∂L/∂α| is how much the loss would change if that weight moved (Clark et al. 2019 §3.2). Heads that "
                "put much attention on [SEP] or [CLS] while the gradient there is tiny are parking attention: a no-op.")
     if not v.loaded.labels:
-        st.info("This model has no classification head (MiniLM ships neither a classifier nor its masked-word "
-                "head), so there is no loss to differentiate. Pick the SARS-CoV-2 variant model in the sidebar: "
-                "its loss is the classifier's cross-entropy.")
+        from bertgeom.models import REGISTRY
+
+        # name no other model: say whether this server has one with a classifier
+        others = any(spec.is_classifier for spec in REGISTRY.values())
+        st.info("This model has no classification head, so there is no loss to differentiate. "
+                + ("Pick a classifier in the sidebar's model list: its loss is the cross-entropy of its classes."
+                   if others else "No installed model here has one."))
         return
     labels = list(v.loaded.labels)
     pred = int(np.argmax(v.trace.logits))

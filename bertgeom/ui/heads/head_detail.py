@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertgeom.analysis.tour_facts import one_back_note
+from bertgeom.analysis.tour_facts import map_columns, map_note
 from bertgeom.analysis.heads import feature_doc
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import token_lines
@@ -21,9 +21,10 @@ from bertgeom.ui.names import arc_table
 from bertgeom.ui.widgets import chart, csv_button
 
 
-def word_view(trace, layer: int, head: int) -> tuple[np.ndarray, list[str], list[str]]:
+def word_view(trace, layer: int, head: int) -> tuple[np.ndarray, list[str], list[str], np.ndarray | None]:
     """The selected head's map, its axis labels and tokens: word pieces, or words when the toggle is on
-    (Clark §4.1: attention to a word = sum over its pieces, from a word = mean over its pieces)."""
+    (Clark §4.1: attention to a word = sum over its pieces, from a word = mean over its pieces); and the
+    word of every piece (``None`` on the token map)."""
     from bertgeom.analysis.words import word_groups, word_level
 
     group, words = word_groups(trace.tokens)
@@ -32,17 +33,18 @@ def word_view(trace, layer: int, head: int) -> tuple[np.ndarray, list[str], list
                    help="Clark et al. §4.1: attention to a word is the sum over its pieces, attention from a word "
                         "the mean over its pieces, so every row still sums to 1.")
     if not on:
-        return trace.attentions[layer, head], trace.axis_labels, list(trace.tokens)
+        return trace.attentions[layer, head], trace.axis_labels, list(trace.tokens), None
     if not split:
         st.caption("No word of this input is split into pieces: the word map is the token map.")
-    return word_level(trace.attentions[layer, head], group), [f"{i}:{w}" for i, w in enumerate(words)], words
+    return (word_level(trace.attentions[layer, head], group), [f"{i}:{w}" for i, w in enumerate(words)], words,
+            group)
 
 
 def head_detail_tab(v: View) -> None:
     trace, model_id, text, layer, head, kind, table, domains = (v.trace, v.model_id, v.text, v.layer, v.head, v.kind,
                                                                 v.table, v.domains)
-    attention, axis, tokens = word_view(trace, layer, head) if kind.can("words") \
-        else (trace.attentions[layer, head], trace.axis_labels, trace.tokens)
+    attention, axis, tokens, group = word_view(trace, layer, head) if kind.can("words") \
+        else (trace.attentions[layer, head], trace.axis_labels, trace.tokens, None)
     st.markdown(f"#### {head_label(layer, head)} — who attends to whom")
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to 1."
                + (f" {kind.token_note}" if kind.token_note else ""))
@@ -62,9 +64,11 @@ def head_detail_tab(v: View) -> None:
         st.info(f"No weight of this head reaches θ = {theta:.2f} (its largest is {attention.max():.3f}): "
                 "lower θ to see the map.")
     chart(fh.attention_map(attention, axis, hover_labels=hover_labels(axis, domains), theta=theta), "w_heatmap")
-    if attention.shape[0] > 1:
-        words_on = kind.can("words") and bool(st.session_state.get("w_words"))
-        st.caption(f"In this map {one_back_note(attention, 'word' if words_on else 'token')}.")
+    if attention.shape[0] > 1:  # what the map shows of the behaviour the page labels this head with
+        behaviour = str(v.labels["clark"].labels[layer, head]) if v.labels else "other"
+        note = map_note(attention, behaviour, **map_columns(trace.encoded, group),
+                        unit="token" if group is None else "word")
+        st.caption(f"In this map {note}.")
     arcs = arcs_frame(attention, axis, theta=theta, domains=domains)
     with st.expander(f"Strongest links (weight ≥ {theta:.2f}): {len(arcs)}", expanded=False):
         if len(arcs):

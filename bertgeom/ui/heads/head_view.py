@@ -16,6 +16,7 @@ import streamlit as st
 from bertgeom.analysis.tour_facts import layer_ranking
 from bertgeom.analysis.token_groups import contiguous_groups, group_attention, window_bounds
 from bertgeom.figures import headview as hv
+from bertgeom.tables import counted
 from bertgeom.ui.heads.view import View, token_groups
 
 
@@ -34,19 +35,21 @@ def head_view_tab(v: View) -> None:
                "The layer is the selected head's (change it with the boxes above).")
     tokens = list(trace.tokens)
     A = np.asarray(trace.attentions[layer], dtype=np.float64)
-    note = f"Layer {layer + 1}, {T} tokens."
+    note = f"Layer {layer + 1}, {counted(T, 'token')}."
     groups = token_groups(v)
+    mode_grouped = False
     if T > FULL_TOKENS:
         modes = ["A window of tokens"] + (["Token groups (whole input)"] if groups else [])
         mode = st.radio(f"This input has {T} tokens, too many lines to read at once: show", modes, horizontal=True,
                         key="w_hv_mode", bind="query-params")
         if mode.startswith("Token groups"):
+            mode_grouped = True
             grp = contiguous_groups(groups)
             A = group_attention(A, grp)
             tokens = [f"{g.name} ({g.stop - g.start} tok.)" for g in grp]
-            note = (f"Layer {layer + 1}: {T} tokens grouped into {len(grp)} runs of the same group; a line is the mean "
-                    "over the group's queries of their summed weight on the other group's keys (every row still "
-                    "sums to 1).")
+            note = (f"Layer {layer + 1}: {T} tokens grouped into {counted(len(grp), 'run')} of the same group; a "
+                    "line is the mean over the group's queries of their summed weight on the other group's keys "
+                    "(every row still sums to 1).")
         else:
             start = st.slider("Window start (token)", 0, T - WINDOW, 0, step=1, key="w_hv_start")
             a, b = window_bounds(T, start, WINDOW)
@@ -58,7 +61,8 @@ def head_view_tab(v: View) -> None:
                       help="Links weaker than this are not drawn (bertviz draws all, faintly).")
     active = [h == v.head for h in range(v.H)] if st.toggle("Only the selected head at first", key="w_hv_one") else None
     page = hv.head_view_html(A, tokens, head_names=[f"H{h + 1}" for h in range(v.H)], active=active,
-                             min_weight=min_w, note=note, title=f"Head view, layer {layer + 1}")
+                             min_weight=min_w, note=note, title=f"Head view, layer {layer + 1}",
+                             unit="group" if mode_grouped else "token")
     # the frame as tall as the page it holds (its token columns scroll inside it past HEAD_VIEW_MAX_PX);
     # its scripts run in the frame, as they did in components.html's
     st.iframe(page, height="content")

@@ -20,7 +20,7 @@ from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, matrix_heatmap
 from bertgeom.figures.heads import significance_grid
 from bertgeom.inputs import INPUT_KINDS
-from bertgeom.tables import arcs_frame, head_label, head_labels, per_head_frame
+from bertgeom.tables import arcs_frame, counted, head_label, head_labels, per_head_frame, word_for
 from bertgeom.ui import heads_cache as hc
 from bertgeom.ui.heads.pattern_labels import show_clark_findings
 from bertgeom.ui.heads.view import View, hover_labels, shipped_set_summary
@@ -131,7 +131,7 @@ def class_mean_view(v: View, summary, sel: SetSelection) -> None:
     chart(fh.attention_map(M, cm["labels"], hover_labels=hover_labels(cm["labels"], doms), theta=theta_plot,
                            colour_label="sum" if high else "mean"), "w_cm_map")
     arcs = arcs_frame(M, cm["labels"], theta=max(theta_plot, 1e-9), domains=doms)
-    st.markdown(f"{len(arcs)} entries ≥ {theta_plot:.3f} (at most 200 listed)")
+    st.markdown(f"{counted(len(arcs), 'entry')} ≥ {theta_plot:.3f} (at most 200 listed)")
     if len(arcs):
         st.dataframe(arc_table(arcs), hide_index=True, width="stretch", height=240)
         csv_button(arcs, f"class_mean_{who}_L{layer + 1}H{head + 1}.csv", "w_cm_csv")
@@ -232,7 +232,8 @@ def domain_test_section(summary, mask: np.ndarray, dom: str, v: View, who: str) 
               selects_head=True)
     df = per_head_frame(t.rows())
     with c2:
-        st.markdown(f"**{int(t.significant.sum())}** significant head(s)")
+        n_sig = int(t.significant.sum())
+        st.markdown(f"**{n_sig}** significant {word_for(n_sig, 'head')}")
         top = df[df["significant"]].sort_values("z", ascending=False).head(10)
         if len(top):
             shown = top[["layer", "head", "share_on_domain", "z", "p_value"]].round(3)

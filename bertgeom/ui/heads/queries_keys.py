@@ -20,6 +20,7 @@ from bertgeom.ui.heads.view import View, token_groups
 from bertgeom.safety import plain
 from bertgeom.ui.state import widget_key
 from bertgeom.ui.widgets import guarded, table
+from bertgeom.tables import counted, word_for
 
 
 #: The most inputs a set embedding reads (a few thousand points stay clickable).
@@ -130,7 +131,8 @@ def qk_set_tab(v: View) -> None:
     with guarded("Embedding the set"):
         ok_items, records, errors = _layer_records(v.model_id, fp, layer, groups, items)
         if errors:
-            st.caption(f"{len(errors)} input(s) could not be read and are left out: "
+            st.caption(f"{counted(len(errors), 'input')} could not be read and {word_for(len(errors), 'is', 'are')} "
+                       "left out: "
                        + plain("; ".join(f"{n}: {e}" for n, e in errors[:3])))
         if not records:
             st.warning("No input of the set could be read.")

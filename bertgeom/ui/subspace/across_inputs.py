@@ -20,6 +20,7 @@ from bertgeom.sets.subspace import ACROSS_KEYS
 from bertgeom.ui import subspace_cache as sc
 from bertgeom.ui.subspace.view import DATA_SHORT, View, file_safe
 from bertgeom.ui.widgets import chart, table
+from bertgeom.tables import counted
 
 #: Most inputs a user-supplied set may hold (bounded work).
 MAX_SET_INPUTS = 200
@@ -68,7 +69,7 @@ def across_tab(v: View) -> None:
         st.error(f"The set could not be analysed: {plain(str(exc).splitlines()[0])}")
         return
     if len(res["errors"]):
-        with st.expander(f"{len(res['errors'])} input(s) could not be analysed"):
+        with st.expander(f"{counted(len(res['errors']), 'input')} could not be analysed"):
             st.markdown("\n".join(f"* {plain(e)}" for e in res["errors"].tolist()))
     n = len(res["names"])
     if n == 0:
