@@ -261,27 +261,8 @@ class AaEvent:
 
     @property
     def qualified(self) -> str:
-        """``S:A243-``: the gene-qualified name, carrying the nucleotide changes that make it
-        (:class:`QualifiedChange`), so a look-up by name can tell apart two deletions of one residue."""
-        return QualifiedChange(f"{self.gene}:{self.name}", self.nuc)
-
-
-class QualifiedChange(str):
-    """A gene-qualified change name (``S:A243-``) that also carries the nucleotide changes making it
-    (``nuc``, ``("22283-22291",)``). It is equal to, hashes as and prints as the plain name, so it
-    serves wherever the name does; :func:`bertgeom.sars_cov_2.genome.pipeline.carried_by` reads
-    ``nuc`` to match a deleted residue only to the same deletion event (Beta's 22283-22291 and 21E's
-    22289-22294 both delete S:A243)."""
-
-    nuc: tuple[str, ...]
-
-    def __new__(cls, name: str, nuc: Iterable[str] = ()):
-        obj = super().__new__(cls, name)
-        obj.nuc = tuple(nuc)
-        return obj
-
-    def __reduce__(self):
-        return QualifiedChange, (str(self), self.nuc)
+        """``S:A243-`` (Nextclade's gene:change)."""
+        return f"{self.gene}:{self.name}"
 
 
 def same_deletion(a: str, b: str) -> bool:

@@ -218,22 +218,18 @@ def carried_by(change: str, nucleotides: Iterable[str] | None = None) -> tuple[s
     A deleted residue (``S:A243-``) is carried only by a class whose row holds the same nucleotide
     deletion (:func:`~bertgeom.sars_cov_2.genome.mutations.same_deletion`): Beta's 9-base 22283-22291
     and 21E's (GH / pre-VOC) 6-base 22289-22294 both remove A243, and are two events. The deletion is
-    ``nucleotides``, by default the ones ``change`` carries when it is an event's qualified name
-    (:class:`~bertgeom.sars_cov_2.genome.mutations.QualifiedChange`, what the mutation table passes);
-    a bare name with none matches every deletion of the residue."""
+    ``nucleotides`` (the mutation table passes its event's); a bare name with none matches every
+    deletion of the residue."""
     from .classes import CLASSES
     from .mutations import same_deletion
 
-    if nucleotides is None:
-        nucleotides = getattr(change, "nuc", ())
-    event = tuple(nucleotides) if str(change).endswith("-") else ()
+    event = tuple(nucleotides or ()) if change.endswith("-") else ()
 
     def same_event(row_nucleotides: str) -> bool:  # every row matches when no deletion is known
         theirs = row_nucleotides.split()
         return not event or (len(theirs) == len(event) and all(any(same_deletion(a, b) for b in theirs)
                                                                    for a in event))
 
-    change = str(change)
     gene, _, name = change.rpartition(":")
     classes = {r.cls for r in load_clade_profiles().rows if r.firm and r.change == change and same_event(r.nucleotides)}
     for m in load_marker_table().markers:
@@ -257,7 +253,7 @@ def mutation_table(analysis: GenomeAnalysis) -> list[dict]:
     for g, gr in rep.genes.items():
         for e in gr.events:
             rows.append({"gene": g, "mutation": e.name, "nucleotides": " ".join(e.nuc), "kind": e.kind,
-                         "position": e.start, "carried by": carried_by(e.qualified),
+                         "position": e.start, "carried by": carried_by(e.qualified, e.nuc),
                          "private": "yes" if e.qualified in private else ""})
     for m in rep.other_nucleotide:
         rows.append({"gene": "nuc", "mutation": m.name, "nucleotides": m.name, "kind": m.kind, "position": m.pos,
