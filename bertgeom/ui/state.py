@@ -219,8 +219,11 @@ def input_origin(kind, text: str) -> tuple[str, int]:
         return memo[1]
     uploaded = st.session_state.get(uploaded_key(kind))
     source = "upload" if uploaded == fingerprint else "paste"
-    try:
-        n = len(kind.parse(text))
+    from bertgeom.inputs import normalise_text
+    from bertgeom.ui.cache import cached_records
+
+    try:  # the page's own cached read of this paste: no second parse
+        n = len(cached_records(kind.name, normalise_text(text)))
     except (InputError, ValueError):
         n = 1  # unreadable as records: one input, as the page reads it
     st.session_state["_input_origin"] = ((kind.name, fingerprint), (source, n))

@@ -45,10 +45,9 @@ BERTGEOM_COLUMNS: tuple[str, ...] = ("recombinant", "variant", "variant_confiden
 TSV_COLUMNS: tuple[str, ...] = NEXTCLADE_COLUMNS + BERTGEOM_COLUMNS
 
 
-def nextclade_row(analysis, prediction=None) -> dict:
-    """One analysed sequence (:class:`~.pipeline.GenomeAnalysis`) as a row of :data:`TSV_COLUMNS`;
-    ``prediction``: the variant model's :class:`~bertgeom.sars_cov_2.variant.predict.Prediction`,
-    when one was made (its call fills bertgeom's ``variant`` columns)."""
+def nextclade_row(analysis) -> dict:
+    """One analysed sequence (:class:`~.pipeline.GenomeAnalysis`) as a row of :data:`TSV_COLUMNS`
+    (bertgeom's ``variant`` and ``variant_confidence`` are the caller's, from the model's call)."""
     row: dict = dict.fromkeys(TSV_COLUMNS, "")
     row["seqName"] = analysis.name
     if analysis.error or analysis.mutations is None or analysis.placement is None:
@@ -102,9 +101,6 @@ def nextclade_row(analysis, prediction=None) -> dict:
     row["dataset"] = pl.dataset
     if analysis.gate is not None:
         row["variant_gate"] = analysis.gate.verdict
-    if prediction is not None and prediction.predicted:
-        row["variant"] = prediction.predicted
-        row["variant_confidence"] = round(max(prediction.probs.values()), 4) if prediction.probs else ""
     return row
 
 

@@ -360,7 +360,7 @@ def _classify_into(args, loaded, device, precision, backend, final, out, side: _
                                     device=device, precision=precision, streams=args.streams, backend=backend,
                                     dataset=getattr(args, "dataset", None), nextclade=bool(side.files)):
             row = names.row(pred.row(loaded.labels, loaded.weights_hash, precision, backend))
-            side.write(pred, row["name"])
+            side.write(pred, row)
             row = {k: csv_safe(v) for k, v in row.items()}
             if writer is None:
                 writer = csv.DictWriter(out, fieldnames=list(row))
@@ -464,7 +464,8 @@ class _SideOutputs:
             if f is not None and not f.committed:
                 f.discard()
 
-    def write(self, pred, name: str) -> None:
+    def write(self, pred, csv_row: dict) -> None:
+        """One record's row, from its prediction's Nextclade columns and the CSV row's call."""
         import csv
 
         from bertgeom.sars_cov_2.genome.nextclade_output import TSV_COLUMNS, ndjson_record
@@ -473,10 +474,8 @@ class _SideOutputs:
             return
         row = dict.fromkeys(TSV_COLUMNS, "")
         row.update(pred.nextclade or {"errors": pred.error})
-        row["seqName"] = name
-        if pred.predicted:
-            row["variant"] = pred.predicted
-            row["variant_confidence"] = round(max(pred.probs.values()), 4)
+        row["seqName"] = csv_row["name"]
+        row["variant"], row["variant_confidence"] = csv_row["predicted"], csv_row["confidence"]
         if self.tsv is not None:
             if self.writer is None:
                 self.writer = csv.DictWriter(self.tsv, fieldnames=list(TSV_COLUMNS), delimiter="\t")
