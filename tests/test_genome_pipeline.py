@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertgeom.sars_cov_2.genome.classes import CLASSES, label_to_class
+from bertgeom.sars_cov_2.genome.classes import CLASSES, class_to_label, label_to_class
 from bertgeom.sars_cov_2.genome.dataset import (
     load_demo_genomes,
     load_dev_genomes,
@@ -90,6 +90,40 @@ def test_shipped_genomes_are_held_out():
         assert n_train == (len(names) // 2 if cls else 0)
     assert {r.name for r, _ in load_validation_small()} <= val
     assert {r.name for r, _ in load_demo_genomes()} <= val
+
+
+def test_class_to_label_inverts_label_to_class_and_keeps_the_pre_voc_label():
+    for cls in CLASSES:
+        assert label_to_class(class_to_label(cls)) == cls
+    assert class_to_label(None) == "unassigned" and label_to_class(class_to_label(None)) is None
+    assert class_to_label("gh", "GH") == "GH" and class_to_label("gh", "other_preVOC") == "other_preVOC"
+    assert class_to_label("gh", "Delta") == class_to_label("gh", "unassigned") == "other_preVOC"
+    assert class_to_label("alpha", "GH") == "Alpha"
+    with pytest.raises(ValueError):
+        class_to_label("iota")
+
+
+def test_relabelling_keeps_the_other_columns_and_the_pre_voc_label(tmp_path):
+    from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
+    from bertgeom.sars_cov_2.genome.shipped_files import relabel_dev_genomes
+
+    recs = {r.name: r for r in iter_fasta_file(DEV / "open_genomes_dev.fasta.xz")
+            if r.name in ("ON629031", "OU167955", "USA/CA-CZB-1136/2020")}
+    fasta = tmp_path / "g.fasta"
+    fasta.write_text("".join(f">{n}\n{r.sequence}\n" for n, r in recs.items()))
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("name\tnextstrain_clade_by_rules\tlabel\tlength\n"
+                      "ON629031\t20B\tother_preVOC\t1\nOU167955\t20I\tAlpha\t2\n"
+                      "USA/CA-CZB-1136/2020\t20C\tGH\t3\nmissing\t\tBeta\t4\n")
+    changes = relabel_dev_genomes(fasta, labels)
+    assert changes == [("ON629031", "other_preVOC", "Omicron"), ("missing", "Beta", "unassigned")]
+    rows = read_labels(labels)
+    assert list(rows[0]) == ["name", "nextstrain_clade_by_rules", "nextclade_clade", "nextclade_lineage",
+                             "recombinant", "label", "length"]
+    assert [(r["nextstrain_clade_by_rules"], r["label"], r["length"]) for r in rows] == [
+        ("20B", "Omicron", "1"), ("20I", "Alpha", "2"), ("20C", "GH", "3"), ("", "unassigned", "4")]
+    assert rows[0]["nextclade_lineage"] == "BA.2" and rows[3]["nextclade_clade"] == ""
+    assert relabel_dev_genomes(fasta, labels) == []
 
 
 def test_load_dev_genomes():
