@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertgeom.sars_cov_2.genome.classes import CLASSES, label_to_class
+from bertgeom.sars_cov_2.genome.classes import CLASSES, class_to_label, label_to_class
 from bertgeom.sars_cov_2.genome.dataset import (
     load_demo_genomes,
     load_dev_genomes,
@@ -90,6 +90,77 @@ def test_shipped_genomes_are_held_out():
         assert n_train == (len(names) // 2 if cls else 0)
     assert {r.name for r, _ in load_validation_small()} <= val
     assert {r.name for r, _ in load_demo_genomes()} <= val
+
+
+def test_class_to_label_inverts_label_to_class_and_keeps_the_pre_voc_label():
+    for cls in CLASSES:
+        assert label_to_class(class_to_label(cls)) == cls
+    assert class_to_label(None) == "unassigned" and label_to_class(class_to_label(None)) is None
+    assert class_to_label("gh", "GH") == "GH" and class_to_label("gh", "other_preVOC") == "other_preVOC"
+    assert class_to_label("gh", "Delta") == class_to_label("gh", "unassigned") == "other_preVOC"
+    assert class_to_label("alpha", "GH") == "Alpha"
+    with pytest.raises(ValueError):
+        class_to_label("iota")
+
+
+#: Labels the one-site clade rule got wrong, as the placement on Nextclade's tree reads them
+#: (bertgeom/data/PROVENANCE.md): (name, old label, clade, lineage, new label).
+RELABELLED = [
+    ("England/QEUH-3267E648/2022", "Delta", "recombinant", "XBC.1", "Omicron"),  # its spike's class
+    ("ON629031", "other_preVOC", "21L", "BA.2", "Omicron"),
+    ("USA/CA-CDC-LC0024684/2021", "other_preVOC", "20I", "B.1.1.7", "Alpha"),
+    ("USA/WA-UW-21051815536/2021", "other_preVOC", "20I", "B.1.1.7", "Alpha"),
+    ("OU219033", "other_preVOC", "recombinant", "XA", "Alpha"),
+    ("OU570677", "other_preVOC", "21I", "AY.68", "Delta"),
+    ("OY532792", "other_preVOC", "recombinant", "GL.1", "Omicron"),
+    ("USA/CA-CDC-LC0027675/2021", "other_preVOC", "21E", "P.3", "unassigned"),  # 52 % of its spike k-mers hold N
+    ("USA/CA-CZB-1052/2020", "unassigned", "19A", "B", "other_preVOC"),
+    ("Australia/VIC970/2020", "unassigned", "19A", "B", "other_preVOC"),
+    ("Australia/VIC969/2020", "unassigned", "20C", "B.1", "other_preVOC"),
+]
+
+
+@pytest.mark.parametrize("name,old,clade,lineage,new", RELABELLED, ids=[r[0] for r in RELABELLED])
+def test_shipped_labels_of_the_genomes_the_clade_rule_got_wrong(name, old, clade, lineage, new):
+    row = {r["name"]: r for r in read_labels(DEV / "open_genomes_dev_labels.tsv")}[name]
+    assert (row["nextclade_clade"], row["nextclade_lineage"], row["label"]) == (clade, lineage, new)
+    assert row["recombinant"].startswith("yes: ") == (clade == "recombinant")
+
+
+def test_shipped_labels_are_reproduced_from_the_placement(tmp_path):
+    """``relabel_dev_genomes`` (run by the shipped-files build) on a copy of the shipped labels changes
+    nothing, byte for byte: every label and placement column is what the placement gives today."""
+    import shutil
+
+    from bertgeom.sars_cov_2.genome.shipped_files import relabel_dev_genomes
+
+    copy = tmp_path / "labels.tsv"
+    shutil.copy(DEV / "open_genomes_dev_labels.tsv", copy)
+    assert relabel_dev_genomes(DEV / "open_genomes_dev.fasta.xz", copy) == []
+    assert copy.read_bytes() == (DEV / "open_genomes_dev_labels.tsv").read_bytes()
+
+
+def test_relabelling_keeps_the_other_columns_and_the_pre_voc_label(tmp_path):
+    from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
+    from bertgeom.sars_cov_2.genome.shipped_files import relabel_dev_genomes
+
+    recs = {r.name: r for r in iter_fasta_file(DEV / "open_genomes_dev.fasta.xz")
+            if r.name in ("ON629031", "OU167955", "USA/CA-CZB-1136/2020")}
+    fasta = tmp_path / "g.fasta"
+    fasta.write_text("".join(f">{n}\n{r.sequence}\n" for n, r in recs.items()))
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("name\tnextstrain_clade_by_rules\tlabel\tlength\n"
+                      "ON629031\t20B\tother_preVOC\t1\nOU167955\t20I\tAlpha\t2\n"
+                      "USA/CA-CZB-1136/2020\t20C\tGH\t3\nmissing\t\tBeta\t4\n")
+    changes = relabel_dev_genomes(fasta, labels)
+    assert changes == [("ON629031", "other_preVOC", "Omicron"), ("missing", "Beta", "unassigned")]
+    rows = read_labels(labels)
+    assert list(rows[0]) == ["name", "nextstrain_clade_by_rules", "nextclade_clade", "nextclade_lineage",
+                             "recombinant", "label", "length"]
+    assert [(r["nextstrain_clade_by_rules"], r["label"], r["length"]) for r in rows] == [
+        ("20B", "Omicron", "1"), ("20I", "Alpha", "2"), ("20C", "GH", "3"), ("", "unassigned", "4")]
+    assert rows[0]["nextclade_lineage"] == "BA.2" and rows[3]["nextclade_clade"] == ""
+    assert relabel_dev_genomes(fasta, labels) == []
 
 
 def test_load_dev_genomes():

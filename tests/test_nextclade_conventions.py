@@ -239,21 +239,27 @@ def test_shuffled_genome_is_refused():
 
 
 def test_shipped_genomes_pass_the_gate_and_nearest_clade_matches_labels():
-    labels = {r["name"]: r["nextstrain_clade_by_rules"] for r in csv.DictReader(
+    """Every developer genome passes the gate but those labelled ``unassigned`` (the labels come from
+    the placement: most of their spike's 12-mers hold N), and the placement's clade is the earlier
+    one-site rule's clade for 541 of the 554 not placed on a designated recombinant (97.7 %; among the
+    13 others a BA.2, two Alpha and a Delta genome the rule called pre-VOC, and neighbouring clades:
+    19A -> 20A, 20A -> 20E, 20C -> 21F, 21A -> 21J, 23A -> 23D; bertgeom/data/PROVENANCE.md)."""
+    rows = {r["name"]: r for r in csv.DictReader(
         open(REPO / "bertgeom/data/genomes/open_genomes_dev_labels.tsv"), delimiter="\t")}
-    n = same = unread = 0
+    labels = {n: r["nextstrain_clade_by_rules"] for n, r in rows.items()}
+    n = same = refused = 0
     for rec in iter_fasta_file(REPO / "bertgeom/data/genomes/open_genomes_dev.fasta.xz"):
         a = analyse_sequence(rec)
-        assert a.gate is not None, (rec.name, a.error)
+        assert a.gate is not None and a.error is None, (rec.name, a.error)
+        assert a.gate.passed == (rows[rec.name]["label"] != "unassigned"), (rec.name, a.gate)
+        refused += not a.gate.passed
         if not a.gate.passed:  # only where most of the spike the model reads is N
             assert a.gate.verdict == "spike not read" and a.gate.unread_share > 0.5, (rec.name, a.gate)
-            unread += 1
-        if labels.get(rec.name):
+        if labels.get(rec.name) and a.clade.clade != "recombinant":
             n += 1
             same += a.clade.clade == labels[rec.name]
-    assert unread <= 4  # measured: 4 of 567 (52-85% of their spike k-mers hold N)
-    # the one-site rule of the definitions agrees with the tree on 96% (541 of 561)
-    assert n > 500 and same / n >= 0.96, (same, n)
+    assert n > 500 and same / n >= 0.975, (same, n)
+    assert refused == 4
 
 
 def test_cli_no_call_below_the_gate_and_a_call_on_shipped_genomes(tmp_path):
@@ -277,8 +283,8 @@ def test_a_spike_only_input_is_not_credited_with_a_descendant_told_apart_outside
     from bertgeom.sars_cov_2.genome.align import align_genome, cut_spike
     from bertgeom.sars_cov_2.genome.mutations import nearest_clade
 
-    delta = next(r for r in iter_fasta_file(REPO / "bertgeom/data/genomes/demo_genomes.fasta")
-                 if r.name == "USA/MA-CDCBI-CRSP_6WUXOVDJ3B5G2RNQ/2021")
+    delta = next(r for r in iter_fasta_file(REPO / "bertgeom/data/genomes/open_genomes_dev.fasta.xz")
+                 if r.name == "USA/MA-CDCBI-CRSP_6WUXOVDJ3B5G2RNQ/2021")  # the Delta demo genome until #42 part 6
     aln = align_genome(delta.sequence)
     assert nearest_clade(aln).clade == "21J"
     assert nearest_clade(cut_spike(aln)).clade == "21A"  # 21J's own sites lie outside the spike

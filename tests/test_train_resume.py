@@ -65,6 +65,22 @@ def test_device_choice_is_explicit_and_explained():
     with pytest.raises(ValueError, match="unknown device"):
         resolve_device("tpu")
     assert use_bf16("cpu", "fp32") is False and use_bf16("cpu", "bf16") is True
+    from bertgeom.forward import bf16_pays_off
+
+    assert use_bf16("cpu", "auto") is bf16_pays_off("cpu")  # emulated bf16 (no bf16 units) trains in fp32
+
+
+def test_auto_precision_trains_in_fp32_where_bf16_is_emulated(monkeypatch):
+    """oneDNN claims bf16 on an AVX-512 CPU without bf16 units; there bf16 is slower, and auto keeps fp32."""
+    import bertgeom.forward as forward
+
+    monkeypatch.setattr(forward, "bf16_supported", lambda device="cpu": True)
+    monkeypatch.setattr(forward, "_BF16_PAYS_OFF", {})
+    monkeypatch.setattr(forward, "matmul_peak", lambda dtype, n=2048, repeats=5: 1.0 if dtype == "bf16" else 2.8)
+    assert use_bf16("cpu", "auto") is False
+    monkeypatch.setattr(forward, "_BF16_PAYS_OFF", {})
+    monkeypatch.setattr(forward, "matmul_peak", lambda dtype, n=2048, repeats=5: 2.0 if dtype == "bf16" else 1.0)
+    assert use_bf16("cpu", "auto") is True
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no GPU here (CI has none)")

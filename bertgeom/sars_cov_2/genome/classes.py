@@ -54,6 +54,12 @@ _DEV_LABELS: dict[str, str | None] = {
     "unassigned": None,
 }
 
+#: The label ``open_genomes_dev_labels.tsv`` writes for each VOC class (WHO names).
+_VOC_LABELS: dict[str, str] = {"lambda": "Lambda", "mu": "Mu", "alpha": "Alpha", "beta": "Beta", "delta": "Delta",
+                               "gamma": "Gamma", "omicron": "Omicron"}
+#: The two pre-VOC labels of the dataset: GISAID's GH and the rest (both the class ``gh``).
+PRE_VOC_LABELS: tuple[str, ...] = ("GH", "other_preVOC")
+
 _CLADE_RE = re.compile(r"^(\d\d)([A-Z])")
 
 
@@ -83,3 +89,17 @@ def label_to_class(label: str) -> str | None:
     if key not in _DEV_LABELS:
         raise ValueError(f"unknown dataset label: {label!r}")
     return _DEV_LABELS[key]
+
+
+def class_to_label(cls: str | None, previous: str = "") -> str:
+    """The dataset label for a class, the inverse of :func:`label_to_class`: the WHO name of a VOC
+    (``Alpha`` ...), ``unassigned`` for ``None``; for ``gh``, ``previous`` when it is ``GH`` or
+    ``other_preVOC`` (the spike cannot tell GH from the other pre-VOC lineages, so a row keeps that
+    distinction from its earlier label), else ``other_preVOC``."""
+    if cls is None:
+        return "unassigned"
+    if cls == "gh":
+        return previous if previous in PRE_VOC_LABELS else "other_preVOC"
+    if cls not in _VOC_LABELS:
+        raise ValueError(f"unknown class: {cls!r}")
+    return _VOC_LABELS[cls]

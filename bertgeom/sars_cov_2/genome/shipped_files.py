@@ -1,5 +1,6 @@
-"""Build the shipped data files from the open developer genomes: the demo genomes, the small
-validation set and the training spike profiles.
+"""Build the shipped data files from the open developer genomes: their labels (from the placement on
+Nextclade's reference tree), the demo genomes, the small validation set and the training spike
+profiles.
 
 These builders run the genome pipeline over the developer genomes, so they sit above both
 :mod:`.dataset` (loading and the held-out split) and :mod:`.pipeline`; nothing at run time imports
@@ -15,6 +16,7 @@ References
 from __future__ import annotations
 
 import csv
+import io
 import lzma
 import os
 from collections import Counter, defaultdict
@@ -22,17 +24,74 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .classes import CLASSES
+from .classes import CLASSES, class_to_label
 from .dataset import (
     PROFILE_MIN_FREQ,
     SMALL_PER_CLASS,
     LabelledGenome,
     _key,
     load_dev_genomes,
+    read_labels,
     split_real_genomes,
 )
-from .fasta import SequenceRecord
+from .fasta import SequenceRecord, iter_fasta_file
 from .reference import SPIKE_START, data_path
+
+#: The columns the placement writes into ``open_genomes_dev_labels.tsv`` (before ``label``, which
+#: is derived from them).
+PLACEMENT_COLUMNS = ("nextclade_clade", "nextclade_lineage", "recombinant")
+
+
+def placement_columns(analysis, previous_label: str = "") -> dict[str, str]:
+    """The labels file's placement columns and ``label`` for one analysed genome
+    (:func:`~.pipeline.analyse_sequence`).
+
+    * ``nextclade_clade`` / ``nextclade_lineage``: the nearest node of Nextclade's reference tree
+      (``recombinant`` as the clade of a designated recombinant);
+    * ``recombinant``: the batch table's column (:func:`~.pipeline.recombinant_cell`): "" or
+      ``yes: designated XA`` / ``yes: B.1.177.18 / B.1.1.7 (breakpoint 21255-22227)``;
+    * ``label``: the placement's 8-class label (:attr:`~.tree.Placement.cls`, the WHO name of the
+      nearest node; for a designated recombinant the class of its spike's nearest non-recombinant
+      node, which is what a spike-only model can call) in the file's vocabulary
+      (:func:`~.classes.class_to_label`: pre-VOC keeps ``GH`` / ``other_preVOC`` from
+      ``previous_label``); ``unassigned`` where the gate does not pass (the model cannot read the
+      spike, or the genome could not be analysed).
+    """
+    from .pipeline import recombinant_cell
+
+    pl = analysis.placement if analysis is not None and analysis.error is None else None
+    passed = pl is not None and analysis.gate is not None and analysis.gate.passed
+    return {"nextclade_clade": pl.clade if pl else "", "nextclade_lineage": pl.lineage if pl else "",
+            "recombinant": recombinant_cell(pl), "label": class_to_label(pl.cls if passed else None, previous_label)}
+
+
+def relabel_dev_genomes(path_fasta: str | os.PathLike, path_labels: str | os.PathLike,
+                        tree=None) -> list[tuple[str, str, str]]:
+    """Re-derive ``label`` and the placement columns of every row of the labels TSV from the genome
+    it names (:func:`placement_columns`), keeping every other column (``nextstrain_clade_by_rules``,
+    the old rule-based clade, included); the file is rewritten atomically. A row whose genome is not
+    in the FASTA becomes ``unassigned``. Returns ``(name, old label, new label)`` of each change;
+    a second run changes nothing."""
+    from .pipeline import analyse_sequence
+
+    with open(path_labels, newline="") as fh:
+        header = next(csv.reader(fh, delimiter="\t"))
+    columns = [c for c in header if c not in PLACEMENT_COLUMNS]
+    at = columns.index("label") if "label" in columns else len(columns)
+    columns[at:at] = PLACEMENT_COLUMNS
+    if "label" not in columns:
+        columns.append("label")
+    rows = read_labels(path_labels)
+    records = {r.name: r for r in iter_fasta_file(path_fasta) if isinstance(r, SequenceRecord)}
+    changes = []
+    for r in rows:
+        rec = records.get(r["name"])
+        new = placement_columns(analyse_sequence(rec, tree=tree) if rec is not None else None, r.get("label", ""))
+        if new["label"] != r.get("label", ""):
+            changes.append((r["name"], r.get("label", ""), new["label"]))
+        r.update(new)
+    write_tsv(Path(path_labels), rows, columns)
+    return changes
 
 def validation_small_names(genomes: list[LabelledGenome], seed: int = 0, per_class: int = SMALL_PER_CLASS) -> list[str]:
     """The ``validation_small`` subset: per class the first ``per_class`` validation genomes in hash
@@ -151,12 +210,17 @@ PROFILE_COLUMNS = ("group_type", "group", "n_genomes", "mutation", "kind", "pos"
 
 
 def write_tsv(path: Path, rows: list[dict[str, Any]], columns: Iterable[str]) -> None:
+    """Write ``rows`` as a TSV with ``columns`` (missing values -> ""), atomically: a reader (or a
+    build that stops half-way) sees the old file or the whole new one."""
+    from bertgeom.safety import write_bytes_atomically
+
     columns = list(columns)
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh, delimiter="\t", lineterminator="\n")
-        w.writerow(columns)
-        for r in rows:
-            w.writerow([r.get(c, "") for c in columns])
+    buf = io.StringIO()
+    w = csv.writer(buf, delimiter="\t", lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([r.get(c, "") for c in columns])
+    write_bytes_atomically(path, buf.getvalue().encode())
 
 
 def _write_fasta(fh, name: str, seq: str, width: int = 80) -> None:
@@ -168,11 +232,20 @@ def _write_fasta(fh, name: str, seq: str, width: int = 80) -> None:
 GENOME_COLUMNS = ("name", "class", "insdc_accession", "date", "country", "clade", "source")
 
 
-def build_shipped_files(shared_data: str | os.PathLike, seed: int = 0) -> dict[str, Path]:
-    """Write demo genomes, validation_small and the training spike profiles into ``bertgeom/data``."""
+def build_shipped_files(shared_data: str | os.PathLike, seed: int = 0, relabel: bool = True,
+                        log=print) -> dict[str, Path]:
+    """Re-derive the developer genomes' labels from their placement (``relabel``; the labels TSV
+    beside the FASTA in ``shared_data`` is rewritten, :func:`relabel_dev_genomes`), then write demo
+    genomes, validation_small and the training spike profiles into ``bertgeom/data``; ``log`` gets
+    one line per changed label."""
     shared = Path(shared_data)
-    genomes = load_dev_genomes(shared / "genomes" / "open_genomes_dev.fasta.xz",
-                               shared / "genomes" / "open_genomes_dev_labels.tsv")
+    fasta, labels = shared / "genomes" / "open_genomes_dev.fasta.xz", shared / "genomes" / "open_genomes_dev_labels.tsv"
+    if relabel:
+        changes = relabel_dev_genomes(fasta, labels)
+        log(f"labels from the placement: {len(changes)} changed")
+        for name, old, new in changes:
+            log(f"  {name}: {old} -> {new}")
+    genomes = load_dev_genomes(fasta, labels)
     by_name = {g.name: g for g in genomes}
     split = split_real_genomes(genomes, seed)
     out_dir = data_path("genomes")
@@ -204,8 +277,8 @@ def build_shipped_files(shared_data: str | os.PathLike, seed: int = 0) -> dict[s
             _write_fasta(fh, n, by_name[n].sequence)
     write_tsv(out_dir / "validation_small.tsv", [meta(by_name[n]) for n in small], GENOME_COLUMNS)
 
-    return {"demo": out_dir / "demo_genomes.fasta", "validation_small": out_dir / "validation_small.fasta.xz",
-            "profiles": prof_path}
+    return {"labels": labels, "demo": out_dir / "demo_genomes.fasta",
+            "validation_small": out_dir / "validation_small.fasta.xz", "profiles": prof_path}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,6 +4,9 @@
 evaluate ... --json EVAL.json`` (and ``python bench/bench_robustness.py --fit-temperature
 --write-calibration --plot MODEL_DIR/reliability.png --out ROBUSTNESS.json``): the numbers in the
 card always come from an evaluation run; a ``reliability.png`` beside the card is shown in it.
+``--before TITLE=RESULT.json`` (repeatable, with ``--after TITLE`` and ``--note TEXT``) adds a
+*Before and after* table: the model this one replaces, scored by the same benchmark, beside it
+(kept in ``metrics.json`` as ``previous``, so the card regenerates from it alone).
 """
 
 from __future__ import annotations
@@ -43,6 +46,19 @@ def _stage_line(stage: dict) -> str:
             + (f". {(stage.get('extra') or {}).get('note')}" if (stage.get("extra") or {}).get("note") else ""))
 
 
+def _held_out_sentence(train_cfg: dict) -> str:
+    """The training data's last sentence: no held-out genome was trained on, or which ones were
+    (``extra.held_out_seen`` of the last stage's config: ``{"stages": "1-6", "genomes": {name: part}}``,
+    the genomes that stages trained on an earlier labelling's split saw and that are held out now)."""
+    seen = (train_cfg.get("extra") or {}).get("held_out_seen") or {}
+    if not seen.get("genomes"):
+        return "The model never saw an evaluation or calibration genome."
+    names = ", ".join(f"{n} ({part})" for n, part in seen["genomes"].items())
+    return (f"Stages {seen.get('stages', '')} trained on the split of the labels before the placement, whose "
+            f"training part held {len(seen['genomes'])} genome(s) that are held out now: {names}; the figures "
+            "below count them.")
+
+
 def _introduction(cfg: dict, train_cfg: dict, size_mb: float, stage_lines: str, cmd: str, cal_line: str) -> str:
     """The card from its title to the training data: what the model does, its architecture, recipe and data."""
     return f"""# SARS-CoV-2 variant BERT (spike 12-mers) — model card
@@ -79,14 +95,17 @@ gives the label.
   realistic noise (private substitutions, amplicon-dropout N runs, short N runs, partial ends,
   ambiguity codes);
 * {train_cfg.get('template_copies_per_class')} noised copies per class of the real training genomes;
-* the real training genomes themselves (at most {train_cfg.get('max_real_per_class')} per class), less those
-  whose spike markers contradict their genome-wide label (a Delta x Omicron recombinant, genomes
-  whose clade call fell back on N).
+* the real training genomes themselves (at most {train_cfg.get('max_real_per_class')} per class), less any
+  whose spike markers contradict its label (the rule-based call of its spike; a genome whose QC
+  fails is left out too).
 
-Real genomes: 567 open INSDC genomes redistributed by Nextstrain (MIT), labelled by Nextstrain clade
-rules; at most half of each class is used for training (`split_real_genomes`, seed 0); of the rest a
-third per class calibrates the temperature (`split_calibration`, seed 0) and the others are the
-evaluation genomes below. The model never saw an evaluation or calibration genome.
+Real genomes: 567 open INSDC genomes redistributed by Nextstrain (MIT), labelled by their placement
+on Nextclade's reference tree (the class of the nearest node's WHO name; for a designated
+recombinant the class of its spike; `unassigned`, and left out, where the model cannot read the
+spike: `bertgeom/data/PROVENANCE.md`); at most half of each class is used for training
+(`split_real_genomes`, seed 0); of the rest a third per class calibrates the temperature
+(`split_calibration`, seed 0) and the others are the evaluation genomes below.
+{_held_out_sentence(train_cfg)}
 
 """
 
@@ -143,6 +162,58 @@ Release criteria of the project's robustness issue, on these genomes:
 """
 
 
+def comparison_column(title: str, result: dict) -> dict:
+    """The figures of one wide benchmark result (``bench/bench_robustness.py``'s JSON, or a
+    ``metrics.json``'s ``robustness``) that the card's before/after table sets side by side."""
+    from bertgeom.sars_cov_2.variant.robustness import release_gates
+
+    bert = result["reports"]["BERT variant model"]
+    raw = result["reports"].get("BERT, raw softmax", bert)
+    ev = result["evaluation"]
+    gates = release_gates(result)
+    return {"title": title, "weights": result.get("weights", ""), "temperature": result["temperature"],
+            "n": ev["model"]["n"], "accuracy": ev["model"]["accuracy"], "macro_f1": ev["model"]["macro_f1"],
+            "rules_accuracy": ev["rules"]["accuracy"], "kmer_accuracy": ev["baseline"]["accuracy"],
+            "perturbations": result["perturbations"],
+            "flips": {k: v["flip_rate"] for k, v in bert.items() if k != "plain"},
+            "wrong_confident_qc_pass": sum(v.get("wrong_confident_qc_pass") or 0 for v in bert.values()),
+            "wrong_confident": sum(v.get("wrong_confident") or 0 for v in bert.values()),
+            "ece_plain": bert["plain"]["ece"], "ece_plain_raw": raw["plain"]["ece"],
+            "ece_worst_kind": max(v["ece"] for k, v in bert.items() if k != "plain"),
+            "gates_met": sum(bool(g["ok"]) for g in gates.values()), "gates": len(gates)}
+
+
+def _before_after_section(previous: dict, robustness: dict) -> str:
+    """The card's *Before and after*: the columns of ``previous`` (figures of the model this one
+    replaced, :func:`comparison_column`) beside this model's, row by row."""
+    from bertgeom.sars_cov_2.variant.robustness import KINDS
+
+    cols = list(previous["columns"]) + [comparison_column(previous.get("after", "this model"), robustness)]
+
+    def pct(x):
+        return "—" if x is None else f"{100 * x:.1f}%"
+
+    rows = [("evaluation genomes", lambda c: str(c["n"])),
+            ("BERT: accuracy / macro-F1", lambda c: f"{pct(c['accuracy'])} / {c['macro_f1']:.3f}"),
+            ("rule-based call: accuracy", lambda c: pct(c["rules_accuracy"])),
+            ("k-mer baseline: accuracy", lambda c: pct(c["kmer_accuracy"])),
+            ("temperature T", lambda c: f"{c['temperature']:.3f}"),
+            ("ECE, plain genomes (calibrated / raw)", lambda c: f"{c['ece_plain']:.3f} / {c['ece_plain_raw']:.3f}"),
+            ("ECE, worst perturbation kind", lambda c: f"{c['ece_worst_kind']:.3f}"),
+            ("perturbations", lambda c: str(c["perturbations"]))]
+    rows += [(f"flips: {KINDS[k]}", (lambda k: lambda c: pct(c["flips"].get(k)))(k)) for k in KINDS if k != "plain"]
+    rows += [("wrong with conf. >= 0.9, all kinds (QC pass / all)",
+              lambda c: f"{c['wrong_confident_qc_pass']} / {c['wrong_confident']}"),
+             ("release gates met", lambda c: f"{c['gates_met']} of {c['gates']}")]
+    lines = ["| figure | " + " | ".join(c["title"] for c in cols) + " |", "|---|" + "---|" * len(cols)]
+    lines += [f"| {name} | " + " | ".join(fn(c) for c in cols) + " |" for name, fn in rows]
+    note = f"{previous['note']}\n\n" if previous.get("note") else ""
+    return f"""
+## Before and after
+
+{note}""" + "\n".join(lines) + "\n"
+
+
 def _metrics_section(evaluation: dict) -> str:
     """The card's *Metrics on real held-out genomes*: BERT beside the rule-based call and the k-mer
     baseline, per class, and the confusion matrix."""
@@ -176,8 +247,9 @@ def _limits_section() -> str:
 * The VOC classes have few real genomes here (lambda and mu: 6 each in the whole open set, so 3
   held out); per-class recall on those rests on a handful of genomes. The paper's GISAID test set
   (9,881 genomes) cannot be redistributed.
-* Labels are genome-wide Nextstrain clade calls; a few genomes' spikes disagree with them
-  (recombinants, N-heavy genomes): no spike-only classifier can get those right.
+* Labels are genome-wide placements on Nextclade's reference tree (a designated recombinant takes
+  its spike's class); a genome whose spike disagrees with its placement (an undesignated
+  recombinant, an N-heavy spike) cannot be right for any spike-only classifier.
 * `gh` means "pre-VOC": from the spike alone GH cannot be told apart from other D614G lineages.
 * Lineages that appeared after the clade definitions used here (or recombinants) are forced into
   one of the 8 classes; watch the low-confidence warning, the rule-based second opinion and the QC card.
@@ -203,24 +275,54 @@ def write_card(model_dir: Path, evaluation: dict, robustness: dict | None = None
     stage_lines = "\n".join(f"{i}. {_stage_line(st)}." for i, st in enumerate(stages, 1))
     with_robustness = bool(robustness and "kinds" in robustness)
     cal_line = _calibration_paragraph(robustness) if with_robustness else ""
+    previous = evaluation.get("previous")
     text = (_introduction(cfg, train_cfg, size_mb, stage_lines, _training_command(train_cfg), cal_line)
             + _metrics_section(evaluation)
-            + (_robustness_section(model_dir, robustness) if with_robustness else "") + "\n"
+            + (_robustness_section(model_dir, robustness) if with_robustness else "")
+            + (_before_after_section(previous, robustness) if previous and with_robustness else "") + "\n"
             + _limits_section())
     (model_dir / "MODEL_CARD.md").write_text(text)
     metrics = {"model": evaluation["model"], "rules": evaluation.get("rules"), "baseline": evaluation.get("baseline"),
                "skipped": evaluation.get("skipped", [])}
+    if previous:
+        metrics["previous"] = previous
     if robustness:
         metrics["robustness"] = robustness
     (model_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
     return text
 
 
-if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4):
-        sys.exit("usage: python -m bertgeom.sars_cov_2.variant.card MODEL_DIR (ROBUSTNESS.json | EVAL.json [ROBUSTNESS.json])")
-    first = json.loads(Path(sys.argv[2]).read_text())
-    if len(sys.argv) == 3 and "evaluation" in first:  # the wide benchmark's result carries its evaluation
-        write_card(Path(sys.argv[1]), first["evaluation"], first)
+def _main(argv: list[str]) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m bertgeom.sars_cov_2.variant.card",
+                                 description="write MODEL_CARD.md and metrics.json from an evaluation run")
+    ap.add_argument("model_dir")
+    ap.add_argument("results", nargs="+", help="ROBUSTNESS.json (the wide benchmark, which carries its evaluation) "
+                                                "or EVAL.json [ROBUSTNESS.json]")
+    ap.add_argument("--before", action="append", default=[], metavar="TITLE=JSON",
+                    help="a column of the before/after table: a benchmark result of the model this one replaces "
+                         "(or a metrics.json, whose robustness is read), under TITLE")
+    ap.add_argument("--after", default="this model", help="the title of this model's column")
+    ap.add_argument("--note", default="", help="one paragraph above the before/after table")
+    args = ap.parse_args(argv)
+    if len(args.results) > 2:
+        ap.error("at most EVAL.json and ROBUSTNESS.json")
+    first = json.loads(Path(args.results[0]).read_text())
+    if len(args.results) == 1 and "evaluation" in first:  # the wide benchmark's result carries its evaluation
+        evaluation, robustness = dict(first["evaluation"]), first
     else:
-        write_card(Path(sys.argv[1]), first, json.loads(Path(sys.argv[3]).read_text()) if len(sys.argv) == 4 else None)
+        evaluation = dict(first)
+        robustness = json.loads(Path(args.results[1]).read_text()) if len(args.results) == 2 else None
+    if args.before:
+        columns = []
+        for spec in args.before:
+            title, _, path = spec.rpartition("=")
+            result = json.loads(Path(path).read_text())
+            columns.append(comparison_column(title, result.get("robustness", result)))
+        evaluation["previous"] = {"note": args.note, "after": args.after, "columns": columns}
+    write_card(Path(args.model_dir), evaluation, robustness)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

@@ -102,8 +102,11 @@ def _log(msg: str) -> None:
 
 
 def use_bf16(device: str, precision: str = "auto") -> bool:
-    """Whether to train under bf16 autocast: always on CUDA with bf16 support, on a CPU with native
-    bf16 (AVX512-BF16/AMX: about 2x faster here), never for ``precision="fp32"``."""
+    """Whether to train under bf16 autocast: always on CUDA with bf16 support, on a CPU where bf16
+    runs faster than fp32 (:func:`bertgeom.forward.bf16_pays_off`: native bf16 units, AVX512-BF16 or
+    AMX, measured faster: about 2x there), never for ``precision="fp32"``. oneDNN also claims bf16 on
+    an AVX-512 CPU without bf16 units (Intel Xeon family 6 model 106), where it is emulated: a
+    training step took 1.6x the CPU time of fp32's there."""
     import torch
 
     if precision == "fp32":
@@ -113,10 +116,9 @@ def use_bf16(device: str, precision: str = "auto") -> bool:
     if device == "cuda":
         return torch.cuda.is_bf16_supported()
     if device == "cpu":
-        try:
-            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except Exception:  # pragma: no cover - older torch
-            return False
+        from bertgeom.forward import bf16_pays_off
+
+        return bf16_pays_off("cpu")
     return False
 
 
