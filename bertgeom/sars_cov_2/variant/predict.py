@@ -62,7 +62,10 @@ class Prediction:
         clade, Pango lineage and recombinant call, version, the Nextclade dataset placed on (and
         ``model_precision``, the forward's fp32/bf16, and ``model_backend``, the runtime that ran it,
         when given)."""
-        out = {"name": self.name, "predicted": self.predicted or "", "confidence": max(self.probs.values(), default="")}
+        # the confidence at the probabilities' own precision (6 decimals): a batch padded otherwise moves the
+        # 8th digit, and the CSV says the same number in its p_* column
+        out = {"name": self.name, "predicted": self.predicted or "",
+               "confidence": round(max(self.probs.values()), 6) if self.probs else ""}
         for c in labels:
             p = self.probs.get(c)
             out[f"p_{c}"] = "" if p is None else round(p, 6)
