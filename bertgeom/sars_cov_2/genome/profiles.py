@@ -288,44 +288,6 @@ class PrivateCall:
         return tuple(c for c in self.rows if split_change(c)[0] == gene)
 
 
-def private_changes(report, aligned: str, offset: int, clade: str,
-                    profiles: CladeProfiles | None = None) -> PrivateCall:
-    """:class:`PrivateCall` of one report against ``clade`` (``aligned`` starts at genome ``offset``:
-    1 for a whole genome, the spike start for a spike cut; only examined genes are judged).
-
-    Nucleotide changes in the first 100 and last 200 bases are left out (:data:`MASK_START`): the
-    profiles never hold them, as Nextstrain's builds mask the sequencing ends."""
-    from .genes import NOT_IN_NEXTCLADE, load_genes
-
-    profiles = profiles or load_clade_profiles()
-    prof = profiles.nucleotides(clade)
-    private, labeled = [], []
-    for m in report.nucleotide:
-        if m.kind == "ins" or not MASK_START < m.pos < MASK_END or m.name in prof:
-            continue
-        private.append(m.name)
-        if any(cl != clade for cl in profiles.clades_with_nucleotide(m.name)):
-            labeled.append(m.name)
-    private_set = set(private)
-    rows = [e.qualified for e in report.events if e.gene not in NOT_IN_NEXTCLADE and private_set & set(e.nuc)]
-    rows += [m.name for m in report.other_nucleotide if m.name in private_set]
-    genes = load_genes()
-    examined = [genes[g] for g in report.genes]
-    ref = reference_sequence()
-    rev = []
-    for name, firm in prof.items():
-        key = nuc_key(name)
-        if not firm or key is None or key[0] != "sub" or not MASK_START < key[1] < MASK_END:
-            continue
-        pos = key[1]
-        if not any(g.start <= pos <= g.end for g in examined) and report.spike_only:
-            continue  # a spike-only input: sites outside the spike are not judged
-        i = pos - offset
-        if 0 <= i < len(aligned) and aligned[i] == ref[pos - 1]:
-            rev.append(f"{key[2]}{pos}{ref[pos - 1]}")
-    return PrivateCall(clade, tuple(private), tuple(labeled), tuple(rev), tuple(rows))
-
-
 def build_clade_profiles(train_reports: Iterable[tuple[str, object, str]], defs=None,
                          min_share: float = CLADE_MIN_SHARE) -> list[ProfileRow]:
     """Profile rows from ``(clade, report, aligned genome text)`` of the training genomes and the definitions."""
@@ -418,5 +380,5 @@ def load_clade_profiles() -> CladeProfiles:
 
 
 __all__ = ["nuc_key", "CLADE_MIN_SHARE", "CladeProfiles", "ProfileRow", "build_clade_profiles", "change_sites",
-           "definition_report", "genome_changes", "PrivateCall", "private_changes", "load_clade_profiles",
+           "definition_report", "genome_changes", "PrivateCall", "load_clade_profiles",
            "parse_clade_profiles", "readable", "write_clade_profiles"]
