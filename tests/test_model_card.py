@@ -73,6 +73,39 @@ def test_a_before_and_after_table_sets_the_replaced_model_beside_this_one(tmp_pa
     assert write_card(again, metrics, metrics["robustness"]) == text
 
 
+def test_a_candidate_not_shipped_is_tabled_from_its_calibration_split_run(tmp_path):
+    """``--candidate TITLE=RESULT.json`` (a calibration-split benchmark run) adds a *Candidates not
+    shipped* table with its note, kept in metrics.json; ``--keep-before`` keeps the before/after
+    columns already there, so adding a candidate changes nothing else on the card."""
+    import copy
+
+    from bertgeom.sars_cov_2.variant.card import _main
+
+    for f in MODEL_DIR.iterdir():
+        if f.name != "model.safetensors":
+            shutil.copy(f, tmp_path / f.name)
+    (tmp_path / "model.safetensors").symlink_to(MODEL_DIR / "model.safetensors")
+    shipped = json.loads((MODEL_DIR / "metrics.json").read_text())
+    before_text = (MODEL_DIR / "MODEL_CARD.md").read_text()
+    robustness = shipped["robustness"]
+    candidate = copy.deepcopy(robustness)
+    candidate["reports"]["BERT variant model"]["foreign3"]["flip_rate"] = 0.25
+    candidate["reports"]["BERT variant model"]["revert2"]["wrong_confident_qc_pass"] = 7
+    (tmp_path / "now.json").write_text(json.dumps(robustness))
+    (tmp_path / "cand.json").write_text(json.dumps(candidate))
+    _main([str(tmp_path), str(tmp_path / "now.json"), "--keep-before",
+           "--candidate", f"shipped={tmp_path / 'now.json'}", "--candidate", f"retrained={tmp_path / 'cand.json'}",
+           "--candidate-note", "Why it stays."])
+    text = (tmp_path / "MODEL_CARD.md").read_text()
+    section = text[text.index("## Candidates not shipped"):text.index("## Limits")]
+    assert "Why it stays." in section and "| figure | shipped | retrained |" in section
+    assert "| flips: +3 markers of one other class |" in section and "| 25.0% |" in section
+    assert text.replace(section, "") == before_text
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["previous"] == shipped["previous"]
+    assert [c["title"] for c in metrics["candidates"]["columns"]] == ["shipped", "retrained"]
+
+
 def test_the_card_names_held_out_genomes_that_earlier_stages_trained_on(tmp_path):
     for f in MODEL_DIR.iterdir():
         if f.name != "model.safetensors":

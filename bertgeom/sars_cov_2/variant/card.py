@@ -214,6 +214,34 @@ def _before_after_section(previous: dict, robustness: dict) -> str:
 {note}""" + "\n".join(lines) + "\n"
 
 
+def _candidates_section(candidates: dict) -> str:
+    """The card's *Candidates not shipped*: retrained weights scored on the calibration genomes (where
+    candidates are compared, so the evaluation genomes never take part in choosing), beside the
+    shipped weights on the same genomes, and why they were not shipped."""
+    cols = list(candidates["columns"])
+
+    def pct(x):
+        return "—" if x is None else f"{100 * x:.1f}%"
+
+    from bertgeom.sars_cov_2.variant.robustness import KINDS
+
+    rows = [("calibration genomes", lambda c: str(c["n"])),
+            ("BERT: accuracy", lambda c: pct(c["accuracy"])),
+            ("temperature T", lambda c: f"{c['temperature']:.3f}"),
+            ("perturbations", lambda c: str(c["perturbations"]))]
+    rows += [(f"flips: {KINDS[k]}", (lambda k: lambda c: pct(c["flips"].get(k)))(k)) for k in KINDS if k != "plain"]
+    rows += [("wrong with conf. >= 0.9, all kinds (QC pass / all)",
+              lambda c: f"{c['wrong_confident_qc_pass']} / {c['wrong_confident']}"),
+             ("release gates met", lambda c: f"{c['gates_met']} of {c['gates']}")]
+    lines = ["| figure | " + " | ".join(c["title"] for c in cols) + " |", "|---|" + "---|" * len(cols)]
+    lines += [f"| {name} | " + " | ".join(fn(c) for c in cols) + " |" for name, fn in rows]
+    note = f"{candidates['note']}\n\n" if candidates.get("note") else ""
+    return f"""
+## Candidates not shipped
+
+{note}""" + "\n".join(lines) + "\n"
+
+
 def _metrics_section(evaluation: dict) -> str:
     """The card's *Metrics on real held-out genomes*: BERT beside the rule-based call and the k-mer
     baseline, per class, and the confusion matrix."""
@@ -276,16 +304,20 @@ def write_card(model_dir: Path, evaluation: dict, robustness: dict | None = None
     with_robustness = bool(robustness and "kinds" in robustness)
     cal_line = _calibration_paragraph(robustness) if with_robustness else ""
     previous = evaluation.get("previous")
+    candidates = evaluation.get("candidates")
     text = (_introduction(cfg, train_cfg, size_mb, stage_lines, _training_command(train_cfg), cal_line)
             + _metrics_section(evaluation)
             + (_robustness_section(model_dir, robustness) if with_robustness else "")
-            + (_before_after_section(previous, robustness) if previous and with_robustness else "") + "\n"
+            + (_before_after_section(previous, robustness) if previous and with_robustness else "")
+            + (_candidates_section(candidates) if candidates else "") + "\n"
             + _limits_section())
     (model_dir / "MODEL_CARD.md").write_text(text)
     metrics = {"model": evaluation["model"], "rules": evaluation.get("rules"), "baseline": evaluation.get("baseline"),
                "skipped": evaluation.get("skipped", [])}
     if previous:
         metrics["previous"] = previous
+    if candidates:
+        metrics["candidates"] = candidates
     if robustness:
         metrics["robustness"] = robustness
     (model_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
@@ -305,6 +337,12 @@ def _main(argv: list[str]) -> None:
                          "(or a metrics.json, whose robustness is read), under TITLE")
     ap.add_argument("--after", default="this model", help="the title of this model's column")
     ap.add_argument("--note", default="", help="one paragraph above the before/after table")
+    ap.add_argument("--keep-before", action="store_true",
+                    help="keep the before/after columns (and note) of the model directory's metrics.json")
+    ap.add_argument("--candidate", action="append", default=[], metavar="TITLE=JSON",
+                    help="a column of the *Candidates not shipped* table: a benchmark result on the calibration "
+                         "split (bench_robustness.py --split calibration), under TITLE")
+    ap.add_argument("--candidate-note", default="", help="one paragraph above the candidates table")
     args = ap.parse_args(argv)
     if len(args.results) > 2:
         ap.error("at most EVAL.json and ROBUSTNESS.json")
@@ -321,6 +359,16 @@ def _main(argv: list[str]) -> None:
             result = json.loads(Path(path).read_text())
             columns.append(comparison_column(title, result.get("robustness", result)))
         evaluation["previous"] = {"note": args.note, "after": args.after, "columns": columns}
+    elif args.keep_before:
+        kept = json.loads((Path(args.model_dir) / "metrics.json").read_text()).get("previous")
+        if kept:
+            evaluation["previous"] = kept
+    if args.candidate:
+        columns = []
+        for spec in args.candidate:
+            title, _, path = spec.rpartition("=")
+            columns.append(comparison_column(title, json.loads(Path(path).read_text())))
+        evaluation["candidates"] = {"note": args.candidate_note, "columns": columns}
     write_card(Path(args.model_dir), evaluation, robustness)
 
 
