@@ -126,3 +126,9 @@ def head_importance_set_key(loaded, fingerprint: str) -> CacheKey:
 
     return CacheKey.of("head-importance-set", HEAD_IMPORTANCE_VERSION, weights=loaded.weights_hash,
                        inputs=fingerprint, mask_share=float(MASK_SHARE))
+
+
+def rank_collapse_input_key(loaded, text: str, token_set: str, norm: str) -> CacheKey:
+    """Dong et al.'s curves of one input (the Cone Index page's *Rank collapse* section)."""
+    return CacheKey.of("rank-collapse-input", RANK_COLLAPSE_VERSION, weights=loaded.weights_hash,
+                       inputs=normalised_digest(text), token_set=token_set, norm=norm)

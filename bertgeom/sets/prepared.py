@@ -21,7 +21,7 @@ Tasks, in the order a visitor meets them (:func:`prepare_tasks`):
   comparison with every same-shape checkpoint (:func:`bertgeom.analysis.flow.flow_view`,
   :func:`bertgeom.analysis.ablation.checkpoint_cosines`);
 * head disabling over the page's default subset (one input per class, :mod:`bertgeom.sets.ablation`);
-* Dong et al.'s rank-collapse curves (all tokens, their composite norm) and Michel et al.'s head
+* Dong et al.'s rank-collapse curves (the cone page's content tokens, their composite norm) and Michel et al.'s head
   importance with the set's task (:mod:`bertgeom.sets.collapse`).
 
 A status file (:func:`status_path`) tells the app what is queued, running and done, so a page can
@@ -62,7 +62,7 @@ SWEEP_TEXT_INPUTS = 8
 GROUP_ORDER = ("heads-set", "cone-set", "class-mean", "examples", "subspace-across", "head-sweep",
                "rank-collapse", "head-importance")
 #: The rank-collapse view's defaults that the prepared curves use.
-COLLAPSE_TOKEN_SET = "all"
+COLLAPSE_TOKEN_SET = CONE_TOKEN_SET  # the Cone Index page's default, so the cone index sits beside it
 COLLAPSE_NORM = "l1_inf"
 
 
