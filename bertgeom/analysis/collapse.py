@@ -13,7 +13,7 @@ minimiser of the Frobenius distance, not of the ``‖·‖_{1,∞}`` one, so wit
 the default) ``x`` is their choice, and with ``norm="fro"`` it is the true optimum. Either way a matrix
 ``1 xᵀ`` (every row the same, rank 1) has ratio 0, and ratio ≤ 1 in the Frobenius norm.
 
-The path ablations (their §4, their surgery modules) run through :func:`bertgeom.forward.run_forward`
+The path ablations (Dong et al. §4, their surgery modules) run through :func:`bertgeom.forward.run_forward`
 (``remove_skips``, ``remove_mlps``): *SAN* = attention only (no skips, MLPs replaced by the identity),
 *SAN + skip* = no MLPs, *SAN + MLP* = no skips, *transformer* = the model as trained; LayerNorms are
 kept in every variant. Published check (bert-base-cased, 32 wiki_bio texts of 128 tokens): the full
@@ -26,7 +26,7 @@ with a row mask) without a Python loop over layers or tokens.
 References
 ----------
 * Dong, Cordonnier & Loukas 2021, *Attention is Not All You Need: Pure Attention Loses Rank Doubly
-  Exponentially with Depth* (arXiv:2103.03404): §2.1 (the residual and the composite norm), §4 and
+  Exponentially with Depth* (arXiv:2103.03404): §2 (the residual and the composite norm), §4 and
   Figure 2 (path ablations on BERT); github.com/twistedcubic/attention-rank-collapse (plotting code).
 * docs/methods.md, "Rank collapse per layer".
 """
@@ -50,20 +50,20 @@ PATH_VARIANTS: dict[str, tuple[bool, bool]] = {
     "attention_only": (True, True),
 }
 
-_DONG = "Dong 2021 (arXiv:2103.03404)"
-
 #: What each variant's curve means (label, formula, source).
 COLLAPSE_DOCS: dict[str, MetricDoc] = doc_table({
     "ratio": ("relative residual from rank 1",
               "‖X − 1 meanᵀ‖_{1,∞} / ‖X‖_{1,∞},  ‖M‖_{1,∞} = sqrt(max col abs sum · max row abs sum)",
-              f"{_DONG} §2.1; the ratio their plotting code draws (reconstruction of the normalisation)"),
-    "full": ("full model (transformer)", "ratio of hidden state l, the model as trained", f"{_DONG} §4, Fig. 2"),
+              "Dong 2021 (arXiv:2103.03404) §2; the ratio their plotting code draws "
+              "(reconstruction of the normalisation)"),
+    "full": ("full model (transformer)", "ratio of hidden state l, the model as trained",
+             "Dong 2021 (arXiv:2103.03404) §4, Fig. 2"),
     "no_mlp": ("without MLPs (SAN + skip)", "ratio with every feed-forward block replaced by the identity",
-               f"{_DONG} §4, Fig. 2"),
+               "Dong 2021 (arXiv:2103.03404) §4, Fig. 2"),
     "no_skip": ("without skips (SAN + MLP)", "ratio with both residual connections of every layer removed",
-                f"{_DONG} §4, Fig. 2"),
+                "Dong 2021 (arXiv:2103.03404) §4, Fig. 2"),
     "attention_only": ("attention only (SAN)", "ratio without skips and without MLPs (LayerNorms kept)",
-                       f"{_DONG} §3 (Theorem 2.2's setting), Fig. 2"),
+                       "Dong 2021 (arXiv:2103.03404) §2 (the theorem's setting), Fig. 2"),
 })
 
 

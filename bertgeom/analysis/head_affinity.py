@@ -46,11 +46,9 @@ PAIR_TYPES: dict[str, tuple[str, str]] = {
     "QQ": ("Q", "Q"), "KK": ("K", "K"), "VV": ("V", "V"), "OO": ("O", "O"),
 }
 
-_YAMAGIWA = "Yamagiwa 2026 (arXiv:2601.10266)"
-
 AFFINITY_DOCS: dict[str, MetricDoc] = doc_table({
     "projection_kernel": ("projection kernel", "PK(U, V) = ‖Uᵀ V‖_F² = Σ cos² θ_i  (0 … min(p, q))",
-                          f"{_YAMAGIWA}, abstract and §1 (later sections not read)"),
+                          "Yamagiwa 2026 (arXiv:2601.10266), abstract and §1 (later sections not read)"),
     "random_baseline": ("random baseline", "E[PK] = p q / d for uniformly random subspaces (d_h² / d)",
                         "our derivation (the paper compares with random subspaces)"),
 })

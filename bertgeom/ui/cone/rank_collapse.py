@@ -4,7 +4,7 @@ ablations, run by the forward engine), beside the cone index of the same tokens;
 and over a set (widgets in, figures out; the measure is :mod:`bertgeom.analysis.collapse`, the set
 runner :mod:`bertgeom.sets.collapse`).
 
-References: Dong, Cordonnier & Loukas 2021 (arXiv:2103.03404) §2.1, §4, Fig. 2; Bonino et al. 2025
+References: Dong, Cordonnier & Loukas 2021 (arXiv:2103.03404) §2, §4, Fig. 2; Bonino et al. 2025
 (arXiv:2502.12033) for the cone index.
 """
 
