@@ -283,3 +283,28 @@ def test_head_gate_of_zero_removes_the_head_like_zero_disabling(minilm):
     full = run_forward(minilm, enc.input_ids, head_gates=np.ones((L, H)), hidden_states=True).arrays()
     own = run_forward(minilm, enc.input_ids, hidden_states=True).arrays()
     np.testing.assert_allclose(full["hidden_states"], own["hidden_states"], atol=1e-5)
+
+
+# --- the reproduction script -------------------------------------------------------------------
+
+def test_reproduction_says_what_it_needs_offline_and_runs_on_a_local_copy(tiny_bert_dir, tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "reproduce_rank_collapse.py"
+    spec = importlib.util.spec_from_file_location("reproduce_rank_collapse", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # offline (the suite sets HF_HUB_OFFLINE): one sentence naming what a local run needs, exit status 2
+    assert mod.main(["--model", "bert-base-cased"]) == 2
+    said = capsys.readouterr().out.strip()
+    assert said == mod.OFFLINE and said.count(". ") == 0 and "--model DIR" in said and "--texts FILE" in said
+    # a local model and texts: the curves, beside the published table
+    words = "the river bank was quiet and the dog slept near the old stone bridge".split()
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(" ".join(words[(i + k) % len(words)] for k in range(150)) for i in range(33)))
+    ours = mod.reproduce_rank_collapse(str(tiny_bert_dir), texts)
+    assert set(ours) == set(PATH_VARIANTS) and all(len(v) == 3 for v in ours.values())
+    assert mod.main(["--model", str(tiny_bert_dir), "--texts", str(texts)]) == 0
+    table = capsys.readouterr().out
+    assert "0.687" in table and "attention_only" in table
