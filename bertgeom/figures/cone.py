@@ -413,7 +413,7 @@ def rank_collapse_figure(x, curves: Mapping[str, np.ndarray], *, spread: Mapping
                                  line=dict(color=REFERENCE_COLOUR, width=2),
                                  hovertemplate=f"{cone_label}<br>layer %{{x}}<br>%{{y:.3f}}<extra></extra>"))
     fig.add_hline(y=0.0, line=dict(color=REFERENCE_COLOUR, dash="dot"), annotation_text="rank 1: residual 0",
-                  annotation_position="bottom right")
+                  annotation_position="top left")
     layout(fig, title=title, height=420, legend_below=True)
     fig.update_xaxes(title="hidden state (0 = embeddings)", dtick=1)
     fig.update_yaxes(title=f"‖X − 1 meanᵀ‖ / ‖X‖ ({norm_label}) · cone", rangemode="tozero")

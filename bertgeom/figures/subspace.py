@@ -455,18 +455,25 @@ def attention_comparison_figure(
 def head_affinity_map(M: np.ndarray, num_heads: int, *, baseline: float, top: float, pair_label: str,
                       row_kind: str, col_kind: str, title: str = "") -> go.Figure:
     """The projection kernel of every ordered pair of heads (``M [L H, L H]``, row = the first head,
-    column = the second), on a red-blue scale centred on the random ``baseline`` (red: more shared
-    than two random subspaces, blue: less), from 0 to ``top`` (= d_h), with a line between layers.
-    NaN cells (pairs left out) stay blank."""
+    column = the second), white at the random ``baseline``, blue below it (less shared than two random
+    subspaces), red above; the scale stops at the 99.5th percentile of the pairs off the diagonal (at
+    least twice the baseline, at most ``top`` = d_h) so the bulk of the pairs is not washed out by the
+    diagonal's d_h. A line between layers; NaN cells (pairs left out) stay blank."""
     N = M.shape[0]
     names = [head_label(i // num_heads, i % num_heads) for i in range(N)]
+    A = np.asarray(M, dtype=np.float64)
+    off = A[~np.eye(N, dtype=bool)]
+    off = off[np.isfinite(off)]
+    cap = float(np.clip(np.percentile(off, 99.5) if off.size else top, 2 * baseline, top))
+    mid = float(np.clip(baseline / cap, 0.01, 0.99))
+    scale = [[0.0, "#2166ac"], [mid / 2, "#92c5de"], [mid, "#f7f7f7"], [mid + (1 - mid) / 3, "#f4a582"],
+             [1.0, "#b2182b"]]
     fig = go.Figure(go.Heatmap(
-        z=np.asarray(M, dtype=np.float32), x=names, y=names, colorscale="RdBu_r", zmin=0.0, zmax=float(top),
-        zmid=float(baseline),
+        z=A.astype(np.float32), x=names, y=names, colorscale=scale, zmin=0.0, zmax=cap,
         hovertemplate=f"{row_kind} of %{{y}} · {col_kind} of %{{x}}<br>PK %{{z:.3f}}<extra></extra>",
         colorbar=dict(title=dict(text=f"PK ({pair_label})", side="right"), thickness=12,
-                      tickvals=[0.0, float(baseline), float(top)],
-                      ticktext=["0", f"random {baseline:.2f}", f"d_h = {top:g}"]),
+                      tickvals=[0.0, float(baseline), cap],
+                      ticktext=["0", f"random {baseline:.2f}", f"{cap:.2f}" + (" (d_h)" if cap >= top else " +")]),
     ))
     for k in range(1, N // num_heads):
         edge = k * num_heads - 0.5

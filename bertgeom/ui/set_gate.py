@@ -27,5 +27,10 @@ def set_view_starts(key, memo, *, n_inputs: int, seconds_per_input: float | None
         return True
     guess = "" if not seconds_per_input else f" ({_about(seconds_per_input * n_inputs)} at this input's pace)"
     tag = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
-    st.caption(f"Not computed yet for this set: {what} runs over {n_inputs} inputs{guess}, with a progress bar.")
-    return st.button(f"Compute over the {n_inputs} inputs", key=f"w_setgate_{tag}")
+    slot = st.empty()  # the offer goes away once taken: the progress bar takes its place
+    with slot.container():
+        st.caption(f"Not computed yet for this set: {what} runs over {n_inputs} inputs{guess}, with a progress bar.")
+        pressed = st.button(f"Compute over the {n_inputs} inputs", key=f"w_setgate_{tag}")
+    if pressed:
+        slot.empty()
+    return pressed

@@ -95,11 +95,11 @@ def rank_collapse_section(v: View) -> None:
     """The section: the current input's curves beside its cone index, then the mean ± std over a set."""
     st.markdown("#### Rank collapse beside the cone index")
     st.caption(EXPLAIN)
-    doc_caption(COLLAPSE_DOCS["ratio"])
     if v.m < 2:
         st.info("The residual needs at least two token vectors: pick a token set with more rows.")
         return
     norm = st.radio("Norm", list(NORM_LABELS), format_func=NORM_LABELS.get, horizontal=True, key="w_rc_norm")
+    doc_caption(COLLAPSE_DOCS["ratio"], formula=None if norm == "l1_inf" else "‖X − 1 meanᵀ‖_F / ‖X‖_F")
     seconds = None
     with guarded("The rank-collapse curves"):
         curves = _curves_of_input(v, norm)
