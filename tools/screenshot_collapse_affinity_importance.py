@@ -1,7 +1,7 @@
 """Screenshots of the rank-collapse section, the head-to-head affinity tab and head importance (issue 44),
 on the genome model and on MiniLM, with their set parts computed, at 1400 px.
 
-Usage: python tools/screenshot_collapse_affinity_importance.py OUT_DIR
+Usage: python tools/screenshot_collapse_affinity_importance.py OUT_DIR [STEP ...]   (default: every step)
 """
 import shutil
 import sys
@@ -14,6 +14,7 @@ from tools.screenshots import CHROMIUM_ARGS, free_port, start_server, wait_idle 
 
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)
+only = set(sys.argv[2:])
 
 
 def shot(page, name, height=None):
@@ -55,6 +56,8 @@ try:
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=CHROMIUM_ARGS)
         for name, url, action in STEPS:
+            if only and name not in only:
+                continue
             page = b.new_page(viewport={"width": 1400, "height": 2400})
             page.set_default_timeout(900_000)
             try:
