@@ -308,3 +308,27 @@ def test_reproduction_says_what_it_needs_offline_and_runs_on_a_local_copy(tiny_b
     assert mod.main(["--model", str(tiny_bert_dir), "--texts", str(texts)]) == 0
     table = capsys.readouterr().out
     assert "0.687" in table and "attention_only" in table
+
+
+# --- the figures ---------------------------------------------------------------------------------
+
+def test_figures_draw_the_baselines_and_leave_left_out_pairs_blank():
+    from bertgeom.figures.cone import rank_collapse_figure
+    from bertgeom.figures.subspace import affinity_histogram, head_affinity_map
+
+    x = np.arange(4)
+    fig = rank_collapse_figure(x, {"full": np.array([0.9, 0.7, 0.6, 0.5]), "attention_only": np.zeros(4)},
+                               spread={"full": np.full(4, 0.1)}, cone=np.linspace(0.2, 0.9, 4))
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert names == ["full model", "attention only (SAN)", "cone index I/m"]
+    assert any(s.y0 == 0 for s in fig.layout.shapes)  # the rank-1 line
+    rng = np.random.default_rng(3)
+    M = rng.uniform(1.0, 5.0, size=(8, 8))
+    M[4:, :] = np.nan
+    hm = head_affinity_map(M, 4, baseline=2.0, top=8.0, pair_label="OQ", row_kind="output", col_kind="query")
+    scale = hm.data[0].colorscale
+    white = [pos for pos, colour in scale if colour.lower() == "#f7f7f7"][0]
+    assert white * hm.data[0].zmax == pytest.approx(2.0)  # white sits at the random baseline
+    assert np.isnan(np.asarray(hm.data[0].z, dtype=float)[4:]).all()
+    hist = affinity_histogram(M.ravel(), baseline=2.0, top=8.0)
+    assert any(s.x0 == 2.0 for s in hist.layout.shapes)

@@ -402,7 +402,7 @@ def rank_collapse_figure(x, curves: Mapping[str, np.ndarray], *, spread: Mapping
         y = np.asarray(y, dtype=float)
         if spread is not None and name in spread:
             s = np.asarray(spread[name], dtype=float)
-            fig.add_trace(go.Scatter(x=np.r_[x, x[::-1]], y=np.r_[y + s, (y - s)[::-1]], fill="toself",
+            fig.add_trace(go.Scatter(x=np.r_[x, x[::-1]], y=np.r_[y + s, (y - s)[::-1]], fill="toself", mode="lines",
                                      fillcolor=c, opacity=0.15, line=dict(width=0), hoverinfo="skip",
                                      showlegend=False, legendgroup=name))
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=label, legendgroup=name,
