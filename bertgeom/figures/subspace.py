@@ -496,6 +496,7 @@ def affinity_histogram(values: np.ndarray, *, baseline: float, top: float, title
     fig.add_vline(x=float(baseline), line=dict(color="#C44E52", dash="dash", width=2),
                   annotation_text=f"random subspaces: d_h²/d = {baseline:.2f}", annotation_position="top right")
     layout(fig, title=title, height=320)
-    fig.update_xaxes(title="projection kernel", range=[0, float(top)])
+    right = float(min(top, max(2.5 * baseline, 1.1 * v.max()))) if v.size else float(top)
+    fig.update_xaxes(title="projection kernel", range=[0, right])
     fig.update_yaxes(title="head pairs")
     return fig

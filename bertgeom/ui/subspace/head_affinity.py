@@ -89,7 +89,7 @@ def affinity_tab(v: View) -> None:
         if a_kind == b_kind:
             row[me] = np.nan
         order = [int(i) for i in np.argsort(-np.nan_to_num(row, nan=-1.0)) if np.isfinite(row[i])][:8]
-        st.markdown(f"**{v.HL}** ({KIND_NAMES[a_kind]}): strongest partners")
+        st.markdown(f"**{v.HL}**, its {KIND_NAMES[a_kind]} subspace: strongest partners")
         if order:
             st.dataframe(pd.DataFrame({"second head": [head_label(i // H, i % H) for i in order],
                                        "PK": [round(float(row[i]), 3) for i in order],
