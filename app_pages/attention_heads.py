@@ -19,6 +19,7 @@ from bertgeom.inputs import input_kind_of
 from bertgeom.tables import head_label
 from bertgeom.ui.cache import cached_head_features
 from bertgeom.ui.heads import TABS
+from bertgeom.ui.heads.gradient_importance import IMPORTANCE_OPTION, input_importance, objective_sentence
 from bertgeom.ui.tabs import offered_tabs
 from bertgeom.ui.heads.pattern_labels import threshold_sliders, thresholds
 from bertgeom.ui.heads.view import View
@@ -56,10 +57,12 @@ labels = classify_heads(table, th)
 grid_hover = label_hover(labels)
 
 feature_names = [n for n in table.names if n in FEATURE_DOCS]
-colour_options = feature_names + [f"label:{t}" for t in TAXONOMY_NAMES]
+colour_options = feature_names + [IMPORTANCE_OPTION] + [f"label:{t}" for t in TAXONOMY_NAMES]
 
 
 def _colour_name(opt: str) -> str:
+    if opt == IMPORTANCE_OPTION:
+        return "head importance |∂L/∂ξ| (Michel 2019)"
     if opt.startswith("label:"):
         return f"Pattern label: {TAXONOMY_NAMES[opt[6:]]}"
     return FEATURE_DOCS[opt].label  # plain words on screen; the variable name is in the hover
@@ -81,6 +84,14 @@ with left:
         st.caption(f"**{TAXONOMY_NAMES[colour[6:]]}** per head; hover for all three labels. {lab.note}")
         grid = head_grid(lab.confidence, categories=display_labels(lab.primary), colour_label="confidence",
                          selected=(layer, head), hover_text=grid_hover)
+    elif colour == IMPORTANCE_OPTION:  # a backward pass: computed only when picked
+        from bertgeom.analysis.gradients import IMPORTANCE_DOCS
+
+        imp = input_importance(model_id, text)
+        doc_caption(IMPORTANCE_DOCS["importance"])
+        st.caption(objective_sentence(imp["objective"], imp["loss"], getattr(loaded.config, "vocab_size", None))
+                   + " Over a set: the *Gradient importance* tab.")
+        grid = head_grid(imp["importance"], colour_label="|∂L/∂ξ|", selected=(layer, head), hover_text=grid_hover)
     else:
         doc_caption(FEATURE_DOCS[colour])
         if colour in ("prev", "next", "cls", "sep"):  # Clark's behaviours: the clause the tour reads from here too

@@ -8,6 +8,12 @@ intervention points:
 * ``disabled`` -- heads disabled (``[L, H]`` for the batch or ``[B, L, H]``, one ablation per row),
   by ``disable_as="uniform"`` (Kovaleva et al.'s constant ``1/n`` over the real keys) or ``"zero"``
   (the head's output removed, Hugging Face's ``head_mask``);
+* ``head_gates`` -- a multiplicative gate on every head's output (``[L, H]`` or ``[B, L, H]``, 1 = as
+  trained), applied to the head's slice of the context before ``attention.output.dense``: Michel et
+  al.'s xi_h; a gate tensor that requires grad gives ``dL/dxi_h`` (never transformers' ``head_mask``);
+* ``remove_skips`` / ``remove_mlps`` -- Dong et al.'s path ablations: every layer without its two
+  residual connections (``LN(dense(ctx))`` and ``LN(dense(ffn))``), or with its feed-forward block
+  replaced by the identity (the layer's output is the attention block's), LayerNorms kept;
 * ``grad`` -- autograd kept (through the attention weights when they are returned, through the input
   embeddings with ``inputs_embeds``); otherwise ``torch.inference_mode``;
 * ``inputs_embeds`` -- word embeddings in place of token ids (integrated gradients interpolates them);
@@ -38,7 +44,9 @@ and fp32 everywhere else; analyses read as numbers (attention maps, head feature
 fp32 unless asked. docs/methods.md ("Numerical precision") measures what bf16 changes.
 
 References: Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", §4.6 (head disabling);
-Michel et al. 2019, "Are Sixteen Heads Really Better than One?" (head masking); PyTorch
+Michel et al. 2019, "Are Sixteen Heads Really Better than One?" (arXiv:1905.10650) §2.3, §4.1 (head
+masking, the gates' gradients); Dong et al. 2021, "Attention is Not All You Need" (arXiv:2103.03404) §4
+(path ablations: the authors' surgery modules remove the skips and replace the MLP by the identity); PyTorch
 ``scaled_dot_product_attention`` and ``torch.autocast`` documentation.
 """
 
@@ -248,12 +256,13 @@ def _as_long(x, dev):
 
 
 def _layer(layer, x, key_real, uniform_w, dis_bh, *, need_attn: bool, fused: bool, zero: bool,
-           cls_only: bool = False):
+           cls_only: bool = False, gates_bh=None, paths: tuple[bool, bool] = (True, True)):
     """One BERT layer; heads in ``dis_bh [B, H]`` uniform (or zeroed). Returns (output, probs or None).
 
     ``key_real [B, T]`` bool (None: every key real); ``uniform_w [B, T]`` the uniform weights.
     ``cls_only``: only the [CLS] row is computed as a query (keys and values from every token), so the
-    output is ``[B, 1, D]``: the last layer of a forward that only needs the pooler's input."""
+    output is ``[B, 1, D]``: the last layer of a forward that only needs the pooler's input.
+    ``gates_bh [B, H]`` multiplies each head's output (None: ungated); ``paths`` = (skips, MLP) kept."""
     import torch
 
     sa = layer.attention.self
@@ -288,10 +297,24 @@ def _layer(layer, x, key_real, uniform_w, dis_bh, *, need_attn: bool, fused: boo
             else:
                 repl = torch.matmul(uniform_w[:, None, None, :].to(v.dtype), v)  # [B, H, 1, d]
             ctx = torch.where(dis_bh[:, :, None, None], repl.to(ctx.dtype), ctx)
+    if gates_bh is not None:
+        ctx = ctx * gates_bh[:, :, None, None].to(ctx.dtype)
     ctx = ctx.transpose(1, 2).reshape(B, Tq, n_heads * d)
-    att_out = layer.attention.output(ctx, xq)
-    out = layer.output(layer.intermediate(att_out), att_out)
-    return out, (probs if need_attn else None)
+    return _after_attention(layer, ctx, xq, *paths), (probs if need_attn else None)
+
+
+def _after_attention(layer, ctx, xq, skips: bool, mlp: bool):
+    """The rest of a BERT layer after the heads' concatenated output ``ctx``: the model's own output
+    modules (``skips`` and ``mlp`` kept), or Dong et al.'s ablations of them (the same sub-modules,
+    called without their residual input, or the feed-forward block skipped)."""
+    out_a = layer.attention.output
+    att_out = out_a(ctx, xq) if skips else out_a.LayerNorm(out_a.dense(ctx))
+    if not mlp:
+        return att_out
+    inner = layer.intermediate(att_out)
+    if skips:
+        return layer.output(inner, att_out)
+    return layer.output.LayerNorm(layer.output.dense(inner))
 
 
 def _check_options(precision: str, attention: str, disable_as: str) -> None:
@@ -331,19 +354,21 @@ def _batch(input_ids, inputs_embeds, attention_mask, dev):
 
 
 def _attention_path(attention: str, *, attentions: bool, hidden_states: bool, logits_only: bool,
-                    disabled, start_layer: int, start_hidden, grad: bool) -> str:
+                    disabled, start_layer: int, start_hidden, grad: bool, rewired: bool = False) -> str:
     """``"model"``, ``"eager"`` or ``"sdpa"``: what ``attention`` resolves to for these requests
     (``auto``: the model's own forward unless something is intervened on), or a ValueError for a
     combination that cannot be honoured."""
     if logits_only and (attentions or hidden_states):
         raise ValueError("logits_only computes only the [CLS] row of the last layer: no attentions or hidden states")
-    intervened = disabled is not None or start_layer or start_hidden is not None or grad
+    intervened = disabled is not None or start_layer or start_hidden is not None or grad or rewired
     if logits_only and attention in ("auto", "model"):
         attention = "sdpa"  # the model's own forward computes every row, and no attention weights are wanted
     if attention == "auto":
         attention = "model" if not intervened else ("eager" if attentions else "sdpa")
-    if attention == "model" and intervened and (disabled is not None or start_layer or start_hidden is not None):
-        raise ValueError("disabled heads and resuming need the recomputed forward (attention='eager' or 'sdpa')")
+    if attention == "model" and intervened and (disabled is not None or start_layer or start_hidden is not None
+                                                or rewired):
+        raise ValueError("disabled heads, head gates, path ablations and resuming need the recomputed forward "
+                         "(attention='eager' or 'sdpa')")
     if attention == "sdpa" and attentions:
         raise ValueError("fused SDPA returns no attention weights: use attention='eager' or 'model'")
     return attention
@@ -396,6 +421,21 @@ def _disabled_heads(disabled, B: int, L: int, n_heads: int, start_layer: int, de
     return torch.from_numpy(np.array(dis_np, dtype=bool, copy=True)).to(dev), dis_any
 
 
+def _head_gates(head_gates, B: int, L: int, n_heads: int, dev):
+    """``[B, L, H]`` gates on the device (a tensor keeps its autograd graph), or None."""
+    import torch
+
+    if head_gates is None:
+        return None
+    g = head_gates if isinstance(head_gates, torch.Tensor) else torch.as_tensor(
+        np.array(head_gates, dtype=np.float32, copy=True))
+    if tuple(g.shape) == (L, n_heads):
+        g = g.expand(B, L, n_heads)
+    if tuple(g.shape) != (B, L, n_heads):
+        raise ValueError(f"head_gates must be [L, H] = {(L, n_heads)} or [B, L, H], got {tuple(g.shape)}")
+    return g.to(dev)
+
+
 def _first_hidden(emb, ids, x_in, start_hidden, start_layer: int, B: int, T: int, dev, dtype):
     """The input of layer ``start_layer``: the embeddings (``start_layer = 0``) or ``start_hidden``
     broadcast to the batch (called inside the caller's grad and autocast contexts)."""
@@ -430,6 +470,9 @@ def run_forward(
     start_layer: int = 0,
     start_hidden=None,
     logits_only: bool = False,
+    head_gates=None,
+    remove_skips: bool = False,
+    remove_mlps: bool = False,
 ) -> ForwardOutput:
     """Run ``loaded`` (a :class:`~bertgeom.models.LoadedModel` or a bare transformers model; only
     read) with the intervention points of the module docstring.
@@ -443,6 +486,10 @@ def run_forward(
     reads nothing else), about a sixth less work for a 6-layer model, and ``last_hidden`` is
     ``[B, 1, D]``. It excludes ``attentions`` and ``hidden_states``; gradients (``grad``) flow as usual
     (integrated gradients reads only a logit).
+
+    ``head_gates`` ``[L, H]`` or ``[B, L, H]`` (tensor or array) scales each head's output;
+    ``remove_skips`` / ``remove_mlps`` are the path ablations (module docstring). Each needs the
+    functional recomputation (``attention='auto'`` picks it).
     """
     import contextlib
 
@@ -455,7 +502,8 @@ def run_forward(
     ids, x_in, B, T, mask_cpu = _batch(input_ids, inputs_embeds, attention_mask, dev)
     attention = _attention_path(attention, attentions=attentions, hidden_states=hidden_states,
                                 logits_only=logits_only, disabled=disabled, start_layer=start_layer,
-                                start_hidden=start_hidden, grad=grad)
+                                start_hidden=start_hidden, grad=grad,
+                                rewired=head_gates is not None or remove_skips or remove_mlps)
     autocast = (torch.autocast(dev.type, dtype=torch.bfloat16)
                 if precision == "bf16" and param.dtype != torch.bfloat16 else contextlib.nullcontext())
     guard = torch.enable_grad() if grad else torch.inference_mode()
@@ -469,6 +517,8 @@ def run_forward(
     L = len(layers)
     n_heads = int(layers[0].attention.self.num_attention_heads)
     dis, dis_any = _disabled_heads(disabled, B, L, n_heads, start_layer, dev)
+    gates = _head_gates(head_gates, B, L, n_heads, dev)
+    paths = (not remove_skips, not remove_mlps)
     all_real = bool(mask_cpu.all())
     with guard, autocast:
         x = _first_hidden(emb, ids, x_in, start_hidden, start_layer, B, T, dev, param.dtype)
@@ -482,7 +532,8 @@ def run_forward(
             dis_l = dis[:, l] if dis is not None and dis_any[l] else None
             x, p = _layer(layers[l], x, key_real, uniform_w, dis_l, need_attn=attentions,
                           fused=attention == "sdpa", zero=disable_as == "zero",
-                          cls_only=logits_only and l == L - 1)
+                          cls_only=logits_only and l == L - 1,
+                          gates_bh=None if gates is None else gates[:, l], paths=paths)
             cls.append(x[:, 0])
             if hidden_states:
                 hiddens.append(x)

@@ -21,11 +21,12 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SENTENCE = "The cat sat on the mat because it was tired."
 
 #: The tab strip before the move to one module per tab; share links name these (?w_sub_tab=...).
-SUBSPACE_TITLES = ["Weights (D4)", "This input (D1–D3)", "Across inputs", "Faithful vs correct"]
+SUBSPACE_TITLES = ["Weights (D4)", "This input (D1–D3)", "Across inputs", "Faithful vs correct",
+                   "Head-to-head affinity"]
 #: The sections before the move: the key each share link names (?w_cone_section=...) and the title shown.
 CONE_SECTIONS = [("streams", "Streams inside each layer"), ("classes", "Per class over a set"),
                  ("distribution", "Data distribution ([CLS])"), ("entropy", "Attention entropies"),
-                 ("isotropy", "IsoScore beside the cone")]
+                 ("isotropy", "IsoScore beside the cone"), ("collapse", "Rank collapse beside the cone")]
 
 
 def _modules_of(renders, package) -> list[str]:

@@ -59,10 +59,21 @@ def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant)
     cone = _read(prepared.cone_set_key(mid, tiny_variant, set_fingerprint(items), prepared.CONE_TOKEN_SET, None))
     assert ConeSet.from_arrays(cone).hidden.shape[0] == len(summary["names"])
 
+    # the rank-collapse curves and the head importance with the set's task, under the pages' keys
+    from bertgeom.sets.collapse import head_importance_over_set, rank_collapse_over_set
+    from bertgeom.sets.keys import head_importance_set_key, rank_collapse_set_key
+
+    fp = set_fingerprint(items)
+    rc = _read(rank_collapse_set_key(tiny_variant, fp, prepared.COLLAPSE_TOKEN_SET, prepared.COLLAPSE_NORM))
+    np.testing.assert_array_equal(rc["curves"], rank_collapse_over_set(tiny_variant, items)["curves"])
+    imp = _read(head_importance_set_key(tiny_variant, fp))
+    np.testing.assert_array_equal(imp["importance"], head_importance_over_set(tiny_variant, items)["importance"])
+    assert imp["used_label"].all()  # every shipped genome is scored against its own class
+
     # a second run (a server restart, a second `prepare-sets`) computes nothing; with the summary on
     # disk the class-mean maps are listed one task per class
     again = prepared.prepare_tasks(mid, tiny_variant, subspace=False, sweeps=False, items=items, examples=False)
-    assert len(again) == 2 + len(set(groups.values()))
+    assert len(again) == 4 + len(set(groups.values()))
     assert prepared.run_tasks(again) == {"done_before": len(again), "computed": 0, "failed": 0}
     rows = prepared.read_json(prepared.status_path())["tasks"]
     assert {r["state"] for r in rows} == {"done"} and len(rows) == len(again)

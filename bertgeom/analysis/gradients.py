@@ -14,6 +14,23 @@ Objective: the classifier's cross-entropy ``L = −log p(y)`` for a class ``y`` 
 by default, or a given one).  Models without a classification head (MiniLM ships neither a
 classifier nor its masked-language-model head) have no loss to differentiate, and the function
 says so.  Clark et al. used BERT's masked-LM loss on Wikipedia segments.
+
+**Head importance** (Michel, Levy & Neubig 2019 §4.1, :func:`head_importance`): a gate ``ξ_h`` multiplies
+each head's output (:func:`bertgeom.forward.run_forward`'s ``head_gates``, never transformers'
+``head_mask``, which transformers 5 removed) and ``I_h = E_x |∂L(x)/∂ξ_h|`` at ``ξ = 1``, one backward
+pass for every head and every input of a batch (each row has its own gates). Michel et al. normalise
+``I`` per layer by its ℓ2 norm (:func:`normalise_per_layer`). The loss ``L``:
+
+* a classifier: the cross-entropy of the input's class (its label over a labelled set; the predicted
+  class otherwise);
+* an encoder without a classifier: a masked-word loss. MiniLM ships no masked-LM head, so the words
+  are predicted through the tied input embeddings, ``logits_i = h_i Eᵀ`` (BERT's masked-LM decoder
+  without its transform layer and bias); a model with its own masked-LM head (``cls.predictions``)
+  uses that head. 15 % of the content tokens (at least one; a fixed seed) are replaced by [MASK].
+
+References: Clark et al. 2019 (arXiv:1906.04341) §3.2; Michel et al. 2019, *Are Sixteen Heads Really
+Better than One?* (arXiv:1905.10650) §4.1 (importance score, per-layer normalisation), §4.2 (pruning
+by it: 40 % of bert-base's heads on MNLI without a noticeable loss); docs/methods.md, "Head importance".
 """
 
 from __future__ import annotations
@@ -22,7 +39,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AttentionGradients", "attention_gradients", "gradient_by_key_kind"]
+from bertgeom.metricdocs import MetricDoc, doc_table
+
+__all__ = ["AttentionGradients", "attention_gradients", "gradient_by_key_kind", "HeadImportance",
+           "head_importance", "normalise_per_layer", "masked_positions", "IMPORTANCE_DOCS", "MASK_SHARE"]
+
+#: Share of the content tokens a masked-word loss masks (BERT's 15 %).
+MASK_SHARE = 0.15
+
+IMPORTANCE_DOCS: dict[str, MetricDoc] = doc_table({
+    "importance": ("head importance (|∂L/∂ξ|)", "I_h = E_x |∂L(x)/∂ξ_h| at ξ = 1, ξ_h a gate on head h's output",
+                   "Michel 2019 (arXiv:1905.10650) §4.1"),
+    "importance_norm": ("head importance, per-layer ℓ2", "I_h / ‖I_layer‖_2",
+                        "Michel 2019 (arXiv:1905.10650) §4.1 (normalisation by layer)"),
+})
 
 
 @dataclass
@@ -103,3 +133,107 @@ def gradient_by_key_kind(grad: np.ndarray, attn: np.ndarray, is_cls, is_sep) -> 
             out[f"grad {name}"] = grad[..., m].mean(axis=(-1, -2))
             out[f"attn {name}"] = attn[..., m].sum(axis=-1).mean(axis=-1)  # share of each row on these keys
     return out
+
+
+@dataclass
+class HeadImportance:
+    """``importance [B, L, H]`` = ``|∂L/∂ξ_h|`` per input (``[L, H]`` for one input), the ``loss`` per
+    input and the ``objective`` used (``"cross-entropy"``, ``"masked-word (tied embeddings)"`` or
+    ``"masked-word (the model's head)"``)."""
+
+    importance: np.ndarray
+    loss: np.ndarray
+    objective: str
+
+
+def normalise_per_layer(importance: np.ndarray) -> np.ndarray:
+    """``I / ‖I_layer‖_2`` over the heads of each layer (Michel et al. §4.1); a zero layer stays 0."""
+    I = np.asarray(importance, dtype=np.float64)
+    n = np.sqrt((I * I).sum(axis=-1, keepdims=True))
+    return np.divide(I, n, out=np.zeros_like(I), where=n > 0)
+
+
+def masked_positions(content_mask, share: float = MASK_SHARE, seed: int = 0) -> np.ndarray:
+    """``[B, T]`` bool: ``share`` of each row's content tokens (at least one), drawn with ``seed``."""
+    content = np.atleast_2d(np.asarray(content_mask, dtype=bool))
+    rng = np.random.default_rng(seed)
+    out = np.zeros_like(content)
+    for b, row in enumerate(content):  # one draw per input (rows differ in length)
+        idx = np.flatnonzero(row)
+        if idx.size:
+            k = max(1, int(round(share * idx.size)))
+            out[b, rng.choice(idx, size=k, replace=False)] = True
+    return out
+
+
+def _mask_token_id(loaded) -> int | None:
+    tok = getattr(loaded, "tokenizer", None)
+    mid = getattr(tok, "mask_token_id", None)
+    return None if mid is None else int(mid)
+
+
+def head_importance(loaded, input_ids, attention_mask=None, *, targets=None, content_mask=None,
+                    mask_share: float = MASK_SHARE, seed: int = 0) -> HeadImportance:
+    """``|∂L/∂ξ_h|`` of every head for ``input_ids [T]`` (or a padded batch ``[B, T]`` with
+    ``attention_mask``): one forward with gates ``ξ = 1`` and one backward (module docstring).
+
+    ``targets``: the class of each input for a classifier (an int, or one per row; default: the
+    predicted class). ``content_mask [B, T]``: the tokens a masked-word loss may mask (default: every
+    real token but the first and the last). Raises :class:`~bertgeom.forward.ForwardError` (one
+    sentence) for an encoder with neither a classifier nor a [MASK] token."""
+    import torch
+    import torch.nn.functional as F
+
+    from bertgeom.forward import ForwardError, model_parts, run_forward
+
+    model, _, emb, layers, head = model_parts(loaded)
+    ids_np = np.asarray(input_ids, dtype=np.int64)
+    single = ids_np.ndim == 1
+    ids = np.array(ids_np.reshape(-1, ids_np.shape[-1]), copy=True)
+    B, T = ids.shape
+    real = (np.ones((B, T), dtype=bool) if attention_mask is None
+            else np.asarray(attention_mask).reshape(B, T).astype(bool))
+    L, H = len(layers), int(layers[0].attention.self.num_attention_heads)
+    dev = next(model.parameters()).device
+    mlm_head = getattr(getattr(model, "cls", None), "predictions", None)
+    objective = "cross-entropy"
+    picked = None
+    if head is None:
+        mask_id = _mask_token_id(loaded)
+        if mask_id is None:
+            raise ForwardError("This encoder has neither a classifier nor a [MASK] token, so head importance has "
+                               "no loss to differentiate.")
+        if content_mask is None:
+            content_mask = real.copy()
+            last = real.sum(axis=1) - 1
+            content_mask[:, 0] = False
+            content_mask[np.arange(B), np.maximum(last, 0)] = False
+        picked = masked_positions(np.asarray(content_mask, dtype=bool).reshape(B, T) & real, mask_share, seed)
+        ids_in = np.where(picked, mask_id, ids)
+        objective = "masked-word (the model's head)" if mlm_head is not None else "masked-word (tied embeddings)"
+    else:
+        ids_in = ids
+    with torch.enable_grad():
+        gates = torch.ones((B, L, H), device=dev, requires_grad=True)
+        out = run_forward(model, ids_in, real.astype(np.int64), head_gates=gates, grad=True, attention="eager")
+        if head is not None:
+            logits = out.logits
+            if targets is None:
+                y = logits.argmax(-1)
+            else:
+                y = torch.as_tensor(np.broadcast_to(np.asarray(targets, dtype=np.int64), (B,)).copy(), device=dev)
+            losses = F.cross_entropy(logits, y, reduction="none")
+        else:
+            hidden = out.last_hidden
+            word_logits = (mlm_head(hidden) if mlm_head is not None
+                           else hidden @ emb.word_embeddings.weight.T)  # [B, T, V]
+            per_token = F.cross_entropy(word_logits.transpose(1, 2), torch.as_tensor(ids, device=dev),
+                                        reduction="none")  # [B, T]
+            where = torch.as_tensor(picked, device=dev, dtype=per_token.dtype)
+            losses = (per_token * where).sum(-1) / where.sum(-1).clamp_min(1.0)
+        (grad,) = torch.autograd.grad(losses.sum(), gates)
+    imp = grad.abs().float().cpu().numpy()
+    loss = losses.detach().float().cpu().numpy()
+    if single:
+        return HeadImportance(imp[0].copy(), loss[:1].copy(), objective)
+    return HeadImportance(imp, loss, objective)

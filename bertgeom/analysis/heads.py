@@ -797,7 +797,9 @@ def _entropy_cls(c: _Chunk):
     return -c.entropy_rows[:, c.p.cls_row] if c.p.cls_row >= 0 else c.zeros()
 
 
-@head_feature("max_weight", ("focus (max weight)", "mean_i max_j A[i,j]", "from Clark 2019 §3.3's text"))
+@head_feature("max_weight", ("head confidence (mean max weight)", "mean_i max_j A[i,j]  (rows: content tokens)",
+                             "Voita 2019 (arXiv:1905.09418) §4 'confidence' (their EOS excluded: here the "
+                             "[CLS]/[SEP] rows); also Clark 2019 §3.3's text"))
 def _max_weight(c: _Chunk):
     return c.qmean(c.sorted_rows[0])
 

@@ -376,3 +376,45 @@ def isotropy_figure(x, series: Mapping[str, tuple[np.ndarray, np.ndarray]], m: f
     fig.update_xaxes(title="layer (0 = embeddings)", dtick=1)
     fig.update_yaxes(title="IsoScore · I/m", range=[0, 1.05])
     return fig
+
+
+#: How each of Dong et al.'s path variants is drawn (label on screen, dash).
+RANK_COLLAPSE_STYLE = {
+    "full": ("full model", "solid"),
+    "no_mlp": ("without MLPs (SAN + skip)", "dash"),
+    "no_skip": ("without skips (SAN + MLP)", "dot"),
+    "attention_only": ("attention only (SAN)", "dashdot"),
+}
+
+
+def rank_collapse_figure(x, curves: Mapping[str, np.ndarray], *, spread: Mapping[str, np.ndarray] | None = None,
+                         cone: np.ndarray | None = None, cone_label: str = "cone index I/m", title: str = "",
+                         norm_label: str = "‖·‖₁,∞") -> go.Figure:
+    """Per hidden state, Dong et al.'s relative residual of each path variant in ``curves`` (name ->
+    ``[L+1]``; names of :data:`RANK_COLLAPSE_STYLE`), a ± ``spread`` band per variant when given (the
+    std over a set), and the cone index of the same tokens as a grey line (both ask whether the token
+    cloud narrows: a residual near 0 and a cone index near 1 mean collapse)."""
+    colours = category_colours(list(RANK_COLLAPSE_STYLE))
+    fig = go.Figure()
+    for name, y in curves.items():
+        label, dash = RANK_COLLAPSE_STYLE.get(name, (name, "solid"))
+        c = colours.get(name, PALETTE[0])
+        y = np.asarray(y, dtype=float)
+        if spread is not None and name in spread:
+            s = np.asarray(spread[name], dtype=float)
+            fig.add_trace(go.Scatter(x=np.r_[x, x[::-1]], y=np.r_[y + s, (y - s)[::-1]], fill="toself", mode="lines",
+                                     fillcolor=c, opacity=0.15, line=dict(width=0), hoverinfo="skip",
+                                     showlegend=False, legendgroup=name))
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=label, legendgroup=name,
+                                 line=dict(color=c, width=2.5, dash=dash),
+                                 hovertemplate=f"{label}<br>layer %{{x}}<br>residual %{{y:.3f}}<extra></extra>"))
+    if cone is not None:
+        fig.add_trace(go.Scatter(x=x, y=np.asarray(cone, dtype=float), mode="lines", name=cone_label,
+                                 line=dict(color=REFERENCE_COLOUR, width=2),
+                                 hovertemplate=f"{cone_label}<br>layer %{{x}}<br>%{{y:.3f}}<extra></extra>"))
+    fig.add_hline(y=0.0, line=dict(color=REFERENCE_COLOUR, dash="dot"), annotation_text="rank 1: residual 0",
+                  annotation_position="top left")
+    layout(fig, title=title, height=420, legend_below=True)
+    fig.update_xaxes(title="hidden state (0 = embeddings)", dtick=1)
+    fig.update_yaxes(title=f"‖X − 1 meanᵀ‖ / ‖X‖ ({norm_label}) · cone", rangemode="tozero")
+    return fig

@@ -450,3 +450,53 @@ def attention_comparison_figure(
         plot_bgcolor="#f7f7f7",
     )
     return fig
+
+
+def head_affinity_map(M: np.ndarray, num_heads: int, *, baseline: float, top: float, pair_label: str,
+                      row_kind: str, col_kind: str, title: str = "") -> go.Figure:
+    """The projection kernel of every ordered pair of heads (``M [L H, L H]``, row = the first head,
+    column = the second), white at the random ``baseline``, blue below it (less shared than two random
+    subspaces), red above; the scale stops at the 99.5th percentile of the pairs off the diagonal (at
+    least twice the baseline, at most ``top`` = d_h) so the bulk of the pairs is not washed out by the
+    diagonal's d_h. A line between layers; NaN cells (pairs left out) stay blank."""
+    N = M.shape[0]
+    names = [head_label(i // num_heads, i % num_heads) for i in range(N)]
+    A = np.asarray(M, dtype=np.float64)
+    off = A[~np.eye(N, dtype=bool)]
+    off = off[np.isfinite(off)]
+    cap = float(np.clip(np.percentile(off, 99.5) if off.size else top, 2 * baseline, top))
+    mid = float(np.clip(baseline / cap, 0.01, 0.99))
+    scale = [[0.0, "#2166ac"], [mid / 2, "#92c5de"], [mid, "#f7f7f7"], [mid + (1 - mid) / 3, "#f4a582"],
+             [1.0, "#b2182b"]]
+    fig = go.Figure(go.Heatmap(
+        z=A.astype(np.float32), x=names, y=names, colorscale=scale, zmin=0.0, zmax=cap,
+        hovertemplate=f"{row_kind} of %{{y}} · {col_kind} of %{{x}}<br>PK %{{z:.3f}}<extra></extra>",
+        colorbar=dict(title=dict(text=f"PK ({pair_label})", side="right"), thickness=12,
+                      tickvals=[0.0, float(baseline), cap],
+                      ticktext=["0", f"random {baseline:.2f}", f"{cap:.2f}" + (" (d_h)" if cap >= top else " +")]),
+    ))
+    for k in range(1, N // num_heads):
+        edge = k * num_heads - 0.5
+        fig.add_vline(x=edge, line=dict(color="#555555", width=1))
+        fig.add_hline(y=edge, line=dict(color="#555555", width=1))
+    layout(fig, title=title, height=min(760, max(360, 160 + 5 * N)))
+    fig.update_xaxes(title=f"second head ({col_kind} subspace)", type="category", tickangle=-60, showgrid=False,
+                     nticks=min(N, 36))
+    fig.update_yaxes(title=f"first head ({row_kind} subspace)", type="category", autorange="reversed",
+                     showgrid=False, nticks=min(N, 36))
+    return fig
+
+
+def affinity_histogram(values: np.ndarray, *, baseline: float, top: float, title: str = "") -> go.Figure:
+    """The distribution of the map's projection kernels with the random baseline p q / d drawn."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    fig = go.Figure(go.Histogram(x=v, nbinsx=60, marker_color="#4C72B0", name="head pairs",
+                                 hovertemplate="PK %{x}<br>%{y} pairs<extra></extra>"))
+    fig.add_vline(x=float(baseline), line=dict(color="#C44E52", dash="dash", width=2),
+                  annotation_text=f"random subspaces: d_h²/d = {baseline:.2f}", annotation_position="top right")
+    layout(fig, title=title, height=320)
+    right = float(min(top, max(2.5 * baseline, 1.1 * v.max()))) if v.size else float(top)
+    fig.update_xaxes(title="projection kernel", range=[0, right])
+    fig.update_yaxes(title="head pairs")
+    return fig

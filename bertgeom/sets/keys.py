@@ -107,3 +107,28 @@ SWEEP_VERSION = 2
 def sweep_key(loaded, item: InputItem) -> CacheKey:
     """One input's single-head disabling sweep (:func:`bertgeom.sets.ablation.input_sweep`)."""
     return CacheKey.of("head-sweep", SWEEP_VERSION, weights=loaded.weights_hash, inputs=text_digest(item.text))
+
+
+#: Versions of the rank-collapse curves and the head importance over a set on disk.
+RANK_COLLAPSE_VERSION = "rank-collapse-v1"
+HEAD_IMPORTANCE_VERSION = "head-importance-v1"
+
+
+def rank_collapse_set_key(loaded, fingerprint: str, token_set: str, norm: str) -> CacheKey:
+    """Dong et al.'s curves of every input of a set (:func:`bertgeom.sets.collapse.rank_collapse_over_set`)."""
+    return CacheKey.of("rank-collapse-set", RANK_COLLAPSE_VERSION, weights=loaded.weights_hash, inputs=fingerprint,
+                       token_set=token_set, norm=norm)
+
+
+def head_importance_set_key(loaded, fingerprint: str) -> CacheKey:
+    """Michel et al.'s head importance over a set (:func:`bertgeom.sets.collapse.head_importance_over_set`)."""
+    from bertgeom.analysis.gradients import MASK_SHARE
+
+    return CacheKey.of("head-importance-set", HEAD_IMPORTANCE_VERSION, weights=loaded.weights_hash,
+                       inputs=fingerprint, mask_share=float(MASK_SHARE))
+
+
+def rank_collapse_input_key(loaded, text: str, token_set: str, norm: str) -> CacheKey:
+    """Dong et al.'s curves of one input (the Cone Index page's *Rank collapse* section)."""
+    return CacheKey.of("rank-collapse-input", RANK_COLLAPSE_VERSION, weights=loaded.weights_hash,
+                       inputs=normalised_digest(text), token_set=token_set, norm=norm)

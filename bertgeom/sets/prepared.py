@@ -20,7 +20,9 @@ Tasks, in the order a visitor meets them (:func:`prepare_tasks`):
 * the model's examples at the pages' defaults: attention flow and rollout into token 0, and the
   comparison with every same-shape checkpoint (:func:`bertgeom.analysis.flow.flow_view`,
   :func:`bertgeom.analysis.ablation.checkpoint_cosines`);
-* head disabling over the page's default subset (one input per class, :mod:`bertgeom.sets.ablation`).
+* head disabling over the page's default subset (one input per class, :mod:`bertgeom.sets.ablation`);
+* Dong et al.'s rank-collapse curves (the cone page's content tokens, their composite norm) and Michel et al.'s head
+  importance with the set's task (:mod:`bertgeom.sets.collapse`).
 
 A status file (:func:`status_path`) tells the app what is queued, running and done, so a page can
 show "being prepared: k of n" and read the result when it lands; a task written meanwhile by
@@ -57,7 +59,11 @@ SUBSPACE_TOKEN_SET = "all"
 SWEEP_PER_CLASS = 1
 SWEEP_TEXT_INPUTS = 8
 #: The order in which several models' tasks run: every model's quick views first.
-GROUP_ORDER = ("heads-set", "cone-set", "class-mean", "examples", "subspace-across", "head-sweep")
+GROUP_ORDER = ("heads-set", "cone-set", "class-mean", "examples", "subspace-across", "head-sweep",
+               "rank-collapse", "head-importance")
+#: The rank-collapse view's defaults that the prepared curves use.
+COLLAPSE_TOKEN_SET = CONE_TOKEN_SET  # the Cone Index page's default, so the cone index sits beside it
+COLLAPSE_NORM = "l1_inf"
 
 
 # -------------------------------------------------------------------------------------------
@@ -170,6 +176,7 @@ def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: 
         tasks += _subspace_tasks(ctx)[:subspace_heads]
     if sweeps:
         tasks += _sweep_tasks(ctx)
+    tasks += _collapse_tasks(ctx)
     unique: dict[str, PreparedTask] = {}
     for t in tasks:  # e.g. one class holding every correct input: its map is the all-classes map
         unique.setdefault(t.id, t)
@@ -361,6 +368,24 @@ def _sweep_tasks(ctx: _Context) -> list[PreparedTask]:
         tasks.append(PreparedTask(key, f"disabling every head on {it.name} (Attention Heads)", run,
                                   group="head-sweep", model_id=ctx.model_id))
     return tasks
+
+
+def _collapse_tasks(ctx: _Context) -> list[PreparedTask]:
+    from bertgeom.sets.collapse import head_importance_over_set, rank_collapse_over_set
+    from bertgeom.sets.keys import head_importance_set_key, rank_collapse_set_key
+
+    n = len(ctx.items)
+    ckey = rank_collapse_set_key(ctx.loaded, ctx.fingerprint, COLLAPSE_TOKEN_SET, COLLAPSE_NORM)
+    ikey = head_importance_set_key(ctx.loaded, ctx.fingerprint)
+    return [
+        PreparedTask(ckey, f"rank collapse of the {n} inputs, four path variants (Cone Index)",
+                     lambda progress: _store(ckey, rank_collapse_over_set(
+                         ctx.loaded, ctx.items, COLLAPSE_TOKEN_SET, norm=COLLAPSE_NORM, progress=progress)),
+                     group="rank-collapse", model_id=ctx.model_id),
+        PreparedTask(ikey, f"head importance over the {n} inputs (Attention Heads)",
+                     lambda progress: _store(ikey, head_importance_over_set(ctx.loaded, ctx.items, progress=progress)),
+                     group="head-importance", model_id=ctx.model_id),
+    ]
 
 
 # -------------------------------------------------------------------------------------------

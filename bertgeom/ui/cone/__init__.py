@@ -12,7 +12,7 @@ References: Bonino et al. 2025 (arXiv:2502.12033); each section's module lists i
 
 from __future__ import annotations
 
-from bertgeom.ui.cone import distribution, entropies, isotropy, per_class, streams
+from bertgeom.ui.cone import distribution, entropies, isotropy, per_class, rank_collapse, streams
 from bertgeom.ui.tabs import PageTab
 
 
@@ -23,4 +23,5 @@ SECTIONS: tuple[PageTab, ...] = (
     PageTab("Data distribution ([CLS])", distribution.distribution_section, key="distribution"),
     PageTab("Attention entropies", entropies.entropy_section, key="entropy"),
     PageTab("IsoScore beside the cone", isotropy.isotropy_section, key="isotropy"),
+    PageTab("Rank collapse beside the cone", rank_collapse.rank_collapse_section, key="collapse"),
 )

@@ -1,7 +1,10 @@
 """Attention Heads tab *Gradient importance*: |∂L/∂α| of every attention weight, per head and by key
-kind (:mod:`bertgeom.analysis.gradients`).
+kind, and Michel et al.'s head importance |∂L/∂ξ_h| of a gate on each head, for this input and over the
+shipped set with the set's task (:mod:`bertgeom.analysis.gradients`, :mod:`bertgeom.sets.collapse`).
+The head importance of the current input is also one of the head grid's colours
+(:data:`IMPORTANCE_OPTION`, :func:`input_importance`).
 
-References: Clark et al. 2019 (arXiv:1906.04341) §3.2.
+References: Clark et al. 2019 (arXiv:1906.04341) §3.2; Michel et al. 2019 (arXiv:1905.10650) §4.1-4.2.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from bertgeom.tables import head_label, per_head_frame
 from bertgeom.ui.cache import cached_model, get_trace
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.names import class_name
-from bertgeom.ui.widgets import chart, csv_button
+from bertgeom.cache import Memo, cached_arrays
+from bertgeom.ui.widgets import chart, csv_button, doc_caption, guarded, progress
 from bertgeom.ui.workqueue import heavy
 
 
@@ -32,7 +36,121 @@ def cached_gradients(model_id: str, text: str, target: int | None) -> dict:
     return res
 
 
+#: The head grid's colour option for the current input's head importance.
+IMPORTANCE_OPTION = "importance:michel"
+IMPORTANCE_MEMO = Memo("head-importance", 8)
+
+
+def objective_sentence(objective: str, loss: float, vocab: int | None) -> str:
+    """What loss the importance differentiates, in one sentence for the page."""
+    if objective == "cross-entropy":
+        return f"L = the classifier's cross-entropy (loss {loss:.3g})."
+    chance = f"; ln V = {np.log(vocab):.2f} is a uniform guess" if vocab else ""
+    how = ("the model's own masked-LM head" if "model's head" in objective else
+           "the tied word embeddings (logits = h Eᵀ): this model ships no masked-LM head, so this stands in for one")
+    return (f"L = a masked-word loss: 15 % of the content tokens replaced by [MASK] and predicted through {how} "
+            f"(loss {loss:.3g}{chance}).")
+
+
+@st.cache_data(max_entries=16, show_spinner="Differentiating the loss with respect to a gate on every head…")
+def input_importance(model_id: str, text: str) -> dict:
+    """Michel et al.'s |∂L/∂ξ| of the current input ``[L, H]`` with its objective and loss."""
+    from bertgeom.analysis.gradients import head_importance
+
+    import time
+
+    enc = get_trace(model_id, text).encoded  # before the slot (see bertgeom.ui.workqueue)
+    loaded = cached_model(model_id)
+    with heavy("differentiating the loss"):
+        start = time.monotonic()
+        res = head_importance(loaded, enc.input_ids, content_mask=enc.content_mask)
+    return {"importance": res.importance, "loss": float(res.loss[0]), "objective": res.objective,
+            "seconds": time.monotonic() - start}
+
+
+def _vocab(v: View) -> int | None:
+    return getattr(getattr(v.loaded.model, "config", None), "vocab_size", None)
+
+
+def _set_importance(v: View, items, fingerprint: str, seconds_per_input: float | None) -> dict | None:
+    from bertgeom.sets.collapse import head_importance_over_set
+    from bertgeom.sets.keys import head_importance_set_key
+    from bertgeom.ui.prepared_cache import wait_for
+    from bertgeom.ui.set_gate import set_view_starts
+
+    key = head_importance_set_key(v.loaded, fingerprint)
+    if not set_view_starts(key, IMPORTANCE_MEMO, n_inputs=len(items), seconds_per_input=seconds_per_input,
+                           what="one forward and one backward pass per input", model_id=v.model_id):
+        return None
+    if key not in IMPORTANCE_MEMO:
+        wait_for(key, "The set's head importance", model_id=v.model_id)
+
+    def compute() -> dict:
+        with heavy("the set's head importance"), progress(
+                f"One forward and one backward pass per input, {len(items)} inputs…", usually_prepared=True) as update:
+            return head_importance_over_set(v.loaded, items, progress=update)
+
+    return cached_arrays(key, compute, memo=IMPORTANCE_MEMO)
+
+
+def _head_importance_part(v: View) -> None:
+    from bertgeom.analysis.gradients import IMPORTANCE_DOCS, normalise_per_layer
+
+    st.markdown("#### Head importance (Michel et al. 2019)")
+    st.caption("**What this shows:** how much the loss depends on each head as a whole. A gate ξ_h multiplies the "
+               "head's output (1 = as trained); I_h = |∂L/∂ξ_h| is the first-order change of the loss if the head "
+               "were turned down, the score Michel et al. prune by (40 % of bert-base's heads on MNLI without a "
+               "noticeable loss). Unlike the attention maps and |∂L/∂α| above, it weighs what the head *writes*, "
+               "not where it looks. The gates are the forward engine's own (never transformers' head_mask).")
+    normed = st.checkbox("Normalise per layer (ℓ2, as Michel et al.)", key="w_imp_norm")
+    doc_caption(IMPORTANCE_DOCS["importance_norm" if normed else "importance"])
+    c1, c2 = st.columns(2)
+    columns, seconds = {}, None
+    with c1, guarded("The head importance of this input"):
+        one = input_importance(v.model_id, v.text)
+        imp = normalise_per_layer(one["importance"]) if normed else one["importance"]
+        st.markdown("**This input**; click a head.")
+        st.caption(objective_sentence(one["objective"], one["loss"], _vocab(v)))
+        chart(head_grid(imp, colour_label="I_h", selected=(v.layer, v.head), colorscale="Viridis"), "w_imp_grid",
+              selects_head=True)
+        columns["importance_input"] = one["importance"]
+        seconds = float(one["seconds"])
+    with c2, guarded("The head importance over the set"):
+        columns.update(_set_column(v, seconds, normed))
+    if columns:
+        csv_button(per_head_frame(columns), "head_importance.csv", "w_imp_csv")
+
+
+def _set_column(v: View, seconds: float | None, normed: bool) -> dict:
+    """The right-hand column: the mean importance over the shipped set (once computed or asked for)."""
+    from bertgeom.analysis.gradients import normalise_per_layer
+    from bertgeom.sets.inputs import set_fingerprint, shipped_set
+
+    items = shipped_set(v.loaded.spec.input_kind)
+    st.markdown(f"**Over the shipped set** ({len(items)} {v.kind.plural}), mean over inputs")
+    data = _set_importance(v, tuple(items), set_fingerprint(items), seconds)
+    if data is None:
+        return {}
+    if len(data["importance"]) == 0:
+        st.warning("No input of the set could be analysed.")
+        return {}
+    mean = np.asarray(data["importance"], dtype=float).mean(axis=0)
+    shown = normalise_per_layer(mean) if normed else mean
+    used = np.asarray(data["used_label"], dtype=bool)
+    task = (f"the cross-entropy of each input's own class ({int(used.sum())} of {len(used)} labelled)"
+            if str(data["objective"]) == "cross-entropy" else "the masked-word loss described on the left")
+    st.caption(f"The set's task: {task}.")
+    chart(head_grid(shown, colour_label="mean I_h", selected=(v.layer, v.head), colorscale="Viridis"),
+          "w_imp_set_grid", selects_head=True)
+    return {"importance_set": mean, "importance_set_per_layer_l2": normalise_per_layer(mean)}
+
+
 def gradient_tab(v: View) -> None:
+    _attention_gradient_part(v)
+    _head_importance_part(v)
+
+
+def _attention_gradient_part(v: View) -> None:
     layer, head = v.layer, v.head
     st.caption("**What this shows:** whether the loss depends on where a head looks. For every attention weight α, "
                "|∂L/∂α| is how much the loss would change if that weight moved (Clark et al. 2019 §3.2). Heads that "
@@ -42,9 +160,10 @@ def gradient_tab(v: View) -> None:
 
         # name no other model: say whether this server has one with a classifier
         others = any(spec.is_classifier for spec in REGISTRY.values())
-        st.info("This model has no classification head, so there is no loss to differentiate. "
+        st.info("This model has no classification head, so |∂L/∂α| has no classifier loss to differentiate. "
                 + ("Pick a classifier in the sidebar's model list: its loss is the cross-entropy of its classes."
-                   if others else "No installed model here has one."))
+                   if others else "No installed model here has one.")
+                + " The head importance below uses a masked-word loss instead.")
         return
     labels = list(v.loaded.labels)
     pred = int(np.argmax(v.trace.logits))

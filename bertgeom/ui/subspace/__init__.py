@@ -12,7 +12,7 @@ References: Bonino, Ghione & Cirrincione 2025 (arXiv:2502.12033); each tab's mod
 
 from __future__ import annotations
 
-from bertgeom.ui.subspace import across_inputs, faithful_vs_correct, this_input, weights
+from bertgeom.ui.subspace import across_inputs, faithful_vs_correct, head_affinity, this_input, weights
 from bertgeom.ui.tabs import PageTab
 
 
@@ -22,4 +22,5 @@ TABS: tuple[PageTab, ...] = (
     PageTab("This input (D1–D3)", this_input.data_tab),
     PageTab("Across inputs", across_inputs.across_tab),
     PageTab("Faithful vs correct", faithful_vs_correct.faithful_tab),
+    PageTab("Head-to-head affinity", head_affinity.affinity_tab),
 )
