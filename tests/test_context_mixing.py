@@ -180,8 +180,23 @@ def test_view_bundles_every_measure(case):
     assert view["value_norms"].shape == (L, H, T)
     assert view["mixing"].shape == (len(cm.MIXING_VARIANTS), L, T)
     assert view["alti_rollout"].shape == (L, T, T)
+    assert view["block_norms"].shape == (len(cm.SCOPES), L, T, T)
     assert steps[-1][0] == steps[-1][1] and len(steps) >= L
     np.testing.assert_allclose(view["alti"], cm.alti(trace), atol=1e-6)
+
+
+def test_a_trace_without_weights_takes_the_model(case, tiny_bert, minilm):
+    """The pages' traces carry no weights: the model is passed as weights= (same numbers), and a trace
+    with neither says so in one sentence."""
+    import dataclasses
+
+    trace, _, _ = case
+    loaded = minilm if trace.attentions.shape[0] == minilm.num_layers else tiny_bert
+    bare = dataclasses.replace(trace, layer_weights=None)
+    np.testing.assert_array_equal(cm.mixing_ratios(bare, weights=loaded)["AttnResLn-N"],
+                                  cm.mixing_ratios(trace)["AttnResLn-N"])
+    with pytest.raises(ValueError, match="no layer weights"):
+        cm.alti(bare)
 
 
 def test_block_weights_reads_a_model_or_a_trace(case, tiny_bert):

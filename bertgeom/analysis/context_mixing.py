@@ -118,12 +118,19 @@ def block_weights(source, layer: int) -> BlockWeights:
     """Layer ``layer``'s :class:`BlockWeights` from ``source``: a :class:`~bertgeom.trace.Trace` (its
     ``layer_weights``), a list of :class:`~bertgeom.weights.LayerWeights`, or a loaded / torch model.
 
+    Every function here takes ``weights=`` (anything this accepts) for a trace made without them.
     The one place this module reads weights (:mod:`bertgeom.weights`), so it is the one line to change
     when their storage changes."""
     from bertgeom.weights import layer_weights_of
 
-    layers = getattr(source, "layer_weights", None) if not isinstance(source, (list, tuple)) else source
-    if layers is None:
+    if isinstance(source, (list, tuple)):
+        layers = source
+    elif hasattr(source, "attentions") and hasattr(source, "hidden_states"):  # a trace
+        layers = getattr(source, "layer_weights", None)
+        if layers is None:
+            raise ValueError("This trace carries no layer weights: pass the model as weights=, or make the trace "
+                             "with bertgeom.trace(model, text).")
+    else:
         layers = layer_weights_of(getattr(source, "model", source))
     lw = layers[layer]
     f8 = np.float64
@@ -161,21 +168,23 @@ def _head_outputs(A: np.ndarray, x: np.ndarray, w: BlockWeights) -> np.ndarray:
     return np.matmul(np.matmul(np.ascontiguousarray(A), _values(x, w)), w.Wo_t)
 
 
-def value_norms(trace) -> np.ndarray:
+def value_norms(trace, weights=None) -> np.ndarray:
     """``[L, H, T]``: ``||f_h(x_j)||`` per layer, head and key token. Norm-based attention is
     ``attentions * value_norms[:, :, None, :]`` (:func:`norm_attention`)."""
     a, hs = _trace_arrays(trace)
-    return np.stack([np.linalg.norm(transformed_values(hs[l], block_weights(trace, l)), axis=-1)
+    src = trace if weights is None else weights
+    return np.stack([np.linalg.norm(transformed_values(hs[l], block_weights(src, l)), axis=-1)
                      for l in range(a.shape[0])])
 
 
-def norm_attention(trace, layer: int | None = None) -> np.ndarray:
+def norm_attention(trace, layer: int | None = None, weights=None) -> np.ndarray:
     """Norm-based attention ``||alpha^h_ij f_h(x_j)||``: ``[L, H, T, T]`` (or ``[H, T, T]`` of one
     ``layer``), float64."""
     a, hs = _trace_arrays(trace)
+    src = trace if weights is None else weights
     if layer is None:
-        return a.astype(np.float64) * value_norms(trace)[:, :, None, :]
-    f_norm = np.linalg.norm(transformed_values(hs[layer], block_weights(trace, layer)), axis=-1)
+        return a.astype(np.float64) * value_norms(trace, weights)[:, :, None, :]
+    f_norm = np.linalg.norm(transformed_values(hs[layer], block_weights(src, layer)), axis=-1)
     return a[layer].astype(np.float64) * f_norm[:, None, :]
 
 
@@ -218,16 +227,18 @@ def _pair_norms(A: np.ndarray, U: np.ndarray, r: np.ndarray | None, scale: np.nd
     return np.sqrt(np.maximum(sq, 0.0)) / scale[:, None]
 
 
-def block_norms(trace, scope: str = "attn+res+ln", layers=None) -> np.ndarray:
-    """``[L, T, T]``: the norm of what token j contributes to token i's output of each layer's
-    attention block in ``scope`` (:data:`SCOPES`): ``||sum_h alpha^h_ij f_h(x_j)||`` for ``attn``,
-    plus ``x_i`` on the diagonal for ``attn+res``, ``||T_i(x_j)||`` for ``attn+res+ln``."""
+def block_norms(trace, scope: str = "attn+res+ln", layers=None, weights=None) -> np.ndarray:
+    """``[L, T, T]`` (the ``layers`` asked, default all): the norm of what token j contributes to token
+    i's output of each layer's attention block in ``scope`` (:data:`SCOPES`):
+    ``||sum_h alpha^h_ij f_h(x_j)||`` for ``attn``, plus ``x_i`` on the diagonal for ``attn+res``,
+    ``||T_i(x_j)||`` for ``attn+res+ln``."""
     a, hs = _trace_arrays(trace)
+    src = trace if weights is None else weights
     todo = range(a.shape[0]) if layers is None else layers
     out = []
     for l in todo:
         A = a[l].astype(np.float64)
-        U, r, scale, _ = _layer_parts(A, hs[l], block_weights(trace, l), scope)
+        U, r, scale, _ = _layer_parts(A, hs[l], block_weights(src, l), scope)
         out.append(_pair_norms(A, U, r, scale))
     return np.stack(out)
 
@@ -238,17 +249,18 @@ def _ratio(others: np.ndarray, own: np.ndarray) -> np.ndarray:
     return np.divide(n_o, total, out=np.zeros_like(total), where=total > 0)
 
 
-def mixing_ratios(trace) -> dict[str, np.ndarray]:
+def mixing_ratios(trace, weights=None) -> dict[str, np.ndarray]:
     """``{variant: [L, T]}`` for every :data:`MIXING_VARIANTS`: each token's share of its block output
     that comes from the other tokens (Kobayashi et al. 2021, §5; average over tokens and layers for
     their Table 1). Only the sum over the other tokens and the self term are needed, so no pair
     vectors are built."""
     a, hs = _trace_arrays(trace)
+    src = trace if weights is None else weights
     L, H, T, _ = a.shape
     idx = np.arange(T)
     out = {v: np.empty((L, T)) for v in MIXING_VARIANTS}
     for l in range(L):
-        w = block_weights(trace, l)
+        w = block_weights(src, l)
         A = a[l].astype(np.float64)
         x = hs[l].astype(np.float64)
         F = transformed_values(x, w)
@@ -265,19 +277,20 @@ def mixing_ratios(trace) -> dict[str, np.ndarray]:
     return out
 
 
-def head_mixing_ratios(trace) -> np.ndarray:
+def head_mixing_ratios(trace, weights=None) -> np.ndarray:
     """``[L, H, T]``: the norm-based mixing ratio of each head alone,
     ``||sum_{j!=i} alpha^h_ij f_h(x_j)|| / (that + ||alpha^h_ii f_h(x_i)||)`` (Kobayashi et al. 2020's
     norms, summed per head; our aggregation)."""
     a, hs = _trace_arrays(trace)
+    src = trace if weights is None else weights
     L, H, T, _ = a.shape
     idx = np.arange(T)
     out = np.empty((L, H, T))
     for l in range(L):
         A = a[l].astype(np.float64)
-        F = transformed_values(hs[l], block_weights(trace, l))
-        own = A[:, idx, idx][:, :, None] * F
-        out[l] = _ratio(_head_outputs(A, hs[l], block_weights(trace, l)) - own, own)
+        w = block_weights(src, l)
+        own = A[:, idx, idx][:, :, None] * transformed_values(hs[l], w)
+        out[l] = _ratio(_head_outputs(A, hs[l], w) - own, own)
     return out
 
 
@@ -304,14 +317,15 @@ def _alti_layer(A: np.ndarray, x: np.ndarray, w: BlockWeights) -> np.ndarray:
     return np.divide(contrib, total, out=np.full_like(contrib, 1.0 / T), where=total > 0)
 
 
-def alti(trace, *, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+def alti(trace, *, weights=None, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """``[L, T, T]``: ALTI's token-to-token contributions of every layer (row i: what each input token
     j of the layer gives to token i's output; rows sum to 1). ``progress(done, total)`` per layer."""
     a, hs = _trace_arrays(trace)
+    src = trace if weights is None else weights
     L = a.shape[0]
     out = np.empty((L, a.shape[-1], a.shape[-1]))
     for l in range(L):
-        out[l] = _alti_layer(a[l].astype(np.float64), hs[l], block_weights(trace, l))
+        out[l] = _alti_layer(a[l].astype(np.float64), hs[l], block_weights(src, l))
         if progress:
             progress(l + 1, L)
     return out
@@ -329,11 +343,12 @@ def alti_rollout(contributions: np.ndarray) -> np.ndarray:
     return out
 
 
-def context_mixing_view(trace, *, progress: Callable[[int, int], None] | None = None) -> dict[str, np.ndarray]:
+def context_mixing_view(trace, *, weights=None,
+                        progress: Callable[[int, int], None] | None = None) -> dict[str, np.ndarray]:
     """Everything the Attention Heads page draws for one input, float32 (small enough to cache):
     ``value_norms [L, H, T]`` (norm-based attention is the trace's attention times these),
-    ``block_norms [L, T, T]`` (``attn+res+ln``), ``mixing [V, L, T]`` (in :data:`MIXING_VARIANTS`'s
-    order), ``head_mixing [L, H, T]``, ``alti [L, T, T]`` and ``alti_rollout [L, T, T]``.
+    ``block_norms [S, L, T, T]`` (every scope of :data:`SCOPES`, in order), ``mixing [V, L, T]``
+    (in :data:`MIXING_VARIANTS`'s order), ``head_mixing [L, H, T]``, ``alti [L, T, T]`` and ``alti_rollout [L, T, T]``.
     ``progress(done, total)`` counts the steps (ALTI's layers and the cheap parts)."""
     a, _ = _trace_arrays(trace)
     L = a.shape[0]
@@ -343,12 +358,12 @@ def context_mixing_view(trace, *, progress: Callable[[int, int], None] | None = 
         if progress:
             progress(k, total)
 
-    norms = value_norms(trace)
-    mixing = mixing_ratios(trace)
-    heads = head_mixing_ratios(trace)
-    block = block_norms(trace)
+    norms = value_norms(trace, weights)
+    mixing = mixing_ratios(trace, weights)
+    heads = head_mixing_ratios(trace, weights)
+    block = np.stack([block_norms(trace, scope, weights=weights) for scope in SCOPES])
     step(1)
-    c = alti(trace, progress=lambda done, _n: step(1 + done))
+    c = alti(trace, weights=weights, progress=lambda done, _n: step(1 + done))
     roll = alti_rollout(c)
     step(total)
     f4 = np.float32
