@@ -107,3 +107,14 @@ SWEEP_VERSION = 2
 def sweep_key(loaded, item: InputItem) -> CacheKey:
     """One input's single-head disabling sweep (:func:`bertgeom.sets.ablation.input_sweep`)."""
     return CacheKey.of("head-sweep", SWEEP_VERSION, weights=loaded.weights_hash, inputs=text_digest(item.text))
+
+
+#: Version of one input's context-mixing arrays on disk (:func:`bertgeom.analysis.context_mixing.context_mixing_view`).
+CONTEXT_MIXING_VERSION = "context-mixing-v1"
+
+
+def context_mixing_key(loaded, text: str) -> CacheKey:
+    """One input's norm-based attention, mixing ratios and ALTI (the Attention Heads page's *Context
+    mixing* tab)."""
+    return CacheKey.of("context-mixing", CONTEXT_MIXING_VERSION, weights=loaded.weights_hash,
+                       inputs=normalised_digest(text))
