@@ -25,6 +25,9 @@ from bertgeom.ui.workqueue import heavy
 #: The context-mixing arrays read last (one input's are ~30 MB for a 427-token genome).
 MIXING_MEMO = Memo("context-mixing", 6)
 
+#: Inputs up to this many tokens get their two maps side by side; longer ones one above the other.
+SIDE_BY_SIDE_TOKENS = 48
+
 #: The token-to-token maps the layer view offers: label -> (array in the view, scope index or None).
 LAYER_MAPS = {
     "attention norms ‖Σ_h α f_h(x_j)‖": ("block_norms", SCOPES.index("attn")),
@@ -99,7 +102,8 @@ def context_mixing_tab(v: View) -> None:
                           key="w_mix_rows", disabled=name == "alti")
     shown = _row_normalised(measure) if normalise and name != "alti" else measure
     raw = np.asarray(trace.attentions[layer], dtype=np.float64).mean(axis=0)
-    c1, c2 = st.columns(2)
+    # side by side while the token labels fit half the width; one above the other for long inputs
+    c1, c2 = st.columns(2) if T <= SIDE_BY_SIDE_TOKENS else (st.container(), st.container())
     with c1:
         chart(fcm.contribution_map(raw, axis, hover_labels=hover, colour_label="weight",
                                    title=f"Raw attention, mean of the heads (L{layer + 1})"), "w_mix_raw")
@@ -110,7 +114,7 @@ def context_mixing_tab(v: View) -> None:
     doc_caption(MIXING_DOCS["alti" if name == "alti" else "block_norm"])
 
     st.markdown(f"#### {head_label(layer, head)}: weight against norm")
-    c1, c2 = st.columns([2, 3])
+    c1, c2 = st.columns([2, 3]) if T <= SIDE_BY_SIDE_TOKENS else (st.container(), st.container())
     with c1:
         st.markdown("**Mixing ratio of each head** (norms, mean over tokens); click a head.")
         chart(fcm.head_mixing_grid(res["head_mixing"], selected=(layer, head)), "w_mix_heads", selects_head=True)
