@@ -140,6 +140,16 @@ def block_weights(source, layer: int) -> BlockWeights:
                         eps=float(lw.ln1_eps))
 
 
+def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` (stacked like :func:`numpy.matmul`) through torch, float64. Why not numpy: on a busy
+    machine OpenBLAS's threads spin against each other, and the same products ran 10x slower than
+    torch's (or single-threaded OpenBLAS) on the two-core Xeon of bench/bench_context_mixing.py."""
+    import torch
+
+    return torch.matmul(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)),
+                        torch.from_numpy(np.ascontiguousarray(b, dtype=np.float64))).numpy()
+
+
 def _trace_arrays(trace) -> tuple[np.ndarray, np.ndarray]:
     """``(attentions [L, H, T, T], hidden_states [L+1, T, d])`` of a trace, checked."""
     a, hs = np.asarray(trace.attentions), np.asarray(trace.hidden_states)
@@ -151,21 +161,21 @@ def _trace_arrays(trace) -> tuple[np.ndarray, np.ndarray]:
 
 def transformed_values(x: np.ndarray, w: BlockWeights) -> np.ndarray:
     """``[H, T, d]``: ``f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h`` for every head and token (float64)."""
-    return np.matmul(_values(x, w), w.Wo_t)
+    return _mm(_values(x, w), w.Wo_t)
 
 
 def _values(x: np.ndarray, w: BlockWeights) -> np.ndarray:
     """``[H, T, d_h]``: the heads' value vectors ``x_j W_V^h + b_V^h`` (float64, contiguous; one
     matrix product for all heads: numpy's stacked products of transposed views skip BLAS)."""
     H, dh, d = w.Wv.shape
-    v = np.asarray(x, dtype=np.float64) @ w.Wv.reshape(H * dh, d).T + w.bv.reshape(-1)
+    v = _mm(np.asarray(x, dtype=np.float64), w.Wv.reshape(H * dh, d).T) + w.bv.reshape(-1)
     return np.ascontiguousarray(v.reshape(-1, H, dh).transpose(1, 0, 2))
 
 
 def _head_outputs(A: np.ndarray, x: np.ndarray, w: BlockWeights) -> np.ndarray:
     """``[H, T, d]``: ``sum_j alpha^h_ij f_h(x_j)`` per head, as ``(A_h V_h) W_O^h`` (the attention is
     applied in the narrow value space first: ``d / d_h`` times less work than ``A_h F_h``)."""
-    return np.matmul(np.matmul(np.ascontiguousarray(A), _values(x, w)), w.Wo_t)
+    return _mm(_mm(A, _values(x, w)), w.Wo_t)
 
 
 def value_norms(trace, weights=None) -> np.ndarray:
@@ -217,9 +227,10 @@ def _layer_parts(a_l: np.ndarray, x: np.ndarray, w: BlockWeights, scope: str):
 def _pair_norms(A: np.ndarray, U: np.ndarray, r: np.ndarray | None, scale: np.ndarray) -> np.ndarray:
     """``[T, T]``: ``||sum_h A[h, i, j] U[h, j] + [i=j] r_i|| / scale_i``, from the heads' Gram matrix
     per key token (``G[j] = U[:, j] U[:, j]^T``, ``H x H``), never the ``[T, T, d]`` vectors."""
-    G = np.matmul(U.transpose(1, 0, 2), U.transpose(1, 2, 0))  # [T(keys), H, H]
-    B = A.transpose(2, 1, 0)  # [T(keys), T(queries), H]
-    sq = (np.matmul(B, G) * B).sum(axis=-1).T
+    Ut = np.ascontiguousarray(U.transpose(1, 0, 2))  # [T(keys), H, d]; contiguous: BLAS, not numpy's loop
+    G = _mm(Ut, Ut.transpose(0, 2, 1))  # [T(keys), H, H]
+    B = np.ascontiguousarray(A.transpose(2, 1, 0))  # [T(keys), T(queries), H]
+    sq = (_mm(B, G) * B).sum(axis=-1).T
     idx = np.arange(A.shape[-1])
     if r is not None:  # the diagonal holds the residual as well: computed directly
         diag = np.einsum("hi,hid->id", A[:, idx, idx], U) + r
@@ -301,12 +312,12 @@ def _alti_layer(A: np.ndarray, x: np.ndarray, w: BlockWeights) -> np.ndarray:
     T, d = x.shape
     y = w.gamma * (pre - pre.mean(axis=-1, keepdims=True)) / scale[:, None] + w.beta  # the LN1 output
     y_l1 = np.abs(y).sum(axis=-1)
-    Ut = U.transpose(1, 0, 2)  # [T(keys), H, d]
+    Ut = np.ascontiguousarray(U.transpose(1, 0, 2))  # [T(keys), H, d]
     chunk = max(1, int(ALTI_CHUNK_BYTES // (8 * T * d)))
     contrib = np.empty((T, T))
-    for start in range(0, T, chunk):
+    for start in range(0, T, chunk):  # numpy here: many small products, where torch's float64 ran 2x slower
         rows = np.arange(start, min(T, start + chunk))
-        Z = np.matmul(A[:, rows, :].transpose(2, 1, 0), Ut)  # [T(keys), rows, d]
+        Z = np.matmul(np.ascontiguousarray(A[:, rows, :].transpose(2, 1, 0)), Ut)  # [T(keys), rows, d]
         Z[rows, np.arange(rows.size)] += r[rows]
         Z /= scale[rows][None, :, None]
         Z -= y[rows][None]  # in place: the chunk is the largest array here
@@ -338,7 +349,7 @@ def alti_rollout(contributions: np.ndarray) -> np.ndarray:
     out = np.empty_like(c)
     acc = np.eye(c.shape[-1])
     for l in range(c.shape[0]):
-        acc = c[l] @ acc
+        acc = _mm(c[l], acc)
         out[l] = acc
     return out
 
