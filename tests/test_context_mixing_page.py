@@ -81,3 +81,19 @@ def test_a_users_bert_opens_the_tab(tiny_bert_dir, monkeypatch):
     assert all(v.shape == (2,) for v in _lines(at).values())
     bars = _bars(at)["ALTI rollout"]
     assert abs(bars.sum() - 1) < 1e-5
+
+
+def test_the_set_section_draws_the_set_means(minilm):
+    from bertgeom.sets.context_mixing import mixing_over_set
+    from bertgeom.sets.inputs import shipped_set
+
+    at = open_heads_page("Context mixing", 600, text_value=SENTENCE, layer=0, head=0)
+    at.toggle(key="w_mix_set").set_value(True).run()
+    assert not at.exception
+    spec = next(s for s in chart_specs(at) if "inputs" in str(s["layout"].get("title", {}).get("text", ""))
+                and s["data"][0]["type"] == "scatter" and "mixing ratio" in str(s["layout"].get("yaxis", {})))
+    items = shipped_set("text")
+    want = mixing_over_set(minilm, items)
+    got = {d["name"]: plotly_array(d["y"]).astype(float) for d in spec["data"]}
+    np.testing.assert_allclose(got["AttnResLn-N"], 100 * want["mixing"][4].mean(axis=0), atol=1e-3)
+    assert want["tokens"].size == len(items)

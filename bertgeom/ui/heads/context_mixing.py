@@ -56,6 +56,53 @@ def mixing_view(v: View) -> dict:
         return cached_arrays(key, compute, memo=MIXING_MEMO)
 
 
+#: The set's mixing ratios read last (small: [V, N, L] and [N, L, H]).
+MIXING_SET_MEMO = Memo("context-mixing-set", 4)
+
+
+def mixing_over_shipped_set(model_id: str) -> dict:
+    """:func:`bertgeom.sets.context_mixing.mixing_over_set` of the model's shipped set: from memory,
+    from disk (``prepare-sets`` writes it), else computed behind a progress bar with the time left."""
+    from bertgeom.sets.context_mixing import mixing_over_set
+    from bertgeom.sets.inputs import shipped_set
+    from bertgeom.sets.keys import context_mixing_set_key
+
+    loaded = cached_model(model_id)
+    items = shipped_set(loaded.spec.input_kind)
+    key = context_mixing_set_key(loaded, items)
+    ready = key in MIXING_SET_MEMO or on_disk(key)
+    with progress(f"Mixing ratios over the {len(items)} inputs of the shipped set…", show=not ready,
+                  usually_prepared=True, key="context-mixing-set") as update:
+        def compute() -> dict:
+            weights = cached_layer_weights(model_id)
+            with heavy("the mixing ratios over the set"):
+                return mixing_over_set(loaded, items, update, weights)
+
+        return cached_arrays(key, compute, memo=MIXING_SET_MEMO)
+
+
+def _set_section(v: View) -> None:
+    st.markdown("#### Over the shipped set")
+    if not st.toggle("Show the mixing ratios over the shipped set of inputs", key="w_mix_set",
+                     help="One forward pass per input and the two cheap measures (no ALTI); prepared ahead by "
+                          "prepare-sets for the bundled models."):
+        return
+    res = mixing_over_shipped_set(v.model_id)
+    n = int(res["tokens"].size)
+    if n == 0:
+        st.info("No input of the shipped set could be read by this model.")
+        return
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        chart(fcm.mixing_ratio_lines(res["mixing"].transpose(0, 2, 1), MIXING_VARIANTS,
+                                     title=f"Mean over {n} inputs (each its tokens' mean)"), "w_mix_set_lines")
+    with c2:
+        chart(fcm.head_mixing_grid(res["head_mixing"].transpose(1, 2, 0), selected=(v.layer, v.head),
+                                   title="Each head's mixing ratio over the set"), "w_mix_set_heads", selects_head=True)
+    if int(res["errors"][0]):
+        st.caption(f"{int(res['errors'][0])} inputs of the set could not be read and are left out.")
+
+
 def _row_normalised(m: np.ndarray) -> np.ndarray:
     s = m.sum(axis=-1, keepdims=True)
     return np.divide(m, s, out=np.zeros_like(m), where=s > 0)
@@ -149,3 +196,4 @@ def context_mixing_tab(v: View) -> None:
                        **{f"mixing_{var}": res["mixing"][k].ravel() for k, var in enumerate(MIXING_VARIANTS)},
                        f"alti_rollout_into_{target}": res["alti_rollout"][:, int(target)].ravel()})
     csv_button(df, "context_mixing.csv", "w_mix_csv")
+    _set_section(v)
