@@ -15,8 +15,8 @@ from heads_page import open_heads_page
 
 #: The tab strip before the move to one module per tab; share links name these (?heads_tab=Model+view).
 TITLES = ["Head detail", "Head view", "Model view", "All heads", "Queries & keys over a set", "Over a set of inputs",
-          "Head similarity", "Disable heads", "Compare checkpoints", "Attention flow", "Compare two inputs",
-          "Gradient importance"]
+          "Head similarity", "Disable heads", "Compare checkpoints", "Attention flow", "Context mixing",
+          "Compare two inputs", "Gradient importance"]
 
 
 def test_the_registry_keeps_the_titles_and_order_of_the_share_links():

@@ -65,15 +65,23 @@ def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant)
 
     fp = set_fingerprint(items)
     rc = _read(rank_collapse_set_key(tiny_variant, fp, prepared.COLLAPSE_TOKEN_SET, prepared.COLLAPSE_NORM))
-    np.testing.assert_array_equal(rc["curves"], rank_collapse_over_set(tiny_variant, items)["curves"])
+    np.testing.assert_array_equal(rc["curves"], rank_collapse_over_set(
+        tiny_variant, items, prepared.COLLAPSE_TOKEN_SET, norm=prepared.COLLAPSE_NORM)["curves"])
     imp = _read(head_importance_set_key(tiny_variant, fp))
     np.testing.assert_array_equal(imp["importance"], head_importance_over_set(tiny_variant, items)["importance"])
     assert imp["used_label"].all()  # every shipped genome is scored against its own class
+    # the set's mixing ratios (Attention Heads -> Context mixing) are on disk, equal to a direct run
+    from bertgeom.sets.context_mixing import mixing_over_set
+
+    mixing = _read(prepared.context_mixing_set_key(tiny_variant, items))
+    direct_mixing = mixing_over_set(tiny_variant, items)
+    for k in direct_mixing:
+        np.testing.assert_array_equal(mixing[k], direct_mixing[k], err_msg=k)
 
     # a second run (a server restart, a second `prepare-sets`) computes nothing; with the summary on
     # disk the class-mean maps are listed one task per class
     again = prepared.prepare_tasks(mid, tiny_variant, subspace=False, sweeps=False, items=items, examples=False)
-    assert len(again) == 4 + len(set(groups.values()))
+    assert len(again) == 5 + len(set(groups.values()))
     assert prepared.run_tasks(again) == {"done_before": len(again), "computed": 0, "failed": 0}
     rows = prepared.read_json(prepared.status_path())["tasks"]
     assert {r["state"] for r in rows} == {"done"} and len(rows) == len(again)
@@ -113,6 +121,13 @@ def test_an_examples_flow_and_checkpoint_comparison_are_prepared_as_the_page_com
     assert set(cos) == {"qk", "ov", "maps"}
     for k in fresh:
         np.testing.assert_allclose(cos[k], fresh[k], atol=1e-6, err_msg=k)
+    # and its context mixing (Attention Heads -> Context mixing), as the tab computes it
+    from bertgeom.analysis.context_mixing import context_mixing_view
+
+    mixing = _read(prepared.context_mixing_key(minilm, text))
+    fresh_mixing = context_mixing_view(tr, weights=extract_layer_weights(minilm.model))
+    for k in fresh_mixing:
+        np.testing.assert_allclose(mixing[k], fresh_mixing[k], atol=1e-6, err_msg=k)
     assert prepared.run_tasks(tasks[:1]) == {"done_before": 1, "computed": 0, "failed": 0}
     # a long input gets the page's window; each row of the window sums to 1 before flow and rollout
     assert flow_window(FLOW_MAX_TOKENS + 1) == FLOW_WINDOW and flow_window(FLOW_MAX_TOKENS) == FLOW_MAX_TOKENS

@@ -26,6 +26,9 @@ ACROSS_VERSION = "subspace-across/v4"
 #: Versions of the examples' attention flow (page defaults) and checkpoint comparison on disk.
 FLOW_VERSION = "flow-v1"
 COMPARE_VERSION = "compare-checkpoints-v1"
+#: Version of one input's context-mixing arrays (:func:`bertgeom.analysis.context_mixing.context_mixing_view`)
+#: and of the set's mixing ratios (:func:`bertgeom.sets.context_mixing.mixing_over_set`) on disk.
+CONTEXT_MIXING_VERSION = "context-mixing-v1"
 
 
 def normalised_digest(text: str) -> str:
@@ -95,8 +98,9 @@ def compare_key(loaded, partner, text: str) -> CacheKey:
 
 
 def example_views_key(loaded, text: str) -> CacheKey:
-    """The preparation's own mark that one example's flow and comparisons are on disk."""
-    return CacheKey.of("example-views", f"{FLOW_VERSION}+{COMPARE_VERSION}", weights=loaded.weights_hash,
+    """The preparation's own mark that one example's flow, comparisons and context mixing are on disk."""
+    return CacheKey.of("example-views", f"{FLOW_VERSION}+{COMPARE_VERSION}+{CONTEXT_MIXING_VERSION}",
+                       weights=loaded.weights_hash,
                        inputs=normalised_digest(text))
 
 
@@ -132,3 +136,16 @@ def rank_collapse_input_key(loaded, text: str, token_set: str, norm: str) -> Cac
     """Dong et al.'s curves of one input (the Cone Index page's *Rank collapse* section)."""
     return CacheKey.of("rank-collapse-input", RANK_COLLAPSE_VERSION, weights=loaded.weights_hash,
                        inputs=normalised_digest(text), token_set=token_set, norm=norm)
+
+
+def context_mixing_key(loaded, text: str) -> CacheKey:
+    """One input's norm-based attention, mixing ratios and ALTI (the Attention Heads page's *Context
+    mixing* tab)."""
+    return CacheKey.of("context-mixing", CONTEXT_MIXING_VERSION, weights=loaded.weights_hash,
+                       inputs=normalised_digest(text))
+
+
+def context_mixing_set_key(loaded, items: Sequence[InputItem]) -> CacheKey:
+    """The set's mixing ratios per input, layer and head (:func:`bertgeom.sets.context_mixing.mixing_over_set`)."""
+    return CacheKey.of("context-mixing-set", CONTEXT_MIXING_VERSION, weights=loaded.weights_hash,
+                       inputs=set_fingerprint(items))

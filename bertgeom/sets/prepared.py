@@ -23,6 +23,9 @@ Tasks, in the order a visitor meets them (:func:`prepare_tasks`):
 * head disabling over the page's default subset (one input per class, :mod:`bertgeom.sets.ablation`);
 * Dong et al.'s rank-collapse curves (the cone page's content tokens, their composite norm) and Michel et al.'s head
   importance with the set's task (:mod:`bertgeom.sets.collapse`).
+* the mixing ratios over the set (:func:`bertgeom.sets.context_mixing.mixing_over_set`); each example's
+  context mixing (:func:`bertgeom.analysis.context_mixing.context_mixing_view`) is prepared with its
+  attention flow.
 
 A status file (:func:`status_path`) tells the app what is queued, running and done, so a page can
 show "being prepared: k of n" and read the result when it lands; a task written meanwhile by
@@ -48,7 +51,8 @@ from bertgeom.runtime import cache_dir
 from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
 from bertgeom.sets.keys import (ACROSS_VERSION, CLASS_MEAN_VERSION, COMPARE_VERSION, CONE_DISK_VERSION,  # noqa: F401
                                 FLOW_VERSION, across_key, class_mean_key, compare_key, cone_set_key,
-                                example_views_key, flow_key, heads_set_key, sweep_key)
+                                context_mixing_key, context_mixing_set_key, example_views_key, flow_key,
+                                heads_set_key, sweep_key)
 
 #: Bump when the list of prepared tasks or the status file's layout changes.
 FORMAT_VERSION = 1
@@ -60,7 +64,7 @@ SWEEP_PER_CLASS = 1
 SWEEP_TEXT_INPUTS = 8
 #: The order in which several models' tasks run: every model's quick views first.
 GROUP_ORDER = ("heads-set", "cone-set", "class-mean", "examples", "subspace-across", "head-sweep",
-               "rank-collapse", "head-importance")
+               "rank-collapse", "head-importance", "context-mixing-set")
 #: The rank-collapse view's defaults that the prepared curves use.
 COLLAPSE_TOKEN_SET = CONE_TOKEN_SET  # the Cone Index page's default, so the cone index sits beside it
 COLLAPSE_NORM = "l1_inf"
@@ -177,6 +181,7 @@ def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: 
     if sweeps:
         tasks += _sweep_tasks(ctx)
     tasks += _collapse_tasks(ctx)
+    tasks.append(_context_mixing_set_task(ctx))
     unique: dict[str, PreparedTask] = {}
     for t in tasks:  # e.g. one class holding every correct input: its map is the all-classes map
         unique.setdefault(t.id, t)
@@ -194,6 +199,16 @@ def _heads_set_task(ctx: _Context) -> PreparedTask:
     return PreparedTask(key, f"statistics over the {len(ctx.items)} inputs (Attention Heads)",
                         lambda progress: _store(key, compute_set_arrays(ctx.loaded, ctx.items, progress)),
                         group="heads-set", model_id=ctx.model_id)
+
+
+def _context_mixing_set_task(ctx: _Context) -> PreparedTask:
+    from bertgeom.sets.context_mixing import mixing_over_set
+
+    key = context_mixing_set_key(ctx.loaded, ctx.items)
+    return PreparedTask(key, f"mixing ratios over the {len(ctx.items)} inputs (Attention Heads)",
+                        lambda progress: _store(key, mixing_over_set(ctx.loaded, ctx.items, progress,
+                                                                     ctx.layer_weights)),
+                        group="context-mixing-set", model_id=ctx.model_id)
 
 
 def _cone_set_task(ctx: _Context) -> PreparedTask:
@@ -271,6 +286,7 @@ def _example_tasks(ctx: _Context) -> list[PreparedTask]:
     Attention Heads page's *Attention flow* tab) and the comparison with every same-shape checkpoint
     (*Compare checkpoints*), one task per example."""
     from bertgeom.analysis.ablation import checkpoint_cosines
+    from bertgeom.analysis.context_mixing import context_mixing_view
     from bertgeom.analysis.flow import FLOW_RESIDUAL, flow_view, flow_window
     from bertgeom.inputs import INPUT_KINDS
     from bertgeom.sets.cone import single_threaded
@@ -291,6 +307,7 @@ def _example_tasks(ctx: _Context) -> list[PreparedTask]:
             # the page's defaults: r = FLOW_RESIDUAL, into token 0 ([CLS]), each layer normalised
             _store(flow_key(ctx.loaded, text, n, FLOW_RESIDUAL, 0, True),
                    flow_view(tr.attentions, n, FLOW_RESIDUAL, 0, True))
+            _store(context_mixing_key(ctx.loaded, text), context_mixing_view(tr, weights=ctx.layer_weights))
             for other, other_weights in partners[0]:
                 with single_threaded():  # small matrices: one thread is faster
                     cos = checkpoint_cosines(ctx.layer_weights, other_weights, tr.hidden_states[:-1])
@@ -302,7 +319,7 @@ def _example_tasks(ctx: _Context) -> list[PreparedTask]:
     tasks = []
     for k, ex in enumerate(INPUT_KINDS.of(ctx.loaded.spec).examples()):
         key = example_views_key(ctx.loaded, ex.text)
-        tasks.append(PreparedTask(key, f"attention flow and checkpoint comparison of example {k + 1}",
+        tasks.append(PreparedTask(key, f"attention flow, checkpoint comparison and context mixing of example {k + 1}",
                                   run_for(ex.text, key), group="examples", model_id=ctx.model_id))
     return tasks
 

@@ -17,6 +17,7 @@ from bertgeom.ui.heads import (
     attention_flow,
     compare_checkpoints,
     compare_inputs,
+    context_mixing,
     disable_heads,
     gradient_importance,
     head_detail,
@@ -41,6 +42,7 @@ TABS: tuple[PageTab, ...] = (
     PageTab("Disable heads", disable_heads.disable_tab),
     PageTab("Compare checkpoints", compare_checkpoints.compare_tab),
     PageTab("Attention flow", attention_flow.flow_tab),
+    PageTab("Context mixing", context_mixing.context_mixing_tab),
     PageTab("Compare two inputs", compare_inputs.compare_inputs_tab),
     PageTab("Gradient importance", gradient_importance.gradient_tab),
 )

@@ -1,0 +1,199 @@
+"""Attention Heads tab *Context mixing*: how much each token takes from the others once the value
+vectors, the residual and LayerNorm are counted, beside the raw attention weights: norm-based
+attention per head, the mixing ratio per layer and per head, whole-block contributions and ALTI, and
+ALTI's rollout beside attention rollout (computed in :mod:`bertgeom.analysis.context_mixing`).
+
+References: Kobayashi et al. 2020 (arXiv:2004.10102); Kobayashi et al. 2021 (arXiv:2109.07152);
+Ferrando et al. 2022 (arXiv:2203.04212); Abnar & Zuidema 2020 (arXiv:2005.00928) for rollout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from bertgeom.analysis.context_mixing import MIXING_DOCS, MIXING_VARIANTS, SCOPES
+from bertgeom.cache import Memo, cached_arrays, on_disk
+from bertgeom.figures import context_mixing as fcm
+from bertgeom.tables import head_label
+from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
+from bertgeom.ui.heads.view import View, hover_labels
+from bertgeom.ui.widgets import chart, csv_button, doc_caption, progress
+from bertgeom.ui.workqueue import heavy
+
+#: The context-mixing arrays read last (one input's are ~30 MB for a 427-token genome).
+MIXING_MEMO = Memo("context-mixing", 6)
+
+#: Inputs up to this many tokens get their two maps side by side; longer ones one above the other.
+SIDE_BY_SIDE_TOKENS = 48
+
+#: The token-to-token maps the layer view offers: label -> (array in the view, scope index or None).
+LAYER_MAPS = {
+    "attention norms ‖Σ_h α f_h(x_j)‖": ("block_norms", SCOPES.index("attn")),
+    "attention + residual": ("block_norms", SCOPES.index("attn+res")),
+    "whole block ‖T_i(x_j)‖ (attention + residual + LayerNorm)": ("block_norms", SCOPES.index("attn+res+ln")),
+    "ALTI (rows sum to 1)": ("alti", None),
+}
+
+
+def mixing_view(v: View) -> dict:
+    """The input's :func:`~bertgeom.analysis.context_mixing.context_mixing_view`: from memory, from disk,
+    else computed in a heavy-work slot behind a progress bar with the time left."""
+    from bertgeom.analysis.context_mixing import context_mixing_view
+    from bertgeom.sets.keys import context_mixing_key
+
+    loaded = cached_model(v.model_id)
+    key = context_mixing_key(loaded, v.text)
+    ready = key in MIXING_MEMO or on_disk(key)
+    with progress("Decomposing every layer's attention block…", show=not ready, key="context-mixing") as update:
+        def compute() -> dict:
+            trace = get_trace(v.model_id, v.text)  # before the slot (see bertgeom.ui.workqueue)
+            weights = cached_layer_weights(v.model_id)
+            with heavy("decomposing the attention blocks"):
+                return context_mixing_view(trace, weights=weights, progress=update)
+
+        return cached_arrays(key, compute, memo=MIXING_MEMO)
+
+
+#: The set's mixing ratios read last (small: [V, N, L] and [N, L, H]).
+MIXING_SET_MEMO = Memo("context-mixing-set", 4)
+
+
+def mixing_over_shipped_set(model_id: str) -> dict:
+    """:func:`bertgeom.sets.context_mixing.mixing_over_set` of the model's shipped set: from memory,
+    from disk (``prepare-sets`` writes it), else computed behind a progress bar with the time left."""
+    from bertgeom.sets.context_mixing import mixing_over_set
+    from bertgeom.sets.inputs import shipped_set
+    from bertgeom.sets.keys import context_mixing_set_key
+
+    loaded = cached_model(model_id)
+    items = shipped_set(loaded.spec.input_kind)
+    key = context_mixing_set_key(loaded, items)
+    ready = key in MIXING_SET_MEMO or on_disk(key)
+    with progress(f"Mixing ratios over the {len(items)} inputs of the shipped set…", show=not ready,
+                  usually_prepared=True, key="context-mixing-set") as update:
+        def compute() -> dict:
+            weights = cached_layer_weights(model_id)
+            with heavy("the mixing ratios over the set"):
+                return mixing_over_set(loaded, items, update, weights)
+
+        return cached_arrays(key, compute, memo=MIXING_SET_MEMO)
+
+
+def _set_section(v: View) -> None:
+    st.markdown("#### Over the shipped set")
+    if not st.toggle("Show the mixing ratios over the shipped set of inputs", key="w_mix_set",
+                     help="One forward pass per input and the two cheap measures (no ALTI); prepared ahead by "
+                          "prepare-sets for the bundled models."):
+        return
+    res = mixing_over_shipped_set(v.model_id)
+    n = int(res["tokens"].size)
+    if n == 0:
+        st.info("No input of the shipped set could be read by this model.")
+        return
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        chart(fcm.mixing_ratio_lines(res["mixing"].transpose(0, 2, 1), MIXING_VARIANTS,
+                                     title=f"Mean over {n} inputs (each its tokens' mean)"), "w_mix_set_lines")
+    with c2:
+        chart(fcm.head_mixing_grid(res["head_mixing"].transpose(1, 2, 0), selected=(v.layer, v.head),
+                                   title="Each head's mixing ratio over the set"), "w_mix_set_heads", selects_head=True)
+    if int(res["errors"][0]):
+        st.caption(f"{int(res['errors'][0])} inputs of the set could not be read and are left out.")
+
+
+def _row_normalised(m: np.ndarray) -> np.ndarray:
+    s = m.sum(axis=-1, keepdims=True)
+    return np.divide(m, s, out=np.zeros_like(m), where=s > 0)
+
+
+def context_mixing_tab(v: View) -> None:
+    trace, layer, head = v.trace, v.layer, v.head
+    st.caption("**What this shows:** an attention weight says where a head looks, not how much it moves. What "
+               "token j adds to token i is α·f(x_j), a vector whose size depends on j's value vector, and the "
+               "residual and LayerNorm then keep much of token i itself. Norm-based attention (Kobayashi et al. "
+               "2020) weighs each α by ‖f(x_j)‖; the mixing ratio (Kobayashi et al. 2021) is the share of a "
+               "token's block output that comes from the other tokens; ALTI (Ferrando et al. 2022) measures each "
+               "token's contribution to the whole block's output by distance and follows it through the layers.")
+    st.caption("Reconstructed from the trace and the weights: the biases (b_O, LayerNorm's β) are attributed to "
+               "no token; the feed-forward block is not decomposed (it mixes no tokens). ALTI divides by "
+               "LayerNorm's own scale, where the authors' released code uses the unbiased std of the state plus "
+               "ε ([docs/methods.md](/?view=methods), \"Context mixing\").")
+    res = mixing_view(v)
+    tokens = [str(t) for t in (trace.encoded.axis_labels or trace.tokens)]
+    axis = trace.axis_labels
+    hover = hover_labels(axis, v.domains)
+    T = len(tokens)
+
+    st.markdown("#### Mixing ratio per layer")
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        chart(fcm.mixing_ratio_lines(res["mixing"], MIXING_VARIANTS,
+                                     title="Mean over tokens: share taken from the other tokens"), "w_mix_lines")
+    with c2:
+        means = {var: float(100 * res["mixing"][k].mean()) for k, var in enumerate(MIXING_VARIANTS)}
+        st.dataframe(pd.DataFrame({"variant": list(means), "mean over layers and tokens (%)":
+                                   [round(x, 2) for x in means.values()]}), hide_index=True)
+        st.caption("W: read from the attention weights; N: from the vector norms. For bert-base-uncased on "
+                   "Wikipedia the authors report 96.41 % (Attn-W) against 18.75 % (AttnResLn-N).")
+    with st.expander("Formulas"):
+        for name in MIXING_VARIANTS:
+            doc_caption(MIXING_DOCS[name])
+
+    st.markdown(f"#### After layer {layer + 1}: who contributes to whom")
+    which = st.radio("Measure beside raw attention", list(LAYER_MAPS), index=2, horizontal=True, key="w_mix_map")
+    name, scope = LAYER_MAPS[which]
+    measure = res[name][scope, layer] if scope is not None else res[name][layer]
+    normalise = st.toggle("Scale each row to sum 1 (compare shapes with attention)", value=name != "alti",
+                          key="w_mix_rows", disabled=name == "alti")
+    shown = _row_normalised(measure) if normalise and name != "alti" else measure
+    raw = np.asarray(trace.attentions[layer], dtype=np.float64).mean(axis=0)
+    # side by side while the token labels fit half the width; one above the other for long inputs
+    c1, c2 = st.columns(2) if T <= SIDE_BY_SIDE_TOKENS else (st.container(), st.container())
+    with c1:
+        chart(fcm.contribution_map(raw, axis, hover_labels=hover, colour_label="weight",
+                                   title=f"Raw attention, mean of the heads (L{layer + 1})"), "w_mix_raw")
+    with c2:
+        chart(fcm.contribution_map(shown, axis, hover_labels=hover, title=f"{which} (L{layer + 1})",
+                                   colour_label="share" if normalise or name == "alti" else "norm",
+                                   colorscale="Oranges"), "w_mix_measure")
+    doc_caption(MIXING_DOCS["alti" if name == "alti" else "block_norm"])
+
+    st.markdown(f"#### {head_label(layer, head)}: weight against norm")
+    c1, c2 = st.columns([2, 3]) if T <= SIDE_BY_SIDE_TOKENS else (st.container(), st.container())
+    with c1:
+        st.markdown("**Mixing ratio of each head** (norms, mean over tokens); click a head.")
+        chart(fcm.head_mixing_grid(res["head_mixing"], selected=(layer, head)), "w_mix_heads", selects_head=True)
+        doc_caption(MIXING_DOCS["head_mixing"])
+    with c2:
+        alpha = np.asarray(trace.attentions[layer, head], dtype=np.float64)
+        normed = alpha * res["value_norms"][layer, head][None, :]
+        chart(fcm.contribution_map(normed, axis, hover_labels=hover, colour_label="‖α f(x_j)‖",
+                                   title=f"Norm-based attention of {head_label(layer, head)}", colorscale="Oranges"),
+              "w_mix_head_norm")
+        doc_caption(MIXING_DOCS["norm_attention"])
+        norms = res["value_norms"][layer, head]
+        low = int(np.argmin(norms))
+        st.caption(f"‖f(x_j)‖ of this head runs from {norms.min():.3g} (token {low}: {tokens[low]}) to "
+                   f"{norms.max():.3g}: a key with a small ‖f(x_j)‖ takes weight without moving much (compare "
+                   "the raw map in *Head detail*).")
+
+    st.markdown("#### Over the layers: into one output token")
+    target = st.selectbox("Output token", list(range(T)), format_func=lambda i: f"{i}: {tokens[i]}",
+                          key="w_mix_target")
+    from bertgeom.analysis.flow import FLOW_RESIDUAL, rollout_row
+
+    attention_rollout = rollout_row(np.asarray(trace.attentions), int(target), FLOW_RESIDUAL)
+    chart(fcm.rollout_bars({"ALTI rollout": res["alti_rollout"][layer, int(target)],
+                            "attention rollout (r = 0.5)": attention_rollout[layer]}, tokens,
+                           title=f"What token {target} holds after layer {layer + 1}, by input token"), "w_mix_roll")
+    doc_caption(MIXING_DOCS["alti_rollout"])
+
+    L = v.L
+    df = pd.DataFrame({"layer": np.repeat(np.arange(1, L + 1), T), "token_position": np.tile(np.arange(T), L),
+                       "token": tokens * L,
+                       **{f"mixing_{var}": res["mixing"][k].ravel() for k, var in enumerate(MIXING_VARIANTS)},
+                       f"alti_rollout_into_{target}": res["alti_rollout"][:, int(target)].ravel()})
+    csv_button(df, "context_mixing.csv", "w_mix_csv")
+    _set_section(v)

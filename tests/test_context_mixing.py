@@ -1,0 +1,208 @@
+"""Context mixing (bertgeom.analysis.context_mixing) against an independent implementation written
+here: plain forward hooks on the Hugging Face model collect the value vectors, the attention, the
+pre- and post-LayerNorm states, and numpy builds every per-(query, key) vector explicitly in float64
+(the ``[H, T, T, d]`` tensor the library never builds). On the tiny random BERT and on MiniLM."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bertgeom
+from bertgeom.analysis import context_mixing as cm
+
+TEXT = "The cat sat on the mat because it was warm, and the dog watched it."
+
+
+def _hooked(loaded, input_ids):
+    """Per layer, from forward hooks on the model's own modules: the value output ``[T, d]``, the
+    attention ``[H, T, T]``, the layer input, the LN1 input and output, and the weights (float64)."""
+    import torch
+
+    model = loaded.model
+    layers = model.base_model.encoder.layer
+    seen: dict = {}
+    handles = []
+    for l, layer in enumerate(layers):
+        handles.append(layer.attention.self.value.register_forward_hook(
+            lambda m, i, o, l=l: seen.__setitem__(("v", l), o[0].double().numpy().copy())))
+        def keep_ln(module, inputs, output, l=l):  # returns None: the output is left as it is
+            seen[("pre", l)] = inputs[0][0].double().numpy().copy()
+            seen[("post", l)] = output[0].double().numpy().copy()
+
+        handles.append(layer.attention.output.LayerNorm.register_forward_hook(keep_ln))
+    try:
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([list(input_ids)]), output_attentions=True, output_hidden_states=True)
+    finally:
+        for h in handles:
+            h.remove()
+    per_layer = []
+    for l, layer in enumerate(layers):
+        so = layer.attention.output
+        per_layer.append(dict(
+            v=seen[("v", l)], pre=seen[("pre", l)], post=seen[("post", l)],
+            attn=out.attentions[l][0].double().numpy(), x=out.hidden_states[l][0].double().numpy(),
+            W_o=so.dense.weight.detach().double().numpy(), b_o=so.dense.bias.detach().double().numpy(),
+            gamma=so.LayerNorm.weight.detach().double().numpy(), eps=float(so.LayerNorm.eps),
+            n_heads=int(layer.attention.self.num_attention_heads)))
+    return per_layer
+
+
+def _reference(layer):
+    """Every quantity of one layer, the explicit way: ``f_h(x_j)`` per head from the hooked values and
+    the head's columns of W_O, the ``[H, T, T, d]`` weighted vectors, their sums, LN's linear part."""
+    v, A, x, W_o = layer["v"], layer["attn"], layer["x"], layer["W_o"]
+    H = layer["n_heads"]
+    T, d = x.shape
+    dh = d // H
+    F = np.stack([v[:, h * dh:(h + 1) * dh] @ W_o[:, h * dh:(h + 1) * dh].T for h in range(H)])  # [H, T, d]
+    weighted = A[..., None] * F[:, None, :, :]  # [H, i, j, d]
+    summed = weighted.sum(axis=0)  # [i, j, d]
+    with_res = summed.copy()
+    for i in range(T):
+        with_res[i, i] += x[i]
+    pre = layer["pre"]
+    s = np.sqrt(pre.var(axis=-1) + layer["eps"])
+    centred = with_res - with_res.mean(axis=-1, keepdims=True)
+    T_ij = layer["gamma"] * centred / s[:, None, None]
+    return dict(F=F, weighted=weighted, summed=summed, with_res=with_res, T=T_ij, y=layer["post"])
+
+
+def _close(ours, ref, tol=1e-6):
+    """Agreement to ``tol`` relative to the largest value compared (fp32 inputs on both sides)."""
+    ours, ref = np.asarray(ours, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    assert ours.shape == ref.shape
+    scale = max(1.0, float(np.abs(ref).max()))
+    assert float(np.abs(ours - ref).max()) <= tol * scale, float(np.abs(ours - ref).max())
+
+
+@pytest.fixture(scope="module", params=["tiny", "minilm"])
+def case(request, tiny_bert, minilm):
+    loaded = tiny_bert if request.param == "tiny" else minilm
+    trace = bertgeom.trace(loaded, TEXT)
+    hooked = _hooked(loaded, trace.encoded.input_ids)
+    return trace, hooked, [_reference(layer) for layer in hooked]
+
+
+def _mixing(others, own):
+    a, b = np.linalg.norm(others, axis=-1), np.linalg.norm(own, axis=-1)
+    return a / (a + b)
+
+
+def test_norm_attention_matches_hooks(case):
+    trace, _, refs = case
+    _close(cm.norm_attention(trace), np.stack([np.linalg.norm(r["weighted"], axis=-1) for r in refs]))
+    _close(cm.norm_attention(trace, layer=1), np.linalg.norm(refs[1]["weighted"], axis=-1))
+
+
+@pytest.mark.parametrize("scope", cm.SCOPES)
+def test_block_norms_match_explicit_vectors(case, scope):
+    trace, _, refs = case
+    key = {"attn": "summed", "attn+res": "with_res", "attn+res+ln": "T"}[scope]
+    _close(cm.block_norms(trace, scope), np.stack([np.linalg.norm(r[key], axis=-1) for r in refs]))
+
+
+def test_decomposition_rebuilds_the_models_layernorm_output(case):
+    """sum_j T_i(x_j) + g_i(b_O) + beta is the LN1 output the model computed (hooked)."""
+    _, hooked, refs = case
+    for layer, ref in zip(hooked, refs):
+        s = np.sqrt(layer["pre"].var(axis=-1) + layer["eps"])
+        bias = layer["gamma"] * (layer["b_o"] - layer["b_o"].mean()) / s[:, None]
+        beta = layer["post"] - (layer["gamma"] * (layer["pre"] - layer["pre"].mean(-1, keepdims=True)) / s[:, None])
+        _close(ref["T"].sum(axis=1) + bias + beta, layer["post"], 1e-5)
+
+
+def test_mixing_ratios_match_hooks(case):
+    trace, hooked, refs = case
+    ours = cm.mixing_ratios(trace)
+    T = trace.attentions.shape[-1]
+    eye = np.eye(T, dtype=bool)
+    want = {v: [] for v in cm.MIXING_VARIANTS}
+    for layer, r in zip(hooked, refs):
+        self_w = np.stack([np.diag(a) for a in layer["attn"]]).mean(axis=0)
+        want["Attn-W"].append(1 - self_w)
+        want["AttnRes-W"].append((1 - self_w) / 2)
+        others = np.where(eye[..., None], 0.0, r["summed"]).sum(axis=1)
+        want["Attn-N"].append(_mixing(others, r["summed"][eye]))
+        want["AttnRes-N"].append(_mixing(others, r["with_res"][eye]))
+        t_others = np.where(eye[..., None], 0.0, r["T"]).sum(axis=1)
+        want["AttnResLn-N"].append(_mixing(t_others, r["T"][eye]))
+    for variant in cm.MIXING_VARIANTS:
+        _close(ours[variant], np.stack(want[variant]))
+    # the residual keeps much of each token: adding it lowers mixing, as in the paper's Table 1
+    assert ours["AttnRes-N"].mean() < ours["Attn-N"].mean()
+
+
+def test_head_mixing_ratios_match_hooks(case):
+    trace, _, refs = case
+    want = []
+    for r in refs:
+        w = r["weighted"]  # [H, i, j, d]
+        T = w.shape[1]
+        own = w[:, np.arange(T), np.arange(T)]  # [H, T, d]
+        want.append(_mixing(w.sum(axis=2) - own, own))
+    _close(cm.head_mixing_ratios(trace), np.stack(want))
+
+
+def test_alti_matches_hooks_and_rows_sum_to_one(case):
+    trace, _, refs = case
+    c = cm.alti(trace)
+    want = []
+    for r in refs:
+        y = r["y"]
+        dist = np.abs(y[:, None, :] - r["T"]).sum(axis=-1)
+        raw = np.maximum(0.0, np.abs(y).sum(axis=-1)[:, None] - dist)
+        want.append(raw / raw.sum(axis=-1, keepdims=True))
+    _close(c, np.stack(want))
+    np.testing.assert_allclose(c.sum(axis=-1), 1.0, atol=1e-12)
+    assert (c >= 0).all()
+    roll = cm.alti_rollout(c)
+    np.testing.assert_allclose(roll.sum(axis=-1), 1.0, atol=1e-12)
+    manual = c[0]
+    for l in range(1, c.shape[0]):
+        manual = c[l] @ manual
+    np.testing.assert_allclose(roll[-1], manual, atol=1e-12)
+
+
+def test_alti_chunking_does_not_change_the_answer(case, monkeypatch):
+    trace, _, _ = case
+    whole = cm.alti(trace)
+    monkeypatch.setattr(cm, "ALTI_CHUNK_BYTES", 1)  # one query row per chunk
+    np.testing.assert_allclose(cm.alti(trace), whole, atol=1e-13)
+
+
+def test_view_bundles_every_measure(case):
+    trace, _, _ = case
+    steps = []
+    view = cm.context_mixing_view(trace, progress=lambda done, total: steps.append((done, total)))
+    L, H, T, _ = trace.attentions.shape
+    assert view["value_norms"].shape == (L, H, T)
+    assert view["mixing"].shape == (len(cm.MIXING_VARIANTS), L, T)
+    assert view["alti_rollout"].shape == (L, T, T)
+    assert view["block_norms"].shape == (len(cm.SCOPES), L, T, T)
+    assert steps[-1][0] == steps[-1][1] and len(steps) >= L
+    np.testing.assert_allclose(view["alti"], cm.alti(trace), atol=1e-6)
+
+
+def test_a_trace_without_weights_takes_the_model(case, tiny_bert, minilm):
+    """The pages' traces carry no weights: the model is passed as weights= (same numbers), and a trace
+    with neither says so in one sentence."""
+    import dataclasses
+
+    trace, _, _ = case
+    loaded = minilm if trace.attentions.shape[0] == minilm.num_layers else tiny_bert
+    bare = dataclasses.replace(trace, layer_weights=None)
+    np.testing.assert_array_equal(cm.mixing_ratios(bare, weights=loaded)["AttnResLn-N"],
+                                  cm.mixing_ratios(trace)["AttnResLn-N"])
+    with pytest.raises(ValueError, match="no layer weights"):
+        cm.alti(bare)
+
+
+def test_block_weights_reads_a_model_or_a_trace(case, tiny_bert):
+    trace, _, _ = case
+    a = cm.block_weights(trace, 0)
+    if trace.attentions.shape[1] == tiny_bert.num_heads and a.Wv.shape[-1] == tiny_bert.config.hidden_size:
+        b = cm.block_weights(tiny_bert, 0)
+        np.testing.assert_array_equal(a.Wo_t, b.Wo_t)
+    assert a.Wv.flags.c_contiguous and a.Wo_t.flags.c_contiguous
