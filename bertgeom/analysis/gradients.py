@@ -11,9 +11,10 @@ autograd graph kept, and ``torch.autograd.grad`` returns ``G[l, h, i, j] = |∂L
 without touching the model's parameter gradients (thread-safe).
 
 Objective: the classifier's cross-entropy ``L = −log p(y)`` for a class ``y`` (the predicted class
-by default, or a given one).  Models without a classification head (MiniLM ships neither a
-classifier nor its masked-language-model head) have no loss to differentiate, and the function
-says so.  Clark et al. used BERT's masked-LM loss on Wikipedia segments.
+by default, or a given one).  A model loaded without a classification head has no loss to
+differentiate, and the function says so in words that fit the model (:func:`no_loss_sentence`: whether
+its checkpoint ships a masked-word head is read from the model, not assumed).  Clark et al. used
+BERT's masked-LM loss on Wikipedia segments.
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AttentionGradients", "attention_gradients", "gradient_by_key_kind"]
+__all__ = ["AttentionGradients", "attention_gradients", "gradient_by_key_kind", "no_loss_sentence"]
+
+
+def no_loss_sentence(ad) -> str:
+    """Why a model without a classifier has no gradient view, true for this model (``ad``: its
+    :class:`~bertgeom.architectures.Adapter`): a masked-word head is named only when its checkpoint has one."""
+    if ad.masked_lm:
+        return ("This model has no classification head: its checkpoint ships a masked-word head, which bertgeom "
+                "does not load, and the gradient view differentiates a classifier's loss.")
+    return ("This model has no classification head (and its checkpoint ships no masked-word head), so there is no "
+            "loss to take gradients of (the gradient view needs a classifier).")
 
 
 @dataclass
@@ -63,12 +74,12 @@ def attention_gradients(loaded, input_ids, target: int | None = None, *, attenti
     import torch
     import torch.nn.functional as F
 
-    from bertgeom.forward import ForwardError, model_parts, run_forward
+    from bertgeom.forward import ForwardError, adapter, run_forward
 
-    model, _, emb, _, head = model_parts(loaded)
-    if head is None:
-        raise ForwardError("This model has no classification head, so there is no loss to take gradients of "
-                           "(the gradient view needs a classifier, such as the variant model).")
+    ad = adapter(loaded)
+    model = ad.model
+    if ad.head is None:
+        raise ForwardError(no_loss_sentence(ad))
     ids_np = np.asarray(input_ids, dtype=np.int64)
     single = ids_np.ndim == 1
     ids = torch.as_tensor(np.array(ids_np.reshape(-1, ids_np.shape[-1]), copy=True))
@@ -76,7 +87,8 @@ def attention_gradients(loaded, input_ids, target: int | None = None, *, attenti
     with torch.enable_grad():
         # the shared model's parameters do not require gradients: a leaf at the word embeddings still
         # carries every attention weight's gradient, and no parameter gradient is ever stored
-        words = emb.word_embeddings(ids.to(dev)).detach().requires_grad_(True)
+        mask_t = None if attention_mask is None else torch.as_tensor(np.asarray(attention_mask)).to(dev)
+        words = ad.token_embeddings(ids.to(dev), mask_t).detach().requires_grad_(True)
         out = run_forward(model, inputs_embeds=words, attention_mask=attention_mask, attentions=True,
                           grad=True, attention="eager")
         logits = out.logits
