@@ -275,6 +275,7 @@ class Adapter:
     head: Callable | None = None
     head_reads: str = "cls"
     shared_layers: bool = False
+    rotary_freqs: dict = field(default_factory=dict)  #: rotary key -> (inverse frequencies [d/2], scaling)
     notes: dict = field(default_factory=dict)
 
     @property
@@ -520,9 +521,13 @@ def _esm(model) -> Adapter:
     head = None
     if getattr(model, "classifier", None) is not None:
         head = model.classifier  # EsmClassificationHead reads the <cls> row of the sequence
+    freqs = {}
+    if rotary:
+        re_ = base.rotary_embeddings
+        freqs["rotary"] = (re_.inv_freq, float(getattr(re_, "attention_scaling", 1.0) or 1.0))
     return Adapter("ESM-2", model, base, layers, embed, token_embed, emb.word_embeddings,
                    final_norm=base.encoder.emb_layer_norm_after, position_scheme="rotary" if rotary else "absolute",
-                   rotary_fn=rotary_fn if rotary else None, head=head)
+                   rotary_fn=rotary_fn if rotary else None, head=head, rotary_freqs=freqs)
 
 
 def _modernbert(model) -> Adapter:
@@ -574,9 +579,12 @@ def _modernbert(model) -> Adapter:
             return model.classifier(model.drop(model.head(pooled)))
 
         reads = "all" if pooling == "mean" else "cls"
+    re_ = base.rotary_emb
+    freqs = {lt: (getattr(re_, f"{lt}_inv_freq"), float(getattr(re_, f"{lt}_attention_scaling", 1.0) or 1.0))
+             for lt in set(cfg.layer_types)}
     return Adapter("ModernBERT", model, base, layers, embed, token_embed, emb.tok_embeddings,
                    final_norm=base.final_norm, position_scheme="rotary", rotary_fn=rotary_fn, head=head,
-                   head_reads=reads,
+                   head_reads=reads, rotary_freqs=freqs,
                    notes={"local_window": window, "layer_types": list(cfg.layer_types)})
 
 

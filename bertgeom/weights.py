@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["LayerWeights", "extract_layer_weights", "find_encoder_layers", "layer_weights_of"]
+__all__ = ["LayerWeights", "extract_layer_weights", "find_encoder_layers", "layer_weights_of", "weight_geometry_notes"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,6 +84,8 @@ class LayerWeights:
     window: int | None = None
     shared_with: int = -1
     ln1_present: bool = True
+    rotary_inv_freq: np.ndarray | None = None
+    rotary_scaling: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.scaling:
@@ -226,6 +228,8 @@ def extract_layer_weights(model) -> list[LayerWeights]:
                     hidden_act=lp.act_name, scaling=lp.scaling, placement=lp.placement,
                     position_scheme="rotary" if lp.rotary is not None else "absolute", W_gate=W_gate,
                     window=lp.window, shared_with=lp.shared_with, ln1_present=lp.ln_attn is not None,
+                    rotary_inv_freq=None if lp.rotary is None else _np(ad.rotary_freqs[lp.rotary][0]),
+                    rotary_scaling=1.0 if lp.rotary is None else float(ad.rotary_freqs[lp.rotary][1]),
                 )
             )
     return out
@@ -247,3 +251,32 @@ def layer_weights_of(model) -> list[LayerWeights]:
                     value.flags.writeable = False
         _EXTRACTED[model] = found
     return found
+
+
+def weight_geometry_notes(layer_weights) -> list[str]:
+    """What the weight-space views show for this model where their definition (made for BERT: absolute
+    positions, one set of weights per layer, post-LN) does not carry over; one sentence each, none for BERT.
+    docs/methods.md ("Other encoder families") says the same."""
+    lws = list(layer_weights)
+    notes = []
+    if any(lw.rotary for lw in lws):
+        notes.append(
+            "This model rotates queries and keys by their positions (rotary embeddings) after W_Q and W_K, so the "
+            "weight-space search form W_Q W_Kᵀ is the score of two tokens at the same position only; at offset k "
+            "the score is qᵀ R(k) k with a rotation R(k). The weight views show that zero-offset form; the "
+            "data views (this input, across inputs) read the model's own rotated attention.")
+    if any(lw.window is not None for lw in lws):
+        w = next(lw.window for lw in lws if lw.window is not None)
+        local = ", ".join(f"L{lw.index + 1}" for lw in lws if lw.window is not None)
+        notes.append(f"Layers {local} attend locally: each token sees only the keys within {w} positions of it "
+                     "(the other layers attend globally). Keys outside the window get zero weight in the maps.")
+    if any(lw.shared for lw in lws):
+        notes.append(
+            "This model shares one set of weights across its layers (ALBERT), so every weight-space value is the "
+            "same in every row of a grid: the rows show one shared layer, repeated; what differs between layers "
+            "is the input each reads, which the data views show.")
+    if any(lw.placement == "pre" for lw in lws):
+        notes.append(
+            "This model normalises each sub-block's input (pre-LayerNorm) instead of the residual sum: its heads "
+            "read LN(x), and the stream after attention is the residual sum x + attention itself.")
+    return notes

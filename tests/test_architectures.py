@@ -203,3 +203,19 @@ def test_word_starts_follow_the_marker():
     assert bpe.continues_word("ing") and not bpe.continues_word("Ġwalk")
     assert not bpe.continues_word("The", previous_special=True)
     assert not none.continues_word("K")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_attention_rebuilt_from_the_weights_is_each_familys_own(family):
+    """bertgeom.attention.correct_attention (the analyses' numpy attention: pre-LN input, rotary positions,
+    local windows read from LayerWeights) equals the model's own maps, padding masked."""
+    from bertgeom.attention import correct_attention
+    from bertgeom.weights import extract_layer_weights
+
+    model = _model(family)
+    ids, mask = _batch(60, 1)
+    ref = _own(model, ids, mask)
+    for l, lw in enumerate(extract_layer_weights(model)):
+        for b, n in enumerate(mask.sum(1)):
+            got = correct_attention(ref.hidden_states[l][b].numpy(), lw, attention_mask=mask[b])
+            np.testing.assert_allclose(got[:, :n], ref.attentions[l][b, :, :n].numpy(), atol=1e-5)

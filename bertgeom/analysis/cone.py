@@ -40,7 +40,6 @@ from bertgeom.attention import (
     faithful_qkv,
     merge_heads,
     project_qkv,
-    split_heads,
     to_numpy,
 )
 from bertgeom.tokens import TOKEN_SETS
@@ -278,17 +277,11 @@ def layer_streams(
     X = to_numpy(X).astype(np.float64)
     out: dict[str, np.ndarray] = {"layer_input": X}
     pre = getattr(lw, "placement", "post") == "pre"
-    # a pre-LN layer's heads read the normalised input (ModernBERT's first layer reads it as it is)
-    X_att = layer_norm(X, lw.ln1_gamma, lw.ln1_beta, lw.ln1_eps) if pre and lw.ln1_present else X
+    # project_qkv reads what the heads read (a pre-LN layer's LN_1(X), rotary positions applied)
+    _, _, V = project_qkv(X, lw, bias=True)
     if attention is None:
-        if getattr(lw, "rotary", False) or getattr(lw, "window", None) is not None:
-            raise ValueError("rotary or local attention cannot be recomputed from W_q/W_k alone: pass the "
-                             "model's attention")
-        _, _, V = project_qkv(X_att, lw, bias=True)
-        A = correct_attention(X_att, lw, attention_mask=attention_mask)
+        A = correct_attention(X, lw, attention_mask=attention_mask)
     else:
-        # only the values are needed when the model's attention is given
-        V = split_heads(X_att @ lw.W_v.T.astype(np.float64) + lw.b_v, lw.num_heads, lw.head_dim)
         A = to_numpy(attention).astype(np.float64)
     Z = A @ V  # [H, T, dh]
     out["attention"] = A
