@@ -7,7 +7,7 @@ intervention points:
 * ``attentions`` / ``hidden_states`` -- which internals are returned;
 * ``disabled`` -- heads disabled (``[L, H]`` for the batch or ``[B, L, H]``, one ablation per row),
   by ``disable_as="uniform"`` (Kovaleva et al.'s constant ``1/n`` over the real keys) or ``"zero"``
-  (the head's output removed, Hugging Face's ``head_mask``);
+  (the head's output removed, what Hugging Face's former ``head_mask`` did);
 * ``grad`` -- autograd kept (through the attention weights when they are returned, through the input
   embeddings with ``inputs_embeds``); otherwise ``torch.inference_mode``;
 * ``inputs_embeds`` -- word embeddings in place of token ids (integrated gradients interpolates them);
@@ -21,14 +21,17 @@ intervention points:
 * device -- every input tensor is moved to the model's device; outputs stay there.
 
 **Functional recomputation, no hooks, no copies.** The loaded model is shared by every session of a
-server and never mutated: the recomputation calls the model's own sub-modules (``embeddings``, per
-layer ``query``/``key``/``value``, ``attention.output``, ``intermediate``, ``output``, pooler and
-classifier) and does the attention itself, following transformers' eager BERT code (scores
+server and never mutated: the recomputation reads the model through its architecture adapter
+(:func:`bertgeom.architectures.adapter_of`: the family's own embedding module, then per layer views of
+its own Q/K/V/O and MLP weights and its LayerNorm modules) and runs one layer function for every family
+(:func:`_layer`: post- or pre-LayerNorm, plain or gated MLP, absolute or rotary positions, global or
+local attention), doing the attention itself as transformers' eager code does (scores
 ``Q K^T d^-1/2`` plus the padding mask, softmax, ``@ V``). The tests check that it reproduces the
-model's own logits, attention weights and hidden states. Supported: BERT-family encoders with
-absolute position embeddings. Without attention maps a uniform head's output is written directly as
-the mean of V over the real keys (what a uniform map times V gives), so no ``[B, H, T, T]`` tensor
-is built.
+model's own logits, attention weights and hidden states for BERT, RoBERTa, ELECTRA, DistilBERT,
+ALBERT, ESM-2 and ModernBERT (tests/test_architectures.py). Without attention maps a uniform head's
+output is written directly as the mean of V over the real keys (what a uniform map times V gives), so
+no ``[B, H, T, T]`` tensor is built. Head disabling is this engine's own intervention (transformers 5
+dropped ``head_mask``), so it works on every family.
 
 **Precision policy.** :func:`resolve_precision`: ``auto`` means bf16 for forwards whose numbers
 nobody reads one by one (classification, and attributions whose completeness is checked) on a device
