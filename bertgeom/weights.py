@@ -262,8 +262,8 @@ def weight_geometry_notes(layer_weights) -> list[str]:
     if any(lw.rotary for lw in lws):
         notes.append(
             "This model rotates queries and keys by their positions (rotary embeddings) after W_Q and W_K, so the "
-            "weight-space search form W_Q W_Kᵀ is the score of two tokens at the same position only; at offset k "
-            "the score is qᵀ R(k) k with a rotation R(k). The weight views show that zero-offset form; the "
+            "weight-space search form W_Q W_Kᵀ is the score of two tokens at the same position only; for tokens i "
+            "and j the score is q_iᵀ R(j−i) k_j with a rotation R. The weight views show that zero-offset form; the "
             "data views (this input, across inputs) read the model's own rotated attention.")
     if any(lw.window is not None for lw in lws):
         w = next(lw.window for lw in lws if lw.window is not None)
