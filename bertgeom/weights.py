@@ -268,7 +268,9 @@ def weight_geometry_notes(layer_weights) -> list[str]:
     if any(lw.window is not None for lw in lws):
         w = next(lw.window for lw in lws if lw.window is not None)
         local = ", ".join(f"L{lw.index + 1}" for lw in lws if lw.window is not None)
-        notes.append(f"Layers {local} attend locally: each token sees only the keys within {w} positions of it "
+        many = sum(lw.window is not None for lw in lws) > 1
+        notes.append(f"{'Layers' if many else 'Layer'} {local} {'attend' if many else 'attends'} locally: each "
+                     f"token sees only the keys within {w} positions of it "
                      "(the other layers attend globally). Keys outside the window get zero weight in the maps.")
     if any(lw.shared for lw in lws):
         notes.append(
