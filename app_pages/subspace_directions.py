@@ -13,6 +13,7 @@ from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
 from bertgeom.ui.subspace import TABS
 from bertgeom.ui.tabs import offered_tabs
 from bertgeom.ui.subspace.view import View
+from bertgeom.weights import weight_geometry_notes
 from bertgeom.ui.widgets import head_picker, open_tabs, remember_widgets, restore_widgets, teaching
 
 CAVEAT = (
@@ -82,6 +83,8 @@ try:
 except ValueError as exc:
     st.error(f"This model's attention weights cannot be read: {plain(str(exc).splitlines()[0])}")
     st.stop()
+for note in weight_geometry_notes(lws):  # where a definition made for BERT does not carry over to this model
+    st.info(note, icon=":material/info:")
 view = View(loaded, trace, model_id, text, layer, head, eps=eps, token_set=token_set, rank_rtol=rank_rtol,
             sym_rtol=sym_rtol, nbins=nbins, faithful=faithful, lws=lws)
 render = {t.title: t.render for t in offered_tabs(TABS, view)}

@@ -71,19 +71,46 @@ def merge_heads(Z: np.ndarray) -> np.ndarray:
     return Z.reshape(*Z.shape[:-2], -1)
 
 
+def _rotate_half(x: np.ndarray) -> np.ndarray:
+    h = x.shape[-1] // 2
+    return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+
+
+def rotary(x: np.ndarray, inv_freq: np.ndarray, scaling: float = 1.0) -> np.ndarray:
+    """``x [..., T, d_head]`` rotated by position ``0..T-1`` (RoFormer, Su et al. 2021 arXiv:2104.09864,
+    in the half-split layout ESM-2 and ModernBERT use)."""
+    T = x.shape[-2]
+    freqs = np.arange(T, dtype=np.float64)[:, None] * np.asarray(inv_freq, dtype=np.float64)[None, :]
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    return x * (np.cos(emb) * scaling) + _rotate_half(x) * (np.sin(emb) * scaling)
+
+
+def layer_norm_np(X: np.ndarray, gamma, beta, eps: float) -> np.ndarray:
+    mu = X.mean(-1, keepdims=True)
+    var = ((X - mu) ** 2).mean(-1, keepdims=True)
+    return (X - mu) / np.sqrt(var + eps) * gamma + beta
+
+
 def project_qkv(X, lw, *, bias: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-head queries, keys, values of one layer: each ``[H, T, d_head]`` (float64).
+    """Per-head queries, keys, values of one layer as its scores use them: each ``[H, T, d_head]`` (float64).
 
     ``Q = X W_q^T + b_q`` split into heads (rows ``s`` of the (out, in) weight), same for K, V.
-    ``X``: ``[T, d]`` layer input ``hidden_states[l]``.
+    ``X``: ``[T, d]`` layer input ``hidden_states[l]``. For a pre-LayerNorm layer (ESM-2, ModernBERT)
+    the heads read ``LN_1(X)``; with rotary positions Q and K are rotated by position (0..T-1), so
+    :func:`correct_attention` reproduces every family's own attention.
     """
     X = to_numpy(X).astype(np.float64)
+    if getattr(lw, "placement", "post") == "pre" and getattr(lw, "ln1_present", True):
+        X = layer_norm_np(X, lw.ln1_gamma, lw.ln1_beta, lw.ln1_eps)
     res = []
     for W, b in ((lw.W_q, lw.b_q), (lw.W_k, lw.b_k), (lw.W_v, lw.b_v)):
         Y = X @ W.T.astype(np.float64)
         if bias:
             Y = Y + b
         res.append(split_heads(Y, lw.num_heads, lw.head_dim))
+    inv = getattr(lw, "rotary_inv_freq", None)
+    if inv is not None:
+        res[0], res[1] = rotary(res[0], inv, lw.rotary_scaling), rotary(res[1], inv, lw.rotary_scaling)
     return tuple(res)
 
 
@@ -110,7 +137,15 @@ def attention_from_scores(Q, K, scaling: float, attention_mask=None) -> np.ndarr
 def correct_attention(X, lw, attention_mask=None) -> np.ndarray:
     """The model's attention ``[H, T, T]``: ``softmax(Q_h K_h^T * scaling + mask)`` with biases."""
     Q, K, _ = project_qkv(X, lw, bias=True)
-    return attention_from_scores(Q, K, lw.scaling, attention_mask)
+    window = getattr(lw, "window", None)
+    if window is None:
+        return attention_from_scores(Q, K, lw.scaling, attention_mask)
+    S = (Q @ np.swapaxes(K, -1, -2)) * lw.scaling  # a local layer: keys beyond the window get no weight
+    T = S.shape[-1]
+    allowed = np.abs(np.arange(T)[:, None] - np.arange(T)[None, :]) <= window
+    if attention_mask is not None:
+        allowed = allowed & np.asarray(to_numpy(attention_mask)).astype(bool).reshape(-1)[None, :]
+    return softmax(np.where(allowed, S, -np.inf))
 
 
 def faithful_attention(X, lw) -> np.ndarray:

@@ -380,15 +380,16 @@ def export_dir() -> Path:
 
 
 def _graph_module(model):
-    """An ``nn.Module`` ``(input_ids, attention_mask) -> logits`` built from ``model``'s own sub-modules:
-    the classification forward of :func:`bertgeom.forward.run_forward` (``attention="sdpa"``,
-    ``logits_only``) with shapes kept symbolic for the export (padding always masked)."""
+    """An ``nn.Module`` ``(input_ids, attention_mask) -> logits`` built from ``model``'s own weights: the
+    classification forward of :func:`bertgeom.forward.run_forward` (``attention="sdpa"``,
+    ``logits_only``), the same layer function (:func:`bertgeom.forward._layer`) for every family, with
+    shapes kept symbolic for the export (padding always masked)."""
     import torch
 
-    from bertgeom.forward import model_parts
+    from bertgeom.forward import _layer, adapter, layer_context
 
-    _, _, emb, layers, head = model_parts(model)
-    if head is None:
+    ad = adapter(model)
+    if ad.head is None:
         raise BackendError("only a classifier (a model with logits) can be exported.")
 
     class ClassifierGraph(torch.nn.Module):
@@ -397,23 +398,17 @@ def _graph_module(model):
             self.model = model
 
         def forward(self, input_ids, attention_mask):
-            x = emb(input_ids=input_ids, token_type_ids=torch.zeros_like(input_ids))
-            mask = attention_mask[:, None, None, :] > 0
-            last = len(layers) - 1
-            for i, layer in enumerate(layers):
-                sa = layer.attention.self
-                h, d = int(sa.num_attention_heads), int(sa.attention_head_size)
-                xq = x[:, :1] if i == last else x
-
-                def split(lin, inp):
-                    return lin(inp).unflatten(-1, (h, d)).transpose(1, 2)
-
-                ctx = torch.nn.functional.scaled_dot_product_attention(
-                    split(sa.query, xq), split(sa.key, x), split(sa.value, x), attn_mask=mask, scale=d**-0.5)
-                ctx = ctx.transpose(1, 2).flatten(2)
-                att = layer.attention.output(ctx, xq)
-                x = layer.output(layer.intermediate(att), att)
-            return head(x)
+            x = ad.embed(input_ids, None, attention_mask)
+            real = attention_mask > 0
+            w = attention_mask.to(x.dtype)
+            ctx = layer_context(ad, x, real, w / w.sum(-1, keepdim=True))
+            last = ad.num_layers - 1
+            for i, lp in enumerate(ad.layers):
+                x, _ = _layer(ad, lp, x, ctx, None, need_attn=False, fused=True, zero=False,
+                              cls_only=i == last and ad.head_reads == "cls")
+            if ad.final_norm is not None:
+                x = ad.final_norm(x)
+            return ad.classify(x, attention_mask)
 
     return ClassifierGraph().eval()
 
@@ -558,7 +553,7 @@ class _OnnxRuntime:
 
 def runtime_classifier(model, backend: str, precision: str = "fp32", threads: int | None = None,
                        streams: int = 1):
-    """A callable ``ids [B, T] int64 -> logits [B, C] float32`` (PAD = 0 masked) running ``model``'s
+    """A callable ``ids [B, T] int64 -> logits [B, C] float32`` (the model's PAD id masked) running ``model``'s
     exported classification forward on ``backend`` (``openvino`` or ``onnxruntime``) in ``precision``;
     ``threads``: the runtime's threads per call (None: its own default, every core); ``streams``: calls
     it may run at once from as many Python threads (each with ``threads``)."""
@@ -567,10 +562,11 @@ def runtime_classifier(model, backend: str, precision: str = "fp32", threads: in
     if backend not in available_backends():
         raise BackendError(f"the {backend} backend is not installed: pip install 'bertgeom[fast]'.")
     path = exported_onnx(model)
+    pad_id = int(getattr(model.config, "pad_token_id", 0) or 0)
     run = _OpenVINO(path, precision, threads, streams) if backend == "openvino" else _OnnxRuntime(path, threads)
 
     def logits(ids: np.ndarray) -> np.ndarray:
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        return run(ids, (ids != 0).astype(np.int64))
+        return run(ids, (ids != pad_id).astype(np.int64))
 
     return logits

@@ -7,7 +7,7 @@ intervention points:
 * ``attentions`` / ``hidden_states`` -- which internals are returned;
 * ``disabled`` -- heads disabled (``[L, H]`` for the batch or ``[B, L, H]``, one ablation per row),
   by ``disable_as="uniform"`` (Kovaleva et al.'s constant ``1/n`` over the real keys) or ``"zero"``
-  (the head's output removed, Hugging Face's ``head_mask``);
+  (the head's output removed, what Hugging Face's former ``head_mask`` did);
 * ``head_gates`` -- a multiplicative gate on every head's output (``[L, H]`` or ``[B, L, H]``, 1 = as
   trained), applied to the head's slice of the context before ``attention.output.dense``: Michel et
   al.'s xi_h; a gate tensor that requires grad gives ``dL/dxi_h`` (never transformers' ``head_mask``);
@@ -27,14 +27,17 @@ intervention points:
 * device -- every input tensor is moved to the model's device; outputs stay there.
 
 **Functional recomputation, no hooks, no copies.** The loaded model is shared by every session of a
-server and never mutated: the recomputation calls the model's own sub-modules (``embeddings``, per
-layer ``query``/``key``/``value``, ``attention.output``, ``intermediate``, ``output``, pooler and
-classifier) and does the attention itself, following transformers' eager BERT code (scores
+server and never mutated: the recomputation reads the model through its architecture adapter
+(:func:`bertgeom.architectures.adapter_of`: the family's own embedding module, then per layer views of
+its own Q/K/V/O and MLP weights and its LayerNorm modules) and runs one layer function for every family
+(:func:`_layer`: post- or pre-LayerNorm, plain or gated MLP, absolute or rotary positions, global or
+local attention), doing the attention itself as transformers' eager code does (scores
 ``Q K^T d^-1/2`` plus the padding mask, softmax, ``@ V``). The tests check that it reproduces the
-model's own logits, attention weights and hidden states. Supported: BERT-family encoders with
-absolute position embeddings. Without attention maps a uniform head's output is written directly as
-the mean of V over the real keys (what a uniform map times V gives), so no ``[B, H, T, T]`` tensor
-is built.
+model's own logits, attention weights and hidden states for BERT, RoBERTa, ELECTRA, DistilBERT,
+ALBERT, ESM-2 and ModernBERT (tests/test_architectures.py). Without attention maps a uniform head's
+output is written directly as the mean of V over the real keys (what a uniform map times V gives), so
+no ``[B, H, T, T]`` tensor is built. Head disabling is this engine's own intervention (transformers 5
+dropped ``head_mask``), so it works on every family.
 
 **Precision policy.** :func:`resolve_precision`: ``auto`` means bf16 for forwards whose numbers
 nobody reads one by one (classification, and attributions whose completeness is checked) on a device
@@ -68,6 +71,7 @@ __all__ = [
     "resolve_precision",
     "run_forward",
     "model_parts",
+    "adapter",
 ]
 
 #: The choices of ``--precision``.
@@ -207,43 +211,22 @@ class ForwardOutput:
 def model_parts(loaded):
     """``(model, base, embeddings, layers, head)`` of a supported model; ``head(seq) -> logits`` or None.
 
-    Raises :class:`ForwardError` (one sentence) for a model the recomputation does not follow."""
-    model = getattr(loaded, "model", loaded)
-    base = model.base_model
-    cfg = model.config
-    if getattr(cfg, "is_decoder", False):
-        raise ForwardError("The recomputed forward supports encoders only (this model is a decoder).")
-    pos = getattr(cfg, "position_embedding_type", "absolute") or "absolute"
-    if pos != "absolute":
-        raise ForwardError(f"The recomputed forward supports absolute position embeddings, not '{pos}'.")
-    enc = getattr(base, "encoder", None)
-    layers = getattr(enc, "layer", None)
-    emb = getattr(base, "embeddings", None)
-    if layers is None or emb is None:
-        raise ForwardError(f"{type(model).__name__} has no BERT-style embeddings/encoder.layer.")
-    for layer in layers:
-        att = getattr(layer, "attention", None)
-        if att is None or not all(hasattr(att.self, n) for n in ("query", "key", "value")) or not all(
-            hasattr(layer, n) for n in ("intermediate", "output")
-        ):
-            raise ForwardError(f"{type(model).__name__} does not have the BERT layer layout.")
-    head = None
-    classifier = getattr(model, "classifier", None)
-    if classifier is not None and model is not base:
-        pooler = getattr(base, "pooler", None)
-        from torch import nn
+    Kept for callers written against the BERT layout: ``layers`` are the adapter's
+    :class:`~bertgeom.architectures.LayerParts`, ``embeddings`` the model's embedding module. New code
+    reads :func:`bertgeom.architectures.adapter_of` instead. Raises :class:`ForwardError` (one sentence)
+    for a model the recomputation does not follow."""
+    ad = adapter(loaded)
+    return ad.model, ad.base, getattr(ad.base, "embeddings", None), ad.layers, ad.head
 
-        if isinstance(classifier, nn.Linear):
-            if pooler is None:
-                raise ForwardError("A linear classifier without a pooler is not supported.")
 
-            def head(seq):  # BertForSequenceClassification: dropout (identity in eval) + linear on the pooler
-                return classifier(pooler(seq))
-        else:
+def adapter(loaded):
+    """The model's :class:`~bertgeom.architectures.Adapter`, or :class:`ForwardError` with its sentence."""
+    from bertgeom.architectures import ArchitectureError, adapter_of
 
-            def head(seq):  # RoBERTa-style head reads the sequence itself
-                return classifier(seq)
-    return model, base, emb, layers, head
+    try:
+        return adapter_of(loaded)
+    except ArchitectureError as exc:
+        raise ForwardError(str(exc)) from exc
 
 
 def _as_long(x, dev):
@@ -255,66 +238,119 @@ def _as_long(x, dev):
     return torch.as_tensor(np.array(x, dtype=np.int64, copy=True)).to(dev)
 
 
-def _layer(layer, x, key_real, uniform_w, dis_bh, *, need_attn: bool, fused: bool, zero: bool,
-           cls_only: bool = False, gates_bh=None, paths: tuple[bool, bool] = (True, True)):
-    """One BERT layer; heads in ``dis_bh [B, H]`` uniform (or zeroed). Returns (output, probs or None).
+@dataclass
+class LayerContext:
+    """What every layer of one forward shares: ``key_real [B, T]`` bool (None: every key real), the
+    uniform weights ``[B, T]``, the rotary tables by key (``(cos, sin)`` ``[1, T, d]``) and the
+    local-attention masks by window (``[T, T]`` bool, True where a key is within the window)."""
 
-    ``key_real [B, T]`` bool (None: every key real); ``uniform_w [B, T]`` the uniform weights.
-    ``cls_only``: only the [CLS] row is computed as a query (keys and values from every token), so the
-    output is ``[B, 1, D]``: the last layer of a forward that only needs the pooler's input.
-    ``gates_bh [B, H]`` multiplies each head's output (None: ungated); ``paths`` = (skips, MLP) kept."""
+    key_real: Any
+    uniform_w: Any
+    rotary: dict
+    windows: dict
+
+
+def layer_context(ad, x, key_real, uniform_w) -> LayerContext:
+    """The :class:`LayerContext` of a forward whose layer input is ``x [B, T, D]``."""
     import torch
 
-    sa = layer.attention.self
+    T = int(x.shape[1])
+    rot, win = {}, {}
+    pos = torch.arange(T, device=x.device)
+    for lp in ad.layers:
+        if lp.rotary is not None and lp.rotary not in rot:
+            rot[lp.rotary] = ad.rotary(lp.rotary, x, pos[None])
+        if lp.window is not None and lp.window not in win:
+            win[lp.window] = (pos[:, None] - pos[None, :]).abs() <= lp.window
+    return LayerContext(key_real, uniform_w, rot, win)
+
+
+def _attention_block(ad, lp, x, ctx: LayerContext, dis_bh, *, need_attn: bool, fused: bool, zero: bool,
+                     cls_only: bool, gates_bh=None):
+    """The attention sub-block of one layer: ``(W_o · heads, probs or None)``, ``[B, Tq, D]``;
+    ``gates_bh [B, H]`` multiplies each head's output before ``W_o`` (None: ungated)."""
+    import torch
+
     B, T, _ = x.shape
-    n_heads = int(sa.num_attention_heads)
-    d = int(sa.attention_head_size)
+    H, d = lp.num_heads, lp.head_dim
     xq = x[:, :1] if cls_only else x
     Tq = int(xq.shape[1])
 
-    def split(lin, inp, rows):
-        return lin(inp).view(B, rows, n_heads, d).transpose(1, 2)
+    def split(W, b, inp, rows):
+        return torch.nn.functional.linear(inp, W, b).view(B, rows, H, d).transpose(1, 2)
 
-    q, k, v = split(sa.query, xq, Tq), split(sa.key, x, T), split(sa.value, x, T)
+    q, k, v = split(lp.W_q, lp.b_q, xq, Tq), split(lp.W_k, lp.b_k, x, T), split(lp.W_v, lp.b_v, x, T)
+    scale = d**-0.5
+    if lp.rotary is not None:
+        from bertgeom.architectures import _rotate
+
+        cos, sin = ctx.rotary[lp.rotary]
+        if lp.scale_before_rotary:
+            q, scale = q * scale, 1.0
+        qc, qs = (cos[:, :1], sin[:, :1]) if cls_only else (cos, sin)
+        q, _ = _rotate(q, q, qc, qs)
+        _, k = _rotate(k, k, cos, sin)
+    allowed = None if ctx.key_real is None else ctx.key_real[:, None, None, :]
+    if lp.window is not None:
+        near = ctx.windows[lp.window][:1] if cls_only else ctx.windows[lp.window]
+        allowed = near[None, None] if allowed is None else allowed & near[None, None]
     probs = None
     if not fused:
-        scores = torch.matmul(q, k.transpose(-1, -2)).float() * (d**-0.5)
-        if key_real is not None:
-            scores = scores.masked_fill(~key_real[:, None, None, :], torch.finfo(scores.dtype).min)
+        scores = torch.matmul(q, k.transpose(-1, -2)).float() * scale
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
         probs = torch.softmax(scores, dim=-1)
         if dis_bh is not None:
             if zero:
                 probs = torch.where(dis_bh[:, :, None, None], torch.zeros_like(probs), probs)
             else:
-                probs = torch.where(dis_bh[:, :, None, None], uniform_w[:, None, None, :].to(probs.dtype), probs)
-        ctx = torch.matmul(probs.to(v.dtype), v)
+                probs = torch.where(dis_bh[:, :, None, None], ctx.uniform_w[:, None, None, :].to(probs.dtype), probs)
+        heads = torch.matmul(probs.to(v.dtype), v)
     else:  # fused attention; a uniform head's output is the mean of V over the real keys, one row for all queries
-        mask = None if key_real is None else key_real[:, None, None, :]
-        ctx = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=d**-0.5)
+        heads = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale)
         if dis_bh is not None:
             if zero:
-                repl = torch.zeros_like(ctx[:, :, :1])
+                repl = torch.zeros_like(heads[:, :, :1])
             else:
-                repl = torch.matmul(uniform_w[:, None, None, :].to(v.dtype), v)  # [B, H, 1, d]
-            ctx = torch.where(dis_bh[:, :, None, None], repl.to(ctx.dtype), ctx)
+                repl = torch.matmul(ctx.uniform_w[:, None, None, :].to(v.dtype), v)  # [B, H, 1, d]
+            heads = torch.where(dis_bh[:, :, None, None], repl.to(heads.dtype), heads)
     if gates_bh is not None:
-        ctx = ctx * gates_bh[:, :, None, None].to(ctx.dtype)
-    ctx = ctx.transpose(1, 2).reshape(B, Tq, n_heads * d)
-    return _after_attention(layer, ctx, xq, *paths), (probs if need_attn else None)
+        heads = heads * gates_bh[:, :, None, None].to(heads.dtype)
+    heads = heads.transpose(1, 2).reshape(B, Tq, H * d)
+    return torch.nn.functional.linear(heads, lp.W_o, lp.b_o), (probs if need_attn else None)
 
 
-def _after_attention(layer, ctx, xq, skips: bool, mlp: bool):
-    """The rest of a BERT layer after the heads' concatenated output ``ctx``: the model's own output
-    modules (``skips`` and ``mlp`` kept), or Dong et al.'s ablations of them (the same sub-modules,
-    called without their residual input, or the feed-forward block skipped)."""
-    out_a = layer.attention.output
-    att_out = out_a(ctx, xq) if skips else out_a.LayerNorm(out_a.dense(ctx))
+def _layer(ad, lp, x, ctx: LayerContext, dis_bh, *, need_attn: bool, fused: bool, zero: bool,
+           cls_only: bool = False, gates_bh=None, paths: tuple[bool, bool] = (True, True)):
+    """One encoder layer of any family (:class:`~bertgeom.architectures.LayerParts`: post- or pre-LN,
+    plain or gated MLP, absolute or rotary positions, global or local attention); heads in ``dis_bh
+    [B, H]`` uniform (or zeroed), each head's output scaled by ``gates_bh [B, H]``. Returns
+    ``(output, probs or None)``.
+
+    ``paths`` = (skips, MLP) kept: Dong et al.'s path ablations drop the two residual connections
+    (the LayerNorms stay where the family has them) or the feed-forward block (the layer's output is
+    the attention block's).
+
+    ``cls_only``: only the [CLS] row is computed as a query (keys and values from every token), so the
+    output is ``[B, 1, D]``: the last layer of a forward that only needs the [CLS] vector. The one
+    layer: the fused export (:mod:`bertgeom.backends`) runs this function too."""
+    skips, mlp = paths
+    kw = dict(need_attn=need_attn, fused=fused, zero=zero, cls_only=cls_only, gates_bh=gates_bh)
+    xq = x[:, :1] if cls_only else x
+    if lp.placement == "pre":
+        a_in = lp.ln_attn(x) if lp.ln_attn is not None else x
+        att, probs = _attention_block(ad, lp, a_in, ctx, dis_bh, **kw)
+        h = xq + att if skips else att
+        if not mlp:
+            return h, probs
+        m = ad.mlp(lp, lp.ln_mlp(h))
+        return (h + m if skips else m), probs
+    att, probs = _attention_block(ad, lp, x, ctx, dis_bh, **kw)
+    h = lp.ln_attn(xq + att if skips else att)
     if not mlp:
-        return att_out
-    inner = layer.intermediate(att_out)
-    if skips:
-        return layer.output(inner, att_out)
-    return layer.output.LayerNorm(layer.output.dense(inner))
+        return h, probs
+    m = ad.mlp(lp, h)
+    return lp.ln_mlp(h + m if skips else m), probs
 
 
 def _check_options(precision: str, attention: str, disable_as: str) -> None:
@@ -436,16 +472,16 @@ def _head_gates(head_gates, B: int, L: int, n_heads: int, dev):
     return g.to(dev)
 
 
-def _first_hidden(emb, ids, x_in, start_hidden, start_layer: int, B: int, T: int, dev, dtype):
-    """The input of layer ``start_layer``: the embeddings (``start_layer = 0``) or ``start_hidden``
+def _first_hidden(ad, ids, x_in, mask, start_hidden, start_layer: int, B: int, dev, dtype):
+    """The input of layer ``start_layer``: the embeddings (``start_layer = 0``, through the adapter:
+    the family's embedding module and its projection to the hidden size) or ``start_hidden``
     broadcast to the batch (called inside the caller's grad and autocast contexts)."""
     import torch
 
     if start_hidden is None:
         if start_layer:
             raise ValueError("start_layer > 0 needs start_hidden")
-        tt = torch.zeros((B, T), dtype=torch.long, device=dev)
-        return emb(input_ids=ids, token_type_ids=tt) if ids is not None else emb(inputs_embeds=x_in, token_type_ids=tt)
+        return ad.embed(ids, x_in, mask)
     x = start_hidden if isinstance(start_hidden, torch.Tensor) else torch.as_tensor(
         np.array(start_hidden, dtype=np.float32, copy=True))
     x = x.to(device=dev, dtype=dtype)
@@ -496,7 +532,9 @@ def run_forward(
     import torch
 
     _check_options(precision, attention, disable_as)
-    model = getattr(loaded, "model", loaded)
+    from bertgeom.architectures import torch_model
+
+    model = torch_model(loaded)
     param = next(model.parameters())
     dev = param.device
     ids, x_in, B, T, mask_cpu = _batch(input_ids, inputs_embeds, attention_mask, dev)
@@ -513,33 +551,36 @@ def run_forward(
         return _models_own_forward(model, ids, x_in, mask, (guard, autocast), attentions=attentions,
                                    hidden_states=hidden_states, precision=precision)
 
-    model, _, emb, layers, head = model_parts(model)
-    L = len(layers)
-    n_heads = int(layers[0].attention.self.num_attention_heads)
+    ad = adapter(model)
+    L = ad.num_layers
+    n_heads = ad.num_heads
     dis, dis_any = _disabled_heads(disabled, B, L, n_heads, start_layer, dev)
     gates = _head_gates(head_gates, B, L, n_heads, dev)
     paths = (not remove_skips, not remove_mlps)
     all_real = bool(mask_cpu.all())
+    shorten = logits_only and ad.head_reads == "cls"  # a head pooling every token needs every row
     with guard, autocast:
-        x = _first_hidden(emb, ids, x_in, start_hidden, start_layer, B, T, dev, param.dtype)
+        x = _first_hidden(ad, ids, x_in, mask, start_hidden, start_layer, B, dev, param.dtype)
         key_real = None if all_real else mask.bool()
         real = mask.float()
         uniform_w = real / real.sum(-1, keepdim=True)  # [B, T]
+        ctx = layer_context(ad, x, key_real, uniform_w)
         cls = [x[:, 0]] if start_layer == 0 else []
         hiddens = [x] if (hidden_states and start_layer == 0) else []
         attns = []
         for l in range(start_layer, L):
             dis_l = dis[:, l] if dis is not None and dis_any[l] else None
-            x, p = _layer(layers[l], x, key_real, uniform_w, dis_l, need_attn=attentions,
-                          fused=attention == "sdpa", zero=disable_as == "zero",
-                          cls_only=logits_only and l == L - 1,
+            x, p = _layer(ad, ad.layers[l], x, ctx, dis_l, need_attn=attentions, fused=attention == "sdpa",
+                          zero=disable_as == "zero", cls_only=shorten and l == L - 1,
                           gates_bh=None if gates is None else gates[:, l], paths=paths)
+            if l == L - 1 and ad.final_norm is not None:
+                x = ad.final_norm(x)  # pre-LN families: the last hidden state is normalised (as theirs)
             cls.append(x[:, 0])
             if hidden_states:
                 hiddens.append(x)
             if attentions:
                 attns.append(p)
-        logits = head(x) if head is not None else None
+        logits = ad.classify(x, mask)
     return ForwardOutput(
         last_hidden=x,
         cls=torch.stack(cls, dim=1),

@@ -155,6 +155,23 @@ def normalise_text(text: str) -> str:
     return (text or "").strip()
 
 
+def _scanned_offsets(text: str, tokens: list[str], special: set, ids: np.ndarray) -> np.ndarray:
+    """``[T, 2]`` character spans of ``tokens`` found in order in ``text`` (case-insensitive, subword
+    markers dropped); ``(0, 0)`` for special tokens and for a token that cannot be found (an unknown)."""
+    low = text.lower()
+    out = np.zeros((len(tokens), 2), dtype=np.int64)
+    at = 0
+    for i, (t, tid) in enumerate(zip(tokens, ids.tolist())):
+        if tid in special:
+            continue
+        piece = t.lstrip("#").lstrip("\u0120\u2581").lower()
+        j = low.find(piece, at) if piece else -1
+        if j >= 0:
+            out[i] = (j, j + len(piece))
+            at = j + len(piece)
+    return out
+
+
 def encode_text(loaded: LoadedModel, text: str) -> EncodedInput:
     """Tokenise English (or any) text with the model's own tokenizer, keeping char offsets."""
     key = normalise_text(text)
@@ -166,9 +183,14 @@ def encode_text(loaded: LoadedModel, text: str) -> EncodedInput:
         )
     tok = loaded.tokenizer
     # the text kind's own step: a Hugging Face tokenizer's character offsets
-    enc = tok(key, return_offsets_mapping=True, truncation=False, add_special_tokens=True)
-    ids = np.asarray(enc["input_ids"], dtype=np.int64)
-    offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+    if getattr(tok, "is_fast", True):
+        enc = tok(key, return_offsets_mapping=True, truncation=False, add_special_tokens=True)
+        ids = np.asarray(enc["input_ids"], dtype=np.int64)
+        offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+    else:  # a Python tokenizer (ESM-2's amino-acid vocabulary) gives no offsets: find each token in the text
+        ids = np.asarray(tok(key, truncation=False, add_special_tokens=True)["input_ids"], dtype=np.int64)
+        offsets = _scanned_offsets(key, tok.convert_ids_to_tokens(ids.tolist()), set(tok.all_special_ids or []),
+                                   ids)
     notes: list[str] = []
     limit = loaded.max_tokens
     if len(ids) > limit:

@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bertgeom.architectures import FAMILIES, ArchitectureError, family_of_config
 from bertgeom.runtime import package_import_lock
 from bertgeom.tokens import Tokenizer
 
-#: Model families whose self-attention modules expose ``query``/``key``/``value``
-#: linear layers in ``encoder.layer[i].attention.self`` (what the analyses read).
-SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
+#: The ``model_type`` values of the encoder families the architecture adapter reads
+#: (:data:`bertgeom.architectures.FAMILIES`: BERT, RoBERTa/XLM-R/CamemBERT, ELECTRA, DistilBERT, ALBERT,
+#: ESM-2, ModernBERT).
+SUPPORTED_MODEL_TYPES = tuple(FAMILIES)
 
 #: Environment variable that lets the *web UI* load arbitrary hub ids or local paths.
 #: The library and CLI always may; a shared server must opt in (see README, Security).
@@ -304,7 +306,12 @@ class LoadedModel:
 
     @property
     def max_tokens(self) -> int:
-        return int(self.config.max_position_embeddings)
+        """The longest input the model reads (RoBERTa-style position ids start after the PAD id, so two
+        of its ``max_position_embeddings`` are never a token's)."""
+        n = int(self.config.max_position_embeddings)
+        if getattr(self.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+            n -= int(getattr(self.config, "pad_token_id", 1) or 0) + 1
+        return n
 
     @property
     def device(self) -> str:
@@ -441,11 +448,10 @@ def _load_pretrained(spec: ModelSpec) -> LoadedModel:
                 "(offline): download it where there is a network and give its local directory instead."
             ) from exc
         raise ModelLoadError(f"'{source}' is not a model id known to the Hugging Face hub.") from exc
-    if config.model_type not in SUPPORTED_MODEL_TYPES:
-        raise ModelLoadError(
-            f"'{source}' is a {config.model_type} model; bertgeom reads BERT-family encoders "
-            f"({', '.join(SUPPORTED_MODEL_TYPES)})."
-        )
+    try:
+        family_of_config(config)
+    except ArchitectureError as exc:
+        raise ModelLoadError(f"'{source}': {exc}") from exc
     archs = [a for a in (config.architectures or []) if a.endswith("ForSequenceClassification")]
     cls = AutoModelForSequenceClassification if archs else AutoModel
     try:

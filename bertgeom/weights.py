@@ -1,4 +1,13 @@
-"""Per-layer weights of a Hugging Face BERT-family encoder, as plain numpy arrays.
+"""Per-layer weights of an encoder of any family bertgeom reads, as plain numpy arrays.
+
+The weights are read through the model's architecture adapter (:func:`bertgeom.architectures.adapter_of`),
+so BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, ESM-2 and ModernBERT give the same fields. What differs
+between families is said by fields, never by module names: ``placement`` (``post``: LayerNorm after each
+residual sum, ``ln1`` = after attention, ``ln2`` = after the MLP; ``pre``: ``ln1`` before attention,
+``ln2`` before the MLP), ``position_scheme`` (``absolute``: positions are in the layer input;
+``rotary``: Q and K are rotated by position after the projections, so ``W_q``/``W_k`` alone do not give
+the scores), ``W_gate`` (ModernBERT's gated MLP), ``window`` (local attention) and ``shared_with``
+(ALBERT: the layer whose weights this one reuses).
 
 Layout convention (kept from PyTorch / Hugging Face, see docs/methods.md §8): every dense
 weight is stored **(out, in)**, so a linear map is ``y = x @ W.T + b``.
@@ -21,11 +30,11 @@ pickle cleanly (cache-friendly, e.g. for ``st.cache_data`` in the UI layer).
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["LayerWeights", "extract_layer_weights", "find_encoder_layers", "layer_weights_of"]
+__all__ = ["LayerWeights", "extract_layer_weights", "find_encoder_layers", "layer_weights_of", "weight_geometry_notes"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,10 +78,30 @@ class LayerWeights:
     ln2_eps: float
     hidden_act: str = "gelu"
     scaling: float = field(default=0.0)
+    placement: str = "post"
+    position_scheme: str = "absolute"
+    W_gate: np.ndarray | None = None
+    window: int | None = None
+    shared_with: int = -1
+    ln1_present: bool = True
+    rotary_inv_freq: np.ndarray | None = None
+    rotary_scaling: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.scaling:
             object.__setattr__(self, "scaling", float(self.head_dim) ** -0.5)
+        if self.shared_with < 0:
+            object.__setattr__(self, "shared_with", self.index)
+
+    @property
+    def rotary(self) -> bool:
+        """True when Q and K are rotated by position (their weight-space product is not the score)."""
+        return self.position_scheme == "rotary"
+
+    @property
+    def shared(self) -> bool:
+        """True when this layer reuses an earlier layer's weights (ALBERT)."""
+        return self.shared_with != self.index
 
     # ---- shapes -------------------------------------------------------------------------
     @property
@@ -136,110 +165,71 @@ class LayerWeights:
 
 # -------------------------------------------------------------------------------------------
 def find_encoder_layers(model):
-    """Return the ``nn.ModuleList`` of encoder layers of a BERT-family model.
+    """The adapter's per-layer parts (:class:`bertgeom.architectures.LayerParts`) of ``model``.
 
-    Accepts a bare encoder model (``BertModel``: ``model.encoder.layer``), a model with a task
-    head (``BertForSequenceClassification``: ``model.bert.encoder.layer``; generally
-    ``model.base_model.encoder.layer``) or any module exposing ``encoder.layer``.
-    """
-    candidates = [model]
-    for attr in ("bert", "roberta", "electra", "base_model"):
-        sub = getattr(model, attr, None)
-        if sub is not None and sub is not model:
-            candidates.append(sub)
-    for m in candidates:
-        enc = getattr(m, "encoder", None)
-        layers = getattr(enc, "layer", None) if enc is not None else None
-        if layers is not None:
-            return layers
-    raise ValueError(
-        f"Cannot find `encoder.layer` on {type(model).__name__}: expected a BERT-family model "
-        "(BertModel, BertFor*, or a module with .bert/.base_model.encoder.layer)."
-    )
+    Raises ``ValueError`` (one sentence naming the supported families) for a model bertgeom does not read."""
+    from bertgeom.architectures import adapter_of
+
+    return adapter_of(model).layers
 
 
 def _np(t) -> np.ndarray:
     return t.detach().to("cpu").float().numpy().copy()
 
 
-def _config_of(model):
-    for m in (model, getattr(model, "base_model", None), getattr(model, "bert", None)):
-        cfg = getattr(m, "config", None)
-        if cfg is not None:
-            return cfg
-    return None
+def _ln_params(ln, n: int):
+    """``(gamma, beta, eps)`` of a LayerNorm module (ones / zeros where it has no affine part or bias)."""
+    if ln is None:
+        return np.ones(n, dtype=np.float32), np.zeros(n, dtype=np.float32), 0.0
+    g = _np(ln.weight) if getattr(ln, "weight", None) is not None else np.ones(n, dtype=np.float32)
+    b = _np(ln.bias) if getattr(ln, "bias", None) is not None else np.zeros(n, dtype=np.float32)
+    return g, b, float(ln.eps)
 
 
 def extract_layer_weights(model) -> list[LayerWeights]:
     """Extract every encoder layer's weights as :class:`LayerWeights` (float32, (out, in)).
 
-    The model is not modified (no hooks, no dtype/device changes); works for any head
-    dimension (``num_heads`` and ``head_dim`` are read from the self-attention module or the
-    config).
-    """
+    The model is not modified (no hooks, no dtype/device changes); any family the architecture adapter
+    reads (see the module docstring), any head dimension."""
     import torch  # local: keep `import bertgeom.weights` light
 
-    layers = find_encoder_layers(model)
-    cfg = _config_of(model)
+    from bertgeom.architectures import adapter_of
+
+    ad = adapter_of(model)
     out: list[LayerWeights] = []
+
+    def bias(b, n):
+        return np.zeros(n, dtype=np.float32) if b is None else _np(b)
+
     with torch.no_grad():
-        for i, layer in enumerate(layers):
-            att = layer.attention
-            sa = att.self
-            so = att.output
-            num_heads = getattr(sa, "num_attention_heads", None) or getattr(
-                cfg, "num_attention_heads"
-            )
-            head_dim = getattr(sa, "attention_head_size", None) or (
-                sa.query.weight.shape[0] // num_heads
-            )
-            scaling = getattr(sa, "scaling", None)
-            act = getattr(cfg, "hidden_act", "gelu") if cfg is not None else "gelu"
-            if not isinstance(act, str):
-                act = getattr(act, "__name__", "gelu")
-
-            def bias(lin):
-                if lin.bias is None:
-                    return np.zeros(lin.weight.shape[0], dtype=np.float32)
-                return _np(lin.bias)
-
-            def ln_params(ln):
-                g = _np(ln.weight) if ln.weight is not None else None
-                n = ln.normalized_shape[0]
-                if g is None:
-                    g = np.ones(n, dtype=np.float32)
-                b = _np(ln.bias) if getattr(ln, "bias", None) is not None else np.zeros(
-                    n, dtype=np.float32
-                )
-                return g, b, float(ln.eps)
-
-            g1, be1, e1 = ln_params(so.LayerNorm)
-            g2, be2, e2 = ln_params(layer.output.LayerNorm)
+        for lp in ad.layers:
+            if lp.shared_with != lp.index:  # ALBERT: the same arrays, read once
+                out.append(replace(out[lp.shared_with], index=lp.index, shared_with=lp.shared_with))
+                continue
+            D = int(lp.W_q.shape[1])
+            g1, be1, e1 = _ln_params(lp.ln_attn, D)
+            g2, be2, e2 = _ln_params(lp.ln_mlp, D)
+            W1 = _np(lp.W_1)
+            b1 = bias(lp.b_1, W1.shape[0])
+            W_gate = None
+            if lp.gated:
+                half = W1.shape[0] // 2
+                W1, W_gate, b1 = W1[:half].copy(), W1[half:].copy(), b1[:half].copy()
             out.append(
                 LayerWeights(
-                    index=i,
-                    num_heads=int(num_heads),
-                    head_dim=int(head_dim),
-                    W_q=_np(sa.query.weight),
-                    b_q=bias(sa.query),
-                    W_k=_np(sa.key.weight),
-                    b_k=bias(sa.key),
-                    W_v=_np(sa.value.weight),
-                    b_v=bias(sa.value),
-                    W_o=_np(so.dense.weight),
-                    b_o=bias(so.dense),
-                    ln1_gamma=g1,
-                    ln1_beta=be1,
-                    ln1_eps=e1,
-                    W_1=_np(layer.intermediate.dense.weight),
-                    b_1=bias(layer.intermediate.dense),
-                    W_2=_np(layer.output.dense.weight),
-                    b_2=bias(layer.output.dense),
-                    ln2_gamma=g2,
-                    ln2_beta=be2,
-                    ln2_eps=e2,
-                    hidden_act=str(act),
-                    scaling=float(scaling) if scaling else 0.0,
+                    index=lp.index, num_heads=int(lp.num_heads), head_dim=int(lp.head_dim),
+                    W_q=_np(lp.W_q), b_q=bias(lp.b_q, lp.W_q.shape[0]),
+                    W_k=_np(lp.W_k), b_k=bias(lp.b_k, lp.W_k.shape[0]),
+                    W_v=_np(lp.W_v), b_v=bias(lp.b_v, lp.W_v.shape[0]),
+                    W_o=_np(lp.W_o), b_o=bias(lp.b_o, lp.W_o.shape[0]),
+                    ln1_gamma=g1, ln1_beta=be1, ln1_eps=e1,
+                    W_1=W1, b_1=b1, W_2=_np(lp.W_2), b_2=bias(lp.b_2, lp.W_2.shape[0]),
+                    ln2_gamma=g2, ln2_beta=be2, ln2_eps=e2,
+                    hidden_act=lp.act_name, scaling=lp.scaling, placement=lp.placement,
+                    position_scheme="rotary" if lp.rotary is not None else "absolute", W_gate=W_gate,
+                    window=lp.window, shared_with=lp.shared_with, ln1_present=lp.ln_attn is not None,
+                    rotary_inv_freq=None if lp.rotary is None else _np(ad.rotary_freqs[lp.rotary][0]),
+                    rotary_scaling=1.0 if lp.rotary is None else float(ad.rotary_freqs[lp.rotary][1]),
                 )
             )
     return out
@@ -261,3 +251,34 @@ def layer_weights_of(model) -> list[LayerWeights]:
                     value.flags.writeable = False
         _EXTRACTED[model] = found
     return found
+
+
+def weight_geometry_notes(layer_weights) -> list[str]:
+    """What the weight-space views show for this model where their definition (made for BERT: absolute
+    positions, one set of weights per layer, post-LN) does not carry over; one sentence each, none for BERT.
+    docs/methods.md ("Other encoder families") says the same."""
+    lws = list(layer_weights)
+    notes = []
+    if any(lw.rotary for lw in lws):
+        notes.append(
+            "This model rotates queries and keys by their positions (rotary embeddings) after W_Q and W_K, so the "
+            "weight-space search form W_Q W_Kᵀ is the score of two tokens at the same position only; for tokens i "
+            "and j the score is q_iᵀ R(j−i) k_j with a rotation R. The weight views show that zero-offset form; the "
+            "data views (this input, across inputs) read the model's own rotated attention.")
+    if any(lw.window is not None for lw in lws):
+        w = next(lw.window for lw in lws if lw.window is not None)
+        local = ", ".join(f"L{lw.index + 1}" for lw in lws if lw.window is not None)
+        many = sum(lw.window is not None for lw in lws) > 1
+        notes.append(f"{'Layers' if many else 'Layer'} {local} {'attend' if many else 'attends'} locally: each "
+                     f"token sees only the keys within {w} positions of it "
+                     "(the other layers attend globally). Keys outside the window get zero weight in the maps.")
+    if any(lw.shared for lw in lws):
+        notes.append(
+            "This model shares one set of weights across its layers (ALBERT), so every weight-space value is the "
+            "same in every row of a grid: the rows show one shared layer, repeated; what differs between layers "
+            "is the input each reads, which the data views show.")
+    if any(lw.placement == "pre" for lw in lws):
+        notes.append(
+            "This model normalises each sub-block's input (pre-LayerNorm) instead of the residual sum: its heads "
+            "read LN(x), and the stream after attention is the residual sum x + attention itself.")
+    return notes

@@ -89,7 +89,8 @@ def test_sequence_classification_model_and_pickle():
     np.testing.assert_array_equal(
         lws[1].W_v, model.bert.encoder.layer[1].attention.self.value.weight.detach().numpy()
     )
-    assert find_encoder_layers(model) is model.bert.encoder.layer
+    parts = find_encoder_layers(model)  # the adapter's layer parts: views of the model's own parameters
+    assert len(parts) == 2 and parts[1].W_v is model.bert.encoder.layer[1].attention.self.value.weight
     lw2 = pickle.loads(pickle.dumps(lws[0]))
     np.testing.assert_array_equal(lw2.W_q, lws[0].W_q)
     assert lw2.num_heads == 3
@@ -104,5 +105,5 @@ def test_other_head_dims():
 
 
 def test_rejects_non_bert():
-    with pytest.raises(ValueError, match="encoder.layer"):
+    with pytest.raises(ValueError, match="bertgeom reads BERT"):
         extract_layer_weights(torch.nn.Linear(3, 3))

@@ -32,7 +32,8 @@ from pathlib import Path
 # (``bertgeom.analysis``); ``app`` is app.py and ``app_pages`` the page files.
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"version", "examples", "metricdocs", "tables", "safety", "runtime", "cache", "tokens",
-               "attention", "weights", "models", "forward", "probabilities", "sars_cov_2.genome"}),
+               "attention", "architectures", "weights", "models", "forward", "probabilities",
+               "sars_cov_2.genome"}),
     frozenset({"analysis", "inputs", "backends"}),
     frozenset({"trace", "figures"}),
     frozenset({"sets", "sars_cov_2.variant", "sars_cov_2"}),

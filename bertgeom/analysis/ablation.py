@@ -54,7 +54,7 @@ from typing import Iterable
 import numpy as np
 
 from bertgeom.attention import attention_from_weights, softmax
-from bertgeom.forward import ForwardError, model_parts, run_forward
+from bertgeom.forward import ForwardError, adapter, run_forward
 from bertgeom.tables import head_label
 
 __all__ = [
@@ -137,9 +137,10 @@ class ForwardResult:
         return softmax(self.logits)
 
 
-def _model_parts(loaded):
-    """(model, base encoder, embeddings, layers, classifier-callable or None): :func:`bertgeom.forward.model_parts`."""
-    return model_parts(loaded)
+def _layers_and_heads(loaded) -> tuple[int, int]:
+    """``(layers, heads)`` of the model, read from its architecture adapter."""
+    ad = adapter(loaded)
+    return ad.num_layers, ad.num_heads
 
 
 def forward_with_disabled_heads(
@@ -209,9 +210,7 @@ def sweep_single_heads(loaded, input_ids, *, budget: float = 2.0e7) -> dict[str,
     (the layers below are unchanged) and run as batches of one-head masks.
     """
     ids = np.asarray(input_ids).reshape(-1)
-    _, _, _, layers, _ = _model_parts(loaded)
-    L = len(layers)
-    H = int(layers[0].attention.self.num_attention_heads)
+    L, H = _layers_and_heads(loaded)
     T = ids.size
     base = forward_with_disabled_heads(loaded, ids, None, output_hidden_states=True)
     D = base.cls.shape[-1]
@@ -244,9 +243,7 @@ def sweep_layers(loaded, input_ids) -> dict[str, np.ndarray]:
     Returns ``{"cls": [L, D], "logits": [L, C] or None, "base_cls", "base_logits"}``.
     """
     ids = np.asarray(input_ids).reshape(-1)
-    _, _, _, layers, _ = _model_parts(loaded)
-    L = len(layers)
-    H = int(layers[0].attention.self.num_attention_heads)
+    L, H = _layers_and_heads(loaded)
     base = forward_with_disabled_heads(loaded, ids, None, output_hidden_states=True)
     cls, logits = [], []
     for l in range(L):

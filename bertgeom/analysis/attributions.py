@@ -1,7 +1,7 @@
 """Integrated gradients of a sequence classifier's logit, with their completeness check.
 
 * :func:`integrated_gradients` — Sundararajan et al. (2017) on the input embeddings, baseline = the
-  [PAD] embedding at every content position (the first and last tokens, [CLS] and [SEP], kept),
+  PAD embedding (the tokenizer's own PAD id) at every content position (the first and last tokens kept),
   Riemann (midpoint) sum over ``steps``; attribution = sum over the embedding dimension. Built on
   captum's ``LayerIntegratedGradients`` (Kokhlikyan et al. 2020) over a private path module, path
   points batched, so the shared model is never hooked.
@@ -10,8 +10,8 @@
   quadrature, first segments placed by a probe of the logit along the path (:func:`path_edges`),
   refined only on the segments whose own check fails; the gap it reached is reported, never hidden.
 
-Generic over models: any BERT-family classifier the forward engine runs (the variant model's page
-uses it for its spike track). Gradients need torch, so this stays on torch whatever backend
+Generic over models: any classifier of a family the architecture adapter reads (the variant model's
+page uses it for its spike track). Gradients need torch, so this stays on torch whatever backend
 classifies.
 
 References
@@ -57,13 +57,17 @@ def _ig_setup(loaded: LoadedModel, input_ids: np.ndarray, target: int, precision
 
     from bertgeom.forward import run_forward
 
-    emb = loaded.encoder.embeddings.word_embeddings
-    dev = emb.weight.device
+    from bertgeom.architectures import adapter_of, specials_of
+
+    ad = adapter_of(loaded)
+    dev = ad.word_embeddings.weight.device
+    pad_id = specials_of(loaded.tokenizer, loaded.config).pad_id  # RoBERTa's <pad> is 1, BERT's [PAD] 0
     ids = torch.as_tensor(np.array(input_ids, dtype=np.int64, copy=True)).to(dev)  # a copy: shared ids are read-only
     with torch.no_grad():
-        x = emb(ids)  # [T, D]
+        x = ad.token_embeddings(ids[None])[0]  # [T, E], as the embedding module uses them
         base = x.clone()
-        base[1:-1] = emb.weight[0]  # [PAD] embedding at k-mer positions, [CLS]/[SEP] kept
+        pad = torch.full((1, 1), pad_id, dtype=torch.long, device=dev)
+        base[1:-1] = ad.token_embeddings(pad)[0, 0]  # the PAD embedding at content positions, first/last kept
     path = _PathEmbedding(x, base)
 
     def forward_func(alpha):
@@ -177,7 +181,7 @@ def integrated_gradients_checked(loaded: LoadedModel, input_ids: np.ndarray, tar
     prec = _ig_precision(loaded, precision)
     _, f32 = _ig_setup(loaded, input_ids, target, "fp32")
     with torch.no_grad():
-        ends = f32(torch.tensor([[[1.0]], [[0.0]]], device=loaded.encoder.embeddings.word_embeddings.weight.device))
+        ends = f32(torch.tensor([[[1.0]], [[0.0]]], device=next(loaded.model.parameters()).device))
     f_x, f_b = float(ends[0]), float(ends[1])
     k = max(1, min(int(nodes_per_segment), int(steps)))
     edges = _first_edges(loaded, input_ids, target, prec, f_b, f_x, max(1, int(steps) // k), int(probe))

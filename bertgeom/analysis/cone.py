@@ -40,7 +40,6 @@ from bertgeom.attention import (
     faithful_qkv,
     merge_heads,
     project_qkv,
-    split_heads,
     to_numpy,
 )
 from bertgeom.tokens import TOKEN_SETS
@@ -277,23 +276,29 @@ def layer_streams(
     """
     X = to_numpy(X).astype(np.float64)
     out: dict[str, np.ndarray] = {"layer_input": X}
+    pre = getattr(lw, "placement", "post") == "pre"
+    # project_qkv reads what the heads read (a pre-LN layer's LN_1(X), rotary positions applied)
+    _, _, V = project_qkv(X, lw, bias=True)
     if attention is None:
-        _, _, V = project_qkv(X, lw, bias=True)
         A = correct_attention(X, lw, attention_mask=attention_mask)
     else:
-        # only the values are needed when the model's attention is given
-        V = split_heads(X @ lw.W_v.T.astype(np.float64) + lw.b_v, lw.num_heads, lw.head_dim)
         A = to_numpy(attention).astype(np.float64)
     Z = A @ V  # [H, T, dh]
     out["attention"] = A
     out["head_output"] = Z
-    U = layer_norm(X + merge_heads(Z) @ lw.W_o.T.astype(np.float64) + lw.b_o, lw.ln1_gamma, lw.ln1_beta, lw.ln1_eps)
+    attn_sum = X + merge_heads(Z) @ lw.W_o.T.astype(np.float64) + lw.b_o
+    # post-LN (BERT): the LayerNorm after the residual sum; pre-LN (ESM-2, ModernBERT): the residual sum
+    # itself is the stream after attention, and each sub-block normalises its own input
+    U = attn_sum if pre else layer_norm(attn_sum, lw.ln1_gamma, lw.ln1_beta, lw.ln1_eps)
     out["post_attention"] = U
     if layer_output:
-        Hm = activation(lw.hidden_act, U @ lw.W_1.T.astype(np.float64) + lw.b_1)
-        out["layer_output"] = layer_norm(
-            U + Hm @ lw.W_2.T.astype(np.float64) + lw.b_2, lw.ln2_gamma, lw.ln2_beta, lw.ln2_eps
-        )
+        u_in = layer_norm(U, lw.ln2_gamma, lw.ln2_beta, lw.ln2_eps) if pre else U
+        pre_act = u_in @ lw.W_1.T.astype(np.float64) + lw.b_1
+        Hm = activation(lw.hidden_act, pre_act)
+        if getattr(lw, "W_gate", None) is not None:  # ModernBERT's GLU: act(W_1 u) * (W_gate u)
+            Hm = Hm * (u_in @ lw.W_gate.T.astype(np.float64))
+        mlp = U + Hm @ lw.W_2.T.astype(np.float64) + lw.b_2
+        out["layer_output"] = mlp if pre else layer_norm(mlp, lw.ln2_gamma, lw.ln2_beta, lw.ln2_eps)
     if faithful:
         Qf, Kf, Vf = faithful_qkv(X, lw)  # once (faithful_attention would project again)
         Af = attention_from_scores(Qf, Kf, lw.scaling)

@@ -11,9 +11,10 @@ autograd graph kept, and ``torch.autograd.grad`` returns ``G[l, h, i, j] = |∂L
 without touching the model's parameter gradients (thread-safe).
 
 Objective: the classifier's cross-entropy ``L = −log p(y)`` for a class ``y`` (the predicted class
-by default, or a given one).  Models without a classification head (MiniLM ships neither a
-classifier nor its masked-language-model head) have no loss to differentiate, and the function
-says so.  Clark et al. used BERT's masked-LM loss on Wikipedia segments.
+by default, or a given one).  A model loaded without a classification head has no loss to
+differentiate, and the function says so in words that fit the model (:func:`no_loss_sentence`: whether
+its checkpoint ships a masked-word head is read from the model, not assumed).  Clark et al. used
+BERT's masked-LM loss on Wikipedia segments.
 
 **Head importance** (Michel, Levy & Neubig 2019 §4.1, :func:`head_importance`): a gate ``ξ_h`` multiplies
 each head's output (:func:`bertgeom.forward.run_forward`'s ``head_gates``, never transformers'
@@ -42,7 +43,8 @@ import numpy as np
 from bertgeom.metricdocs import MetricDoc, doc_table
 
 __all__ = ["AttentionGradients", "attention_gradients", "gradient_by_key_kind", "HeadImportance",
-           "head_importance", "normalise_per_layer", "masked_positions", "IMPORTANCE_DOCS", "MASK_SHARE"]
+           "head_importance", "normalise_per_layer", "masked_positions", "IMPORTANCE_DOCS", "MASK_SHARE",
+           "no_loss_sentence"]
 
 #: Share of the content tokens a masked-word loss masks (BERT's 15 %).
 MASK_SHARE = 0.15
@@ -53,6 +55,16 @@ IMPORTANCE_DOCS: dict[str, MetricDoc] = doc_table({
     "importance_norm": ("head importance, per-layer ℓ2", "I_h / ‖I_layer‖_2",
                         "Michel 2019 (arXiv:1905.10650) §4.1 (normalisation by layer)"),
 })
+
+
+def no_loss_sentence(ad) -> str:
+    """Why a model without a classifier has no gradient view, true for this model (``ad``: its
+    :class:`~bertgeom.architectures.Adapter`): a masked-word head is named only when its checkpoint has one."""
+    if ad.masked_lm:
+        return ("This model has no classification head: its checkpoint ships a masked-word head, which bertgeom "
+                "does not load, and the gradient view differentiates a classifier's loss.")
+    return ("This model has no classification head (and its checkpoint ships no masked-word head), so there is no "
+            "loss to take gradients of (the gradient view needs a classifier).")
 
 
 @dataclass
@@ -93,12 +105,12 @@ def attention_gradients(loaded, input_ids, target: int | None = None, *, attenti
     import torch
     import torch.nn.functional as F
 
-    from bertgeom.forward import ForwardError, model_parts, run_forward
+    from bertgeom.forward import ForwardError, adapter, run_forward
 
-    model, _, emb, _, head = model_parts(loaded)
-    if head is None:
-        raise ForwardError("This model has no classification head, so there is no loss to take gradients of "
-                           "(the gradient view needs a classifier, such as the variant model).")
+    ad = adapter(loaded)
+    model = ad.model
+    if ad.head is None:
+        raise ForwardError(no_loss_sentence(ad))
     ids_np = np.asarray(input_ids, dtype=np.int64)
     single = ids_np.ndim == 1
     ids = torch.as_tensor(np.array(ids_np.reshape(-1, ids_np.shape[-1]), copy=True))
@@ -106,7 +118,8 @@ def attention_gradients(loaded, input_ids, target: int | None = None, *, attenti
     with torch.enable_grad():
         # the shared model's parameters do not require gradients: a leaf at the word embeddings still
         # carries every attention weight's gradient, and no parameter gradient is ever stored
-        words = emb.word_embeddings(ids.to(dev)).detach().requires_grad_(True)
+        mask_t = None if attention_mask is None else torch.as_tensor(np.asarray(attention_mask)).to(dev)
+        words = ad.token_embeddings(ids.to(dev), mask_t).detach().requires_grad_(True)
         out = run_forward(model, inputs_embeds=words, attention_mask=attention_mask, attentions=True,
                           grad=True, attention="eager")
         logits = out.logits
@@ -172,6 +185,11 @@ def _mask_token_id(loaded) -> int | None:
     return None if mid is None else int(mid)
 
 
+def _word_matrix(word_embeddings):
+    """The ``[V, D_emb]`` word-embedding matrix of an adapter's ``word_embeddings`` (a module or a tensor)."""
+    return getattr(word_embeddings, "weight", word_embeddings)
+
+
 def head_importance(loaded, input_ids, attention_mask=None, *, targets=None, content_mask=None,
                     mask_share: float = MASK_SHARE, seed: int = 0) -> HeadImportance:
     """``|∂L/∂ξ_h|`` of every head for ``input_ids [T]`` (or a padded batch ``[B, T]`` with
@@ -184,16 +202,17 @@ def head_importance(loaded, input_ids, attention_mask=None, *, targets=None, con
     import torch
     import torch.nn.functional as F
 
-    from bertgeom.forward import ForwardError, model_parts, run_forward
+    from bertgeom.forward import ForwardError, adapter, run_forward
 
-    model, _, emb, layers, head = model_parts(loaded)
+    ad = adapter(loaded)
+    model, head = ad.model, ad.head
     ids_np = np.asarray(input_ids, dtype=np.int64)
     single = ids_np.ndim == 1
     ids = np.array(ids_np.reshape(-1, ids_np.shape[-1]), copy=True)
     B, T = ids.shape
     real = (np.ones((B, T), dtype=bool) if attention_mask is None
             else np.asarray(attention_mask).reshape(B, T).astype(bool))
-    L, H = len(layers), int(layers[0].attention.self.num_attention_heads)
+    L, H = ad.num_layers, ad.num_heads
     dev = next(model.parameters()).device
     mlm_head = getattr(getattr(model, "cls", None), "predictions", None)
     objective = "cross-entropy"
@@ -211,6 +230,9 @@ def head_importance(loaded, input_ids, attention_mask=None, *, targets=None, con
         picked = masked_positions(np.asarray(content_mask, dtype=bool).reshape(B, T) & real, mask_share, seed)
         ids_in = np.where(picked, mask_id, ids)
         objective = "masked-word (the model's head)" if mlm_head is not None else "masked-word (tied embeddings)"
+        if mlm_head is None and _word_matrix(ad.word_embeddings).shape[-1] != ad.hidden_size:
+            raise ForwardError("This encoder's word embeddings are narrower than its hidden states and it ships no "
+                               "masked-word head here, so head importance has no masked-word loss to differentiate.")
     else:
         ids_in = ids
     with torch.enable_grad():
@@ -226,7 +248,7 @@ def head_importance(loaded, input_ids, attention_mask=None, *, targets=None, con
         else:
             hidden = out.last_hidden
             word_logits = (mlm_head(hidden) if mlm_head is not None
-                           else hidden @ emb.word_embeddings.weight.T)  # [B, T, V]
+                           else hidden @ _word_matrix(ad.word_embeddings).T)  # [B, T, V]
             per_token = F.cross_entropy(word_logits.transpose(1, 2), torch.as_tensor(ids, device=dev),
                                         reduction="none")  # [B, T]
             where = torch.as_tensor(picked, device=dev, dtype=per_token.dtype)

@@ -184,9 +184,17 @@ class SetSummary:
     def errors(self) -> list[tuple[str, str]]:
         return list(zip(map(str, self.arrays["err_names"]), map(str, self.arrays["err_msgs"])))
 
+    @property
+    def labelled(self) -> np.ndarray:
+        """``[N]`` True where the input carries a class label (a user's own set may carry none)."""
+        return np.asarray(self.arrays["labels"]).astype(str) != ""
+
     def usable(self) -> np.ndarray:
-        """Inputs the paper's recipe keeps: correct predictions for a classifier, all otherwise."""
-        return self.correct if self.classifier else np.ones(self.n, dtype=bool)
+        """Inputs the paper's recipe keeps: a classifier's correct predictions among the labelled inputs,
+        and every input without a label (there is nothing to judge it by); every input of an encoder."""
+        if not self.classifier:
+            return np.ones(self.n, dtype=bool)
+        return self.correct | ~self.labelled
 
     def classes(self) -> list[str]:
         """Classes with at least one usable input, in the model's label order."""

@@ -160,7 +160,10 @@ def _attention_gradient_part(v: View) -> None:
 
         # name no other model: say whether this server has one with a classifier
         others = any(spec.is_classifier for spec in REGISTRY.values())
-        st.info("This model has no classification head, so |∂L/∂α| has no classifier loss to differentiate. "
+        from bertgeom.analysis.gradients import no_loss_sentence
+        from bertgeom.architectures import adapter_of
+
+        st.info(no_loss_sentence(adapter_of(v.loaded)) + " "
                 + ("Pick a classifier in the sidebar's model list: its loss is the cross-entropy of its classes."
                    if others else "No installed model here has one.")
                 + " The head importance below uses a masked-word loss instead.")

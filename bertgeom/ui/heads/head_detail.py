@@ -21,13 +21,17 @@ from bertgeom.ui.names import arc_table
 from bertgeom.ui.widgets import chart, csv_button
 
 
-def word_view(trace, layer: int, head: int) -> tuple[np.ndarray, list[str], list[str], np.ndarray | None]:
+def word_view(trace, layer: int, head: int, loaded) -> tuple[np.ndarray, list[str], list[str], np.ndarray | None]:
     """The selected head's map, its axis labels and tokens: word pieces, or words when the toggle is on
     (Clark §4.1: attention to a word = sum over its pieces, from a word = mean over its pieces); and the
     word of every piece (``None`` on the token map)."""
     from bertgeom.analysis.words import word_groups, word_level
+    from bertgeom.architectures import specials_of
 
-    group, words = word_groups(trace.tokens)
+    tok = loaded.tokenizer
+    special_ids = set(getattr(tok, "all_special_ids", None) or [])
+    group, words = word_groups(trace.tokens, specials=specials_of(tok, loaded.config),
+                               is_special=[int(i) in special_ids for i in np.asarray(trace.encoded.input_ids)])
     split = len(words) < len(trace.tokens)
     on = st.toggle("Words instead of word pieces", key="w_words",
                    help="Clark et al. §4.1: attention to a word is the sum over its pieces, attention from a word "
@@ -43,7 +47,7 @@ def word_view(trace, layer: int, head: int) -> tuple[np.ndarray, list[str], list
 def head_detail_tab(v: View) -> None:
     trace, model_id, text, layer, head, kind, table, domains = (v.trace, v.model_id, v.text, v.layer, v.head, v.kind,
                                                                 v.table, v.domains)
-    attention, axis, tokens, group = word_view(trace, layer, head) if kind.can("words") \
+    attention, axis, tokens, group = word_view(trace, layer, head, v.loaded) if kind.can("words") \
         else (trace.attentions[layer, head], trace.axis_labels, trace.tokens, None)
     st.markdown(f"#### {head_label(layer, head)} — who attends to whom")
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to 1."

@@ -76,9 +76,16 @@ def _explain_the_set(v: View) -> None:
 def _summary_header(summary) -> bool:
     """How many inputs were analysed and are used, and those that could not be; False when none is usable."""
     usable = summary.usable()
-    if summary.classifier:
-        st.markdown(f"**{summary.n}** inputs analysed, **{int(usable.sum())}** predicted correctly "
-                    "(the paper's recipe keeps only correct predictions).")
+    labelled = summary.labelled
+    if summary.classifier and labelled.any():
+        right = int((summary.correct & labelled).sum())
+        unlabelled = int((~labelled).sum())
+        st.markdown(f"**{summary.n}** inputs analysed, **{right}** of the {int(labelled.sum())} labelled ones "
+                    "predicted correctly (the paper's recipe keeps only correct predictions)"
+                    + (f"; the {unlabelled} without a label are all used." if unlabelled else "."))
+    elif summary.classifier:
+        st.markdown(f"**{summary.n}** inputs analysed; the set carries no labels, so every input is used "
+                    "(the paper's recipe keeps correct predictions, which needs labels).")
     else:
         st.markdown(f"**{summary.n}** inputs analysed (an encoder: all inputs are used).")
     errors_expander(summary.errors)

@@ -112,6 +112,11 @@ def qk_set_tab(v: View) -> None:
                "attention weight, and afterwards a key close to a query is a key that query attends to "
                "(Yeh et al. 2023, arXiv:2305.03210, §4; see Methods). **Click a point to open its input** "
                "in the sidebar.")
+    if any(lw.rotary for lw in cached_layer_weights(v.model_id)):
+        st.info("This model rotates queries and keys by position (rotary embeddings), so q·k of two tokens also "
+                "depends on how far apart they are. The points are the queries and keys before that rotation "
+                "(W_Q x + b, W_K x + b): their distances read as attention only for tokens at the same offset.",
+                icon=":material/info:")
     items = _choose_set(v)
     if not items:
         return
