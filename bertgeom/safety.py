@@ -14,6 +14,7 @@ One home for each rule, so every site calls the same code:
 * :func:`inside_results_root` - a path under a results root, refused when any part of it is a
   symbolic link or resolves outside the root.
 * :class:`NameDeduper` - records that share a name told apart in outputs (``name``, ``name#2``).
+* :func:`error_text` - an exception's first line, read safely (an empty ``MemoryError`` included).
 * :data:`MAX_INPUT_BYTES` - the one limit on a user's input, pasted or uploaded.
 
 No Streamlit here: the library, the CLI and the pages share it.
@@ -64,6 +65,21 @@ def plain(text: object) -> str:
     out = str(text).translate(_ESCAPES)
     out = out.replace("\\:", "\\:" + _JOIN).replace("\\@", "\\@" + _JOIN)
     return _WWW.sub(r"\1" + _JOIN, out)
+
+
+# ---- exception text --------------------------------------------------------------------------
+def error_text(exc: BaseException, limit: int = 200) -> str:
+    """The first line of an exception's text, at most ``limit`` characters, read safely: an exception
+    with no text (a ``MemoryError``, a bare ``KeyError()``) or whose ``str`` itself fails gives its
+    type's name, never an ``IndexError`` in the message builder."""
+    try:
+        text = str(exc).strip()
+    except Exception:  # noqa: BLE001 - a broken __str__ must not raise in the handler
+        text = ""
+    first = text.splitlines()[0].strip() if text else ""
+    if not first or first in ("''", '""'):
+        return type(exc).__name__
+    return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
 # ---- plotly text -----------------------------------------------------------------------------

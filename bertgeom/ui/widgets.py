@@ -27,7 +27,7 @@ from bertgeom.inputs import InputError
 from bertgeom.ui.methods_link import linked
 from bertgeom.ui.url_settings import value_from_url, value_to_url
 from bertgeom.ui.state import select_head
-from bertgeom.safety import csv_bytes, plain
+from bertgeom.safety import csv_bytes, error_text, plain
 from bertgeom.tables import counted
 
 TEXTS = Path(__file__).resolve().parent / "texts"
@@ -187,8 +187,7 @@ def guarded(what: str):
     except InputError as exc:
         st.error(plain(exc))
     except Exception as exc:  # noqa: BLE001 - the page must not show tracebacks
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        st.error(f"{what} failed: {plain(first)}")
+        st.error(f"{what} failed: {plain(error_text(exc))}")
 
 
 def errors_expander(errors: Iterable[tuple[str, str]]) -> None:

@@ -14,7 +14,7 @@ import streamlit as st
 
 from bertgeom.figures import subspace as fs
 from bertgeom.inputs import INPUT_KINDS, InputError
-from bertgeom.safety import plain
+from bertgeom.safety import error_text, plain
 from bertgeom.sets.inputs import InputItem, shipped_set
 from bertgeom.sets.subspace import ACROSS_KEYS
 from bertgeom.ui import subspace_cache as sc
@@ -66,7 +66,7 @@ def across_tab(v: View) -> None:
     try:
         res = sc.across_inputs(model_id, wh, items, layer, head, eps=eps, token_set=token_set)
     except (ValueError, RuntimeError, np.linalg.LinAlgError, OSError) as exc:
-        st.error(f"The set could not be analysed: {plain(str(exc).splitlines()[0])}")
+        st.error(f"The set could not be analysed: {plain(error_text(exc))}")
         return
     if len(res["errors"]):
         with st.expander(f"{counted(len(res['errors']), 'input')} could not be analysed"):
