@@ -19,7 +19,7 @@ from bertgeom.ui.cache import cached_layer_weights, cached_model
 from bertgeom.ui.heads.view import View, token_groups
 from bertgeom.safety import plain
 from bertgeom.ui.state import widget_key
-from bertgeom.ui.widgets import guarded, table
+from bertgeom.ui.widgets import guarded, read_set_upload, table
 from bertgeom.tables import counted, word_for
 
 
@@ -82,13 +82,15 @@ def _choose_set(v: View) -> tuple[InputItem, ...] | None:
         return shipped_set(kind)[:MAX_SET_INPUTS]
     spec = input_kind_of(kind)
     if spec.read_set is not None and spec.labelled_uploads:  # a labelled file, as the Cone page's own set
-        from bertgeom.ui.cone_cache import uploaded_set
-
         up = st.file_uploader(spec.set_upload_label.capitalize(), type=list(spec.set_upload_types), key="w_qk_fasta")
         if up is None:
             st.info(f"Upload a file to embed your own {spec.plural}.")
             return None
-        items = uploaded_set(kind, up.getvalue(), None)
+        items = read_set_upload(spec, up.name, up.getvalue())  # one sentence when unreadable
+        if not items:
+            if items is not None:
+                st.warning(f"'{plain(up.name)}' holds no {spec.noun}.")
+            return None
     else:
         text = st.text_area("One input per line", key="w_qk_lines", height=120,
                             placeholder="The cat sat on the mat.\nA dog barked.")

@@ -13,13 +13,13 @@ import pandas as pd
 import streamlit as st
 
 from bertgeom.figures import subspace as fs
-from bertgeom.inputs import INPUT_KINDS, InputError
+from bertgeom.inputs import INPUT_KINDS
 from bertgeom.safety import error_text, plain
 from bertgeom.sets.inputs import InputItem, shipped_set
 from bertgeom.sets.subspace import ACROSS_KEYS
 from bertgeom.ui import subspace_cache as sc
 from bertgeom.ui.subspace.view import DATA_SHORT, View, file_safe
-from bertgeom.ui.widgets import chart, table
+from bertgeom.ui.widgets import chart, read_set_upload, table
 from bertgeom.tables import counted
 
 #: Most inputs a user-supplied set may hold (bounded work).
@@ -33,11 +33,7 @@ def _user_set(kind) -> tuple[InputItem, ...] | None:
     up = st.file_uploader(f"…or {kind.set_upload_label}", type=list(kind.set_upload_types), key="w_sub_set_upload")
     if up is None:
         return None
-    try:
-        return kind.read_set(up.getvalue())
-    except InputError as exc:
-        st.error(plain(exc))
-        return None
+    return read_set_upload(kind, up.name, up.getvalue())
 
 
 def across_tab(v: View) -> None:
