@@ -227,9 +227,15 @@ class AtomicFile:
             self._fh.close()
 
     def discard(self) -> None:
-        """Close and remove the temporary file (a run that wrote nothing worth keeping)."""
-        self.close()
-        self.partial.unlink(missing_ok=True)
+        """Close and remove the temporary file (a run that wrote nothing worth keeping). The file is
+        removed even when closing fails (a full disk raises ``ENOSPC`` again while flushing what is
+        buffered): nothing is left behind by a run that failed."""
+        try:
+            self._fh.close()
+        except OSError:
+            pass  # the write already failed (the caller raises that); what was buffered is not kept
+        finally:
+            self.partial.unlink(missing_ok=True)
 
     def commit(self, sync: bool = True) -> None:
         """Flush, sync and rename the partial file over the target (atomic on one file system).

@@ -5,6 +5,7 @@ findings are in ``tests/test_e2e_round_four.py``; docs/reliability.md lists both
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -116,3 +117,189 @@ def test_the_cli_answers_a_300_character_model_id_in_one_sentence():
     res = bertgeom_cli("trace", "The cat sat.", "--model", "a" * 300)
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert "300 characters long" in res.stderr
+
+
+# ---- 3. prepare-sets on a full disk; AtomicFile always removes its temporary file ----------------------
+def test_the_atomic_writer_removes_its_temporary_file_when_flushing_fails_again(tmp_path):
+    """The temporary file's descriptor is pointed at /dev/full, so every flush fails with ENOSPC at the
+    OS, as on a full disk: the write fails, and closing (which flushes again) still removes the file."""
+    import errno
+
+    from bertgeom.safety import AtomicFile, write_atomically
+
+    target = tmp_path / "out.bin"
+    target.write_bytes(b"previous")
+    seen = []
+
+    def write(fh):
+        seen.append(fh.partial)
+        full = os.open("/dev/full", os.O_WRONLY)
+        os.dup2(full, fh.fileno())
+        os.close(full)
+        fh.write(b"x" * 10)  # buffered: the failure comes at the flush of commit, and again at discard's close
+
+    with pytest.raises(OSError) as caught:
+        write_atomically(target, write)
+    assert caught.value.errno == errno.ENOSPC
+    assert seen and not seen[0].exists() and target.read_bytes() == b"previous"
+    assert not list(tmp_path.glob("*.partial"))
+    out = AtomicFile(target, "wb")
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, out.fileno())
+    os.close(full)
+    out.write(b"y")
+    out.discard()  # flushing raises ENOSPC inside: the file goes all the same
+    assert not out.partial.exists()
+
+
+_FULL_DISK_PREPARE = textwrap.dedent("""
+    import resource, signal, sys
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))  # every file stops at 1,000 bytes: a full disk
+    from bertgeom.__main__ import run
+    sys.exit(run(["prepare-sets", "--model", "tiny-random", "--no-subspace", "--no-sweeps"]))
+""")
+
+
+def test_prepare_sets_on_a_full_disk_exits_non_zero_and_names_what_it_could_not_write(tmp_path):
+    cache_dir = tmp_path / "cache"
+    proc = subprocess.run([sys.executable, "-c", _FULL_DISK_PREPARE], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "BERTGEOM_CACHE_DIR": str(cache_dir)}, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out, out[-3000:]
+    assert proc.returncode == 3, out[-3000:]
+    failed_line = next(ln for ln in out.splitlines() if ln.startswith("error:") and "could not be prepared" in ln)
+    assert "tiny-random:" in failed_line and "File too large" in failed_line
+    summary = next(ln for ln in out.splitlines() if ln.startswith("computed "))
+    n_failed = int(summary.rsplit("failed ", 1)[1])
+    assert n_failed > 0 and f"error: {n_failed} summaries" in failed_line
+    assert not list(cache_dir.rglob("*.partial")), sorted(cache_dir.rglob("*.partial"))[:3]
+
+
+# ---- 5. the disk cache trusts nothing it cannot verify ---------------------------------------------
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    path = tmp_path / "cache"
+    monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(path))
+    return path
+
+
+def _entry(name: str, value: float = 1.0):
+    import numpy as np
+
+    from bertgeom.cache import CacheKey
+
+    return CacheKey.of("round-four", 1, which=name), {"x": np.full((4, 3), value), "n": np.arange(4)}
+
+
+def test_a_link_to_another_keys_entry_is_never_followed_and_is_replaced(cache_dir):
+    import numpy as np
+
+    from bertgeom import cache
+
+    key_a, arrays_a = _entry("a", 1.0)
+    key_b, arrays_b = _entry("b", 2.0)
+    cache.cached_arrays(key_a, lambda: arrays_a)
+    path_b = cache.disk_path(key_b)
+    path_b.symlink_to(cache.disk_path(key_a))
+    assert not cache.on_disk(key_b)
+    got = cache.cached_arrays(key_b, lambda: arrays_b)
+    assert np.array_equal(got["x"], arrays_b["x"])
+    assert not path_b.is_symlink() and np.array_equal(cache.read_arrays(key_b)["x"], arrays_b["x"])
+    assert np.array_equal(cache.read_arrays(key_a)["x"], arrays_a["x"])  # the link's target is untouched
+
+
+def test_a_copy_of_another_keys_entry_is_recomputed_and_replaced(cache_dir):
+    import numpy as np
+
+    from bertgeom import cache
+
+    key_a, arrays_a = _entry("a", 1.0)
+    key_b, arrays_b = _entry("b", 2.0)
+    cache.cached_arrays(key_a, lambda: arrays_a)
+    cache.disk_path(key_b).write_bytes(cache.disk_path(key_a).read_bytes())
+    calls = []
+    got = cache.cached_arrays(key_b, lambda: calls.append(1) or arrays_b)
+    assert calls == [1] and np.array_equal(got["x"], arrays_b["x"])
+    assert np.array_equal(cache.read_arrays(key_b)["x"], arrays_b["x"])
+
+
+def _rewrite_npz(path, **arrays):
+    """The entry at ``path`` with its arrays replaced by ``arrays`` (None: left out), its own
+    description kept: what a disk error or a hand edit leaves."""
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as data:
+        kept = {k: data[k] for k in data.files}
+    for k, v in arrays.items():
+        if v is None:
+            kept.pop(k)
+        else:
+            kept[k] = v
+    with open(path, "wb") as fh:
+        np.savez_compressed(fh, **kept)
+
+
+@pytest.mark.parametrize("damage", ["wrong shape", "missing array", "nan", "wrong dtype"])
+def test_an_entry_that_does_not_match_its_description_is_recomputed_and_replaced(cache_dir, damage):
+    import numpy as np
+
+    from bertgeom import cache
+
+    key, arrays = _entry("damaged-" + damage)
+    cache.cached_arrays(key, lambda: arrays)
+    bad = {"wrong shape": {"x": np.ones((2, 3))}, "missing array": {"n": None},
+           "nan": {"x": np.full((4, 3), np.nan)}, "wrong dtype": {"x": np.ones((4, 3), np.float32)}}[damage]
+    _rewrite_npz(cache.disk_path(key), **bad)
+    calls = []
+    got = cache.cached_arrays(key, lambda: calls.append(1) or arrays)
+    assert calls == [1] and np.array_equal(got["x"], arrays["x"]) and set(got) == {"x", "n"}
+    assert np.array_equal(cache.read_arrays(key)["x"], arrays["x"])  # replaced on disk
+
+
+def test_nan_an_entry_was_written_with_is_kept():
+    import numpy as np
+
+    from bertgeom import cache
+
+    key = cache.CacheKey.of("round-four-nan")
+    stored = {"x": np.array([1.0, np.nan])}
+    cache.cached_arrays(key, lambda: stored)
+    got = cache.cached_arrays(key, lambda: pytest.fail("recomputed an entry written with NaN"))
+    assert np.isnan(got["x"][1])
+
+
+def test_an_npz_bomb_is_refused_without_decompressing_it(cache_dir, monkeypatch):
+    """A 64 MiB array of zeros compresses to ~64 kB; the entry's bound is set to 8 MiB: the file is
+    refused from its headers, and reading it allocates far less than the array."""
+    import tracemalloc
+
+    import numpy as np
+
+    from bertgeom import cache
+
+    monkeypatch.setenv(cache.MAX_ENTRY_ENV, str(8 << 20))
+    key = cache.CacheKey.of("round-four-bomb")
+    cache.write_arrays(key, {"x": np.zeros(8 << 20)})  # 64 MiB, written before the bound (or by anyone)
+    assert cache.disk_path(key).stat().st_size < 1 << 20
+    tracemalloc.start()
+    try:
+        assert cache.read_arrays(key) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, peak
+    assert not cache.disk_path(key).exists()  # removed: recomputed (within the bound) next time
+
+
+def test_a_json_entry_of_another_key_is_recomputed(cache_dir):
+    from bertgeom import cache
+
+    key_a, key_b = cache.CacheKey.of("round-four-json", which="a"), cache.CacheKey.of("round-four-json", which="b")
+    cache.cached(key_a, lambda: {"v": "a"}, disk="json")
+    cache.disk_path(key_b, "json").write_bytes(cache.disk_path(key_a, "json").read_bytes())
+    assert cache.cached(key_b, lambda: {"v": "b"}, disk="json") == {"v": "b"}
+    cache.disk_path(key_b, "json").unlink()
+    cache.disk_path(key_b, "json").symlink_to(cache.disk_path(key_a, "json"))
+    assert cache.cached(key_b, lambda: {"v": "b"}, disk="json") == {"v": "b"}
+    assert not cache.disk_path(key_b, "json").is_symlink()
