@@ -41,8 +41,12 @@ import string
 from pathlib import Path
 
 #: The one limit on a user's input, pasted or uploaded (after decompression), on every page and
-#: set uploader: 20 MB, the same as ``server.maxUploadSize`` in ``.streamlit/config.toml``.
-MAX_INPUT_BYTES = 20 * 1024 * 1024
+#: set uploader: 20 MB = 20,000,000 bytes, what ``server.maxUploadSize = 20`` in
+#: ``.streamlit/config.toml`` lets through: Streamlit's uploader counts megabytes of 1,000,000 bytes
+#: (1,024² only on Windows), so a limit of 20 MiB promised files of 20.0-20.97 MB that it refuses.
+MAX_INPUT_BYTES = 20 * 1000 * 1000
+#: How the limit is written in sentences and labels.
+MAX_INPUT_WORDS = "20 MB"
 
 # ---- markdown --------------------------------------------------------------------------------
 _ESCAPES = {ord(c): "\\" + c for c in string.punctuation}

@@ -303,3 +303,96 @@ def test_a_json_entry_of_another_key_is_recomputed(cache_dir):
     cache.disk_path(key_b, "json").symlink_to(cache.disk_path(key_a, "json"))
     assert cache.cached(key_b, lambda: {"v": "b"}, disk="json") == {"v": "b"}
     assert not cache.disk_path(key_b, "json").is_symlink()
+
+
+# ---- 6. smaller -----------------------------------------------------------------------------------
+def _genome() -> str:
+    from bertgeom.sars_cov_2.genome.dataset import load_demo_genomes
+
+    return load_demo_genomes()[0][0].sequence
+
+
+def test_the_read_only_lock_message_names_a_read_only_cache_not_a_link(tmp_path, monkeypatch, capsys):
+    """A cache folder where the lock cannot be created (here a file stands where the folder would be,
+    which fails for root too) is not called a link."""
+    from bertgeom.sets.prepared import prepare_models
+
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(blocker))
+    lines = []
+    assert prepare_models(["tiny-random"], log=lines.append) == 2
+    assert lines and "link" not in lines[0] and "not writable" in lines[0], lines
+
+
+def test_the_upload_limit_is_streamlits_megabytes():
+    """Streamlit's uploader refuses files over ``maxUploadSize`` MB of 1,000,000 bytes: the app's limit
+    is the same number of bytes, so a file it documents as accepted is one Streamlit lets through."""
+    import tomllib
+
+    from bertgeom.safety import MAX_INPUT_BYTES
+    from bertgeom.sars_cov_2.variant.spec import read_upload
+
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert MAX_INPUT_BYTES == cfg["server"]["maxUploadSize"] * 1000 * 1000
+    over = b">x\n" + b"ACGT" * (20_500_000 // 4)  # 20.5 MB: refused by Streamlit, so refused here too
+    assert "20 MB" in read_upload("over.fasta", over)[1]
+
+
+def test_a_gz_cut_inside_a_300000_character_header_names_that_record(tmp_path):
+    import gzip
+    import random
+    import zlib
+
+    from bertgeom.sars_cov_2.genome.fasta import RecordError, iter_fasta_file
+
+    g = _genome()
+    rng = random.Random(0)
+    header = "long_one " + "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(300_000))
+    gz = gzip.compress(f">first\n{g}\n>{header}\n{g}\n".encode())
+    n = next(n for n in range(1000, len(gz), 1000)
+             if len(zlib.decompressobj(31).decompress(gz[:n])) > len(g) + 10_000)  # inside the long header
+    path = tmp_path / "cut.fasta.gz"
+    path.write_bytes(gz[:n])
+    out = list(iter_fasta_file(path))
+    assert [r.name for r in out if not isinstance(r, RecordError)] == ["first"]
+    assert "inside record 'long_one" in out[-1].message, out[-1].message
+
+
+def test_bz2_is_accepted_by_every_uploader_as_by_the_cli():
+    import bz2
+
+    from bertgeom.inputs import input_kind_of
+    from bertgeom.sars_cov_2.variant import INPUT_KIND
+    from bertgeom.sars_cov_2.variant.spec import labelled_fasta_set, read_upload
+
+    kind = input_kind_of(INPUT_KIND)
+    assert "bz2" in kind.upload_types and "bz2" in kind.set_upload_types and ".bz2" in kind.upload_label
+    data = bz2.compress(f">a|omicron\n{_genome()}\n".encode())
+    assert read_upload("a.fasta.bz2", data)[0].startswith(">a|omicron")
+    assert [it.label for it in labelled_fasta_set(data)] == ["omicron"]
+
+
+def test_one_nul_in_one_header_does_not_make_a_web_upload_binary(tmp_path):
+    from bertgeom.sars_cov_2.genome.fasta import iter_fasta_file
+    from bertgeom.sars_cov_2.variant.spec import read_upload
+
+    g = _genome()
+    data = f">ok1\n{g}\n>bad\x00name\n{g}\n>ok2\n{g}\n".encode()
+    text, problem = read_upload("x.fasta", data)
+    web = [ln[1:] for ln in text.splitlines() if ln.startswith(">")]
+    (tmp_path / "x.fasta").write_bytes(data)
+    cli = [r.name for r in iter_fasta_file(tmp_path / "x.fasta")]
+    assert web == cli == ["ok1", "bad?name", "ok2"], (web, cli, problem)
+    assert "binary" in read_upload("b.fasta", b">a\x00\n" + g.encode())[1]  # a NUL in the first line still is
+
+
+def test_transformers_above_report_text_is_never_shown(tiny_bert_dir, tmp_path):
+    """Weights whose shapes differ from config.json: transformers says "look at the above report",
+    which the app does not show; the sentence says what is wrong instead."""
+    from bertgeom.models import ModelLoadError, load_model
+
+    folder = _custom_folder(tiny_bert_dir, tmp_path / "mismatch", intermediate_size=64)
+    with pytest.raises(ModelLoadError) as caught:
+        load_model(str(folder))
+    assert "above report" not in str(caught.value) and "shapes differ" in str(caught.value), str(caught.value)

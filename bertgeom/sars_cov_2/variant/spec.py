@@ -50,7 +50,7 @@ from bertgeom.sars_cov_2.variant import (
 from bertgeom.sars_cov_2.variant.precompute import GENOME_PRECOMPUTE
 
 #: Upload file types of genome boxes (plain or compressed FASTA).
-FASTA_TYPES = ("fasta", "fa", "fna", "txt", "gz", "xz")
+FASTA_TYPES = ("fasta", "fa", "fna", "txt", "gz", "xz", "bz2")  # what the CLI reads, bz2 included
 
 
 @lru_cache(maxsize=1)
@@ -131,7 +131,7 @@ def read_upload(name: str, data: bytes) -> tuple[str, str]:
     from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceInputError, TruncatedInputError, parse_sequences
 
     if len(data) > MAX_GENOME_INPUT_BYTES:
-        return "", f"'{name}' is larger than {MAX_GENOME_INPUT_BYTES // 2**20} MB."
+        return "", f"'{name}' is larger than {MAX_GENOME_INPUT_BYTES // 10**6} MB ({MAX_GENOME_INPUT_BYTES:,} bytes)."
     problem = ""
     try:
         records = parse_sequences(data, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
@@ -200,11 +200,11 @@ GENOME = InputKind(
     plural="genomes",
     box_label="Genome or spike sequence (FASTA or bare)",
     box_help=(f"Whole genome, partial or spike-only; RNA (U) and lower case are fine. Input limit: "
-              f"{MAX_GENOME_INPUT_BYTES // 2**20} MB of sequence, pasted or uploaded (after decompression); "
+              f"{MAX_GENOME_INPUT_BYTES // 10**6} MB of sequence, pasted or uploaded (after decompression); "
               "the page classifies the first 200 records."),
     examples_label="Example genomes (open data)",
     examples_help="Real INSDC genomes redistributed by Nextstrain (MIT); none was used to train the model.",
-    upload_label=f"…or upload FASTA (.fasta, .fa, .gz, .xz; up to {MAX_GENOME_INPUT_BYTES // 2**20} MB)",
+    upload_label=f"…or upload FASTA (.fasta, .fa, .gz, .xz, .bz2; up to {MAX_GENOME_INPUT_BYTES // 10**6} MB)",
     examples=genome_examples,
     shipped_set=genome_set,
     shipped_set_description="the labelled real genomes shipped with bertgeom (validation_small, held out "
