@@ -396,3 +396,18 @@ def test_transformers_above_report_text_is_never_shown(tiny_bert_dir, tmp_path):
     with pytest.raises(ModelLoadError) as caught:
         load_model(str(folder))
     assert "above report" not in str(caught.value) and "shapes differ" in str(caught.value), str(caught.value)
+
+
+# ---- 8. what the methods page states ------------------------------------------------------------
+def test_classify_takes_and_records_the_precision():
+    import bertgeom as bg
+    from bertgeom.models import REGISTRY
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+
+    if VARIANT_MODEL_ID not in REGISTRY:
+        pytest.skip("the shipped variant model is not installed")
+    fasta = f">a\n{_genome()}\n"
+    (pred,) = bg.classify(fasta, precision="fp32")
+    assert pred.precision == "fp32" and pred.predicted
+    (auto,) = bg.classify(fasta)
+    assert auto.precision in ("fp32", "bf16")

@@ -159,10 +159,11 @@ def domain_token_share(dom: str) -> float:
     return 100.0 * sum(d == dom for d in doms[:-1]) / (len(doms) - 1)
 
 
-def classify_genomes(loaded, genomes, batch_size: int = 16) -> list:
+def classify_genomes(loaded, genomes, batch_size: int = 16, precision: str = "auto") -> list:
     """Classify SARS-CoV-2 genomes (FASTA text, bytes or a path to a FASTA file; whole, partial or
     spike only) with the variant model ``loaded``: one :class:`bertgeom.sars_cov_2.variant.predict.Prediction`
-    per record, in input order (:func:`bertgeom.classify` for this kind)."""
+    per record, in input order (:func:`bertgeom.classify` for this kind). ``precision``: ``fp32``,
+    ``bf16`` or ``auto`` (bf16 where the CPU has bf16 units); each prediction records the one used."""
     from pathlib import Path
 
     from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, parse_sequences
@@ -174,7 +175,7 @@ def classify_genomes(loaded, genomes, batch_size: int = 16) -> list:
         records = parse_sequences(genomes, tolerant=True)
     except SequenceInputError as exc:
         raise InputError(str(exc)) from None
-    return list(classify_stream(loaded, records, batch_size=batch_size))
+    return list(classify_stream(loaded, records, batch_size=batch_size, precision=precision))
 
 
 def choose_backend_ahead(loaded, log=None) -> None:
