@@ -411,3 +411,12 @@ def test_classify_takes_and_records_the_precision():
     assert pred.precision == "fp32" and pred.predicted
     (auto,) = bg.classify(fasta)
     assert auto.precision in ("fp32", "bf16")
+
+
+def test_text_inputs_mark_clarks_punctuation_as_the_docs_and_labels_say(minilm):
+    """docs/methods.md §2: ``P`` = "." and ","; a sentence with ? ; ' ! marks only its . and ,."""
+    from bertgeom.inputs import encode_input
+
+    enc = encode_input(minilm, "Why? Well; it's late, isn't it! Go.")
+    marked = [t for t, p in zip(enc.tokens, enc.is_punct) if p]
+    assert marked == [",", "."], marked
