@@ -111,8 +111,9 @@ def qk_set_tab(v: View) -> None:
     st.caption(f"**What this shows:** AttentionViz's joint view of {v.HL} — the query (○) and key (×) of every token "
                "of every input in a set, in one map. Before projecting, queries are scaled by c and keys by 1/c "
                "so both have the same mean norm, and keys are moved onto the queries' centre: neither changes any "
-               "attention weight, and afterwards a key close to a query is a key that query attends to "
-               "(Yeh et al. 2023, arXiv:2305.03210, §4; see Methods). **Click a point to open its input** "
+               "attention weight (Yeh et al. 2023, arXiv:2305.03210, §4; see Methods). Closeness reads as attention "
+               "only as far as the norms of queries and keys are alike: the correlation below says how far it "
+               "holds for this head, normalised and not. **Click a point to open its input** "
                "in the sidebar.")
     items = _choose_set(v)
     if not items:
