@@ -420,3 +420,16 @@ def test_text_inputs_mark_clarks_punctuation_as_the_docs_and_labels_say(minilm):
     enc = encode_input(minilm, "Why? Well; it's late, isn't it! Go.")
     marked = [t for t, p in zip(enc.tokens, enc.is_punct) if p]
     assert marked == [",", "."], marked
+
+
+def test_the_apps_own_ignored_link_values_leave_the_address_bar():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+    payload = "x" * 30_000
+    for key in ("colour", "theta", "input", "source", "records", "example", "section"):
+        at.query_params[key] = payload
+    at.run()
+    assert not at.exception
+    left = {k: len(str(v)) for k, v in at.query_params.items() if len(str(v)) > 300}
+    assert not left, left
