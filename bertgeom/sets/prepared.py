@@ -414,11 +414,11 @@ def _next_task(pending: list[PreparedTask]) -> PreparedTask:
 
 
 def run_tasks(tasks: list[PreparedTask], *, log: Callable[[str], None] | None = None,
-              status: bool = True) -> dict:
+              status: bool = True, failures: list[str] | None = None) -> dict[str, int]:
     """Run every task whose result is not on disk yet, a wished-for task first, keeping
     :func:`status_path` up to date (``{"tasks": [{id, title, group, model, state, done, total}]}``).
     A task that fails (its computation, or writing its file) is marked ``failed`` with its message and
-    named in ``counts["failed_titles"]``; the others still run."""
+    named in ``failures`` (when given); the others still run."""
     rows = {t.id: {"id": t.id, "title": t.title, "group": t.group, "model": t.model_id,
                    "state": "done" if is_on_disk(t.key) else "queued", "done": 0, "total": 0} for t in tasks}
     counts = {"done_before": sum(r["state"] == "done" for r in rows.values()), "computed": 0, "failed": 0}
@@ -459,8 +459,9 @@ def run_tasks(tasks: list[PreparedTask], *, log: Callable[[str], None] | None = 
         except Exception as exc:  # one failed summary never stops the others (the page computes it itself)
             row["state"], row["error"] = "failed", f"{type(exc).__name__}: {exc}"[:300]
             counts["failed"] += 1
-            counts.setdefault("failed_titles", []).append(
-                f"{task.model_id}: {task.title} ({getattr(exc, 'strerror', None) or error_text(exc, 120)})")
+            if failures is not None:
+                failures.append(f"{task.model_id}: {task.title} "
+                                f"({getattr(exc, 'strerror', None) or error_text(exc, 120)})")
         if log:
             log(f"{row['state']:6s} {time.perf_counter() - t0:6.1f} s  {task.model_id}: {task.title}")
         publish(True)
@@ -526,12 +527,12 @@ def prepare_models(model_ids: Sequence[str], *, subspace: bool = True, sweeps: b
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1):  # small matrices: threaded BLAS only spins (see sets.cone.single_threaded)
-            counts = run_tasks(tasks, log=log)
+            failed: list[str] = []
+            counts = run_tasks(tasks, log=log, failures=failed)
         if log:
             log(f"computed {counts['computed']}, already on disk {counts['done_before']}, failed {counts['failed']}")
         if counts["failed"]:
             if log:
-                failed = counts.get("failed_titles", [])
                 shown = "; ".join(failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
                 log(f"error: {counts['failed']} summaries could not be prepared in {cache_dir()}: {shown}")
             return 3
