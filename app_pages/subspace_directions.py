@@ -5,7 +5,7 @@ each under :mod:`bertgeom.ui.subspace`, drawn in the order of its registry (``TA
 
 import streamlit as st
 
-from bertgeom.safety import plain
+from bertgeom.safety import error_text, plain
 from bertgeom.tokens import TOKEN_SET_LABELS
 from bertgeom.sets.subspace import SUBSPACE_TOKEN_SETS
 from bertgeom.ui.cache import cached_layer_weights
@@ -81,7 +81,7 @@ with c4.expander("Thresholds and token set"):
 try:
     lws = cached_layer_weights(model_id)
 except ValueError as exc:
-    st.error(f"This model's attention weights cannot be read: {plain(str(exc).splitlines()[0])}")
+    st.error(f"This model's attention weights cannot be read: {plain(error_text(exc))}")
     st.stop()
 for note in weight_geometry_notes(lws):  # where a definition made for BERT does not carry over to this model
     st.info(note, icon=":material/info:")

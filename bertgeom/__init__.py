@@ -138,15 +138,19 @@ def cone_index(X, mask=None, *, normalized: bool = False):
     return index(X, mask, normalized=normalized)
 
 
-def classify(records, model=None, *, batch_size: int = 16):
+def classify(records, model=None, *, batch_size: int = 16, precision: str | None = None):
     """Classify whole records with a model whose input kind classifies records (the default model,
     the SARS-CoV-2 variant BERT: genomes as FASTA text, bytes or a path; whole, partial or spike
     only): one prediction per record, in input order (for genomes: predicted class, probabilities,
     QC, the rule-based call, or the error). The input kind's plug-in does the work
-    (:attr:`bertgeom.inputs.InputKind.classify`)."""
+    (:attr:`bertgeom.inputs.InputKind.classify`). ``precision`` (``"fp32"``, ``"bf16"``, ``"auto"``;
+    None: the plug-in's default, ``auto``, which is bf16 on a CPU with bf16 units) is the forward's
+    precision; each prediction records the one used (``Prediction.precision``), since bf16 moves the
+    probabilities (docs/methods.md)."""
     loaded = model if isinstance(model, LoadedModel) else load_model(model or REGISTRY.default_id)
     kind = input_kind_of(loaded)
     if kind.classify is None:
         raise InputError(f"The model '{loaded.spec.id}' reads {kind.plural}; classify needs a model that "
                          "classifies whole records (e.g. the SARS-CoV-2 variant model).")
-    return kind.classify(loaded, records, batch_size=batch_size)
+    options = {"batch_size": batch_size} if precision is None else {"batch_size": batch_size, "precision": precision}
+    return kind.classify(loaded, records, **options)

@@ -29,7 +29,8 @@ def _cmd_trace(args) -> int:
     a = trace.attentions
     top = a.max(axis=-1).mean(axis=-1)  # [L, H] mean over queries of the row maximum
     for layer in range(trace.num_layers):
-        print(f"L{layer + 1}: mean max weight per head " + " ".join(f"{v:.2f}" for v in top[layer]))
+        print(f"L{layer + 1}: mean max weight per head (over all {len(trace.tokens)} query rows, [CLS] and [SEP] "
+              "included; the page's features average the content rows) " + " ".join(f"{v:.2f}" for v in top[layer]))
     if trace.logits is not None:
         from bertgeom.probabilities import class_probabilities
 

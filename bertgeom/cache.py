@@ -8,11 +8,15 @@ weights hash, a digest of the input, every parameter) and found in this order:
    it once, the second waits for the first and reads its answer;
 2. **disk** — ``$BERTGEOM_CACHE_DIR`` (else ``$XDG_CACHE_HOME/bertgeom``, else ``~/.cache/bertgeom``:
    :func:`bertgeom.runtime.cache_dir`),
-   one file per key named by its digest, in safe formats only: ``.npz`` of plain arrays read with
-   ``allow_pickle=False``, or JSON. Never pickle. Every write goes to a temporary file unique to its
-   writer that :func:`os.replace` moves into place (:class:`bertgeom.safety.AtomicFile`), so another
-   process reads the old file or the whole new one; a file that cannot be read (cut short, corrupt, a
-   pickle) is removed and recomputed, never an error;
+   one file per key named by its digest, in safe formats only: ``.npz`` of plain arrays (read member
+   by member from their ``.npy`` headers, never unpickled), or JSON. Never pickle. Every entry carries
+   its key and (``.npz``) each array's shape, dtype and NaN count; a read opens the file without
+   following a link (``O_NOFOLLOW``), stops before decompressing more than :func:`max_entry_bytes`, and
+   refuses a file that does not match its key or its own description (:func:`read_arrays`). Every
+   write goes to a temporary file unique to its writer that :func:`os.replace` moves into place
+   (:class:`bertgeom.safety.AtomicFile`), so another process reads the old file or the whole new one;
+   a file that cannot be read or is refused (cut short, corrupt, a pickle, a link, another key's
+   entry, wrong shapes, missing arrays, NaN, a bomb) is removed, recomputed and replaced, never an error;
 3. **compute** — the function given, whose result is then kept in both tiers.
 
 :func:`cached` does the three steps (``disk=None`` keeps a result in memory only, for objects that
@@ -37,8 +41,9 @@ What else keeps results, and why it is not this module (one sentence each):
 
 References
 ----------
-NumPy, ``numpy.load(allow_pickle=False)`` and the ``.npz`` format; POSIX ``rename(2)`` (atomic
-replacement within one file system); issue 35 ("one cache").
+NumPy, the ``.npy``/``.npz`` format (``numpy.lib.format``: magic, header, then the raw data);
+``open(2)`` ``O_NOFOLLOW``; POSIX ``rename(2)`` (atomic replacement within one file system); issue 35
+("one cache"); issue 46 (an entry checked against its key, the decompression bound).
 """
 
 from __future__ import annotations
@@ -46,8 +51,11 @@ from __future__ import annotations
 import hashlib
 import json
 import numbers
+import os
+import stat
 import threading
 import zipfile
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -61,7 +69,8 @@ import numpy as np
 from bertgeom.runtime import cache_dir
 from bertgeom.safety import write_atomically
 
-__all__ = ["CACHE_FORMAT", "CacheKey", "Memo", "cached", "cached_arrays", "disk_path", "on_disk", "read_arrays",
+__all__ = ["ENTRY_MEMBER", "MAX_ENTRY_BYTES", "max_entry_bytes",
+           "CACHE_FORMAT", "CacheKey", "Memo", "cached", "cached_arrays", "disk_path", "on_disk", "read_arrays",
            "write_arrays", "read_json", "write_json", "as_json", "text_digest", "key_lock", "askers",
            "wait_for_askers"]
 
@@ -243,61 +252,188 @@ def disk_path(key: CacheKey, fmt: str = "npz") -> Path:
 
 
 def on_disk(key: CacheKey, fmt: str = "npz") -> bool:
-    return disk_path(key, fmt).is_file()
+    """Whether ``key`` has a file of its own (a regular file, never a link: a link is not an entry)."""
+    try:
+        return stat.S_ISREG(os.lstat(disk_path(key, fmt)).st_mode)
+    except OSError:
+        return False
+
+
+#: The name of the entry's own description inside an ``.npz`` (its key, and every array's shape,
+#: dtype and count of NaN): what a read checks the file against.
+ENTRY_MEMBER = "__bertgeom_entry__"
+#: Overrides :data:`MAX_ENTRY_BYTES` (bytes).
+MAX_ENTRY_ENV = "BERTGEOM_CACHE_MAX_ENTRY_BYTES"
+#: The most bytes one entry's arrays may take once decompressed (the largest set view is a few hundred
+#: MB): a file that declares more (an ``.npz`` bomb) is refused after reading its headers, never
+#: decompressed whole.
+MAX_ENTRY_BYTES = 1 << 30
+
+
+def max_entry_bytes() -> int:
+    """:data:`MAX_ENTRY_BYTES`, or ``$BERTGEOM_CACHE_MAX_ENTRY_BYTES`` when set."""
+    try:
+        return int(os.environ.get(MAX_ENTRY_ENV, "") or MAX_ENTRY_BYTES)
+    except ValueError:
+        return MAX_ENTRY_BYTES
+
+
+class EntryRejected(ValueError):
+    """A cache file that is not a faithful entry of its key (why, in one phrase)."""
 
 
 def _discard(path: Path) -> None:
     try:
-        path.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)  # a link is removed itself, never its target
     except OSError:
         pass  # a read-only cache: the next read fails the same way and recomputes again
 
 
-def read_arrays(key: CacheKey) -> dict[str, np.ndarray] | None:
-    """The arrays stored under ``key``, or None when there are none or they cannot be read safely
-    (a cut-off or corrupt file, a pickled object: removed, so the next caller recomputes)."""
-    path = disk_path(key, "npz")
-    if not path.is_file():
-        return None
+@contextmanager
+def _open_entry(path: Path) -> Iterator[IO[bytes] | None]:
+    """The entry's file opened without following a link (``O_NOFOLLOW``), or None when there is none;
+    a link, a folder or a device raises :class:`EntryRejected`."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}  # read every array now: a truncated member fails here
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        yield None
+        return
+    except OSError as exc:
+        raise EntryRejected(f"cannot be opened as a file of its own ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise EntryRejected("is not a regular file")
+        yield fh
+
+
+def _nan_count(a: np.ndarray) -> int:
+    return int(np.isnan(a).sum()) if a.dtype.kind in "fc" else 0
+
+
+def _describe(key: CacheKey, arrays: Mapping[str, np.ndarray]) -> dict:
+    described = {k: {"shape": list(v.shape), "dtype": v.dtype.str, "nan": _nan_count(v)} for k, v in arrays.items()}
+    return {"key": key.canonical(), "arrays": described}
+
+
+def _read_member(zf: zipfile.ZipFile, name: str, budget: list[int]) -> np.ndarray:
+    """One ``.npy`` member, read from its header on: the bytes its shape declares are checked against
+    what is left of the entry's budget before they are decompressed, and only those are read."""
+    with zf.open(name) as fh:
+        version = np.lib.format.read_magic(fh)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(fh, max_header_size=10_000)
+        if dtype.hasobject:
+            raise EntryRejected(f"array '{name}' holds Python objects")
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        nbytes = count * dtype.itemsize
+        if nbytes > budget[0]:
+            raise EntryRejected(f"declares more than {max_entry_bytes():,} bytes once decompressed")
+        budget[0] -= nbytes
+        raw = bytearray(nbytes)
+        view, got = memoryview(raw), 0
+        while got < nbytes:
+            n = fh.readinto(view[got:]) if hasattr(fh, "readinto") else 0
+            if not n:
+                break
+            got += n
+        if got != nbytes:
+            raise EntryRejected(f"array '{name}' is cut short")
+        arr = np.frombuffer(raw, dtype=dtype, count=count)
+        return arr.reshape(shape, order="F" if fortran else "C")
+
+
+def read_arrays(key: CacheKey) -> dict[str, np.ndarray] | None:
+    """The arrays stored under ``key``, or None when there are none or the file is not a faithful entry
+    of ``key``: a link (never followed), a file cut short or corrupt, a pickle, an entry of another
+    key, arrays missing, added or of other shapes or dtypes than the entry recorded, NaN where there
+    was none, or more than :func:`max_entry_bytes` once decompressed (read no further). Such a file is
+    removed, so the caller recomputes and replaces it."""
+    path = disk_path(key, "npz")
+    try:
+        with _open_entry(path) as fh:
+            if fh is None:
+                return None
+            with zipfile.ZipFile(fh) as zf:
+                names = zf.namelist()
+                if f"{ENTRY_MEMBER}.npy" not in names:
+                    raise EntryRejected("carries no description of its key and arrays")
+                budget = [1 << 20]
+                entry = json.loads(_read_member(zf, f"{ENTRY_MEMBER}.npy", budget).tobytes().decode("utf-8"))
+                if entry.get("key") != key.canonical():
+                    raise EntryRejected("is the entry of another key")
+                described = entry.get("arrays") or {}
+                stored = sorted(n[:-4] for n in names if n.endswith(".npy") and n != f"{ENTRY_MEMBER}.npy")
+                if stored != sorted(described) or len(stored) + 1 != len(names):
+                    raise EntryRejected("holds other arrays than it describes")
+                budget = [max_entry_bytes()]
+                out = {}
+                for name in stored:
+                    a = _read_member(zf, f"{name}.npy", budget)
+                    want = described[name]
+                    if list(a.shape) != list(want["shape"]) or a.dtype.str != want["dtype"]:
+                        raise EntryRejected(f"array '{name}' has another shape or dtype than it describes")
+                    if _nan_count(a) != int(want.get("nan", 0)):
+                        raise EntryRejected(f"array '{name}' holds NaN it was not written with")
+                    out[name] = a
+                return out
+    except (EntryRejected, OSError, ValueError, EOFError, KeyError, TypeError, AttributeError,
+            zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, zlib.error, UnicodeDecodeError):
         _discard(path)
         return None
 
 
-def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> bool:
+def _atomic_write(path: Path, write: Callable[[IO[bytes]], None], *, strict: bool = False) -> bool:
     """``write`` into a file unique to this writer beside ``path``, moved onto ``path`` in one step
-    (:func:`bertgeom.safety.write_atomically`): readers see the old file or the whole new one. No
-    fsync: a file a crash cut short is read as damaged and recomputed. False when the cache is not
-    writable."""
+    (:func:`bertgeom.safety.write_atomically`): readers see the old file or the whole new one; a link at
+    ``path`` is replaced, never written through. No fsync: a file a crash cut short is read as damaged
+    and recomputed. False when the cache is not writable (full, read-only); ``strict`` raises the
+    ``OSError`` instead (``prepare-sets``, which must say what it could not write)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(path, write, sync=False)
         return True
     except OSError:
+        if strict:
+            raise
         return False  # a read-only home still works, just without the disk tier
 
 
-def write_arrays(key: CacheKey, arrays: Mapping[str, np.ndarray]) -> bool:
-    """Store a dict of plain arrays under ``key`` (``.npz``); an object array (which only pickle could
-    store) is refused with a TypeError. True when the file was written."""
+def write_arrays(key: CacheKey, arrays: Mapping[str, np.ndarray], *, strict: bool = False) -> bool:
+    """Store a dict of plain arrays under ``key`` (``.npz``) with the entry's description (its key and
+    each array's shape, dtype and NaN count, :data:`ENTRY_MEMBER`), which a read checks; an object
+    array (which only pickle could store) is refused with a TypeError. True when the file was written;
+    ``strict``: an ``OSError`` when it was not."""
     plain = {str(k): np.asarray(v) for k, v in arrays.items()}
     bad = [k for k, v in plain.items() if v.dtype.hasobject]
     if bad:
         raise TypeError(f"cache entry {key}: arrays {bad} hold Python objects; only plain arrays are stored")
-    return _atomic_write(disk_path(key, "npz"), lambda fh: np.savez_compressed(fh, **plain))
+    if ENTRY_MEMBER in plain:
+        raise ValueError(f"cache entry {key}: '{ENTRY_MEMBER}' is the entry's own description")
+    entry = np.frombuffer(json.dumps(_describe(key, plain)).encode("utf-8"), dtype=np.uint8)
+    return _atomic_write(disk_path(key, "npz"), lambda fh: np.savez_compressed(fh, **plain, **{ENTRY_MEMBER: entry}),
+                         strict=strict)
+
+
+#: The most bytes a JSON entry may hold (a backend choice, a few facts).
+MAX_JSON_ENTRY_BYTES = 16 << 20
 
 
 def read_json(key: CacheKey) -> Any | None:
-    """The JSON value stored under ``key``, or None (missing or unreadable: removed)."""
+    """The JSON value stored under ``key``, or None: missing, a link, unreadable, over
+    :data:`MAX_JSON_ENTRY_BYTES`, or the entry of another key (then removed, so it is recomputed)."""
     path = disk_path(key, "json")
-    if not path.is_file():
-        return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        with _open_entry(path) as fh:
+            if fh is None:
+                return None
+            data = fh.read(MAX_JSON_ENTRY_BYTES + 1)
+            if len(data) > MAX_JSON_ENTRY_BYTES:
+                raise EntryRejected("is larger than a JSON entry may be")
+            entry = json.loads(data.decode("utf-8"))
+            if not isinstance(entry, dict) or entry.get("key") != key.canonical() or "value" not in entry:
+                raise EntryRejected("is not the entry of its key")
+            return entry["value"]
+    except (EntryRejected, OSError, ValueError, UnicodeDecodeError):
         _discard(path)
         return None
 
@@ -316,10 +452,11 @@ def as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=_json_default))
 
 
-def write_json(key: CacheKey, value: Any) -> bool:
-    """Store a JSON-serialisable value under ``key``; True when the file was written."""
-    text = json.dumps(value, default=_json_default)  # a TypeError here: the value is not plain data
-    return _atomic_write(disk_path(key, "json"), lambda fh: fh.write(text.encode("utf-8")))
+def write_json(key: CacheKey, value: Any, *, strict: bool = False) -> bool:
+    """Store a JSON-serialisable value under ``key`` (``{"key": its canonical form, "value": ...}``,
+    so a read knows the file is this key's); True when the file was written."""
+    text = json.dumps({"key": key.canonical(), "value": value}, default=_json_default)  # TypeError: not plain data
+    return _atomic_write(disk_path(key, "json"), lambda fh: fh.write(text.encode("utf-8")), strict=strict)
 
 
 _READ = {"npz": read_arrays, "json": read_json}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bertgeom.models import PluginRegistry
-from bertgeom.tokens import TokenKinds, is_punct_token
+from bertgeom.tokens import CLARK_PUNCT, TokenKinds
 from bertgeom.tables import counted, word_for
 
 if TYPE_CHECKING:
@@ -208,7 +208,8 @@ def encode_text(loaded: LoadedModel, text: str) -> EncodedInput:
     is_sep = ids == (-1 if tok.sep_token_id is None else tok.sep_token_id)
     spans = offsets.copy()
     spans[is_special] = -1
-    is_punct = np.array([(not s) and is_punct_token(t) for t, s in zip(tokens, is_special)])
+    # Clark's "." and "," (what docs/methods.md and the labels say), not every punctuation token (issue 46)
+    is_punct = np.array([(not s) and t in CLARK_PUNCT for t, s in zip(tokens, is_special)])
     n_unk = 0 if tok.unk_token_id is None else int((ids == tok.unk_token_id).sum())
     if n_unk:
         notes.append(f"{counted(n_unk, 'token')} {word_for(n_unk, 'is', 'are')} unknown to the model's vocabulary "

@@ -23,6 +23,7 @@ from typing import Any
 
 from bertgeom.architectures import FAMILIES, ArchitectureError, family_of_config
 from bertgeom.runtime import package_import_lock
+from bertgeom.safety import error_text
 from bertgeom.tokens import Tokenizer
 
 #: The ``model_type`` values of the encoder families the architecture adapter reads
@@ -229,19 +230,52 @@ def custom_models_allowed() -> bool:
     return os.environ.get(ALLOW_CUSTOM_ENV, "").strip().lower() in {"1", "true", "yes"}
 
 
+#: The longest model id read (a hub id is at most 96 characters a part; a local path fits well under it).
+MAX_MODEL_ID_CHARS = 256
+
+
+def _shown_id(model_id: str) -> str:
+    """A model id as a sentence quotes it: at most 60 characters, the rest said to be cut."""
+    return model_id if len(model_id) <= 60 else model_id[:57] + "…"
+
+
+def local_model_dir(model_id: str) -> Path | None:
+    """The local directory ``model_id`` names, or None when it names none; the one place a model id
+    meets the file system. An id the OS cannot stat (too long, ``~nouser/...``, a NUL, a folder that
+    cannot be read) raises :class:`ModelLoadError` with one sentence, never ``OSError``/``RuntimeError``."""
+    if len(model_id) > MAX_MODEL_ID_CHARS:
+        raise ModelLoadError(f"The model id '{_shown_id(model_id)}' is {len(model_id):,} characters long; "
+                             f"a hub id or a folder path has at most {MAX_MODEL_ID_CHARS}.")
+    if any(ord(c) < 32 or c == "\x7f" for c in model_id):
+        raise ModelLoadError(f"The model id '{_shown_id(model_id.encode('unicode_escape').decode())}' holds a "
+                             "control character; a hub id or a folder path has none.")
+    try:
+        local = Path(model_id).expanduser()
+    except RuntimeError:  # ~user whose home is unknown
+        raise ModelLoadError(f"'{_shown_id(model_id)}' starts with '~' but names no user of this machine "
+                             "with a home folder.") from None
+    try:
+        return local if local.is_dir() else None
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"'{_shown_id(model_id)}' cannot be read as a folder on this machine "
+                             f"({exc.strerror or type(exc).__name__ if isinstance(exc, OSError) else 'invalid path'})."
+                             ) from None
+
+
 def resolve_spec(model_id: str) -> ModelSpec:
     """Return the registered spec for ``model_id``, or a spec for a hub id / local path.
 
-    Raises :class:`ModelLoadError` for an empty id. Hub ids and directories are accepted
-    here (the library and CLI may load them); the UI checks :func:`custom_models_allowed`.
+    Raises :class:`ModelLoadError` for an empty id or one the OS cannot read (:func:`local_model_dir`).
+    Hub ids and directories are accepted here (the library and CLI may load them); the UI checks
+    :func:`custom_models_allowed`.
     """
     model_id = (model_id or "").strip()
     if not model_id:
         raise ModelLoadError("No model was given: pick one of " + ", ".join(REGISTRY) + ".")
     if model_id in REGISTRY:
         return REGISTRY[model_id]
-    local = Path(model_id).expanduser()
-    if local.is_dir():
+    local = local_model_dir(model_id)
+    if local is not None:
         for recognise in _RECOGNISERS:
             spec = recognise(local)
             if spec is not None:
@@ -430,8 +464,9 @@ def _load_pretrained(spec: ModelSpec) -> LoadedModel:
     from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
     source = spec.source
-    local = Path(source).expanduser()
-    is_dir = local.is_dir()
+    found = local_model_dir(source)
+    local = found if found is not None else Path(source)
+    is_dir = found is not None
     looks_like_path = source.startswith((".", "/", "~")) or source.count("/") > 1 or "\\" in source
     if not is_dir and looks_like_path:
         raise ModelLoadError(f"No model directory at '{source}'.")
@@ -452,18 +487,26 @@ def _load_pretrained(spec: ModelSpec) -> LoadedModel:
         family_of_config(config)
     except ArchitectureError as exc:
         raise ModelLoadError(f"'{source}': {exc}") from exc
+    check_model_size(source, config.to_dict(), sorted(local.glob("*.safetensors")) if is_dir else ())
     archs = [a for a in (config.architectures or []) if a.endswith("ForSequenceClassification")]
     cls = AutoModelForSequenceClassification if archs else AutoModel
     try:
         model = cls.from_pretrained(where, attn_implementation="eager", use_safetensors=True, **kwargs)
         tok = AutoTokenizer.from_pretrained(where, **kwargs)
+    except MemoryError:
+        raise  # load_model frees what was built and says so in one sentence
     except Exception as exc:  # noqa: BLE001
         msg = str(exc).lower()
         if "safetensors" in msg or "model.safetensors" in msg:
             raise ModelLoadError(
                 f"'{source}' has no safetensors weights; bertgeom does not unpickle .bin files."
             ) from exc
-        raise ModelLoadError(f"'{source}' could not be loaded: {str(exc).splitlines()[0][:200]}") from exc
+        if "ignore_mismatched_sizes" in msg or "size mismatch" in msg:
+            raise ModelLoadError(f"'{source}' has weights whose shapes differ from what its config.json "
+                                 "describes.") from exc
+        if "conversion" in msg and "above report" in msg:
+            raise ModelLoadError(f"'{source}' has weights transformers could not convert to its model.") from exc
+        raise ModelLoadError(f"'{source}' could not be loaded: {error_text(exc)}") from exc
     labels: tuple[str, ...] = ()
     if archs:
         id2label = getattr(config, "id2label", {}) or {}
@@ -472,6 +515,131 @@ def _load_pretrained(spec: ModelSpec) -> LoadedModel:
     weights = next(iter(sorted(local.glob("*.safetensors"))), None) if is_dir else None
     wh = hash_file(weights) if weights else _hash_state(model)
     return LoadedModel(spec, finish_loading(model), tok, wh)
+
+
+# ---- bounds before loading ------------------------------------------------------------------
+#: The largest architecture read at all (any BERT-family encoder published so far fits well inside),
+#: by config.json field: a config beyond one of these is refused before anything is allocated.
+MODEL_BOUNDS = {"num_hidden_layers": 128, "num_attention_heads": 256, "hidden_size": 16_384,
+                "intermediate_size": 65_536, "vocab_size": 1_000_000, "max_position_embeddings": 65_536,
+                "type_vocab_size": 1_024}
+#: What a model may take of the machine's available memory: its fp32 weights once, plus loading's
+#: transient copy (transformers reads a checkpoint beside the initialised model).
+MODEL_MEMORY_FACTOR = 2.0
+#: Overrides the memory a model may take, in bytes (an operator's cap; the tests' small budget).
+MODEL_MEMORY_ENV = "BERTGEOM_MODEL_MEMORY_BYTES"
+#: The longest safetensors header read (a real BERT's is a few kB).
+MAX_SAFETENSORS_HEADER = 16 * 1024 * 1024
+_ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
+             "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+def available_memory_bytes() -> int:
+    """The memory a new model may use: ``$BERTGEOM_MODEL_MEMORY_BYTES`` when set, else the kernel's
+    ``MemAvailable`` (``/proc/meminfo``), else the physical memory (``sysconf``)."""
+    override = os.environ.get(MODEL_MEMORY_ENV, "").strip()
+    if override:
+        try:
+            return max(0, int(float(override)))
+        except ValueError:
+            pass
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 2**63
+
+
+def config_parameters(config: dict) -> int:
+    """How many parameters a BERT-family config describes (embeddings, every layer's attention and
+    feed-forward, their layer norms, the pooler): what loading it allocates, before any weight is read."""
+    def size(name: str, default: int = 0) -> int:
+        value = config.get(name, default)
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+    h = size("hidden_size", 768)
+    inter = size("intermediate_size", 4 * h)
+    embeddings = (size("vocab_size", 30522) + size("max_position_embeddings", 512) + size("type_vocab_size", 2)) * h
+    layer = 4 * (h * h + h) + 2 * h * inter + inter + h + 4 * h
+    return embeddings + 2 * h + size("num_hidden_layers", 12) * layer + h * h + h
+
+
+def safetensors_bytes_declared(path: Path) -> int:
+    """The bytes of tensor data a safetensors file's header declares (read without loading a tensor).
+    Raises :class:`ModelLoadError` for a header that is cut, oversized, not JSON, or that declares more
+    data than the file holds."""
+    import json
+    import struct
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise ModelLoadError(f"'{path.name}' is too short to be a safetensors file.")
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_SAFETENSORS_HEADER:
+                raise ModelLoadError(f"'{path.name}' declares a {n:,}-byte header; a safetensors header of a "
+                                     f"BERT is at most {MAX_SAFETENSORS_HEADER:,} bytes.")
+            header = json.loads(fh.read(n))
+            data_size = os.fstat(fh.fileno()).st_size - 8 - n
+    except OSError as exc:
+        raise ModelLoadError(f"'{path.name}' cannot be read ({exc.strerror or type(exc).__name__}).") from None
+    except (ValueError, UnicodeDecodeError):
+        raise ModelLoadError(f"'{path.name}' has a header that is not JSON: not a safetensors file.") from None
+    if not isinstance(header, dict):
+        raise ModelLoadError(f"'{path.name}' has a header that is not a table of tensors.")
+    total, end = 0, 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            count = 1
+            for dim in info["shape"]:
+                count *= int(dim)
+            total += count * _ST_BYTES.get(str(info["dtype"]), 8)
+            end = max(end, int(info["data_offsets"][1]))
+        except (KeyError, TypeError, ValueError, IndexError):
+            raise ModelLoadError(f"'{path.name}' describes tensor '{str(name)[:60]}' without a shape, dtype "
+                                 "and offsets.") from None
+    if end > data_size:
+        raise ModelLoadError(f"'{path.name}' declares {end:,} bytes of tensors but holds {data_size:,}: "
+                             "the file is cut short.")
+    return total
+
+
+def check_model_size(source: str, config: dict, weights_files=()) -> None:
+    """Refuse, in one sentence, a model larger than :data:`MODEL_BOUNDS` or than this machine's
+    available memory (:func:`available_memory_bytes`): the config's parameters in fp32 and the weights
+    its safetensors headers declare, times :data:`MODEL_MEMORY_FACTOR`. Called before any weight is
+    allocated, so a config that asks for 20,000 layers costs nothing."""
+    shown = _shown_id(source)
+    for name, bound in MODEL_BOUNDS.items():
+        value = config.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1 or value != int(value):
+            raise ModelLoadError(f"'{shown}' has {name} = {str(value)[:40]} in its config.json; it must be a "
+                                 "positive whole number.")
+        if value > bound:
+            raise ModelLoadError(f"'{shown}' asks for {name} = {int(value):,} in its config.json; bertgeom reads "
+                                 f"models with at most {bound:,}.")
+    declared = sum(safetensors_bytes_declared(Path(f)) for f in weights_files)
+    needed = MODEL_MEMORY_FACTOR * max(4 * config_parameters(config), declared)
+    available = available_memory_bytes()
+    if needed > available:
+        raise ModelLoadError(f"'{shown}' needs about {_gib(needed)} of memory to load "
+                             f"({config_parameters(config):,} parameters) and this machine has {_gib(available)} "
+                             "available.")
 
 
 #: Functions ``Path -> ModelSpec | None`` that claim local directories (see :func:`register_loader`).
@@ -530,7 +698,16 @@ def load_model(model: str | ModelSpec, *, device: str = "cpu") -> LoadedModel:
     loader = _LOADERS.get(spec.loader)
     if loader is None:
         raise ModelLoadError(f"Model '{spec.id}' needs the '{spec.loader}' loader, which is not available.")
-    loaded = loader(spec)
+    try:
+        loaded = loader(spec)
+    except MemoryError:
+        # what the loader built is only reachable from this exception's frames: drop them and collect,
+        # so the server can load the next model (a kept traceback held the half-built weights)
+        import gc
+
+        gc.collect()
+        raise ModelLoadError(f"'{_shown_id(spec.id)}' does not fit in this machine's memory "
+                             f"({_gib(available_memory_bytes())} available).") from None
     if dev != "cpu":
         loaded.model.to(dev)
     return loaded

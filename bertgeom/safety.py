@@ -14,6 +14,7 @@ One home for each rule, so every site calls the same code:
 * :func:`inside_results_root` - a path under a results root, refused when any part of it is a
   symbolic link or resolves outside the root.
 * :class:`NameDeduper` - records that share a name told apart in outputs (``name``, ``name#2``).
+* :func:`error_text` - an exception's first line, read safely (an empty ``MemoryError`` included).
 * :data:`MAX_INPUT_BYTES` - the one limit on a user's input, pasted or uploaded.
 
 No Streamlit here: the library, the CLI and the pages share it.
@@ -40,8 +41,12 @@ import string
 from pathlib import Path
 
 #: The one limit on a user's input, pasted or uploaded (after decompression), on every page and
-#: set uploader: 20 MB, the same as ``server.maxUploadSize`` in ``.streamlit/config.toml``.
-MAX_INPUT_BYTES = 20 * 1024 * 1024
+#: set uploader: 20 MB = 20,000,000 bytes, what ``server.maxUploadSize = 20`` in
+#: ``.streamlit/config.toml`` lets through: Streamlit's uploader counts megabytes of 1,000,000 bytes
+#: (1,024² only on Windows), so a limit of 20 MiB promised files of 20.0-20.97 MB that it refuses.
+MAX_INPUT_BYTES = 20 * 1000 * 1000
+#: How the limit is written in sentences and labels.
+MAX_INPUT_WORDS = "20 MB"
 
 # ---- markdown --------------------------------------------------------------------------------
 _ESCAPES = {ord(c): "\\" + c for c in string.punctuation}
@@ -64,6 +69,21 @@ def plain(text: object) -> str:
     out = str(text).translate(_ESCAPES)
     out = out.replace("\\:", "\\:" + _JOIN).replace("\\@", "\\@" + _JOIN)
     return _WWW.sub(r"\1" + _JOIN, out)
+
+
+# ---- exception text --------------------------------------------------------------------------
+def error_text(exc: BaseException, limit: int = 200) -> str:
+    """The first line of an exception's text, at most ``limit`` characters, read safely: an exception
+    with no text (a ``MemoryError``, a bare ``KeyError()``) or whose ``str`` itself fails gives its
+    type's name, never an ``IndexError`` in the message builder."""
+    try:
+        text = str(exc).strip()
+    except Exception:  # noqa: BLE001 - a broken __str__ must not raise in the handler
+        text = ""
+    first = text.splitlines()[0].strip() if text else ""
+    if not first or first in ("''", '""'):
+        return type(exc).__name__
+    return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
 # ---- plotly text -----------------------------------------------------------------------------
@@ -211,9 +231,15 @@ class AtomicFile:
             self._fh.close()
 
     def discard(self) -> None:
-        """Close and remove the temporary file (a run that wrote nothing worth keeping)."""
-        self.close()
-        self.partial.unlink(missing_ok=True)
+        """Close and remove the temporary file (a run that wrote nothing worth keeping). The file is
+        removed even when closing fails (a full disk raises ``ENOSPC`` again while flushing what is
+        buffered): nothing is left behind by a run that failed."""
+        try:
+            self._fh.close()
+        except OSError:
+            pass  # the write already failed (the caller raises that); what was buffered is not kept
+        finally:
+            self.partial.unlink(missing_ok=True)
 
     def commit(self, sync: bool = True) -> None:
         """Flush, sync and rename the partial file over the target (atomic on one file system).

@@ -97,6 +97,11 @@ class TokenList:
         return [self.tokens[int(i)] for i in ids]
 
 
+#: Clark et al. 2019's punctuation (§3.1: attention to "." and ","): the ``P`` of docs/methods.md §2 and
+#: of the features' labels; text inputs mark these, ``TokenKinds.from_tokens(punct="all")`` every one.
+CLARK_PUNCT = (".", ",")
+
+
 def is_punct_token(tok: str) -> bool:
     """True for a token made only of Unicode punctuation (a WordPiece ``##`` prefix is ignored)."""
     t = tok[2:] if tok.startswith("##") else tok
@@ -138,7 +143,7 @@ class TokenKinds:
         cls_token: str = "[CLS]",
         sep_token: str = "[SEP]",
         pad_token: str | None = "[PAD]",
-        punct: Iterable[str] | str = (".", ","),
+        punct: Iterable[str] | str = CLARK_PUNCT,
     ) -> "TokenKinds":
         """Build the masks from token strings.
 

@@ -159,7 +159,7 @@ def test_arrays_and_json_round_trip_through_the_cache_directory(cache_dir):
     jkey = CacheKey.of("round-trip-json")
     facts = {"pred": "Alpha", "p": 0.93, "pick": {"change": "N501Y", "n": 1}}
     assert cached(jkey, lambda: facts, disk="json") == facts
-    assert json.loads(cache.disk_path(jkey, "json").read_text()) == facts
+    assert json.loads(cache.disk_path(jkey, "json").read_text()) == {"key": jkey.canonical(), "value": facts}
     assert cached(jkey, lambda: pytest.fail("recomputed"), disk="json") == facts
     assert not list(cache_dir.glob("*.tmp*"))  # every write went through a temporary file, moved into place
 

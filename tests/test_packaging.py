@@ -85,3 +85,30 @@ def test_streamlit_stops_before_a_minor_release_the_suite_has_not_run_on():
         assert cap.major == 1 and cap.micro == 0 and cap.minor > min(floors).minor, req  # a minor, not <2
         installed = Version(version("streamlit"))
         assert req.specifier.contains(installed), (req, installed)
+
+
+def test_round_four_floors_exclude_the_published_advisories():
+    """Issue 46, item 7: transformers < 5.10 (CVE-2026-9856), scikit-learn < 1.5 (CVE-2024-5206),
+    onnx < 1.21 (the ``fast`` extra: advisories fixed in 1.16, 1.17 and 1.21), and the starlette <
+    1.0.1 and python-multipart < 0.0.27 that Streamlit's own ranges admit are excluded in both
+    requirement lists; what is installed here satisfies them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    floors = {"transformers": "5.10.0", "scikit-learn": "1.5.0", "starlette": "1.0.1", "python-multipart": "0.0.27"}
+    for lines in (requirement_lines("requirements.txt")[:-1], PYPROJECT["project"]["dependencies"]):
+        reqs = {Requirement(r).name: Requirement(r) for r in lines}
+        for name, floor in floors.items():
+            assert name in reqs, f"{name} has no floor"
+            lowest = min(Version(s.version) for s in reqs[name].specifier if s.operator == ">=")
+            assert lowest >= Version(floor), reqs[name]
+            assert reqs[name].specifier.contains(version(name)), (reqs[name], version(name))
+    onnx = next(Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"]["fast"]
+                if Requirement(r).name == "onnx")
+    assert min(Version(s.version) for s in onnx.specifier if s.operator == ">=") >= Version("1.21")
+    try:
+        assert onnx.specifier.contains(version("onnx"))
+    except PackageNotFoundError:  # the fast extra is optional
+        pass

@@ -292,7 +292,7 @@ def test_every_uploader_shares_the_one_input_limit():
     from bertgeom.sars_cov_2.variant import MAX_GENOME_INPUT_BYTES
 
     cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
-    assert MAX_UPLOAD_BYTES == MAX_GENOME_INPUT_BYTES == MAX_INPUT_BYTES == cfg["server"]["maxUploadSize"] * 2**20
+    assert MAX_UPLOAD_BYTES == MAX_GENOME_INPUT_BYTES == MAX_INPUT_BYTES == cfg["server"]["maxUploadSize"] * 10**6
     over = gzip.compress(b">x|omicron\n" + b"ACGT" * (MAX_INPUT_BYTES // 4 + 10))  # 21 MB of text, 64 KB of gz
     with pytest.raises(InputError, match=f"limit of {MAX_INPUT_BYTES:,}"):
         labelled_fasta_set(over)  # the Cone and Subspace set uploaders

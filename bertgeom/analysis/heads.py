@@ -828,7 +828,8 @@ def _mean_dist(c: _Chunk):
 
 
 @head_feature("mean_dist_norm", ("distance / uniform",
-                                 "mean_dist / E_U,  E_U = mean_i mean_j |j-i|  (= (n^2-1)/(3n) over all rows)",
+                                 "mean_dist / E_U,  E_U = mean_i mean_j |j-i| over the rows averaged  "
+                                 "((n^2-1)/(3n) over all rows)",
                                  "Guan-style G2 (reconstruction)"))
 def _mean_dist_norm(c: _Chunk):
     return c["mean_dist"] / c.p.EU if c.p.EU > 0 else c.zeros()

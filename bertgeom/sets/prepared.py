@@ -37,6 +37,7 @@ and Kovaleva et al. 2019 §4.6 (disabling).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -48,6 +49,7 @@ import numpy as np
 
 from bertgeom.cache import CacheKey, cached_arrays, on_disk, read_arrays, write_arrays
 from bertgeom.runtime import cache_dir
+from bertgeom.safety import error_text
 from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
 from bertgeom.sets.keys import (ACROSS_VERSION, CLASS_MEAN_VERSION, COMPARE_VERSION, CONE_DISK_VERSION,  # noqa: F401
                                 FLOW_VERSION, across_key, class_mean_key, compare_key, cone_set_key,
@@ -189,7 +191,9 @@ def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: 
 
 
 def _store(key, arrays: dict) -> None:
-    write_arrays(key, arrays)
+    """Write a summary; a write that fails (a full disk, a read-only cache) raises, so the task is
+    reported failed, never done without its file."""
+    write_arrays(key, arrays, strict=True)
 
 
 def _heads_set_task(ctx: _Context) -> PreparedTask:
@@ -452,10 +456,11 @@ def _next_task(pending: list[PreparedTask]) -> PreparedTask:
 
 
 def run_tasks(tasks: list[PreparedTask], *, log: Callable[[str], None] | None = None,
-              status: bool = True) -> dict[str, int]:
+              status: bool = True, failures: list[str] | None = None) -> dict[str, int]:
     """Run every task whose result is not on disk yet, a wished-for task first, keeping
     :func:`status_path` up to date (``{"tasks": [{id, title, group, model, state, done, total}]}``).
-    A task that fails is marked ``failed`` with its message; the others still run."""
+    A task that fails (its computation, or writing its file) is marked ``failed`` with its message and
+    named in ``failures`` (when given); the others still run."""
     rows = {t.id: {"id": t.id, "title": t.title, "group": t.group, "model": t.model_id,
                    "state": "done" if is_on_disk(t.key) else "queued", "done": 0, "total": 0} for t in tasks}
     counts = {"done_before": sum(r["state"] == "done" for r in rows.values()), "computed": 0, "failed": 0}
@@ -496,6 +501,9 @@ def run_tasks(tasks: list[PreparedTask], *, log: Callable[[str], None] | None = 
         except Exception as exc:  # one failed summary never stops the others (the page computes it itself)
             row["state"], row["error"] = "failed", f"{type(exc).__name__}: {exc}"[:300]
             counts["failed"] += 1
+            if failures is not None:
+                failures.append(f"{task.model_id}: {task.title} "
+                                f"({getattr(exc, 'strerror', None) or error_text(exc, 120)})")
         if log:
             log(f"{row['state']:6s} {time.perf_counter() - t0:6.1f} s  {task.model_id}: {task.title}")
         publish(True)
@@ -522,13 +530,18 @@ def _lock():
 
 def prepare_models(model_ids: Sequence[str], *, subspace: bool = True, sweeps: bool = True,
                    subspace_heads: int | None = None, log: Callable[[str], None] | None = print) -> int:
-    """Prepare every task of every model (in order); returns 0, or 1 when another process holds the lock."""
+    """Prepare every task of every model (in order); returns 0, 1 when another process holds the lock,
+    2 when the lock cannot be made, and 3 when a summary could not be written (each one named)."""
     try:
         held = _lock()
     except OSError as exc:
         if log:
-            log(f"error: the preparation lock in {prepared_dir()} cannot be opened ({exc.strerror or exc}); "
-                "a link there is never followed: remove it and rerun.")
+            if exc.errno == errno.ELOOP:
+                log(f"error: the preparation lock in {prepared_dir()} is a symbolic link, which is never "
+                    "followed: remove it and rerun.")
+            else:
+                log(f"error: the preparation lock in {prepared_dir()} cannot be created ({exc.strerror or exc}): "
+                    "the cache folder is not writable here (set BERTGEOM_CACHE_DIR to a writable folder).")
         return 2
     if held is None:
         if log:
@@ -556,9 +569,15 @@ def prepare_models(model_ids: Sequence[str], *, subspace: bool = True, sweeps: b
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1):  # small matrices: threaded BLAS only spins (see sets.cone.single_threaded)
-            counts = run_tasks(tasks, log=log)
+            failed: list[str] = []
+            counts = run_tasks(tasks, log=log, failures=failed)
         if log:
             log(f"computed {counts['computed']}, already on disk {counts['done_before']}, failed {counts['failed']}")
+        if counts["failed"]:
+            if log:
+                shown = "; ".join(failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
+                log(f"error: {counts['failed']} summaries could not be prepared in {cache_dir()}: {shown}")
+            return 3
         return 0
     finally:
         held.close()

@@ -45,7 +45,7 @@ def _on_example(kind: InputKind) -> None:
 def read_upload(kind: InputKind, name: str, data: bytes) -> tuple[str, str]:
     """``(text, problem)`` of an uploaded file, read by the kind's upload reader. Never raises."""
     if len(data) > MAX_UPLOAD_BYTES:
-        return "", f"'{name}' is larger than {MAX_UPLOAD_BYTES // 2**20} MB."
+        return "", f"'{name}' is larger than {MAX_UPLOAD_BYTES // 10**6} MB ({MAX_UPLOAD_BYTES:,} bytes)."
     return kind.upload_reader(name, data)
 
 

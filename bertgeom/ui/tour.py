@@ -385,7 +385,9 @@ def tour_bar(pages: dict, current) -> None:
                 st.markdown(view.sentence)
             except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
                 st.session_state.pop("_tour_select", None)
-                st.warning(f"This step's numbers could not be computed: {str(exc).splitlines()[0][:160]}")
+                from bertgeom.safety import error_text, plain
+
+                st.warning(f"This step's numbers could not be computed: {plain(error_text(exc, 160))}")
 
 
 def tour_overview() -> None:

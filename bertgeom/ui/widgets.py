@@ -7,6 +7,7 @@
 * :func:`progress` -- a progress bar as a ``(done, total)`` callback;
 * :func:`open_tabs` -- lazy tabs: only the open one runs;
 * :func:`guarded` -- any failure becomes one sentence, never a traceback;
+* :func:`read_set_upload` -- every set uploader's one reading path: the set, or one sentence;
 * :func:`errors_expander` -- the inputs of a set that could not be analysed;
 * :func:`doc_caption` and :func:`doc_list` -- a metric's documentation record, as the UI shows it;
 * :func:`teaching` -- the long explanatory texts of ``bertgeom/ui/texts/``.
@@ -27,7 +28,7 @@ from bertgeom.inputs import InputError
 from bertgeom.ui.methods_link import linked
 from bertgeom.ui.url_settings import value_from_url, value_to_url
 from bertgeom.ui.state import select_head
-from bertgeom.safety import csv_bytes, plain
+from bertgeom.safety import csv_bytes, error_text, plain
 from bertgeom.tables import counted
 
 TEXTS = Path(__file__).resolve().parent / "texts"
@@ -187,8 +188,28 @@ def guarded(what: str):
     except InputError as exc:
         st.error(plain(exc))
     except Exception as exc:  # noqa: BLE001 - the page must not show tracebacks
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        st.error(f"{what} failed: {plain(first)}")
+        st.error(f"{what} failed: {plain(error_text(exc))}")
+
+
+def read_set_upload(kind, name: str, data: bytes, labels_tsv: bytes | None = None):
+    """The set an uploaded file holds, read by the input kind's reader (``kind.read_set``), or None
+    after one sentence on the page: the one reading path of every set uploader (Cone, Subspace, Queries
+    & keys), so an empty, binary, compressed-bomb, oversized or mislabelled file is answered the same way
+    everywhere, never with the crash box. A label the reader does not know names the classes."""
+    try:
+        if labels_tsv is None:
+            return kind.read_set(data) if kind.read_set is not None else None
+        return kind.read_set(data, labels_tsv)
+    except InputError as exc:
+        st.error(f"'{plain(name)}' could not be read: {plain(error_text(exc, 400))}")
+    except ValueError as exc:  # an unknown class label
+        names = ", ".join(getattr(kind, "class_names", ()) or ()) or "the model's class names"
+        st.error(f"The labels of '{plain(name)}' could not be read: {plain(error_text(exc))} (use {plain(names)}).")
+    except MemoryError:
+        st.error(f"'{plain(name)}' is too large to read on this server.")
+    except Exception as exc:  # noqa: BLE001 - any reader failure is one sentence, never a traceback
+        st.error(f"'{plain(name)}' could not be read: {plain(error_text(exc))}")
+    return None
 
 
 def errors_expander(errors: Iterable[tuple[str, str]]) -> None:

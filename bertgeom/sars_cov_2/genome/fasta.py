@@ -240,6 +240,16 @@ def _maybe_decompress(data: bytes, limit: int) -> tuple[bytes, bool, int]:
     return out, truncated, trailing
 
 
+def _binary_start(data: str | bytes) -> bool:
+    """Whether input is binary: a NUL in its first line (its first 64 kB), the rule of the CLI's
+    streaming reader (:func:`iter_fasta_file`). A NUL further on is a bad character of one record
+    (replaced in a header, refused in a sequence), so one damaged header does not make a whole
+    upload "binary" on the web while the CLI reads the rest."""
+    nul, newline = ("\x00", "\n") if isinstance(data, str) else (b"\x00", b"\n")
+    first = data[: 1 << 16].split(newline, 1)[0]
+    return nul in first
+
+
 def _to_text(data: str | bytes, max_bytes: int) -> tuple[str, bool, int]:
     """``(text, truncated, trailing)``: decoded, decompressed text, whether a compressed stream ended
     early, and how many unreadable bytes followed its last complete member."""
@@ -251,7 +261,7 @@ def _to_text(data: str | bytes, max_bytes: int) -> tuple[str, bool, int]:
         data, truncated, trailing = _maybe_decompress(data, max_bytes)
         if truncated:
             data = data.decode("utf-8", errors="ignore").encode("utf-8")  # a multi-byte character may be cut
-        if b"\x00" in data:
+        if _binary_start(data):
             raise SequenceInputError("The input is binary data, not a text FASTA file or sequence.")
         try:
             text = data.decode("utf-8-sig")
@@ -265,7 +275,7 @@ def _to_text(data: str | bytes, max_bytes: int) -> tuple[str, bool, int]:
             text = text[1:]
     else:
         raise SequenceInputError("The input must be text or bytes.")
-    if "\x00" in text:
+    if _binary_start(text):
         raise SequenceInputError("The input is binary data, not a text FASTA file or sequence.")
     return text.replace("\r\n", "\n").replace("\r", "\n"), truncated, trailing
 
@@ -411,6 +421,7 @@ class _CheckedStream(io.RawIOBase):
         self._eof = False  # the underlying file is exhausted
         self.out = 0
         self.verified = 0
+        self._ended_early = False
 
     def readable(self) -> bool:
         return True
@@ -448,6 +459,14 @@ class _CheckedStream(io.RawIOBase):
         self._d = self._make()
         return True
 
+    def _cut(self) -> int:
+        """The file ends inside a member: the first time, an end of data (0), so a reader's ``readline``
+        hands over the partial line it holds (a header cut in the middle is still seen); then ``EOFError``."""
+        if not self._ended_early:
+            self._ended_early = True
+            return 0
+        raise EOFError("the compressed file ends inside a member")
+
     def readinto(self, buf) -> int:
         want = len(buf)
         while True:
@@ -457,14 +476,14 @@ class _CheckedStream(io.RawIOBase):
             try:
                 if hasattr(d, "unconsumed_tail"):  # zlib: unread input comes back in unconsumed_tail
                     if not self._rest and not self._fill():
-                        raise EOFError("the compressed file ends inside a member")
+                        return self._cut()
                     chunk = d.decompress(self._rest, want)
                     self._rest = d.unconsumed_tail if not d.eof else b""  # at the end, unused_data has it all
                 else:  # lzma, bz2: input is buffered inside; feed only when it asks
                     feed = b""
                     if d.needs_input:
                         if not self._rest and not self._fill():
-                            raise EOFError("the compressed file ends inside a member")
+                            return self._cut()
                         feed, self._rest = self._rest, b""
                     chunk = d.decompress(feed, want)
             except (zlib.error, lzma.LZMAError, OSError) as exc:
@@ -508,6 +527,7 @@ def _text_lines(raw, limit: int) -> Iterator[tuple[str, int, int]]:
     while True:
         chunk = raw.readline(limit)
         if not chunk:
+            raw.read(1)  # a compressed file that ended inside a member raises EOFError here (_CheckedStream._cut)
             return
         start, pos = pos, pos + len(chunk)
         if first:
@@ -610,6 +630,8 @@ def iter_fasta_file(path: str | os.PathLike, max_record_len: int = MAX_RECORD_LE
                             unverified()
                             yield out
                     header, end = line[1:], line_end
+                    name = _clean_name(header, f"unnamed_{index + 1}")  # a file cut inside the header names it
+                    parts, size, too_long, started = [], 0, False, True
                     while not complete:  # absurdly long header: keep its start only
                         more = next(lines, None)
                         if more is None:

@@ -56,6 +56,9 @@ class Prediction:
     gate: str = ""  #: SARS-CoV-2 / too divergent / not SARS-CoV-2 (bertgeom.sars_cov_2.genome.gate); no call unless SARS-CoV-2
     notes: str = ""  #: what was done to the input (reverse complement, U->T, trimmed, cut spike) and, with no call, why
     error: str = ""
+    #: the forward's precision (fp32 / bf16) and runtime: what produced ``probs`` (issue 46: bf16 moves them)
+    precision: str = ""
+    backend: str = ""
 
     def row(self, labels: Iterable[str], model_version: str, precision: str = "", backend: str = "") -> dict:
         """Flat CSV row: name, prediction, one probability column per class, QC, mutations, nearest
@@ -426,7 +429,16 @@ def classify_stream(loaded: LoadedModel, records: Iterable, *, batch_size: int =
         raise ValueError("streams must be at least 1 (or 'auto').")
     if n_streams > 1 and workers > 1:
         raise ValueError("use preparation workers or forward streams, not both.")
-    forward = fast_classifier(loaded, device or "cpu", precision, backend).logits
+    fc = fast_classifier(loaded, device or "cpu", precision, backend)
+    for pred in _classify_stream(loaded, fc.logits, records, batch_size, workers, window, n_streams, dataset,
+                                 nextclade):
+        if pred.probs:
+            pred.precision, pred.backend = fc.precision, fc.backend
+        yield pred
+
+
+def _classify_stream(loaded, forward, records, batch_size, workers, window, n_streams, dataset, nextclade):
+    """:func:`classify_stream`'s predictions from ``forward`` (the fast classifier's logits)."""
     if n_streams > 1:
         yield from _classify_in_streams(loaded, forward, records, max(1, int(batch_size) // n_streams), n_streams,
                                         {"dataset": dataset, "nextclade": nextclade})

@@ -50,7 +50,7 @@ from bertgeom.sars_cov_2.variant import (
 from bertgeom.sars_cov_2.variant.precompute import GENOME_PRECOMPUTE
 
 #: Upload file types of genome boxes (plain or compressed FASTA).
-FASTA_TYPES = ("fasta", "fa", "fna", "txt", "gz", "xz")
+FASTA_TYPES = ("fasta", "fa", "fna", "txt", "gz", "xz", "bz2")  # what the CLI reads, bz2 included
 
 
 @lru_cache(maxsize=1)
@@ -131,7 +131,7 @@ def read_upload(name: str, data: bytes) -> tuple[str, str]:
     from bertgeom.sars_cov_2.genome.fasta import RecordError, SequenceInputError, TruncatedInputError, parse_sequences
 
     if len(data) > MAX_GENOME_INPUT_BYTES:
-        return "", f"'{name}' is larger than {MAX_GENOME_INPUT_BYTES // 2**20} MB."
+        return "", f"'{name}' is larger than {MAX_GENOME_INPUT_BYTES // 10**6} MB ({MAX_GENOME_INPUT_BYTES:,} bytes)."
     problem = ""
     try:
         records = parse_sequences(data, max_bytes=MAX_GENOME_INPUT_BYTES, tolerant=True)
@@ -159,10 +159,11 @@ def domain_token_share(dom: str) -> float:
     return 100.0 * sum(d == dom for d in doms[:-1]) / (len(doms) - 1)
 
 
-def classify_genomes(loaded, genomes, batch_size: int = 16) -> list:
+def classify_genomes(loaded, genomes, batch_size: int = 16, precision: str = "auto") -> list:
     """Classify SARS-CoV-2 genomes (FASTA text, bytes or a path to a FASTA file; whole, partial or
     spike only) with the variant model ``loaded``: one :class:`bertgeom.sars_cov_2.variant.predict.Prediction`
-    per record, in input order (:func:`bertgeom.classify` for this kind)."""
+    per record, in input order (:func:`bertgeom.classify` for this kind). ``precision``: ``fp32``,
+    ``bf16`` or ``auto`` (bf16 where the CPU has bf16 units); each prediction records the one used."""
     from pathlib import Path
 
     from bertgeom.sars_cov_2.genome.fasta import SequenceInputError, parse_sequences
@@ -174,7 +175,7 @@ def classify_genomes(loaded, genomes, batch_size: int = 16) -> list:
         records = parse_sequences(genomes, tolerant=True)
     except SequenceInputError as exc:
         raise InputError(str(exc)) from None
-    return list(classify_stream(loaded, records, batch_size=batch_size))
+    return list(classify_stream(loaded, records, batch_size=batch_size, precision=precision))
 
 
 def choose_backend_ahead(loaded, log=None) -> None:
@@ -200,11 +201,11 @@ GENOME = InputKind(
     plural="genomes",
     box_label="Genome or spike sequence (FASTA or bare)",
     box_help=(f"Whole genome, partial or spike-only; RNA (U) and lower case are fine. Input limit: "
-              f"{MAX_GENOME_INPUT_BYTES // 2**20} MB of sequence, pasted or uploaded (after decompression); "
+              f"{MAX_GENOME_INPUT_BYTES // 10**6} MB of sequence, pasted or uploaded (after decompression); "
               "the page classifies the first 200 records."),
     examples_label="Example genomes (open data)",
     examples_help="Real INSDC genomes redistributed by Nextstrain (MIT); none was used to train the model.",
-    upload_label=f"…or upload FASTA (.fasta, .fa, .gz, .xz; up to {MAX_GENOME_INPUT_BYTES // 2**20} MB)",
+    upload_label=f"…or upload FASTA (.fasta, .fa, .gz, .xz, .bz2; up to {MAX_GENOME_INPUT_BYTES // 10**6} MB)",
     examples=genome_examples,
     shipped_set=genome_set,
     shipped_set_description="the labelled real genomes shipped with bertgeom (validation_small, held out "

@@ -12,7 +12,7 @@ from bertgeom.sets import cone as conesets
 from bertgeom.sets.inputs import set_fingerprint, shipped_set
 from bertgeom.ui import cone_cache
 from bertgeom.ui.cone.view import View
-from bertgeom.ui.widgets import errors_expander
+from bertgeom.ui.widgets import errors_expander, read_set_upload
 from bertgeom.tables import counted, word_for
 
 #: Inputs read from an upload (bounded work).
@@ -50,8 +50,9 @@ def choose_set(v: View):
         if fasta is None:
             st.info("Upload a FASTA file to analyse your own set.")
             return None
-        items = cone_cache.uploaded_set(loaded.spec.input_kind, fasta.getvalue(),
-                                        tsv.getvalue() if tsv is not None else None)
+        items = read_set_upload(kind, fasta.name, fasta.getvalue(), tsv.getvalue() if tsv is not None else b"")
+        if items is None:
+            return None
         note = f"Uploaded set '{plain(fasta.name)}': {counted(len(items), 'record')}."
         n_renamed = sum("#" in it.name and not it.text.startswith(f">{it.name}\n") for it in items)
         if n_renamed:

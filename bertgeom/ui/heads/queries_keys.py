@@ -19,7 +19,7 @@ from bertgeom.ui.cache import cached_layer_weights, cached_model
 from bertgeom.ui.heads.view import View, token_groups
 from bertgeom.safety import plain
 from bertgeom.ui.state import widget_key
-from bertgeom.ui.widgets import guarded, table
+from bertgeom.ui.widgets import guarded, read_set_upload, table
 from bertgeom.tables import counted, word_for
 
 
@@ -82,13 +82,15 @@ def _choose_set(v: View) -> tuple[InputItem, ...] | None:
         return shipped_set(kind)[:MAX_SET_INPUTS]
     spec = input_kind_of(kind)
     if spec.read_set is not None and spec.labelled_uploads:  # a labelled file, as the Cone page's own set
-        from bertgeom.ui.cone_cache import uploaded_set
-
         up = st.file_uploader(spec.set_upload_label.capitalize(), type=list(spec.set_upload_types), key="w_qk_fasta")
         if up is None:
             st.info(f"Upload a file to embed your own {spec.plural}.")
             return None
-        items = uploaded_set(kind, up.getvalue(), None)
+        items = read_set_upload(spec, up.name, up.getvalue())  # one sentence when unreadable
+        if not items:
+            if items is not None:
+                st.warning(f"'{plain(up.name)}' holds no {spec.noun}.")
+            return None
     else:
         text = st.text_area("One input per line", key="w_qk_lines", height=120,
                             placeholder="The cat sat on the mat.\nA dog barked.")
@@ -109,8 +111,9 @@ def qk_set_tab(v: View) -> None:
     st.caption(f"**What this shows:** AttentionViz's joint view of {v.HL} — the query (○) and key (×) of every token "
                "of every input in a set, in one map. Before projecting, queries are scaled by c and keys by 1/c "
                "so both have the same mean norm, and keys are moved onto the queries' centre: neither changes any "
-               "attention weight, and afterwards a key close to a query is a key that query attends to "
-               "(Yeh et al. 2023, arXiv:2305.03210, §4; see Methods). **Click a point to open its input** "
+               "attention weight (Yeh et al. 2023, arXiv:2305.03210, §4; see Methods). Closeness reads as attention "
+               "only as far as the norms of queries and keys are alike: the correlation below says how far it "
+               "holds for this head, normalised and not. **Click a point to open its input** "
                "in the sidebar.")
     if any(lw.rotary for lw in cached_layer_weights(v.model_id)):
         st.info("This model rotates queries and keys by position (rotary embeddings), so q·k of two tokens also "

@@ -13,13 +13,13 @@ import pandas as pd
 import streamlit as st
 
 from bertgeom.figures import subspace as fs
-from bertgeom.inputs import INPUT_KINDS, InputError
-from bertgeom.safety import plain
+from bertgeom.inputs import INPUT_KINDS
+from bertgeom.safety import error_text, plain
 from bertgeom.sets.inputs import InputItem, shipped_set
 from bertgeom.sets.subspace import ACROSS_KEYS
 from bertgeom.ui import subspace_cache as sc
 from bertgeom.ui.subspace.view import DATA_SHORT, View, file_safe
-from bertgeom.ui.widgets import chart, table
+from bertgeom.ui.widgets import chart, read_set_upload, table
 from bertgeom.tables import counted
 
 #: Most inputs a user-supplied set may hold (bounded work).
@@ -33,11 +33,7 @@ def _user_set(kind) -> tuple[InputItem, ...] | None:
     up = st.file_uploader(f"…or {kind.set_upload_label}", type=list(kind.set_upload_types), key="w_sub_set_upload")
     if up is None:
         return None
-    try:
-        return kind.read_set(up.getvalue())
-    except InputError as exc:
-        st.error(plain(exc))
-        return None
+    return read_set_upload(kind, up.name, up.getvalue())
 
 
 def across_tab(v: View) -> None:
@@ -66,7 +62,7 @@ def across_tab(v: View) -> None:
     try:
         res = sc.across_inputs(model_id, wh, items, layer, head, eps=eps, token_set=token_set)
     except (ValueError, RuntimeError, np.linalg.LinAlgError, OSError) as exc:
-        st.error(f"The set could not be analysed: {plain(str(exc).splitlines()[0])}")
+        st.error(f"The set could not be analysed: {plain(error_text(exc))}")
         return
     if len(res["errors"]):
         with st.expander(f"{counted(len(res['errors']), 'input')} could not be analysed"):

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from bertgeom.figures import subspace as fs
-from bertgeom.safety import plain
+from bertgeom.safety import error_text, plain
 from bertgeom.tables import per_head_frame
 from bertgeom.ui import subspace_cache as sc
 from bertgeom.ui.subspace.view import View, file_safe
@@ -29,7 +29,7 @@ def faithful_tab(v: View) -> None:
     try:
         _, dev = sc.data_geometry_for(model_id, wh, text, eps, token_set, True)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
-        st.error(f"The faithful attention could not be computed for this input: {plain(str(exc).splitlines()[0])}")
+        st.error(f"The faithful attention could not be computed for this input: {plain(error_text(exc))}")
         return
     left, right = st.columns([5, 4], gap="large")
     with left:

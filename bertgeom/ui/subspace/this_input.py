@@ -14,7 +14,7 @@ import streamlit as st
 
 from bertgeom.analysis.subspace import DATA_FEATURE_DOCS
 from bertgeom.figures import subspace as fs
-from bertgeom.safety import plain
+from bertgeom.safety import error_text, plain
 from bertgeom.tables import per_head_frame
 from bertgeom.tokens import TOKEN_SETS
 from bertgeom.ui import subspace_cache as sc
@@ -34,7 +34,7 @@ def _data_geometries(v: View):
         correct, _ = sc.cached_data_geometry(model_id, wh, text, eps, token_set, False)
         fgeom, dev = sc.data_geometry_for(model_id, wh, text, eps, token_set, True) if faithful else (None, None)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
-        st.error(f"D1–D3 could not be computed for this input: {plain(str(exc).splitlines()[0])}")
+        st.error(f"D1–D3 could not be computed for this input: {plain(error_text(exc))}")
         st.stop()
     return correct, fgeom, dev
 

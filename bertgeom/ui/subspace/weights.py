@@ -14,7 +14,7 @@ import streamlit as st
 from bertgeom.analysis.subspace import WEIGHT_FEATURE_DOCS
 from bertgeom.figures import subspace as fs
 from bertgeom.figures.base import matrix_heatmap
-from bertgeom.safety import plain
+from bertgeom.safety import error_text, plain
 from bertgeom.tables import per_head_frame
 from bertgeom.ui import subspace_cache as sc
 from bertgeom.ui.names import symbols
@@ -32,7 +32,7 @@ def weights_tab(v: View) -> None:
     try:
         wg = sc.cached_weight_geometry(model_id, wh, rank_rtol, sym_rtol)
     except (ValueError, np.linalg.LinAlgError) as exc:
-        st.error(f"The weight geometry of this model could not be computed: {plain(str(exc).splitlines()[0])}")
+        st.error(f"The weight geometry of this model could not be computed: {plain(error_text(exc))}")
         return
     names = [n for n in WEIGHT_FEATURE_DOCS if n in wg.scalars]
     left, right = st.columns([5, 4], gap="large")
