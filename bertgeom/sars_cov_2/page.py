@@ -56,6 +56,7 @@ from bertgeom.sars_cov_2.variant.result import (
     second_opinion,
     spike_bands,
 )
+from bertgeom.tables import counted
 
 st.title("Variant Classifier")
 st.caption(
@@ -208,7 +209,7 @@ with left:
         else:
             g_icon = {"pass": ":green[pass]", "warn": ":orange[warn]", "fail": ":red[fail]"}[gqc.verdict]
             st.markdown(f"Verdict: **{g_icon}** · coverage {gqc.coverage:.1%} · {gqc.missing:,} bases missing · "
-                        f"{gqc.ambiguous} ambiguous · {len(gqc.frameshifts)} frameshift(s) (known ones apart)")
+                        f"{gqc.ambiguous} ambiguous · {counted(len(gqc.frameshifts), 'frameshift')} (known ones apart)")
             for reason in gqc.reasons:
                 st.caption(f"• {reason}")
     render_qc_score(analysis)
@@ -332,7 +333,7 @@ if changes:
                  hide_index=True, width="stretch")
     new_probs = class_probabilities(loaded, after_logits)
     new_pred = labels[int(np.argmax(new_probs))]
-    st.markdown(f"Prediction after {n_events} change(s): **{plain(CLASS_DISPLAY.get(new_pred, new_pred))}** "
+    st.markdown(f"Prediction after {counted(n_events, 'change')}: **{plain(CLASS_DISPLAY.get(new_pred, new_pred))}** "
                 f"({probability_label(new_probs.max())})")
     st.caption("Log-odds ln(p / (1 − p)) of the calibrated probability: they keep moving where the probability "
                "shows as > 99.9% (+2.3 is ten times the odds).")

@@ -19,6 +19,7 @@ import streamlit as st
 from bertgeom.safety import plain
 from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
 from bertgeom.ui.widgets import chart
+from bertgeom.tables import counted
 
 _STATUS = {"good": ":green[good]", "mediocre": ":orange[mediocre]", "bad": ":red[bad]"}
 _GENE_NOTE = {"nuc": "Nucleotide changes that change no amino acid (synonymous, non-coding, between genes)."}
@@ -151,10 +152,12 @@ def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) ->
         from bertgeom.sars_cov_2.genome.qc import known_frameshift
 
         shifts = [f"{gene}:{f}" + (" known, no QC points" if known_frameshift(gene, f) else "") for f in gr.frameshifts]
-        st.caption(f"{gene}: {len(gr.events)} amino-acid change(s) against Wuhan-Hu-1 · coverage {gr.coverage:.1%} "
-                   f"(called bases) · {len(gr.frameshifts)} frameshift(s)"
+        st.caption(f"{gene}: {counted(len(gr.events), 'amino-acid change')} against Wuhan-Hu-1 "
+                   f"· coverage {gr.coverage:.1%} "
+                   f"(called bases) · {counted(len(gr.frameshifts), 'frameshift')}"
                    + (f" ({', '.join(shifts)})" if shifts else "")
-                   + f" · {len(gr.stops)} premature stop(s)" + (f" ({', '.join(gr.stops)})" if gr.stops else "")
+                   + f" · {counted(len(gr.stops), 'premature stop')}"
+                   + (f" ({', '.join(gr.stops)})" if gr.stops else "")
                    + f" · {n_private} private")
     if gene != "nuc" and rep.genes[gene].coverage == 0:
         st.info(f"The sequence does not read {gene} (all N or not covered), so its mutations cannot be read.")
