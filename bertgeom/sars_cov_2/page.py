@@ -53,6 +53,7 @@ from bertgeom.sars_cov_2.variant.result import (
     qc_verdicts,
     result_record,
     result_row,
+    what_if_record,
     second_opinion,
     spike_bands,
 )
@@ -169,6 +170,19 @@ pred = trace.predicted
 confidence = float(probs.max())
 qc = analysis.qc
 
+
+
+def result_downloads(notes: list[str], what_if: dict | None = None) -> None:
+    """The JSON and CSV of this genome's result, carrying what the screen says: the reading notes,
+    the model's and the dataset's versions, and the what-if changes with the call after them."""
+    c1, c2 = st.columns(2)
+    c1.download_button("Download result (JSON)", json.dumps(result_record(
+        loaded, analysis, pred, labels, probs, notes=notes, what_if=what_if), indent=1).encode(),
+        "variant_result.json", "application/json")
+    c2.download_button("Download result (CSV)", csv_bytes([result_row(
+        loaded, analysis, pred, labels, probs, notes=notes, what_if=what_if)]), "variant_result.csv", "text/csv")
+
+
 gate = analysis.gate
 no_call = gate is not None and not gate.passed  # outside the model's world: no class probability as a call
 if no_call:  # above everything else about this record
@@ -177,7 +191,8 @@ if no_call:  # above everything else about this record
 st.subheader(plain(analysis.name), anchor=False)
 # the record's reading notes (RNA input: U read as T, ...) first, as on every page that takes the same paste
 resolution = analysis.placement.resolution_note() if analysis.placement is not None else ""
-for note in input_notes(trace.encoded.notes, record.notes):
+shown_notes = input_notes(trace.encoded.notes, record.notes)  # the downloads carry the same notes
+for note in shown_notes:
     if note != resolution:  # said in the placement section, beside the lineage it qualifies
         st.caption(note_line(note))
 
@@ -256,11 +271,7 @@ render_mutation_tables(analysis, analysis.clade.cls if no_call else pred, opinio
 if no_call:  # nothing below reads anything but the model's call: the downloads say why there is none
     st.caption("No track of which parts of the spike drove the call, and no what-if: both read the model's call, "
                "and there is none for this sequence.")
-    c1, c2 = st.columns(2)
-    c1.download_button("Download result (JSON)", json.dumps(result_record(loaded, analysis, pred, labels, probs),
-                                                          indent=1).encode(), "variant_result.json", "application/json")
-    c2.download_button("Download result (CSV)", csv_bytes([result_row(loaded, analysis, pred, labels, probs)]),
-                       "variant_result.csv", "text/csv")
+    result_downloads(shown_notes)
     st.stop()
 
 # ---- explanation track ----------------------------------------------------------------------
@@ -339,11 +350,9 @@ if changes:
                "shows as > 99.9% (+2.3 is ten times the odds).")
 
 # ---- downloads -------------------------------------------------------------------------------
-c1, c2 = st.columns(2)
-c1.download_button("Download result (JSON)", json.dumps(result_record(loaded, analysis, pred, labels, probs),
-                                                      indent=1).encode(), "variant_result.json", "application/json")
-c2.download_button("Download result (CSV)", csv_bytes([result_row(loaded, analysis, pred, labels, probs)]),
-                   "variant_result.csv", "text/csv")
+result_downloads(shown_notes, what_if_record([what_if_label(revertible[i]) for i in revert if i < len(revertible)],
+                                             add_text or "", problems, n_events if changes else 0, labels,
+                                             new_probs if changes else ()))
 with st.expander("Model card"):
     card = loaded.extra.get("card") or ""
     if not card:

@@ -477,6 +477,7 @@ class _SideOutputs:
         row.update(pred.nextclade or {"errors": pred.error})
         row["seqName"] = csv_row["name"]
         row["variant"], row["variant_confidence"] = csv_row["predicted"], csv_row["confidence"]
+        row["variant_notes"], row["variant_model"] = csv_row.get("notes", ""), csv_row.get("model_version", "")
         if self.tsv is not None:
             if self.writer is None:
                 self.writer = csv.DictWriter(self.tsv, fieldnames=list(TSV_COLUMNS), delimiter="\t")

@@ -1,0 +1,125 @@
+"""No wait without a sign of work (#45 item 1): a walk over every page and tab in Chromium, in which
+every script run longer than 1 s must show the page's own spinner or progress bar within 1.5 s.
+
+Streamlit's running indicator is hidden (``toolbarMode = "minimal"``), so a run that shows neither
+is a page that looks frozen. The page records its own runs: an init script polls the app's
+``data-test-script-state`` every 50 ms and notes, per run, its length and when a spinner
+(``stSpinner``) or progress bar (``stProgress``) was first visible. Every wait in the walk is for
+an event (the run an action starts, ``tools/screenshots.Runs``), never a pause.
+
+The default suite walks every page, tab and section on the bundled MiniLM, and the Queries & keys
+tab's three projections (the walk's longest views). ``BERTGEOM_FULL_WALK=1`` walks the genome model
+too (its first views take minutes on 2 cores): see docs/development.md."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from screenshots import Runs  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
+SHOTS = ROOT / "artifacts" / "screenshots"
+BOUND_MS = 900_000
+#: A run longer than this must show a sign of work ...
+SLOW_MS = 1000
+#: ... by this time after it began (the spinner appears at 0.2 s + Streamlit's own 0.5 s delay).
+SIGN_BY_MS = 1500
+
+#: Per run: start, length and the first visible spinner or progress bar, from the page's own state.
+WAIT_WATCH_JS = """(() => {
+  if (window.__bertgeomWaits) return;
+  const w = window.__bertgeomWaits = {runs: [], cur: null, label: ""};
+  const sign = () => [...document.querySelectorAll('[data-testid="stSpinner"], [data-testid="stProgress"]')]
+      .some(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; });
+  setInterval(() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app) return;
+    const running = app.getAttribute('data-test-script-state') === 'running';
+    const now = performance.now();
+    if (running && w.cur === null) w.cur = {label: w.label, start: now, seen: null};
+    if (w.cur !== null && w.cur.seen === null && sign()) w.cur.seen = now - w.cur.start;
+    if (!running && w.cur !== null) {
+      w.cur.ms = now - w.cur.start; w.runs.push(w.cur); w.cur = null;
+    }
+  }, 50);
+})();"""
+
+
+def _models() -> list[str]:
+    from bertgeom.models import REGISTRY
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+
+    models = ["minilm-l6"]
+    if os.environ.get("BERTGEOM_FULL_WALK") == "1" and VARIANT_MODEL_ID in REGISTRY:
+        models.append(VARIANT_MODEL_ID)
+    return models
+
+
+def _steps() -> dict[str, list[tuple[str, str]]]:
+    """Per page: ``(kind, name)`` of every tab (kind ``tab``) or section (``section``) in its registry."""
+    from bertgeom.ui.cone import SECTIONS
+    from bertgeom.ui.heads import TABS as HEADS
+    from bertgeom.ui.subspace import TABS as SUBSPACE
+
+    return {"heads": [("tab", t.title) for t in HEADS], "subspace": [("tab", t.title) for t in SUBSPACE],
+            "cone": [("section", s.title) for s in SECTIONS]}
+
+
+def _label(page, text: str) -> None:
+    page.evaluate("(t) => { window.__bertgeomWaits.label = t; }", text)
+
+
+def _walk(page, runs: Runs, server: str, model: str) -> list[str]:
+    """Every page, tab and section of ``model``; returns the names of the steps that could not be taken."""
+    skipped = []
+    for view, steps in _steps().items():
+        _label(page, f"{model} {view} (open)")
+        runs.after(lambda: page.goto(f"{server}/?view={view}&model={model}"), BOUND_MS)
+        for kind, name in steps:
+            target = (page.get_by_role("tab", name=name, exact=True) if kind == "tab" else
+                      page.locator("[data-testid='stButtonGroup'] button").filter(has_text=name))
+            if target.count() == 0:  # a tab this model does not offer (its registry's availability)
+                skipped.append(f"{view}/{name}")
+                continue
+            _label(page, f"{model} {view} / {name}")
+            runs.after(lambda: target.first.click(), BOUND_MS)
+            if name == "Queries & keys over a set":
+                for method in ("UMAP", "t-SNE", "PCA"):
+                    _label(page, f"{model} {view} / {name} / {method}")
+                    runs.after(lambda: page.get_by_test_id("stRadio").filter(has_text="Projection")
+                               .get_by_text(method, exact=True).click(), BOUND_MS)
+    if model != "minilm-l6":
+        _label(page, f"{model} classifier (open)")
+        runs.after(lambda: page.goto(f"{server}/?view=classifier&model={model}&genome=1"), BOUND_MS)
+    return skipped
+
+
+def _line(run: dict) -> str:
+    sign = "never" if run["seen"] is None else f"at {run['seen'] / 1000:.1f} s"
+    return f"{run['ms'] / 1000:.1f} s, sign {sign}"
+
+
+@pytest.mark.parametrize("model", _models())
+def test_every_run_over_a_second_shows_a_spinner_or_progress(server, browser, model):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ctx.add_init_script(script=WAIT_WATCH_JS)
+    page = ctx.new_page()
+    runs = Runs(page)
+    _walk(page, runs, server, model)
+    recorded = page.evaluate("() => window.__bertgeomWaits.runs")
+    slow = [r for r in recorded if r["ms"] > SLOW_MS]
+    print("\n".join(f"{_line(r)}  {r['label']}" for r in slow))
+    bare = [r for r in slow if r["seen"] is None or r["seen"] > SIGN_BY_MS]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"waits_{model}.png"), full_page=True)
+    ctx.close()
+    assert recorded, "the page recorded no script run"
+    assert not bare, "runs over 1 s with no spinner or progress bar within 1.5 s: " + "; ".join(
+        f"{r['label']} ({_line(r)})" for r in bare)
