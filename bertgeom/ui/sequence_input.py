@@ -87,6 +87,9 @@ def sequence_input_box(kind: InputKind) -> str:
     st.session_state.setdefault(kind.session_key, "")
     if key not in st.session_state:
         st.session_state[key] = st.session_state[kind.session_key]
+    # the picker shows the example in the box, or none for the user's own input (a link's genome=8 too)
+    current = (st.session_state.get(kind.session_key) or "").strip()
+    st.session_state[f"{key}_example"] = next((i for i, e in enumerate(examples) if e.text.strip() == current), -1)
     st.selectbox(kind.examples_label or f"Example {kind.plural}", [-1] + list(range(len(examples))),
                  key=f"{key}_example",
                  format_func=lambda i: f"— pick an example {kind.noun} —" if i < 0 else examples[i].title,

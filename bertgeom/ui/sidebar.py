@@ -50,6 +50,9 @@ def model_picker() -> str:
         help="Bundled models load offline. Layer and head selections are kept when possible.",
     )
     if custom_models_allowed():
+        # the box names the custom model in use, and nothing once a bundled one is picked (an old path
+        # left there would swap the model back on the next Enter)
+        st.session_state["w_custom_model"] = "" if current in REGISTRY else current
         st.text_input(
             "…or a Hugging Face id / local directory",
             key="w_custom_model",
@@ -66,7 +69,12 @@ def text_input_box(kind: InputKind = TEXT) -> str:
         st.session_state["w_text"] = st.session_state["text_value"]
     st.text_area(kind.box_label, key="w_text", on_change=_on_text_change, height=100,
                  help="Press Ctrl+Enter (or click outside) to analyse.")
-    st.selectbox("Examples", [""] + [e.text for e in kind.examples()], key="w_example", on_change=_on_example_sentence,
+    examples = [e.text for e in kind.examples()]
+    # Examples shows the example the page reads, or none when the text is the user's own (a typed
+    # paragraph, an edited example); a link's example=17 opens with that example shown
+    current = (st.session_state.get("text_value") or "").strip()
+    st.session_state["w_example"] = next((e for e in examples if e.strip() == current), "")
+    st.selectbox("Examples", [""] + examples, key="w_example", on_change=_on_example_sentence,
                  format_func=lambda s: s or f"— pick an example {kind.noun} —")
     return st.session_state["text_value"]
 

@@ -82,6 +82,12 @@ def private_column(analysis) -> str:
     return f"private (vs. node {pl.lineage or pl.clade})" if pl is not None else "private (vs. nearest node)"
 
 
+def qc_score_shown(score: float) -> float:
+    """A QC score as every screen shows it (one decimal, as Nextclade's own report does): the batch
+    table and the genome view print the same number for the same genome (11.6, not 11.6 and 12)."""
+    return round(float(score), 1)
+
+
 def batch_table(rows: list[dict]):
     """The batch view of ``classify`` rows: name, BERT call ("no call" below the gate), confidence ("—"
     without a call), rule
@@ -99,7 +105,7 @@ def batch_table(rows: list[dict]):
             "rule call": CLASS_DISPLAY.get(r["rule_call"], r["rule_call"]), "agree": r["agrees"],
             "clade": r.get("clade", ""), "lineage": r.get("lineage", ""),
             "recombinant": recombinant_short(r.get("recombinant", "")),
-            "QC score": r.get("qc_score") if r.get("qc_score") not in ("", None) else None,
+            "QC score": qc_score_shown(r["qc_score"]) if r.get("qc_score") not in ("", None) else None,
             "QC status": r.get("qc_status", ""),
             "spike QC": r["qc"], "genome QC": r["genome_qc"], "mutations": r["n_mutations"] if r["n_mutations"] != "" else None,
             "gate": r.get("gate", ""), "notes": r.get("notes", ""), "error": r["error"]} for r in rows]
