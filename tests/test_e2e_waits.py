@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from screenshots import Runs  # noqa: E402
+from screenshots import WAIT_WATCH_JS, Runs  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 SHOTS = ROOT / "artifacts" / "screenshots"
@@ -32,24 +32,6 @@ SLOW_MS = 1000
 #: ... by this time after it began (the spinner appears at 0.2 s + Streamlit's own 0.5 s delay).
 SIGN_BY_MS = 1500
 
-#: Per run: start, length and the first visible spinner or progress bar, from the page's own state.
-WAIT_WATCH_JS = """(() => {
-  if (window.__bertgeomWaits) return;
-  const w = window.__bertgeomWaits = {runs: [], cur: null, label: ""};
-  const sign = () => [...document.querySelectorAll('[data-testid="stSpinner"], [data-testid="stProgress"]')]
-      .some(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; });
-  setInterval(() => {
-    const app = document.querySelector('[data-testid="stApp"]');
-    if (!app) return;
-    const running = app.getAttribute('data-test-script-state') === 'running';
-    const now = performance.now();
-    if (running && w.cur === null) w.cur = {label: w.label, start: now, seen: null};
-    if (w.cur !== null && w.cur.seen === null && sign()) w.cur.seen = now - w.cur.start;
-    if (!running && w.cur !== null) {
-      w.cur.ms = now - w.cur.start; w.runs.push(w.cur); w.cur = null;
-    }
-  }, 50);
-})();"""
 
 
 def _models() -> list[str]:

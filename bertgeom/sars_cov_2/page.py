@@ -319,12 +319,12 @@ st.caption("Revert mutations to the reference or add substitutions, and see the 
            "Changes are written at reference coordinates, so no other token moves.")
 # one entry per event of the mutation table, named as there (S:H69- + S:V70-, S:N501Y), however many bases it spans
 revertible = revertible_events(report, mutation_events(report))
-c1, c2 = st.columns(2)
-revert = c1.multiselect("Revert", range(len(revertible)), key="w_revert",
+# one above the other at the page's width: side by side, the Revert box showed one of two chips
+revert = st.multiselect("Revert", range(len(revertible)), key="w_revert",
                         format_func=lambda i: what_if_label(revertible[i]) if i < len(revertible) else "?",
                         help="Type a name from the mutation table to find it, in bertgeom's or Nextclade's form "
                              "(del69-70 or H69-, N501Y, del21765-21770 or 21765-21770).")
-add_text = c2.text_input("Add changes (e.g. A23063T, 22577GG, 21765-21770)", key="w_add",
+add_text = st.text_input("Add changes (e.g. A23063T, 22577GG, 21765-21770)", key="w_add",
                          help="Substitutions as Nextclade writes them (A23063T or 23063T), a run of bases "
                               "(22577GG), one deleted base (21765-) or a deletion range (21765-21770 or "
                               "del21765-21770); separate entries by spaces or commas.")

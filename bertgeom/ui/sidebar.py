@@ -90,6 +90,13 @@ def input_box(input_kind: str) -> str:
     return text_input_box(kind)
 
 
+#: The link's text keeps clear of the copy icon drawn over the code block's top right corner (it
+#: covered the port's digits).
+SHARE_CODE_CSS = """<style>
+.st-key-share_link pre { padding-right: 2.6rem !important; }
+</style>"""
+
+
 def render_sidebar(url_path: str = ""):
     """Draw the shared sidebar (called by ``app.py`` on every page). Returns a function that draws
     the share box into its place in the sidebar; ``app.py`` calls it after the page has run."""
@@ -114,7 +121,9 @@ def render_sidebar(url_path: str = ""):
         with slot, st.expander("Share this view"):
             link, missing = share_link(url_path, kind)
             st.caption("Page, model, layer, head, colour-by, θ and the input; the copy icon copies it.")
-            st.code(link, language=None, wrap_lines=True)
+            st.html(SHARE_CODE_CSS)
+            with st.container(key="share_link"):
+                st.code(link, language=None, wrap_lines=True)
             if missing:
                 st.caption(f"⚠️ {missing}")
 
