@@ -50,9 +50,8 @@ def main() -> None:
     share_box = render_sidebar(navigation.url_path)
     try:
         navigation.run()
-    finally:  # also when the page stopped early (a model that failed to load, an empty input): the address
-        # bar and the link are built from the state this run left, the state the page shows
         write_query_params(navigation)
+    finally:  # also when the page stopped early: the link is built from the state this run left
         share_box()
     # the models' pages need torch and transformers (~5 s of imports on 2 cores): imported in the
     # background once the first page is drawn, while it is read (started before, they slowed that page

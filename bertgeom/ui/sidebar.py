@@ -8,7 +8,7 @@ from bertgeom.models import REGISTRY, ModelLoadError, custom_models_allowed, res
 from bertgeom.inputs import INPUT_KINDS, TEXT, InputError, InputKind, records_note
 from bertgeom.trace import Trace
 from bertgeom.ui.cache import cached_model, get_record_trace, paste_records
-from bertgeom.ui.state import clamp_selection, current_inputs, share_link
+from bertgeom.ui.state import clamp_selection, current_inputs, share_link, write_query_params
 from bertgeom.ui.names import input_notes, note_line
 from bertgeom.safety import plain
 
@@ -145,6 +145,9 @@ def current_model_and_trace() -> tuple[object, Trace]:
         loaded = cached_model(model_id)
     except ModelLoadError as exc:
         st.error(plain(exc))
+        # the address bar names the model this error is about (after st.stop() no element is written,
+        # so app.py's own write at the end of the run would not reach the browser)
+        write_query_params()
         st.stop()
     text = current_input_text(loaded)
     if not (text or "").strip():
