@@ -168,7 +168,7 @@ WATCH_RUNS_JS = """(() => {
 #: Read by the walk of waits (tests/test_e2e_waits.py) and bench/bench_waits.py.
 WAIT_WATCH_JS = """(() => {
   if (window.__bertgeomWaits) return;
-  const w = window.__bertgeomWaits = {runs: [], cur: null, label: ""};
+  const w = window.__bertgeomWaits = {runs: [], cur: null, label: window.__bertgeomWaitLabel || ""};
   const sign = () => [...document.querySelectorAll('[data-testid="stSpinner"], [data-testid="stProgress"]')]
       .some(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; });
   setInterval(() => {

@@ -64,7 +64,8 @@ def isotropy_section(v: View) -> None:
         st.info("IsoScore needs at least two token vectors: pick a token set with more rows.")
         return
     x = np.arange(hs.shape[0])
-    iso = hidden_state_isoscore_curve(hs)
+    iso = waited(hidden_state_isoscore_curve, hs, text="Computing IsoScore at every layer…", key="isoscore-input",
+                 estimate_key=f"isoscore-input:{v.model_id}")
     cone = cone_index(hs, normalized=True)
     d = hs.shape[-1]
     st.markdown(cone_summary(cone, iso, m), help="The tour's cone step quotes this sentence.")
