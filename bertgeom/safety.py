@@ -174,7 +174,11 @@ class NameDeduper:
         if not self.renamed:
             return ""
         shown = ", ".join(f"'{a}' -> '{b}'" for a, b in self.renamed[:3]) + (" …" if len(self.renamed) > 3 else "")
-        return (f"{len(self.renamed)} record(s) share a name with an earlier one and are told apart with #2, #3… "
+        from bertgeom.tables import counted, word_for
+
+        n = len(self.renamed)
+        return (f"{counted(n, 'record')} {word_for(n, 'shares', 'share')} a name with an earlier one "
+                f"and {word_for(n, 'is', 'are')} told apart with #2, #3… "
                 f"({shown}); the CSV's 'original_name' column keeps every header's name.")
 
 

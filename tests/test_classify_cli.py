@@ -243,6 +243,11 @@ def test_nextclade_tsv_and_ndjson_carry_nextclades_columns_and_the_dataset(tiny_
     assert rows[0]["Nextclade_pango"] == "B.1.1.7" and rows[0]["recombinant"] == ""
     assert rows[1]["Nextclade_pango"] == "XE" and rows[1]["recombinant"].startswith("yes")
     assert all("2024-02-16" in x["dataset"] for x in rows)
+    # the CSV's reading notes and model beside each row: what the screen says of the input and which weights called it
+    table = {x["name"]: x for x in csv.DictReader((tmp_path / "out.csv").open())}
+    assert all(x["variant_notes"] == table[x["seqName"]]["notes"] != "" for x in rows)
+    assert all(len(x["variant_model"]) >= 8 and x["variant_model"] == table[x["seqName"]]["model_version"]
+               for x in rows)
     records = [json.loads(line) for line in nd.read_text().splitlines()]
     assert records[0]["qc"]["overallStatus"] == rows[0]["qc.overallStatus"]
     assert records[0]["substitutions"] == truth["substitutions"].split(",")

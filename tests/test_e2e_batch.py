@@ -110,7 +110,7 @@ def test_a_twenty_record_batch_stays_open_through_a_session_and_in_a_second_brow
     expect(option).to_have_count(1, timeout=BOUND_MS)
     option.click()
     page.keyboard.press("Escape")
-    expect(page.get_by_text("Prediction after 1 change(s)")).to_be_visible(timeout=BOUND_MS)
+    expect(page.get_by_text("Prediction after 1 change")).to_be_visible(timeout=BOUND_MS)
     page.wait_for_selector(IDLE, timeout=BOUND_MS)
     _no_error_box(page)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
+from bertgeom.tables import counted
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -225,7 +226,7 @@ def test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page(serv
                   r"\((.+?)\)\.", text)
     n, fallen, p_after, call, p = m.groups()
     assert fallen == name
-    after = page.get_by_text(f"Prediction after {n} change(s): {call} ({p})", exact=True)
+    after = page.get_by_text(f"Prediction after {counted(int(n), 'change')}: {call} ({p})", exact=True)
     expect(after).to_be_visible(timeout=BOUND_MS)
     box = page.get_by_role("textbox", name=re.compile("Add changes"))
     # the box takes the tour's value a render after it mounts (Streamlit applies a value set from session

@@ -95,6 +95,20 @@ def test_histogram_shares_bins_and_counts_every_value():
     assert sum(empty.data[0].y) == 0
 
 
+def test_histogram_legend_of_eight_classes_has_rows_for_all_of_them():
+    """At half the page's width one legend row cut "Gamm…" and hid Omicron (#45): three entries a row,
+    the figure grown by its rows, the legend under the axis title inside the bottom margin."""
+    names = ["GH", "Lambda", "Mu", "Alpha", "Beta", "Delta", "Gamma", "Omicron"]
+    fig = fs.histogram_figure({n: [0.1 * i, 0.2] for i, n in enumerate(names)})
+    rows = -(-len(names) // fs.LEGEND_PER_ROW)
+    assert rows == 3 and fig.layout.legend.entrywidth == 1 / 3 and fig.layout.legend.entrywidthmode == "fraction"
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    legend_bottom_px = -fig.layout.legend.y * plot_h + 20 * rows  # below the plot area, rows of ~20 px
+    assert legend_bottom_px <= fig.layout.margin.b  # inside the figure: no entry falls off its bottom
+    one = fs.histogram_figure({"GH": [0.1], "Alpha": [0.2]})
+    assert one.layout.height < fig.layout.height
+
+
 def test_class_box_orders_classes_and_names_points():
     fig = fs.class_box_figure(["omicron", "alpha", "omicron"], {"correct": [1.0, 2.0, 3.0], "faithful": [0, 0, 0]},
                               order=["alpha", "omicron"], names=["s1", "s2", "s3"])

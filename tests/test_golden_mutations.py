@@ -16,6 +16,7 @@ from bertgeom.sars_cov_2.genome.genes import GENE_ORDER, load_genes
 from bertgeom.sars_cov_2.genome.markers import load_marker_table
 from bertgeom.sars_cov_2.genome.pipeline import analyse_sequence, carried_by, mutation_table
 from bertgeom.sars_cov_2.genome.reference import reference_sequence
+from bertgeom.tables import counted
 
 DATA = Path(__file__).parent / "data"
 
@@ -169,7 +170,7 @@ def test_a_clean_ba2_has_no_private_spike_change_and_qc_counts_the_rows_it_marks
               for r in mutation_table(a) if r["private"] == "yes"]
     assert marked == list(a.private.rows)  # rows holding a private nucleotide
     assert a.qc_score.rules["private mutations"].count == len(a.private.private)  # counted on nucleotides
-    assert f"{len(a.private.private)} private nucleotide change(s) against the nearest tree node (BA.2)" in \
+    assert f"{counted(len(a.private.private), 'private nucleotide change')} against the nearest tree node (BA.2)" in \
         a.qc_score.rules["private mutations"].message
     # against the tree's BA.2 node the genome reads the reference at ORF6:D61L's three bases: three
     # reversions, each weighing 6 in today's QC rule (so the genome is "mediocre", not "good")

@@ -120,7 +120,7 @@ def test_the_card_names_held_out_genomes_that_earlier_stages_trained_on(tmp_path
     (tmp_path / "config.json").write_text(json.dumps(config))
     text = write_card(tmp_path, metrics, metrics.get("robustness"))
     assert ("Stages 1-6 trained on the split of the labels before the placement, whose training part held 2 "
-            "genome(s) that are held out now: A (evaluation), B (calibration); the figures below count them.") in text
+            "genomes that are held out now: A (evaluation), B (calibration); the figures below count them.") in text
     extra.pop("held_out_seen")
     (tmp_path / "config.json").write_text(json.dumps(config))
     text = write_card(tmp_path, metrics, metrics.get("robustness"))

@@ -209,7 +209,7 @@ def test_the_what_if_names_events_as_the_mutation_table_and_counts_them(variant_
     assert len(chosen) == 2
     at.multiselect(key="w_revert").set_value(chosen).run()
     assert not at.exception
-    assert any("Prediction after 2 change(s)" in m.value for m in at.markdown)  # events, not the 7 bases
+    assert any("Prediction after 2 changes" in m.value for m in at.markdown)  # events, not the 7 bases
 
 
 # --- the placement on Nextclade's reference tree (issue 42) -------------------------------------

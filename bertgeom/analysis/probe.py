@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+from bertgeom.tables import counted
 
 __all__ = ["one_vs_all_probe"]
 
@@ -56,7 +57,8 @@ def one_vs_all_probe(features: np.ndarray, labels: Sequence[str], positive: str,
         raise ValueError("one label per input is needed")
     n_pos, n_neg = int(y.sum()), int((1 - y).sum())
     if min(n_pos, n_neg) < 2:
-        raise ValueError(f"'{positive}' has {n_pos} input(s) against {n_neg}: a held-out score needs 2 on each side")
+        raise ValueError(f"'{positive}' has {counted(n_pos, 'input')} against {n_neg}: "
+                         f"a held-out score needs 2 on each side")
     folds = min(5, n_pos, n_neg)
     cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     bacc, auc = np.full(F.shape[0], np.nan), np.full(F.shape[0], np.nan)

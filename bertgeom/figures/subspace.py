@@ -289,6 +289,10 @@ def joint_qk_figure(
 # -------------------------------------------------------------------------------------------
 # Across inputs
 # -------------------------------------------------------------------------------------------
+#: Legend entries per row under a histogram (each a third of the figure's width: "Omicron (n=12)" fits).
+LEGEND_PER_ROW = 3
+
+
 def histogram_figure(
     groups: Mapping[str, np.ndarray],
     *,
@@ -324,10 +328,14 @@ def histogram_figure(
                    hovertemplate=f"{name}<br>%{{x:.4g}}: %{{y}} inputs<extra></extra>")
         )
     several = len(vals) > 1
-    layout(fig, title=title, height=340 if several else 300, barmode="overlay", bargap=0,
-            legend=dict(orientation="h", yanchor="top", y=-0.32, x=0, font=dict(size=10)), showlegend=several)
-    if several:  # room under the axis title, so the legend never sits on it
-        fig.update_layout(margin=dict(b=100))
+    # the legend under the axis title, LEGEND_PER_ROW entries a row, and the figure as tall as its rows
+    # need: at half the page's width one row of eight classes cut "Gamm…" and pushed Omicron out of view
+    rows = -(-len(vals) // LEGEND_PER_ROW)
+    bottom = 62 + 20 * rows if several else 45
+    layout(fig, title=title, height=250 + bottom, barmode="overlay", bargap=0,
+            legend=dict(orientation="h", yanchor="top", y=-52 / 205, x=0, font=dict(size=10),
+                        entrywidth=1 / LEGEND_PER_ROW, entrywidthmode="fraction"), showlegend=several)
+    fig.update_layout(margin=dict(b=bottom))
     fig.update_xaxes(title=x_title)
     fig.update_yaxes(title="inputs")
     return fig

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from bertgeom.tables import counted, word_for
 
 
 def _precision(args) -> str:
@@ -69,7 +70,7 @@ def _cmd_precompute(args) -> int:
         return exc.code
     except KeyboardInterrupt:
         _close(bar)
-        print(f"interrupted: {done[0]} shard(s) are done and kept in '{args.out}'; rerun the same command "
+        print(f"interrupted: {counted(done[0], 'shard')} {word_for(done[0], 'is', 'are')} done and kept in '{args.out}'; rerun the same command "
               "to resume.", file=sys.stderr)
         return 130
     except OSError as exc:

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from bertgeom.tables import word_for
 
 #: Per-head features stored by default (scalar ``[L, H]`` features of :mod:`bertgeom.analysis.heads`).
 DEFAULT_FEATURES: tuple[str, ...] = ("prev", "next", "self", "cls", "sep", "entropy_norm", "k90_frac", "delta_row")
@@ -96,7 +97,7 @@ class PrecomputeConfig:
         object.__setattr__(self, "features", tuple(self.features))
         bad = [f for f in self.features if f not in FEATURE_DOCS]
         if bad:
-            raise PrecomputeError(f"unknown per-head feature(s): {', '.join(bad)} (see bertgeom.analysis.heads.FEATURE_DOCS).")
+            raise PrecomputeError(f"unknown per-head {word_for(len(bad), 'feature')}: {', '.join(bad)} (see bertgeom.analysis.heads.FEATURE_DOCS).")
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -33,6 +33,7 @@ from bertgeom.precompute.core import (
     precompute_spec,
     prepare_payload,
 )
+from bertgeom.tables import counted, word_for
 
 Tasks = Iterable[tuple[int, bytes]]
 OnResult = Callable[[int, dict[str, bytes]], None]
@@ -342,7 +343,8 @@ class RayEngine:
         workers = self.workers or (max(1, int(gpus)) if self.device == "cuda" else max(1, int(cpus // (threads + 1))))
         if workers * threads >= cpus:
             raise PrecomputeError(f"split prepare needs CPUs for the alignment tasks besides the {workers} model "
-                                  f"actor(s) x {threads} thread(s), and the Ray cluster has {cpus:g}: ask for "
+                                  f"{word_for(workers, 'actor')} x {counted(threads, 'thread')}, "
+                                  f"and the Ray cluster has {cpus:g}: ask for "
                                   "fewer --workers or --threads.")
         gpu_share = min(1.0, gpus / workers) if self.device == "cuda" else 0
         window = self.window or max(8 * workers, 16)

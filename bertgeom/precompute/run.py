@@ -36,6 +36,7 @@ from bertgeom.precompute.store import (
     sha256_file,
     under_root,
 )
+from bertgeom.tables import counted, word_for
 
 #: For tests that interrupt a run: a FIFO the driver reads after each finished shard, so the run
 #: waits there (in progress, its shard on disk) until the test opens the FIFO or sends Ctrl+C.
@@ -55,7 +56,7 @@ class RunSummary:
     workers: int | None
 
     def line(self) -> str:
-        return (f"{self.status}: {self.shards_computed} shard(s) computed, {self.shards_skipped} already done, "
+        return (f"{self.status}: {counted(self.shards_computed, 'shard')} computed, {self.shards_skipped} already done, "
                 f"{self.n_shards} in all ({self.n_records} records) in {self.seconds:.1f} s -> {self.out}")
 
 
@@ -240,7 +241,7 @@ def precompute(
     dims = ModelDims.of(loaded)
     bad = [c for c in dims.labels if not re.fullmatch(r"[A-Za-z0-9_.-]+", c)]
     if bad:
-        raise PrecomputeModelError(f"class name(s) unusable as file names: {bad}")
+        raise PrecomputeModelError(f"{word_for(len(bad), 'class name')} unusable as file names: {bad}")
     eng = make_engine(engine, workers, address, device=device, **(engine_kwargs or {}))
     if out.exists() and not out.is_dir():
         raise PrecomputeOutputError(f"--out '{out}' is a file; give a directory for the results.")

@@ -53,9 +53,11 @@ from bertgeom.sars_cov_2.variant.result import (
     qc_verdicts,
     result_record,
     result_row,
+    what_if_record,
     second_opinion,
     spike_bands,
 )
+from bertgeom.tables import counted
 
 st.title("Variant Classifier")
 st.caption(
@@ -168,6 +170,19 @@ pred = trace.predicted
 confidence = float(probs.max())
 qc = analysis.qc
 
+
+
+def result_downloads(notes: list[str], what_if: dict | None = None) -> None:
+    """The JSON and CSV of this genome's result, carrying what the screen says: the reading notes,
+    the model's and the dataset's versions, and the what-if changes with the call after them."""
+    c1, c2 = st.columns(2)
+    c1.download_button("Download result (JSON)", json.dumps(result_record(
+        loaded, analysis, pred, labels, probs, notes=notes, what_if=what_if), indent=1).encode(),
+        "variant_result.json", "application/json")
+    c2.download_button("Download result (CSV)", csv_bytes([result_row(
+        loaded, analysis, pred, labels, probs, notes=notes, what_if=what_if)]), "variant_result.csv", "text/csv")
+
+
 gate = analysis.gate
 no_call = gate is not None and not gate.passed  # outside the model's world: no class probability as a call
 if no_call:  # above everything else about this record
@@ -176,7 +191,8 @@ if no_call:  # above everything else about this record
 st.subheader(plain(analysis.name), anchor=False)
 # the record's reading notes (RNA input: U read as T, ...) first, as on every page that takes the same paste
 resolution = analysis.placement.resolution_note() if analysis.placement is not None else ""
-for note in input_notes(trace.encoded.notes, record.notes):
+shown_notes = input_notes(trace.encoded.notes, record.notes)  # the downloads carry the same notes
+for note in shown_notes:
     if note != resolution:  # said in the placement section, beside the lineage it qualifies
         st.caption(note_line(note))
 
@@ -208,7 +224,7 @@ with left:
         else:
             g_icon = {"pass": ":green[pass]", "warn": ":orange[warn]", "fail": ":red[fail]"}[gqc.verdict]
             st.markdown(f"Verdict: **{g_icon}** · coverage {gqc.coverage:.1%} · {gqc.missing:,} bases missing · "
-                        f"{gqc.ambiguous} ambiguous · {len(gqc.frameshifts)} frameshift(s) (known ones apart)")
+                        f"{gqc.ambiguous} ambiguous · {counted(len(gqc.frameshifts), 'frameshift')} (known ones apart)")
             for reason in gqc.reasons:
                 st.caption(f"• {reason}")
     render_qc_score(analysis)
@@ -255,11 +271,7 @@ render_mutation_tables(analysis, analysis.clade.cls if no_call else pred, opinio
 if no_call:  # nothing below reads anything but the model's call: the downloads say why there is none
     st.caption("No track of which parts of the spike drove the call, and no what-if: both read the model's call, "
                "and there is none for this sequence.")
-    c1, c2 = st.columns(2)
-    c1.download_button("Download result (JSON)", json.dumps(result_record(loaded, analysis, pred, labels, probs),
-                                                          indent=1).encode(), "variant_result.json", "application/json")
-    c2.download_button("Download result (CSV)", csv_bytes([result_row(loaded, analysis, pred, labels, probs)]),
-                       "variant_result.csv", "text/csv")
+    result_downloads(shown_notes)
     st.stop()
 
 # ---- explanation track ----------------------------------------------------------------------
@@ -307,12 +319,12 @@ st.caption("Revert mutations to the reference or add substitutions, and see the 
            "Changes are written at reference coordinates, so no other token moves.")
 # one entry per event of the mutation table, named as there (S:H69- + S:V70-, S:N501Y), however many bases it spans
 revertible = revertible_events(report, mutation_events(report))
-c1, c2 = st.columns(2)
-revert = c1.multiselect("Revert", range(len(revertible)), key="w_revert",
+# one above the other at the page's width: side by side, the Revert box showed one of two chips
+revert = st.multiselect("Revert", range(len(revertible)), key="w_revert",
                         format_func=lambda i: what_if_label(revertible[i]) if i < len(revertible) else "?",
                         help="Type a name from the mutation table to find it, in bertgeom's or Nextclade's form "
                              "(del69-70 or H69-, N501Y, del21765-21770 or 21765-21770).")
-add_text = c2.text_input("Add changes (e.g. A23063T, 22577GG, 21765-21770)", key="w_add",
+add_text = st.text_input("Add changes (e.g. A23063T, 22577GG, 21765-21770)", key="w_add",
                          help="Substitutions as Nextclade writes them (A23063T or 23063T), a run of bases "
                               "(22577GG), one deleted base (21765-) or a deletion range (21765-21770 or "
                               "del21765-21770); separate entries by spaces or commas.")
@@ -332,17 +344,15 @@ if changes:
                  hide_index=True, width="stretch")
     new_probs = class_probabilities(loaded, after_logits)
     new_pred = labels[int(np.argmax(new_probs))]
-    st.markdown(f"Prediction after {n_events} change(s): **{plain(CLASS_DISPLAY.get(new_pred, new_pred))}** "
+    st.markdown(f"Prediction after {counted(n_events, 'change')}: **{plain(CLASS_DISPLAY.get(new_pred, new_pred))}** "
                 f"({probability_label(new_probs.max())})")
     st.caption("Log-odds ln(p / (1 − p)) of the calibrated probability: they keep moving where the probability "
                "shows as > 99.9% (+2.3 is ten times the odds).")
 
 # ---- downloads -------------------------------------------------------------------------------
-c1, c2 = st.columns(2)
-c1.download_button("Download result (JSON)", json.dumps(result_record(loaded, analysis, pred, labels, probs),
-                                                      indent=1).encode(), "variant_result.json", "application/json")
-c2.download_button("Download result (CSV)", csv_bytes([result_row(loaded, analysis, pred, labels, probs)]),
-                   "variant_result.csv", "text/csv")
+result_downloads(shown_notes, what_if_record([what_if_label(revertible[i]) for i in revert if i < len(revertible)],
+                                             add_text or "", problems, n_events if changes else 0, labels,
+                                             new_probs if changes else ()))
 with st.expander("Model card"):
     card = loaded.extra.get("card") or ""
     if not card:

@@ -39,6 +39,7 @@ from bertgeom.sets.inputs import InputItem, map_over_set
 from bertgeom.models import LoadedModel
 from bertgeom.inputs import EncodedInput
 from bertgeom.trace import forward, pad_batch
+from bertgeom.tables import word_for
 
 __all__ = [
     "single_threaded",
@@ -354,7 +355,8 @@ def cone_set(
     streams = {k: np.asarray(v, dtype=np.float64) for k, v in (streams or {}).items()}
     unknown = sorted(set(streams) - set(STREAMS))
     if unknown:
-        raise ValueError(f"unknown stream(s) {', '.join(unknown)}; known: {', '.join(STREAMS)}")
+        raise ValueError(f"unknown {word_for(len(unknown), 'stream')} {', '.join(unknown)}; "
+                         f"known: {', '.join(STREAMS)}")
 
     def opt(a, dtype):
         return None if a is None else np.asarray(a, dtype=dtype)

@@ -85,6 +85,14 @@ def layer_records_key(model_id: str, weights_hash: str, fingerprint: str, layer:
                        layer=int(layer), with_groups=bool(with_groups))
 
 
+def qk_map_key(model_id: str, weights_hash: str, fingerprint: str, layer: int, head: int, with_groups: bool,
+               method: str, normalise: bool) -> CacheKey:
+    """One head's 2-D map of queries and keys over a set (PCA, UMAP or t-SNE; memory only): UMAP and
+    t-SNE take seconds to a minute, so a rerun of the tab (a search, a colour) must not fit them again."""
+    return CacheKey.of("qk-map", 1, weights=weights_hash, inputs=fingerprint, model=model_id, layer=int(layer),
+                       head=int(head), with_groups=bool(with_groups), method=str(method), normalise=bool(normalise))
+
+
 def flow_key(loaded, text: str, n: int, residual: float, target: int, normalize: bool) -> CacheKey:
     """One input's attention flow and rollout (:func:`bertgeom.analysis.flow.flow_view`)."""
     return CacheKey.of("flow", FLOW_VERSION, weights=loaded.weights_hash, inputs=normalised_digest(text),

@@ -87,11 +87,17 @@ def sequence_input_box(kind: InputKind) -> str:
     st.session_state.setdefault(kind.session_key, "")
     if key not in st.session_state:
         st.session_state[key] = st.session_state[kind.session_key]
+    # the picker shows the example in the box, or none for the user's own input (a link's genome=8 too)
+    current = (st.session_state.get(kind.session_key) or "").strip()
+    st.session_state[f"{key}_example"] = next((i for i, e in enumerate(examples) if e.text.strip() == current), -1)
     st.selectbox(kind.examples_label or f"Example {kind.plural}", [-1] + list(range(len(examples))),
                  key=f"{key}_example",
                  format_func=lambda i: f"— pick an example {kind.noun} —" if i < 0 else examples[i].title,
                  on_change=_on_example, args=(kind,),
                  help=kind.examples_help or None)
+    # the box's character counter ("30001/20971520") is hidden: it read as an error, and the size
+    # limit is said in one sentence when it is reached (the kind's reader, and the box's help)
+    st.html(f"<style>.st-key-{key} [data-testid='InputInstructions'] {{ display: none; }}</style>")
     st.text_area(kind.box_label, key=key, on_change=_on_change, args=(kind,), height=120,
                  max_chars=kind.max_input_chars, help=kind.box_help or None)
     if kind.upload_reader is not None:

@@ -8,7 +8,7 @@ from bertgeom.models import REGISTRY, ModelLoadError, custom_models_allowed, res
 from bertgeom.inputs import INPUT_KINDS, TEXT, InputError, InputKind, records_note
 from bertgeom.trace import Trace
 from bertgeom.ui.cache import cached_model, get_record_trace, paste_records
-from bertgeom.ui.state import clamp_selection, current_inputs, share_link
+from bertgeom.ui.state import clamp_selection, current_inputs, share_link, write_query_params
 from bertgeom.ui.names import input_notes, note_line
 from bertgeom.safety import plain
 
@@ -50,6 +50,9 @@ def model_picker() -> str:
         help="Bundled models load offline. Layer and head selections are kept when possible.",
     )
     if custom_models_allowed():
+        # the box names the custom model in use, and nothing once a bundled one is picked (an old path
+        # left there would swap the model back on the next Enter)
+        st.session_state["w_custom_model"] = "" if current in REGISTRY else current
         st.text_input(
             "…or a Hugging Face id / local directory",
             key="w_custom_model",
@@ -66,7 +69,12 @@ def text_input_box(kind: InputKind = TEXT) -> str:
         st.session_state["w_text"] = st.session_state["text_value"]
     st.text_area(kind.box_label, key="w_text", on_change=_on_text_change, height=100,
                  help="Press Ctrl+Enter (or click outside) to analyse.")
-    st.selectbox("Examples", [""] + [e.text for e in kind.examples()], key="w_example", on_change=_on_example_sentence,
+    examples = [e.text for e in kind.examples()]
+    # Examples shows the example the page reads, or none when the text is the user's own (a typed
+    # paragraph, an edited example); a link's example=17 opens with that example shown
+    current = (st.session_state.get("text_value") or "").strip()
+    st.session_state["w_example"] = next((e for e in examples if e.strip() == current), "")
+    st.selectbox("Examples", [""] + examples, key="w_example", on_change=_on_example_sentence,
                  format_func=lambda s: s or f"— pick an example {kind.noun} —")
     return st.session_state["text_value"]
 
@@ -80,6 +88,13 @@ def input_box(input_kind: str) -> str:
 
         return sequence_input_box(kind)
     return text_input_box(kind)
+
+
+#: The link's text keeps clear of the copy icon drawn over the code block's top right corner (it
+#: covered the port's digits).
+SHARE_CODE_CSS = """<style>
+.st-key-share_link pre { padding-right: 2.6rem !important; }
+</style>"""
 
 
 def render_sidebar(url_path: str = ""):
@@ -106,7 +121,9 @@ def render_sidebar(url_path: str = ""):
         with slot, st.expander("Share this view"):
             link, missing = share_link(url_path, kind)
             st.caption("Page, model, layer, head, colour-by, θ and the input; the copy icon copies it.")
-            st.code(link, language=None, wrap_lines=True)
+            st.html(SHARE_CODE_CSS)
+            with st.container(key="share_link"):
+                st.code(link, language=None, wrap_lines=True)
             if missing:
                 st.caption(f"⚠️ {missing}")
 
@@ -128,6 +145,9 @@ def current_model_and_trace() -> tuple[object, Trace]:
         loaded = cached_model(model_id)
     except ModelLoadError as exc:
         st.error(plain(exc))
+        # the address bar names the model this error is about (after st.stop() no element is written,
+        # so app.py's own write at the end of the run would not reach the browser)
+        write_query_params()
         st.stop()
     text = current_input_text(loaded)
     if not (text or "").strip():

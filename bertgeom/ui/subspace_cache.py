@@ -57,7 +57,7 @@ def _data_geometry(model_id: str, text: str, eps: float, token_set: str, faithfu
                              progress=progress)
 
 
-@st.cache_data(max_entries=16, show_spinner="Computing D1–D3 for every head…")
+@st.cache_data(max_entries=16, show_spinner=False)  # the wait: widgets.waited, in the tab
 def cached_data_geometry(
     model_id: str, weights_hash: str, text: str, eps: float, token_set: str, faithful: bool
 ) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:

@@ -5,6 +5,8 @@
 * :func:`csv_button` and :func:`table` -- a CSV download, and a table with its download;
 * :func:`head_picker` -- the layer and head boxes (1-based), kept in step with clicks;
 * :func:`progress` -- a progress bar as a ``(done, total)`` callback;
+* :func:`waited` -- one opaque computation (a projection, a pair of forward passes) run beside a live
+  wait: a spinner at once, past 3 s a bar with the time elapsed and left, and *Stop waiting*;
 * :func:`open_tabs` -- lazy tabs: only the open one runs;
 * :func:`guarded` -- any failure becomes one sentence, never a traceback;
 * :func:`read_set_upload` -- every set uploader's one reading path: the set, or one sentence;
@@ -161,6 +163,123 @@ def progress(text: str, *, show: bool = True, usually_prepared: bool = False, ke
         if slot is not None:
             with not_replayed():
                 slot.empty()
+
+
+#: A computation shorter than this shows nothing (a warm click does not flash a spinner).
+SPINNER_AFTER_S = 0.2
+#: Past this a spinner becomes a progress bar with the time elapsed and left and *Stop waiting*.
+PROGRESS_AFTER_S = 3.0
+#: How long each kind of computation took last on this server (``estimate_key`` -> seconds): the
+#: estimate of the next one. A process-lifetime measurement, not a cache of results.
+_LAST_SECONDS: dict[str, float] = {}
+
+
+def wait_text(text: str, elapsed_s: float, estimate_s: float | None, ahead: int | None = None) -> str:
+    """The progress bar's line: the queue position while it waits for a heavy-work slot, else the time
+    so far and, from the last run of the same kind on this server, the time left (no estimate on a
+    first run: it says so instead of guessing)."""
+    if ahead is not None:
+        return f"{text} queued: {counted(ahead, 'heavy computation')} ahead of yours · {elapsed_s:.0f} s"
+    if not estimate_s:
+        return f"{text} {elapsed_s:.0f} s so far · the first on this server, so no estimate yet"
+    left = estimate_s - elapsed_s
+    if left <= 0:
+        return f"{text} {elapsed_s:.0f} s so far · longer than last time ({estimate_s:.0f} s), finishing…"
+    return f"{text} {elapsed_s:.0f} s so far · about {left:.0f} s left (last time {estimate_s:.0f} s)"
+
+
+def _stop_waiting(key: str) -> None:
+    st.session_state["_stopped_waiting"] = key
+
+
+def _wait_again(key: str) -> None:
+    if st.session_state.get("_stopped_waiting") == key:
+        st.session_state.pop("_stopped_waiting", None)
+
+
+def waited(fn: Callable[..., object], *args, text: str, key: str | None = None,
+           estimate_key: str | None = None, priority: int | None = None, **kwargs):
+    """``fn(*args, **kwargs)`` -- a pure computation (a cached function, or one that takes its
+    heavy-work slot with :func:`~bertgeom.ui.workqueue.free_slot_or_raise`) -- run in a worker thread
+    while this script thread keeps the page alive: nothing for the first 0.2 s (a warm click), then a
+    spinner with the seconds so far, and past 3 s a progress bar with the time elapsed and the time
+    left (from the last computation of ``estimate_key`` on this server) and a *Stop waiting* button.
+
+    Streamlit's own running indicator is hidden (``toolbarMode = "minimal"``), so this is the page's
+    only sign of work. *Stop waiting* (or any click elsewhere) reruns the page at once: the computation
+    itself cannot be interrupted halfway (a UMAP fit has no stopping point), so it finishes in the
+    background and is kept, and the view says so and offers to show it. Every Streamlit element is
+    drawn here, in the script thread, never inside a cached function. Errors reach the caller."""
+    import hashlib
+    import threading
+    import time
+
+    from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+
+    from bertgeom.ui.workqueue import INTERACTIVE, WAITER, SlotBusy, not_replayed, work_queue
+
+    key = key or text
+    estimate_key = estimate_key or key
+    tag = hashlib.sha1(key.encode()).hexdigest()[:10]
+    if st.session_state.get("_stopped_waiting") == key:
+        st.info(f"Stopped waiting: {text.rstrip('…. ')}. It goes on in the background and is kept, so showing "
+                "it later is quicker (at once once it is done).", icon=":material/block:")
+        st.button("Show it", key="w_wait_again_" + tag, on_click=_wait_again, args=(key,))
+        st.stop()
+    done = threading.Event()
+    out: dict = {}
+    ahead: list[int | None] = [None]
+
+    def on_wait(n: int | None) -> None:  # the worker's place in the heavy-work queue (None: running)
+        ahead[0] = n
+
+    def work() -> None:
+        start = time.monotonic()
+        WAITER.on_wait = on_wait  # heavy() in this thread tells the page instead of drawing
+        try:
+            try:
+                out["value"] = fn(*args, **kwargs)
+            except SlotBusy:  # wait for a slot here, in the worker; the page shows the position
+                with work_queue().slot(on_wait, INTERACTIVE if priority is None else priority):
+                    ahead[0] = None
+                    out["value"] = fn(*args, **kwargs)
+            if time.monotonic() - start > SPINNER_AFTER_S:  # a computation, not a cache hit
+                _LAST_SECONDS[estimate_key] = time.monotonic() - start
+        except BaseException as exc:  # noqa: BLE001 - handed to the script thread, which raises it
+            out["error"] = exc
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work, name=f"bertgeom-wait-{tag}", daemon=True)
+    ctx = get_script_run_ctx()
+    if ctx is not None:
+        add_script_run_ctx(worker, ctx)
+    start = time.monotonic()
+    worker.start()
+    if not done.wait(SPINNER_AFTER_S):
+        estimate = _LAST_SECONDS.get(estimate_key)
+        with not_replayed():
+            slot = st.empty()
+            with slot.container(), st.spinner(text, show_time=True):
+                done.wait(max(0.0, PROGRESS_AFTER_S - (time.monotonic() - start)))
+            bar = None
+            while not done.wait(0.5):
+                elapsed = time.monotonic() - start
+                line = wait_text(text, elapsed, estimate, ahead[0])
+                share = min(0.95, elapsed / estimate) if estimate else min(0.9, elapsed / (elapsed + 30))
+                if bar is None:
+                    with slot.container():
+                        bar = st.progress(share, text=line)
+                        st.button("Stop waiting", key="w_stop_wait_" + tag, on_click=_stop_waiting, args=(key,),
+                                  icon=":material/stop_circle:",
+                                  help="Gives the page back now; the computation goes on in the background and "
+                                       "is kept for the next time.")
+                else:  # each update is also where a click's rerun stops this run
+                    bar.progress(share, text=line)
+            slot.empty()
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
 
 
 #: Wrap a long tab strip onto a second line instead of clipping it behind scroll arrows.

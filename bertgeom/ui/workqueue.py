@@ -238,12 +238,24 @@ def queue_notice(ahead: int, slots: int) -> str:
             f"{runs} so that the app stays quick for everyone; yours starts by itself.")
 
 
+#: Per thread: where a worker of :func:`bertgeom.ui.widgets.waited` reports its place in the queue
+#: (the page's own thread draws it), so :func:`heavy` draws nothing from a thread that is not the script's.
+WAITER = threading.local()
+
+
 @contextmanager
 def heavy(what: str = "this computation", priority: int = INTERACTIVE):
-    """Run the block in a slot of :func:`work_queue`, showing 'Queued: N ahead' while it waits."""
+    """Run the block in a slot of :func:`work_queue`, showing 'Queued: N ahead' while it waits (in a
+    worker of :func:`bertgeom.ui.widgets.waited`: telling that page's wait instead)."""
     import streamlit as st
 
     q = work_queue()
+    report = getattr(WAITER, "on_wait", None)
+    if report is not None:
+        with q.slot(report, priority):
+            report(None)
+            yield
+        return
     box = []
     shown = [-1]
 

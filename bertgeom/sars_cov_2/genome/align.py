@@ -64,6 +64,7 @@ from .reference import (
     reference_sequence,
     reverse_complement,
 )
+from bertgeom.tables import counted
 
 PRESET = "map-ont"  #: minimap2 preset (see module docstring for why)
 #: (match, mismatch, gap open, gap extend, long-gap open, long-gap extend, ambiguous-base mismatch).
@@ -474,7 +475,7 @@ def align_genome(sequence: str) -> GenomeAlignment:
         notes.append("parts of the sequence align to both strands (chimera?): the minor strand was ignored")
     chain = _chain(hits)
     if len(chain) < len(hits):
-        notes.append(f"{len(hits) - len(chain)} non-colinear alignment segment(s) ignored")
+        notes.append(f"{counted(len(hits) - len(chain), 'non-colinear alignment segment')} ignored")
 
     q = np.frombuffer(seq.encode("ascii"), dtype=np.uint8)
     out = np.full(REFERENCE_LEN, ord("N"), dtype=np.uint8)

@@ -9,7 +9,8 @@ and ambiguous bases as ranges (``1-54``, ``R:1234``), frameshifts as gene and co
 Columns Nextclade has and bertgeom does not compute (PCR primer changes, phenotype values, the
 relative-to-founder mutations) are left out rather than written empty. bertgeom's own columns
 follow Nextclade's: ``recombinant``, the variant model's call (``variant``, ``variant_confidence``,
-``variant_gate``) and the ``dataset`` in use.
+``variant_gate``), the reading notes (``variant_notes``), the model's weights hash (``variant_model``) and
+the ``dataset`` in use.
 
 References
 ----------
@@ -41,7 +42,11 @@ NEXTCLADE_COLUMNS: tuple[str, ...] = (
     "qc.frameShifts.status", "qc.stopCodons.stopCodons", "qc.stopCodons.totalStopCodons", "qc.stopCodons.score",
     "qc.stopCodons.status", "errors",
 )
-BERTGEOM_COLUMNS: tuple[str, ...] = ("recombinant", "variant", "variant_confidence", "variant_gate", "dataset")
+#: ``variant_notes``: what was done to the input before the model read it (reverse complement, U read
+#: as T, the spike cut out) and, with no call, why; ``variant_model``: the weights' hash of the model that
+#: called it, so a row says which model and which dataset made it
+BERTGEOM_COLUMNS: tuple[str, ...] = ("recombinant", "variant", "variant_confidence", "variant_gate", "variant_notes",
+                                     "variant_model", "dataset")
 TSV_COLUMNS: tuple[str, ...] = NEXTCLADE_COLUMNS + BERTGEOM_COLUMNS
 
 
@@ -113,13 +118,14 @@ def ndjson_record(row: dict) -> str:
         node = out
         for p in parts[:-1]:
             node = node.setdefault(p, {})
-        if isinstance(value, str) and key not in ("seqName", "errors", "recombinant", "dataset", "clade_display") \
-                and ("," in value or key in _LIST_COLUMNS):
+        if isinstance(value, str) and key not in _TEXT_COLUMNS and ("," in value or key in _LIST_COLUMNS):
             value = [v for v in value.split(",") if v]
         node[parts[-1]] = value
     return json.dumps(out, ensure_ascii=False)
 
 
+#: cells that are one text, whatever commas they hold
+_TEXT_COLUMNS = frozenset({"seqName", "errors", "recombinant", "dataset", "clade_display", "variant_notes"})
 _LIST_COLUMNS = frozenset({"substitutions", "deletions", "insertions", "frameShifts", "aaSubstitutions",
                            "aaDeletions", "aaInsertions", "missing", "nonACGTNs",
                            "privateNucMutations.reversionSubstitutions", "privateNucMutations.labeledSubstitutions",

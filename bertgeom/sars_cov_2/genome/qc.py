@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from .align import SpikeCut
 from .classes import clade_to_class
 from .mutations import MutationReport, class_expected_sites, nearest_clade
+from bertgeom.tables import counted, word_for
 
 MIN_COVERAGE_WARN = 0.98  #: coverage below this warns
 MIN_COVERAGE_FAIL = 0.80  #: coverage below this fails
@@ -97,7 +98,7 @@ def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None, p
         judged = f"clade {private.clade}'s profile"
         cls = cls or clade_to_class(private.clade)
         private = [c.split(":", 1)[1] for c in private.in_gene("S")]
-        private_msg = f"{len(private)} spike change(s) not in {judged} (the S rows marked private)"
+        private_msg = f"{counted(len(private), 'spike change')} not in {judged} (the S rows marked private)"
     else:
         if cls is None:
             cls = nearest_clade(cut).cls
@@ -117,8 +118,8 @@ def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None, p
         "coverage": f"only {coverage:.1%} of the spike is called (the rest is N or not covered)",
         "missing data": f"{n_count} of {n} spike bases are N or not covered ({n_share:.1%})",
         "ambiguous bases": f"{amb} ambiguous bases (IUPAC codes) in the spike",
-        "frameshifts": f"{len(fs)} frameshift(s) in the spike (codon ranges): {', '.join(fs)}",
-        "stop codons": f"premature stop codon(s): {', '.join(stops)}",
+        "frameshifts": f"{counted(len(fs), 'frameshift')} in the spike (codon ranges): {', '.join(fs)}",
+        "stop codons": f"{word_for(len(stops), 'premature stop codon')}: {', '.join(stops)}",
         "private mutations": private_msg,
     })
     return QCResult(verdict, reasons, coverage, n_share, n_count, amb, fs, stops, private, cls, checks)
@@ -413,18 +414,18 @@ def qc_score(report, aligned: str, private, gene_names=None, qc: dict | None = N
                          + (f" ({span[0] + 1:,}-{span[1] + 1:,}; the first {md['score_bias']} are free)" if span else "")),
         "mixed sites": (100 * mixed / p["mixed sites"]["threshold"], mixed, f"{mixed} mixed (ambiguous) sites"),
         "private mutations": (max(0.0, weighted - pm["typical"]) * 100 / pm["cutoff"], len(private.private),
-                              f"{len(private.private)} private nucleotide change(s) against the nearest tree node "
-                              f"({private.clade}): {len(labeled)} labelled substitution(s) (known from other clades), "
-                              f"{len(unlabeled)} unlabelled, {n_del} deletion range(s); and "
-                              f"{len(private.reversions)} reversion(s)"),
+                              f"{counted(len(private.private), 'private nucleotide change')} against the nearest tree node "
+                              f"({private.clade}): {counted(len(labeled), 'labelled substitution')} (known from other clades), "
+                              f"{len(unlabeled)} unlabelled, {counted(n_del, 'deletion range')}; and "
+                              f"{counted(len(private.reversions), 'reversion')}"),
         "snp clusters": (sc["per"] * len(clusters), len(clusters),
-                         f"{len(clusters)} cluster(s) of more than {sc['cutoff']} private substitutions within "
+                         f"{counted(len(clusters), 'cluster')} of more than {sc['cutoff']} private substitutions within "
                          f"{sc['window']} nt" + (": " + ", ".join(f"{a}-{b}" for a, b in clusters[:5]) if clusters else "")),
         "frameshifts": (p["frameshifts"]["per"] * len(fs), len(fs),
-                        f"{len(fs)} frameshift(s)" + (": " + ", ".join(fs[:5]) if fs else "")
+                        counted(len(fs), "frameshift") + (": " + ", ".join(fs[:5]) if fs else "")
                         + (f" ({n_known[0]} known to the Nextclade dataset, no points)" if n_known[0] else "")),
         "stop codons": (p["stop codons"]["per"] * len(stops), len(stops),
-                        f"{len(stops)} premature stop codon(s)" + (": " + ", ".join(stops[:5]) if stops else "")
+                        counted(len(stops), "premature stop codon") + (": " + ", ".join(stops[:5]) if stops else "")
                         + (f" ({n_known[1]} known to the Nextclade dataset, no points)" if n_known[1] else "")),
     }
     scores = {k: ((v if p[k].get("enabled", True) else 0.0), n, msg) for k, (v, n, msg) in scores.items()}

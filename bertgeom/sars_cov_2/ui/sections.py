@@ -19,6 +19,7 @@ import streamlit as st
 from bertgeom.safety import plain
 from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
 from bertgeom.ui.widgets import chart
+from bertgeom.tables import counted
 
 _STATUS = {"good": ":green[good]", "mediocre": ":orange[mediocre]", "bad": ":red[bad]"}
 _GENE_NOTE = {"nuc": "Nucleotide changes that change no amino acid (synonymous, non-coding, between genes)."}
@@ -105,7 +106,10 @@ def render_qc_score(analysis) -> None:
     q = analysis.qc_score
     if q is None:
         return
-    st.markdown(f"##### QC score (Nextclade's rules): **{_STATUS.get(q.status, q.status)}** · {q.score:.0f}",
+    from bertgeom.sars_cov_2.variant.result import qc_score_shown
+
+    st.markdown(f"##### QC score (Nextclade's rules): **{_STATUS.get(q.status, q.status)}** · "
+                f"{qc_score_shown(q.score):.1f}",
                 help="The six rules of Nextclade's QC with the parameters of its SARS-CoV-2 dataset (pathogen.json, "
                      "shipped as data), scored as its documentation describes (not its code): each rule scores 0 "
                      "(clean) to 100 (the 'bad' threshold) and beyond; overall = sum of squared rule scores / 100; "
@@ -116,7 +120,7 @@ def render_qc_score(analysis) -> None:
                      "100 nt; frameshifts and premature stops: 75 each, except the ~320 frameshifts and 90 stops "
                      "the dataset lists as known (Mu's ORF3a:257-276, Alpha's ORF8:Q27* ...).")
     for r in q.rules.values():
-        st.caption(f"• **{r.name}** — {_STATUS.get(r.status, r.status)} ({r.score:.0f}): {r.message}")
+        st.caption(f"• **{r.name}** — {_STATUS.get(r.status, r.status)} ({qc_score_shown(r.score):.1f}): {r.message}")
     genome_cov = 1 - q.rules["missing data"].count / 29903
     if genome_cov < 0.5:
         st.caption(f"ℹ️ The sequence covers {genome_cov:.0%} of the genome, so missing data rates it bad, as in "
@@ -151,10 +155,12 @@ def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) ->
         from bertgeom.sars_cov_2.genome.qc import known_frameshift
 
         shifts = [f"{gene}:{f}" + (" known, no QC points" if known_frameshift(gene, f) else "") for f in gr.frameshifts]
-        st.caption(f"{gene}: {len(gr.events)} amino-acid change(s) against Wuhan-Hu-1 · coverage {gr.coverage:.1%} "
-                   f"(called bases) · {len(gr.frameshifts)} frameshift(s)"
+        st.caption(f"{gene}: {counted(len(gr.events), 'amino-acid change')} against Wuhan-Hu-1 "
+                   f"· coverage {gr.coverage:.1%} "
+                   f"(called bases) · {counted(len(gr.frameshifts), 'frameshift')}"
                    + (f" ({', '.join(shifts)})" if shifts else "")
-                   + f" · {len(gr.stops)} premature stop(s)" + (f" ({', '.join(gr.stops)})" if gr.stops else "")
+                   + f" · {counted(len(gr.stops), 'premature stop')}"
+                   + (f" ({', '.join(gr.stops)})" if gr.stops else "")
                    + f" · {n_private} private")
     if gene != "nuc" and rep.genes[gene].coverage == 0:
         st.info(f"The sequence does not read {gene} (all N or not covered), so its mutations cannot be read.")

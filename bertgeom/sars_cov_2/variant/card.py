@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from bertgeom.tables import counted, word_for
 
 
 def _table(report: dict) -> str:
@@ -36,11 +37,11 @@ def _stage_line(stage: dict) -> str:
     summ = stage.get("summary") or {}
     src = f"continued from `{stage['init_from']}`" if stage.get("init_from") else "from the bundled MiniLM-L6"
     aug = "no augmentation" if (stage.get("augment") or {}).get("off") or "augment" not in stage else "per-step augmentation"
-    return (f"{src}; seed {stage.get('seed', 42)}; {stage.get('epochs')} epoch(s) of batch {stage.get('batch_size')} "
+    return (f"{src}; seed {stage.get('seed', 42)}; {stage.get('epochs')} {word_for(1 if stage.get('epochs') == 1 else 2, 'epoch', 'epochs')} of batch {stage.get('batch_size')} "
             f"({summ.get('steps', 'n/a')} steps, {summ.get('train_examples', 'n/a')} pool examples), encoder lr "
             f"{stage.get('lr_encoder')}, new-parameter lr {stage.get('lr_new')}, {aug}; "
             f"{summ.get('train_seconds', 'n/a')} s on {summ.get('device', 'cpu')}"
-            f"{' (bf16)' if summ.get('bf16') else ''} with {stage.get('threads') or 'all'} thread(s)"
+            f"{' (bf16)' if summ.get('bf16') else ''} with {counted(stage['threads'], 'thread') if stage.get('threads') else 'all threads'}"
             + (f" ({', '.join(f'{k}={v}' for k, v in overrides.items())})" if (overrides := {
                 k: v for k, v in (stage.get("augment") or {}).items() if k != "off"}) else "")
             + (f". {(stage.get('extra') or {}).get('note')}" if (stage.get("extra") or {}).get("note") else ""))
@@ -55,7 +56,7 @@ def _held_out_sentence(train_cfg: dict) -> str:
         return "The model never saw an evaluation or calibration genome."
     names = ", ".join(f"{n} ({part})" for n, part in seen["genomes"].items())
     return (f"Stages {seen.get('stages', '')} trained on the split of the labels before the placement, whose "
-            f"training part held {len(seen['genomes'])} genome(s) that are held out now: {names}; the figures "
+            f"training part held {counted(len(seen['genomes']), 'genome')} that {word_for(len(seen['genomes']), 'is', 'are')} held out now: {names}; the figures "
             "below count them.")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from bertgeom.tables import counted, word_for
 
 
 def _augment_overrides(items: list[str]) -> dict:
@@ -432,7 +433,7 @@ def _classify_into(args, loaded, device, precision, backend, final, out, side: _
     for note in notices + ([names.notice()] if names.renamed else []):
         print(f"note: {note}", file=sys.stderr)
     if n_gated:  # the gate (bertgeom.sars_cov_2.genome.gate): outside the model's world, no call
-        print(f"note: {n_gated} record(s) get no call from the variant model: not SARS-CoV-2, too divergent, or a "
+        print(f"note: {counted(n_gated, 'record')} {word_for(n_gated, 'gets', 'get')} no call from the variant model: not SARS-CoV-2, too divergent, or a "
               "spike it cannot read (their 'gate' and 'notes' columns say why).", file=sys.stderr)
     print(f"classified {n - n_err - n_gated} of {n} records{where} ({n_err} could not be read or aligned; see their "
           "'error' column)", file=sys.stderr)
@@ -476,6 +477,7 @@ class _SideOutputs:
         row.update(pred.nextclade or {"errors": pred.error})
         row["seqName"] = csv_row["name"]
         row["variant"], row["variant_confidence"] = csv_row["predicted"], csv_row["confidence"]
+        row["variant_notes"], row["variant_model"] = csv_row.get("notes", ""), csv_row.get("model_version", "")
         if self.tsv is not None:
             if self.writer is None:
                 self.writer = csv.DictWriter(self.tsv, fieldnames=list(TSV_COLUMNS), delimiter="\t")
@@ -546,7 +548,7 @@ def _cmd_evaluate(args) -> int:
         print()
         print(result["baseline"].table())
     if result["skipped"]:
-        print(f"\nskipped {len(result['skipped'])} record(s): " + "; ".join(f"{n}: {e}" for n, e in result["skipped"][:5]))
+        print(f"\nskipped {counted(len(result['skipped']), 'record')}: " + "; ".join(f"{n}: {e}" for n, e in result["skipped"][:5]))
     if args.json:
         payload = {k: (v.__dict__ if hasattr(v, "__dict__") else v) for k, v in result.items()}
         from bertgeom.safety import AtomicFile

@@ -82,6 +82,12 @@ def private_column(analysis) -> str:
     return f"private (vs. node {pl.lineage or pl.clade})" if pl is not None else "private (vs. nearest node)"
 
 
+def qc_score_shown(score: float) -> float:
+    """A QC score as every screen shows it (one decimal, as Nextclade's own report does): the batch
+    table and the genome view print the same number for the same genome (11.6, not 11.6 and 12)."""
+    return round(float(score), 1)
+
+
 def batch_table(rows: list[dict]):
     """The batch view of ``classify`` rows: name, BERT call ("no call" below the gate), confidence ("—"
     without a call), rule
@@ -99,7 +105,7 @@ def batch_table(rows: list[dict]):
             "rule call": CLASS_DISPLAY.get(r["rule_call"], r["rule_call"]), "agree": r["agrees"],
             "clade": r.get("clade", ""), "lineage": r.get("lineage", ""),
             "recombinant": recombinant_short(r.get("recombinant", "")),
-            "QC score": r.get("qc_score") if r.get("qc_score") not in ("", None) else None,
+            "QC score": qc_score_shown(r["qc_score"]) if r.get("qc_score") not in ("", None) else None,
             "QC status": r.get("qc_status", ""),
             "spike QC": r["qc"], "genome QC": r["genome_qc"], "mutations": r["n_mutations"] if r["n_mutations"] != "" else None,
             "gate": r.get("gate", ""), "notes": r.get("notes", ""), "error": r["error"]} for r in rows]
@@ -187,13 +193,35 @@ def manifest(loaded) -> dict:
             "aligner": "minimap2 (mappy)"}
 
 
-def result_record(loaded, analysis, pred: str, labels, probs) -> dict:
-    """The full result of one genome (the JSON download)."""
+def what_if_record(reverted, added: str, not_read, n_changes: int, labels, probs_after) -> dict:
+    """The what-if changes on screen and the call they give (the downloads carry it, so a file says
+    which edited genome its 'after' numbers belong to): the reverted events as the box names them,
+    the added entries as typed, the entries the box could not read (not applied), the number of
+    changes and the probabilities after them. ``{}`` when nothing was changed."""
+    if not n_changes:
+        return {}
+    k = int(max(range(len(labels)), key=lambda i: probs_after[i]))
+    return {"reverted": list(reverted), "added": added.strip(), "not_read": list(not_read), "n_changes": n_changes,
+            "predicted_after": labels[k], "probabilities_after": {c: float(p) for c, p in zip(labels, probs_after)}}
+
+
+def _notes(analysis, notes) -> list[str]:
+    """The reading notes the page shows above the analysis, after the gate's reason when there is no call."""
+    gate = getattr(analysis, "gate", None)
+    return ([gate.reason] if gate is not None and not gate.passed else []) + [str(n) for n in notes]
+
+
+def result_record(loaded, analysis, pred: str, labels, probs, *, notes=(), what_if: dict | None = None) -> dict:
+    """The full result of one genome (the JSON download): ``notes`` are the reading notes the page
+    shows (reverse complement detected, U read as T ...), ``what_if`` the changes on screen
+    (:func:`what_if_record`)."""
     qc, report = analysis.qc, analysis.mutations
     gate = getattr(analysis, "gate", None)
     called = gate is None or gate.passed  # below the gate: no class probability, no call
     return {
-        "manifest": manifest(loaded), "name": analysis.name, "predicted": pred if called else None,
+        "manifest": {**manifest(loaded), "nextclade_dataset": dataset_name(analysis)}, "name": analysis.name,
+        "notes": _notes(analysis, notes), **({"what_if": what_if} if what_if else {}),
+        "predicted": pred if called else None,
         "probabilities": {c: float(p) for c, p in zip(labels, probs)} if called else {},
         **({"gate": {"verdict": gate.verdict, "identity": gate.identity, "aligned_share": gate.aligned_share,
                      "private": gate.private, "divergence_per_kb": gate.divergence_per_kb,
@@ -222,8 +250,9 @@ def _genome_fields(analysis) -> dict:
                       for g, gr in analysis.mutations.genes.items()}}
 
 
-def result_row(loaded, analysis, pred: str, labels, probs) -> dict:
-    """One flat row of the result (the CSV download)."""
+def result_row(loaded, analysis, pred: str, labels, probs, *, notes=(), what_if: dict | None = None) -> dict:
+    """One flat row of the result (the CSV download), with the same ``notes`` and ``what_if`` as
+    :func:`result_record` (the changes joined in one cell, the call and its probability after them)."""
     extra = analysis.summary_row() if hasattr(analysis, "summary_row") else {}
     gate = getattr(analysis, "gate", None)
     called = gate is None or gate.passed  # below the gate: no class probability, no call
@@ -233,7 +262,10 @@ def result_row(loaded, analysis, pred: str, labels, probs) -> dict:
             "recombinant": extra.get("recombinant", ""), "qc_score": extra.get("qc_score", ""),
             "qc_status": extra.get("qc_status", ""),
             "mutations": " ".join(m.qualified for m in analysis.mutations.amino_acid),
-            "gate": gate.verdict if gate else "", "notes": gate.reason if gate and not called else "",
+            "gate": gate.verdict if gate else "", "notes": "; ".join(_notes(analysis, notes)),
+            "what_if": " ".join([*(what_if or {}).get("reverted", []), (what_if or {}).get("added", "")]).strip(),
+            "predicted_after_what_if": (what_if or {}).get("predicted_after", ""),
+            "p_after_what_if": max((what_if or {}).get("probabilities_after", {}).values(), default=""),
             **manifest(loaded), "nextclade_dataset": dataset_name(analysis)}
 
 

@@ -48,6 +48,7 @@ from bertgeom.sars_cov_2.variant import (
     variant_spec,
 )
 from bertgeom.sars_cov_2.variant.precompute import GENOME_PRECOMPUTE
+from bertgeom.tables import counted, word_for
 
 #: Upload file types of genome boxes (plain or compressed FASTA).
 FASTA_TYPES = ("fasta", "fa", "fna", "txt", "gz", "xz", "bz2")  # what the CLI reads, bz2 included
@@ -144,7 +145,8 @@ def read_upload(name: str, data: bytes) -> tuple[str, str]:
     bad = [r for r in records if isinstance(r, RecordError)]
     if bad:
         problem = (problem + " " if problem else "") + (
-            f"'{name}': {len(bad)} record(s) could not be read and were left out: "
+            f"'{name}': {counted(len(bad), 'record')} could not be read "
+            f"and {word_for(len(bad), 'was', 'were')} left out: "
             + "; ".join(r.message for r in bad[:3]) + (" …" if len(bad) > 3 else ""))
     text = "\n".join(f">{r.name}\n{r.sequence}" for r in records if not isinstance(r, RecordError))
     return text, problem

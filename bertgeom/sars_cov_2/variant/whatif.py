@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+from bertgeom.tables import counted
 
 __all__ = ["MarkerChange", "box_entries", "candidate_changes", "parse_what_if", "rank_changes", "search_aliases",
            "tour_change", "what_if_frame", "what_if_label"]
@@ -215,7 +216,8 @@ def parse_what_if(text: str) -> tuple[list, int, list[str]]:
             positions = list(range(start, start + len(alts)))
             new = list(alts)
             if refs and len(refs) != len(alts):
-                problems.append(f"'{tok}' has {len(refs)} reference base(s) but {len(alts)} new one(s).")
+                problems.append(f"'{tok}' has {counted(len(refs), 'reference base')} "
+                                f"but {counted(len(alts), 'new one')}.")
                 continue
         elif rng and (word.startswith("DEL") or rng.group(2)):
             start, end = int(rng.group(1)), int(rng.group(2) or rng.group(1))

@@ -19,7 +19,7 @@ from bertgeom.figures import cone as fc
 from bertgeom.sets import cone as conesets
 from bertgeom.ui.cone.set_picker import choose_set
 from bertgeom.ui.cone.view import View
-from bertgeom.ui.widgets import chart, csv_button, guarded
+from bertgeom.ui.widgets import chart, csv_button, guarded, waited
 
 #: Rows each input adds to its class's cloud (evenly spaced content tokens): the set's clouds stay small.
 ROWS_PER_INPUT = 48
@@ -34,12 +34,12 @@ DIFFERENCE = (
 )
 
 
-@st.cache_data(max_entries=8, show_spinner="Collecting every class's token cloud…")
+@st.cache_data(max_entries=8, show_spinner=False)  # the wait is drawn by waited(), outside
 def _class_clouds(model_id: str, fingerprint: str, token_set: str, _items) -> dict:
     """Per input: ``ROWS_PER_INPUT`` evenly spaced rows of the token set at every layer ``[L+1, r, d]``."""
     from bertgeom.sets.inputs import map_over_set
     from bertgeom.ui.cache import cached_model
-    from bertgeom.ui.workqueue import heavy
+    from bertgeom.ui.workqueue import free_slot_or_raise
 
     def reduce(trace, item):
         rows = np.flatnonzero(conesets.rows_for(trace.encoded, token_set))
@@ -47,7 +47,7 @@ def _class_clouds(model_id: str, fingerprint: str, token_set: str, _items) -> di
             if rows.size else rows
         return np.asarray(trace.hidden_states[:, pick], dtype=np.float32)
 
-    with heavy("collecting the token clouds of the set"):
+    with free_slot_or_raise():  # a busy queue: waited() waits for the slot and shows the position
         res = map_over_set(cached_model(model_id), _items, reduce)
     return {"clouds": res.results, "labels": [it.label or "" for it in res.items], "errors": res.errors}
 
@@ -64,7 +64,8 @@ def isotropy_section(v: View) -> None:
         st.info("IsoScore needs at least two token vectors: pick a token set with more rows.")
         return
     x = np.arange(hs.shape[0])
-    iso = hidden_state_isoscore_curve(hs)
+    iso = waited(hidden_state_isoscore_curve, hs, text="Computing IsoScore at every layer…", key="isoscore-input",
+                 estimate_key=f"isoscore-input:{v.model_id}")
     cone = cone_index(hs, normalized=True)
     d = hs.shape[-1]
     st.markdown(cone_summary(cone, iso, m), help="The tour's cone step quotes this sentence.")
@@ -84,7 +85,8 @@ def isotropy_section(v: View) -> None:
         st.info("A precomputed results directory holds cone indices only; pick the shipped set or an upload.")
         return
     with guarded("IsoScore over the set"):
-        data = _class_clouds(v.model_id, fp, v.token_set, items)
+        data = waited(_class_clouds, v.model_id, fp, v.token_set, items, text="Collecting every class's token cloud…",
+                      estimate_key=f"class-clouds:{v.model_id}:{len(items)}")
         if not data["clouds"]:
             st.warning("No input of the set could be analysed.")
             return

@@ -16,7 +16,7 @@ from bertgeom.tables import counted, head_label, per_head_frame, word_for
 from bertgeom.ui.cache import get_trace
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.names import class_name
-from bertgeom.ui.widgets import chart, csv_button
+from bertgeom.ui.widgets import chart, csv_button, waited
 
 
 #: Word pairs that make the default second input of a sentence a one-word edit.
@@ -35,7 +35,7 @@ def _default_edit(text: str) -> str:
     return text
 
 
-@st.cache_data(max_entries=16, show_spinner="Comparing the two inputs head by head…")
+@st.cache_data(max_entries=16, show_spinner=False)  # the wait is drawn by waited(), outside
 def cached_pair(model_id: str, text_a: str, text_b: str) -> dict:
     from bertgeom.analysis.compare import map_change, pair_tokens
 
@@ -72,8 +72,9 @@ def compare_inputs_tab(v: View) -> None:
         if not text_b.strip():
             st.info("Type a second input.")
             return
-    tb = get_trace(model_id, text_b)
-    res = cached_pair(model_id, v.text, text_b)
+    tb, res = waited(lambda: (get_trace(model_id, text_b), cached_pair(model_id, v.text, text_b)),
+                     text="Comparing the two inputs head by head…", key="compare-inputs",
+                     estimate_key=f"compare-inputs:{model_id}")
     ia, ib, tv = res["ia"], res["ib"], res["tv"]
     if ia.size == 0:
         st.warning("The two inputs share no token, so their maps cannot be paired.")

@@ -19,7 +19,7 @@ from bertgeom.ui.cache import cached_layer_weights, cached_model
 from bertgeom.ui.heads.view import View, token_groups
 from bertgeom.safety import plain
 from bertgeom.ui.state import widget_key
-from bertgeom.ui.widgets import guarded, read_set_upload, table
+from bertgeom.ui.widgets import guarded, read_set_upload, table, waited
 from bertgeom.tables import counted, word_for
 
 
@@ -29,6 +29,21 @@ MAX_SET_INPUTS = 40
 
 #: Each layer's records over a set (shared by the sessions, read-only), in front of the model.
 LAYER_RECORDS_MEMO = Memo("qk-layer-records", 8)
+#: Each head's 2-D map over a set (shared by the sessions, read-only): a UMAP or t-SNE fit is kept.
+QK_MAP_MEMO = Memo("qk-map", 32)
+
+
+def _qk_map(key, qk, method: str, normalise: bool):
+    """The head's map (:func:`bertgeom.analysis.qk_embedding.embed_qk`) from memory, else fitted in a
+    heavy-work slot; pure (no Streamlit element), for :func:`bertgeom.ui.widgets.waited`."""
+    from bertgeom.analysis.qk_embedding import embed_qk
+    from bertgeom.ui.workqueue import free_slot_or_raise
+
+    def compute():
+        with free_slot_or_raise():
+            return embed_qk(qk, method, normalise=normalise)
+
+    return cached(key, compute, memo=QK_MAP_MEMO, disk=None)
 
 
 def _layer_records(model_id: str, fingerprint: str, layer: int, with_groups: bool, _items: tuple[InputItem, ...]):
@@ -105,7 +120,7 @@ def _choose_set(v: View) -> tuple[InputItem, ...] | None:
 
 
 def qk_set_tab(v: View) -> None:
-    from bertgeom.analysis.qk_embedding import collect_head_qk, dot_distance_correlation, embed_qk, token_search
+    from bertgeom.analysis.qk_embedding import collect_head_qk, dot_distance_correlation, token_search
 
     layer, head = v.layer, v.head
     st.caption(f"**What this shows:** AttentionViz's joint view of {v.HL} — the query (○) and key (×) of every token "
@@ -149,7 +164,12 @@ def qk_set_tab(v: View) -> None:
         qk = collect_head_qk(records, cached_layer_weights(v.model_id), layer, head,
                              labels=[it.label for it in ok_items], names=[it.name for it in ok_items],
                              texts=[it.text for it in ok_items])
-        frame, c = embed_qk(qk, method, normalise=normalise)
+        from bertgeom.sets.keys import qk_map_key
+
+        map_key = qk_map_key(v.model_id, v.loaded.weights_hash, fp, layer, head, groups, method, normalise)
+        name = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}[method]
+        frame, c = waited(_qk_map, map_key, qk, method, normalise, text=f"Fitting the {name} map of {len(qk.rows)} "
+                          "tokens…", key=f"qk-map-{method}", estimate_key=f"qk-map:{method}:{v.model_id}")
         search = st.text_input("Search a token or k-mer (exact, case-insensitive)", key="w_qk_search",
                                bind="query-params", placeholder="e.g. cat, or a 12-mer")
         hits = token_search(qk, search) if search.strip() else None

@@ -19,7 +19,7 @@ from bertgeom.tables import per_head_frame
 from bertgeom.tokens import TOKEN_SETS
 from bertgeom.ui import subspace_cache as sc
 from bertgeom.ui.subspace.view import DATA_SHORT, View, file_safe
-from bertgeom.ui.widgets import chart, csv_button, table
+from bertgeom.ui.widgets import chart, csv_button, table, waited
 
 #: Which attention the grid shows in faithful mode.
 DATA_SOURCES = {"correct": "the model's attention", "faithful": "faithful (official code)",
@@ -31,7 +31,9 @@ def _data_geometries(v: View):
     run with one sentence when it cannot be computed."""
     model_id, wh, text, eps, token_set, faithful = v.model_id, v.wh, v.text, v.eps, v.token_set, v.faithful
     try:
-        correct, _ = sc.cached_data_geometry(model_id, wh, text, eps, token_set, False)
+        correct, _ = waited(sc.cached_data_geometry, model_id, wh, text, eps, token_set, False,
+                            text="Computing D1–D3 for every head…", key="subspace-data-geometry",
+                            estimate_key=f"data-geometry:{model_id}")
         fgeom, dev = sc.data_geometry_for(model_id, wh, text, eps, token_set, True) if faithful else (None, None)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         st.error(f"D1–D3 could not be computed for this input: {plain(error_text(exc))}")
@@ -115,7 +117,9 @@ def data_tab(v: View) -> None:
     use_faithful = False
     if faithful:
         use_faithful = c3.toggle("Faithful projections (transposed slices, no bias)", key="w_sub_pca_faithful")
-    proj = sc.cached_joint_qk(model_id, wh, text, layer, head, normalize, use_faithful)
+    proj = waited(sc.cached_joint_qk, model_id, wh, text, layer, head, normalize, use_faithful,
+                  text="Projecting the head's queries and keys…", key="subspace-joint-qk",
+                  estimate_key=f"joint-qk:{model_id}")
     cats = None
     if colour == "domain":
         cats = [d or "special token" for d in trace.encoded.domains]
