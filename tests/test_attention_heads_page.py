@@ -88,10 +88,11 @@ def test_minilm_over_the_shipped_sentences_is_cached_on_disk(monkeypatch):
     assert any(s["data"][0]["type"] == "violin" for s in specs) and any(s["data"][0]["type"] == "box" for s in specs)
     # a second visit is instant: memory, then the disk cache (no model pass, no progress callbacks)
     assert list(Path(cache_dir()).glob("*.npz"))
-    hc.SET_MEMO.clear()
-    calls = []
-    summary = hc.set_summary("minilm-l6", lambda d, t: calls.append(d))
-    assert calls == [] and summary.n == 24 and summary.arrays["js"].shape == (72, 72)
+    from bertgeom.sets.views import HEADS_SET
+
+    HEADS_SET.memo.clear()
+    summary = HEADS_SET.get(*hc.set_args("minilm-l6"), around=lambda: pytest.fail("recomputed what is on disk"))
+    assert summary.n == 24 and summary.arrays["js"].shape == (72, 72)
 
 
 def test_selecting_a_head_shows_it_everywhere():

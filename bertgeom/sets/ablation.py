@@ -25,11 +25,9 @@ import numpy as np
 
 from bertgeom.analysis.ablation import cls_cosine, sweep_single_heads
 from bertgeom.inputs import InputError, encode_input
-from bertgeom.cache import cached_arrays
 from bertgeom.sets.inputs import InputItem
-from bertgeom.sets.keys import sweep_key
 
-__all__ = ["input_sweep", "sweep_over_set", "summarise_sweeps", "stratified"]
+__all__ = ["input_sweep", "sweep_of_input", "sweep_over_set", "summarise_sweeps", "stratified"]
 
 
 def stratified(items: Sequence[InputItem], per_class: int) -> tuple[InputItem, ...]:
@@ -43,24 +41,28 @@ def stratified(items: Sequence[InputItem], per_class: int) -> tuple[InputItem, .
     return tuple(out)
 
 
+def sweep_of_input(loaded, item: InputItem) -> dict[str, np.ndarray]:
+    """One input's single-head sweep, computed (the ``head-sweep`` view's computation): ``probs [L, H, C]``
+    and ``base_probs [C]`` for a classifier, ``cos [L, H]`` (final [CLS] cosine to the intact model's)
+    in every case."""
+    from bertgeom.probabilities import class_probabilities
+
+    enc = encode_input(loaded, item.text)
+    sw = sweep_single_heads(loaded, enc.input_ids)
+    out = {"cos": cls_cosine(sw["cls"], sw["base_cls"][None, None]).astype(np.float32)}
+    if sw["logits"] is not None:
+        out["probs"] = class_probabilities(loaded, sw["logits"]).astype(np.float32)  # calibrated
+        out["base_probs"] = class_probabilities(loaded, sw["base_logits"]).astype(np.float32)
+    return out
+
+
 def input_sweep(loaded, item: InputItem, *, cache: bool = True) -> dict[str, np.ndarray]:
-    """One input's single-head sweep: ``probs [L, H, C]`` and ``base_probs [C]`` for a classifier,
-    ``cos [L, H]`` (final [CLS] cosine to the intact model's) in every case."""
-
-    def compute() -> dict[str, np.ndarray]:
-        from bertgeom.probabilities import class_probabilities
-
-        enc = encode_input(loaded, item.text)
-        sw = sweep_single_heads(loaded, enc.input_ids)
-        out = {"cos": cls_cosine(sw["cls"], sw["base_cls"][None, None]).astype(np.float32)}
-        if sw["logits"] is not None:
-            out["probs"] = class_probabilities(loaded, sw["logits"]).astype(np.float32)  # calibrated
-            out["base_probs"] = class_probabilities(loaded, sw["base_logits"]).astype(np.float32)
-        return out
-
+    """:func:`sweep_of_input`, kept by the ``head-sweep`` view (memory-less: disk) unless ``cache`` is False."""
     if not cache:
-        return compute()
-    return cached_arrays(sweep_key(loaded, item), compute)
+        return sweep_of_input(loaded, item)
+    from bertgeom.sets.views import HEAD_SWEEP
+
+    return HEAD_SWEEP.get(loaded, item)
 
 
 def sweep_over_set(loaded, items: Sequence[InputItem], progress: Callable[[int, int], None] | None = None,

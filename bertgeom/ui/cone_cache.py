@@ -3,10 +3,9 @@
 * per input (model id, input, token set, padding, row form): the cone index of every stream
   and the attention entropies (``st.cache_data``; the model's trace comes from the shared
   trace cache, so the model is not run again unless the input is padded to 512);
-* per set (model id, set fingerprint, token set, padding): the per-input profiles of
-  :func:`bertgeom.sets.cone.cone_profiles_over_set`, prepared ahead for the shipped set
-  (:mod:`bertgeom.sets.prepared`) or computed once with a progress bar, and kept by
-  :mod:`bertgeom.cache` (memory, then disk, keyed by the model's weights hash);
+* per set: the ``cone-set`` and ``class-entropy`` views (:mod:`bertgeom.sets.views`: one key, one
+  computation, a typed result; the first prepared ahead for the shipped set) through
+  :func:`bertgeom.ui.cache.run_view`;
 * projections of the per-layer [CLS] / mean-pooled vectors (keyed by the data themselves).
 """
 
@@ -15,20 +14,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from bertgeom.cache import Memo, cached_arrays
 from bertgeom.sets import cone as conesets
 from bertgeom.sets.inputs import InputItem
-from bertgeom.sets.keys import class_entropy_key, cone_set_key
+from bertgeom.sets.views import CLASS_ENTROPY, CONE_SET
 from bertgeom.inputs import normalise_text
-from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
+from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace, run_view
 from bertgeom.safety import plain
-from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy
 from bertgeom.tables import counted
-
-#: Set profiles and class entropies read last, in front of the disk (also where a read-only cache
-#: directory keeps what was computed).
-SET_MEMO = Memo("cone-set", 8)
 
 
 def _encoded_and_hidden(model_id: str, text: str, pad_to: int | None):
@@ -61,48 +54,18 @@ def input_entropies(model_id: str, text: str, pad_to: int | None) -> dict:
     return conesets.entropy_curves(A, keep)
 
 
-def set_cones(model_id: str, items: tuple[InputItem, ...], fingerprint: str, token_set: str,
-              pad_to: int | None) -> conesets.ConeSet:
-    """Per-input cone profiles, streams and [CLS]/mean vectors over a set: from memory, else from disk
-    (prepared ahead for the shipped set, or written by an earlier visit), else computed with a
-    progress bar (drawn here, outside any Streamlit cache)."""
-    from bertgeom.ui.prepared_cache import wait_for
-
-    loaded = cached_model(model_id)
-    key = cone_set_key(model_id, loaded, fingerprint, token_set, pad_to)
-    if key not in SET_MEMO:
-        wait_for(key, "The set's cone profiles", model_id=model_id)
-
-    def compute() -> dict:
-        with heavy("the set's cone profiles"), progress(f"Running the model over {len(items)} inputs…",
-                                                              usually_prepared=True) as update:
-            return conesets.cone_profiles_over_set(loaded, items, token_set, pad_to=pad_to,
-                                                   layer_weights=cached_layer_weights(model_id),
-                                                   progress=update).to_arrays()
-
-    return conesets.ConeSet.from_arrays(cached_arrays(key, compute, memo=SET_MEMO))
+def set_cones(model_id: str, items: tuple[InputItem, ...], token_set: str, pad_to: int | None) -> conesets.ConeSet:
+    """Per-input cone profiles, streams and [CLS]/mean vectors over a set (the ``cone-set`` view):
+    from memory, else from disk (prepared ahead for the shipped set, or written by an earlier visit),
+    else computed with a progress bar (drawn by :func:`bertgeom.ui.cache.run_view`)."""
+    return run_view(CONE_SET, cached_model(model_id), tuple(items), token_set, pad_to)
 
 
-def class_entropies(model_id: str, items: tuple[InputItem, ...], fingerprint: str, label: str,
-                    pad_to: int | None, correct_only: bool) -> dict:
-    """Entropies ``[L, H]`` of the class-mean attention (the official code's recipe), from memory or
-    disk when computed before, else computed here with a progress bar (drawn outside any cached function)."""
-    loaded = cached_model(model_id)
-    chosen = [it for it in items if it.label == label]
-    key = class_entropy_key(model_id, loaded, fingerprint, label, pad_to, correct_only)
-
-    def compute() -> dict:
-        with heavy("the class-mean attention"), progress(
-                f"Averaging the attention of {len(chosen)} inputs of class '{label}', then its entropies…") as update:
-            mean = conesets.class_mean_attention(loaded, chosen, pad_to=pad_to, correct_only=correct_only,
-                                                 progress=update)
-            out = {"n_used": mean["n_used"], "n_errors": mean["n_errors"]}
-            if int(mean["n_used"]) > 0:
-                update(len(chosen), len(chosen))
-                out.update(conesets.entropy_curves(mean["mean"], mean["keep"]))
-            return out
-
-    return cached_arrays(key, compute, memo=SET_MEMO)
+def class_entropies(model_id: str, items: tuple[InputItem, ...], label: str, pad_to: int | None,
+                    correct_only: bool) -> conesets.ClassEntropies:
+    """Entropies ``[L, H]`` of the class-mean attention (the official code's recipe; the
+    ``class-entropy`` view), from memory or disk when computed before, else computed with a progress bar."""
+    return run_view(CLASS_ENTROPY, cached_model(model_id), tuple(items), label, pad_to, bool(correct_only))
 
 
 @st.cache_data(max_entries=64, show_spinner="Projecting the vectors…")

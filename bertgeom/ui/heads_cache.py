@@ -2,96 +2,50 @@
 
 * Current input: Jensen-Shannon distances between heads, MDS, k-means, head disabling and
   checkpoint comparisons, cached per (model, input, parameters) with ``st.cache_data``.
-* Over a set of inputs: :func:`set_summary` runs the model once over the shipped set and keeps
-  small per-input reductions (per-head features, k90 rows, Clark's JS sums, token-domain
-  attention masses).  The arrays are prepared ahead (:mod:`bertgeom.sets.prepared`) and kept by
-  :mod:`bertgeom.cache` (memory, then disk, under :func:`bertgeom.sets.keys.heads_set_key`; two
-  sessions asking at once run the model once).  Per-class mean maps (the paper's recipe, from the
-  correctly classified inputs of one class) are prepared and kept the same way, the last two read
-  in memory (read-only).
+* Over a set of inputs: :func:`set_summary` and :func:`class_mean` run the ``heads-set`` and
+  ``class-mean`` views (:mod:`bertgeom.sets.views`: one key, one computation, a typed result,
+  prepared ahead by ``prepare-sets``) through :func:`bertgeom.ui.cache.run_view`.
 
-The computations themselves live in :mod:`bertgeom.sets.heads` (UI-free); this module keeps
-them cached.
+The computations themselves live in :mod:`bertgeom.sets.heads` (UI-free).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
 
-from bertgeom.cache import Memo, cached_arrays
-from bertgeom.sets import keys, prepared
-from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
-from bertgeom.sets.heads import (
-    JS_MAX_ROWS,
-    SET_THETA,
-    SetSummary,
-    compute_set_arrays,
-    js_rows_for,
-)
-from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
+from bertgeom.sets.inputs import InputItem, shipped_set
+from bertgeom.sets.heads import JS_MAX_ROWS, SET_THETA, ClassMean, SetSummary, js_rows_for
+from bertgeom.sets.views import COMPARE, CLASS_MEAN, HEADS_SET
+from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace, run_view
 from bertgeom.ui.workqueue import heavy
-
-#: The shipped sets' summaries read last (small arrays), in front of the disk.
-SET_MEMO = Memo("heads-set", 4)
-#: The class-mean maps read last (``[L, H, T, T]`` float16 each: only two are kept).
-CLASS_MEAN_MEMO = Memo("class-mean", 2)
-
 
 def set_items(input_kind: str) -> tuple[InputItem, ...]:
     return shipped_set(input_kind)
 
 
-def set_summary(model_id: str, progress: Callable[[int, int], None] | None = None) -> SetSummary:
-    """The shipped set's reductions for ``model_id`` (memory, then disk, then a model pass)."""
+def set_args(model_id: str) -> tuple:
+    """The arguments of :data:`~bertgeom.sets.views.HEADS_SET` for ``model_id``'s shipped set."""
     loaded = cached_model(model_id)
-    items = set_items(loaded.spec.input_kind)
-    key = keys.heads_set_key(loaded, items)
-
-    def compute():
-        with heavy("the shipped set's model pass"):
-            return compute_set_arrays(loaded, items, progress)
-
-    arrays = cached_arrays(key, compute, memo=SET_MEMO)
-    return SetSummary(arrays, classifier=bool(loaded.labels), class_order=tuple(loaded.labels))
+    return loaded, set_items(loaded.spec.input_kind)
 
 
-def set_key(model_id: str):
-    """The cache key of :func:`set_summary`'s arrays (shared with ``prepare-sets``)."""
-    loaded = cached_model(model_id)
-    return keys.heads_set_key(loaded, set_items(loaded.spec.input_kind))
+def set_summary(model_id: str) -> SetSummary:
+    """The shipped set's reductions for ``model_id`` (memory, then disk, then a model pass with a
+    progress bar): the ``heads-set`` view through :func:`bertgeom.ui.cache.run_view`."""
+    return run_view(HEADS_SET, *set_args(model_id))
 
 
 def set_is_ready(model_id: str) -> bool:
     """True when :func:`set_summary` would answer from memory (no model pass, no disk read)."""
-    return set_key(model_id) in SET_MEMO
+    return HEADS_SET.in_memory(*set_args(model_id))
 
 
-def class_mean_key(model_id: str, names: tuple[str, ...], theta: float = SET_THETA):
-    loaded = cached_model(model_id)
-    return keys.class_mean_key(loaded, set_fingerprint(set_items(loaded.spec.input_kind)), names, theta)
-
-
-def class_mean(model_id: str, weights_hash: str, names: tuple[str, ...], theta: float = SET_THETA) -> dict:
-    """:func:`bertgeom.sets.heads.class_mean_over_set` of the named inputs of the shipped set: from
+def class_mean(model_id: str, names: tuple[str, ...], theta: float = SET_THETA) -> ClassMean:
+    """The class-mean maps of the named inputs of the shipped set (the ``class-mean`` view): from
     memory, else from disk (prepared ahead, or written by an earlier visit), else computed."""
-    from bertgeom.ui.prepared_cache import wait_for
-
-    key = class_mean_key(model_id, names, theta)
-    wait_for(key, "The class-mean maps", group="class-mean", model_id=model_id)
-    loaded = cached_model(model_id)
-    items = [it for it in set_items(loaded.spec.input_kind) if it.name in set(names)]
-
-    def compute():
-        with heavy("averaging the class's attention maps"):
-            return prepared.class_mean_arrays(loaded, items, theta)
-
-    if key in CLASS_MEAN_MEMO:
-        return prepared.class_mean_from_arrays(CLASS_MEAN_MEMO.get(key))
-    with st.spinner("Averaging the class's attention maps…"):  # drawn here: no cached function around it
-        return prepared.class_mean_from_arrays(cached_arrays(key, compute, memo=CLASS_MEAN_MEMO))
+    return run_view(CLASS_MEAN, *set_args(model_id), tuple(names), float(theta))
 
 
 # ----------------------------------------------------------------------------------------
@@ -157,22 +111,12 @@ def model_shape(model_id: str) -> tuple[int, int, int]:
     return cached_model(model_id).shape
 
 
-@st.cache_data(max_entries=8, show_spinner="Comparing the two checkpoints head by head…")
 def cached_compare(model_id: str, partner_id: str, text: str) -> dict:
-    """Weight-space cosines (QK, OV) and map cosine on shared layer inputs, each ``[L, H]``
-    (:func:`bertgeom.analysis.ablation.checkpoint_cosines`), read from disk where ``prepare-sets`` wrote
-    it (the examples), else computed in a heavy-work slot."""
-    from bertgeom.analysis.ablation import checkpoint_cosines
-    from bertgeom.sets.cone import single_threaded
-    from bertgeom.sets.keys import compare_key
-
-    def compute() -> dict:  # only on a miss: a prepared result needs no trace
-        wa, wb = cached_layer_weights(model_id), cached_layer_weights(partner_id)
-        X = get_trace(model_id, text).hidden_states[:-1]
-        with heavy("comparing the two checkpoints"), single_threaded():  # small matrices: 1 thread is faster
-            return checkpoint_cosines(wa, wb, X)
-
-    return cached_arrays(compare_key(cached_model(model_id), cached_model(partner_id), text), compute)
+    """Weight-space cosines (QK, OV) and map cosine on shared layer inputs, each ``[L, H]`` (the
+    ``compare-checkpoints`` view), read from disk where ``prepare-sets`` wrote it (the examples), else
+    computed in a heavy-work slot from the input's trace."""
+    return run_view(COMPARE, cached_model(model_id), cached_model(partner_id), text,
+                    given=lambda: {"trace": get_trace(model_id, text)})
 
 
 @st.cache_data(max_entries=8, show_spinner=False)

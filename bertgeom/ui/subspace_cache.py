@@ -3,12 +3,10 @@
 * layer weights: once per model (``st.cache_resource``: read-only numpy arrays, shared);
 * weight geometry (D4): once per model and threshold setting (``st.cache_data``);
 * data geometry (D1-D3) of every head: per (model, input, ε, token set, correct/faithful);
-* across inputs: per (model, set fingerprint, layer, head, ε, token set), the faithful values on
-  each input padded to 512 positions as for one input (one padded forward pass per input serves
-  both modes), with a progress bar
-  and :mod:`bertgeom.cache` (memory, then disk), so a head computed once is shown at once
-  afterwards, also after a server restart; for the shipped set every head is prepared ahead
-  (:mod:`bertgeom.sets.prepared`).
+* across inputs: the ``subspace-across`` view (:mod:`bertgeom.sets.views`; per model, set, layer,
+  head, ε and token set, the faithful values on each input padded to 512 positions as for one
+  input) through :func:`bertgeom.ui.cache.run_view`, so a head computed once is shown at once
+  afterwards, also after a server restart; for the shipped set every head is prepared ahead.
 
 The computations themselves live in :mod:`bertgeom.sets.subspace` (UI-free).
 """
@@ -19,17 +17,15 @@ from collections.abc import Sequence
 
 import numpy as np
 import streamlit as st
-from threadpoolctl import threadpool_limits
 
 from bertgeom import attention as att
 from bertgeom.analysis import subspace as sub
-from bertgeom.sets.cone import padded_runner
-from bertgeom.cache import Memo, cached, cached_arrays, on_disk
-from bertgeom.sets.inputs import InputItem, map_over_set, set_fingerprint
-from bertgeom.sets.keys import across_key, faithful_geometry_key
-from bertgeom.sets.subspace import (FAITHFUL_PAD_TO, collect_set_result, data_geometry, faithful_input,
-                                    head_set_reducer, padded_hidden_states)
-from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
+from bertgeom.cache import Memo, cached
+from bertgeom.sets.inputs import InputItem
+from bertgeom.sets.keys import faithful_geometry_key
+from bertgeom.sets.subspace import AcrossInputs, data_geometry, faithful_input, padded_hidden_states
+from bertgeom.sets.views import SUBSPACE_ACROSS
+from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace, run_view
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy
 
@@ -68,8 +64,6 @@ def cached_data_geometry(
 #: Faithful geometries kept per process (each a minute or more to compute on 2 cores; read-only once stored).
 FAITHFUL_KEPT = 16
 FAITHFUL_MEMO = Memo("subspace-faithful", FAITHFUL_KEPT)
-#: Across-inputs results kept per process (small arrays), in front of the disk.
-ACROSS_MEMO = Memo("subspace-across", 48)
 
 
 def data_geometry_for(model_id: str, weights_hash: str, text: str, eps: float, token_set: str,
@@ -112,55 +106,27 @@ def cached_joint_qk(model_id: str, weights_hash: str, text: str, layer: int, hea
     return sub.joint_qk_pca(Q[head], K[head], n_components=2, normalize=normalize)
 
 
-def across_inputs(
-    model_id: str,
-    weights_hash: str,
-    items: Sequence[InputItem],
-    layer: int,
-    head: int,
-    *,
-    eps: float = 1e-3,
-    token_set: str = "all",
-) -> dict[str, np.ndarray]:
-    """D1-D3 of head ``(layer, head)`` over a set of inputs (see :func:`collect_set_result`).
-
-    Runs the model over the set in batches with a progress bar the first time; afterwards
-    the result comes from memory or from the disk cache.
-    """
-    key = across_key(model_id, weights_hash, set_fingerprint(items), layer, head, eps, token_set)
-    if key not in ACROSS_MEMO:
-        from bertgeom.ui.prepared_cache import wait_for
-
-        wait_for(key, f"L{layer + 1} H{head + 1} across inputs", model_id=model_id)
-
-    def compute():
-        loaded = cached_model(model_id)
-        lws = cached_layer_weights(model_id)
-        with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…",
-                                                           usually_prepared=True) as update:
-            reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set)
-
-            def reduce(result, item):
-                with threadpool_limits(limits=1):  # small matrices: threaded BLAS only spins (40x slower measured)
-                    return reducer(result, item)
-
-            pad_to = min(FAITHFUL_PAD_TO, int(loaded.max_tokens))  # one padded pass per input serves both modes
-            return collect_set_result(map_over_set(loaded, items, reduce, progress=update,
-                                                   runner=padded_runner(pad_to), max_tokens=pad_to))
-
-    return cached_arrays(key, compute, memo=ACROSS_MEMO)
+def across_inputs(model_id: str, items: Sequence[InputItem], layer: int, head: int, *, eps: float = 1e-3,
+                  token_set: str = "all") -> AcrossInputs:
+    """D1-D3 of head ``(layer, head)`` over a set of inputs (the ``subspace-across`` view): the model
+    runs over the set with a progress bar the first time; afterwards the result comes from memory
+    or from the disk cache (for the shipped set at the defaults, prepared ahead)."""
+    return run_view(SUBSPACE_ACROSS, *_across_args(model_id, items, layer, head, eps, token_set))
 
 
-def across_ready(model_id: str, weights_hash: str, items: Sequence[InputItem], layer: int, head: int, *,
+def _across_args(model_id: str, items, layer: int, head: int, eps: float, token_set: str) -> tuple:
+    return cached_model(model_id), tuple(items), int(layer), int(head), float(eps), token_set
+
+
+def across_ready(model_id: str, items: Sequence[InputItem], layer: int, head: int, *,
                  eps: float = 1e-3, token_set: str = "all") -> bool:
     """True when :func:`across_inputs` would answer without running the model (memory or disk)."""
-    key = across_key(model_id, weights_hash, set_fingerprint(items), layer, head, eps, token_set)
-    return key in ACROSS_MEMO or on_disk(key)
+    return SUBSPACE_ACROSS.ready(*_across_args(model_id, items, layer, head, eps, token_set))
 
 
-def across_pending(model_id: str, weights_hash: str, items: Sequence[InputItem], layer: int, head: int, *,
+def across_pending(model_id: str, items: Sequence[InputItem], layer: int, head: int, *,
                    eps: float = 1e-3, token_set: str = "all") -> bool:
     """True when the background preparation is going to write this head's result."""
     from bertgeom.ui.prepared_cache import pending
 
-    return pending(across_key(model_id, weights_hash, set_fingerprint(items), layer, head, eps, token_set))
+    return pending(SUBSPACE_ACROSS.key_of(*_across_args(model_id, items, layer, head, eps, token_set)))

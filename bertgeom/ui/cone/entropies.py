@@ -66,12 +66,12 @@ def entropy_section(v: View) -> None:
                                        format_func=lambda c: DISPLAY.get(c, c))
                     only = f2.checkbox("Correctly classified only (as the official code)", value=True,
                                        key="w_cone_ent_correct")
-                    res = cone_cache.class_entropies(model_id, items, fp, cls, epad, only)
-                    if int(res["n_used"]) == 0:
+                    res = cone_cache.class_entropies(model_id, items, cls, epad, only)
+                    if res.n_used == 0:
                         st.warning("No input of this class qualifies (none is classified correctly?): untick the box.")
                     else:
-                        ent = res
-                        where = f"mean attention of {counted(int(res['n_used']), DISPLAY.get(cls, cls) + ' input')}"
+                        ent = res.curves
+                        where = f"mean attention of {counted(res.n_used, DISPLAY.get(cls, cls) + ' input')}"
         if ent is not None:
             scaled = st.toggle("Divide the proper entropies by ln n (0 = one direction/key, 1 = uniform)",
                                key="w_cone_ent_scale")

@@ -77,7 +77,7 @@ def load_set(v: View):
     if fp.startswith("precomputed:"):  # computed elsewhere (e.g. on a Ray cluster): read, don't run the model
         data = cone_cache.precomputed_set(fp.split(":", 1)[1])
     else:
-        data = cone_cache.set_cones(model_id, items, fp, token_set, pad_to)
+        data = cone_cache.set_cones(model_id, items, token_set, pad_to)
     errors_expander(zip(data.error_names.tolist(), data.error_messages.tolist()))
     if len(data) == 0:
         st.warning("No input of the set could be analysed.")

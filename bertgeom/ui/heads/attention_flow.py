@@ -14,26 +14,18 @@ import streamlit as st
 from bertgeom.analysis.flow import FLOW_MAX_TOKENS, FLOW_RESIDUAL, FLOW_WINDOW
 from bertgeom.figures.base import matrix_heatmap
 from bertgeom.figures.heads import token_bars
-from bertgeom.ui.cache import cached_model, get_trace
+from bertgeom.sets.views import FLOW
+from bertgeom.ui.cache import cached_model, get_trace, run_view
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.widgets import chart, csv_button
-from bertgeom.ui.workqueue import heavy
 
 
-@st.cache_data(max_entries=16, show_spinner="Solving one max-flow problem per token and layer…")
 def cached_flow(model_id: str, text: str, n: int, residual: float, target: int, normalize: bool = True) -> dict:
-    """:func:`bertgeom.analysis.flow.flow_view` of the input, read from disk where ``prepare-sets``
-    wrote it (the examples at the page's defaults), else computed in a heavy-work slot."""
-    from bertgeom.analysis.flow import flow_view
-    from bertgeom.cache import cached_arrays
-    from bertgeom.sets.keys import flow_key
-
-    def compute() -> dict:  # only on a miss: a prepared result needs no trace
-        full = get_trace(model_id, text).attentions  # before the slot (see bertgeom.ui.workqueue)
-        with heavy("solving the max-flow problems"):
-            return flow_view(full, n, residual, target, normalize)
-
-    return cached_arrays(flow_key(cached_model(model_id), text, n, residual, target, normalize), compute)
+    """:func:`bertgeom.analysis.flow.flow_view` of the input (the ``flow`` view), read from disk where
+    ``prepare-sets`` wrote it (the examples at the page's defaults), else computed in a heavy-work
+    slot from the input's trace."""
+    return run_view(FLOW, cached_model(model_id), text, n, residual, target, normalize,
+                    given=lambda: {"trace": get_trace(model_id, text)})
 
 
 def flow_tab(v: View) -> None:
