@@ -305,6 +305,7 @@ class InputKind:
     labelled_uploads: bool = False
     # classes and token domains
     class_names: Mapping[str, str] = field(default_factory=dict)
+    featured_class: str = ""  # the class a set view shows first, when the set holds it ("": all inputs)
     domains: tuple[str, ...] = ()
     domain_noun: str = "domain"
     default_domain: str = ""

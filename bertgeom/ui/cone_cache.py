@@ -160,14 +160,15 @@ def _listed_results(path: str):
     return path
 
 
-def results_note(path: str, weights_hash: str) -> str:
+def results_note(path: str, weights_hash: str, noun: str = "record") -> str:
+    """One line on a results folder: how many records (``noun``: the input kind's word) by which model."""
     from bertgeom.precompute import load_results
 
     res = load_results(_listed_results(path), cls=False)
     model = res.manifest.get("model", {})
     status = "complete" if res.complete else "partial (still running or interrupted)"
     same = model.get("weights_hash") == weights_hash
-    return (f"{counted(len(res.genomes), 'genome')} precomputed by model {plain(model.get('id', '?'))} ({status}). "
+    return (f"{counted(len(res.records), noun)} precomputed by model {plain(model.get('id', '?'))} ({status}). "
             + ("" if same else "⚠ These results come from different weights than the model picked in the sidebar."))
 
 

@@ -218,6 +218,7 @@ GENOME = InputKind(
     upload_types=FASTA_TYPES,
     max_input_chars=MAX_GENOME_INPUT_BYTES,
     class_names=dict(CLASS_DISPLAY),
+    featured_class="omicron",  # the paper's figures show Omicron's sequences
     domains=tuple(DOMAIN_ORDER),
     domain_noun="spike domain",
     default_domain="RBD",

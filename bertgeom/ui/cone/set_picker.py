@@ -33,7 +33,7 @@ def choose_set(v: View):
         src = "shipped"
     if src == "precomputed":
         path = st.selectbox("Results directory (from `python -m bertgeom precompute`)", results, key="w_cone_results")
-        note = cone_cache.results_note(path, loaded.weights_hash)
+        note = cone_cache.results_note(path, loaded.weights_hash, v.kind.noun)
         st.caption(note)
         return (), f"precomputed:{path}", note
     if src == "shipped":
