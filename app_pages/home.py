@@ -22,9 +22,9 @@ def _use_sentence(sentence: str) -> None:
 def _tour_facts(sentence: str) -> dict[str, str]:
     """The tour's claims, computed from MiniLM on ``sentence`` (never written by hand)."""
     from bertgeom.analysis.tour_facts import tour_facts
-    from bertgeom.ui.cache import cached_head_features
+    from bertgeom.ui.cache import cached_head_features, subject_of
 
-    return tour_facts(cached_head_features("minilm-l6", sentence))
+    return tour_facts(cached_head_features(subject_of("minilm-l6", sentence)))
 
 
 def _prev_head(sentence: str) -> tuple[int, int]:

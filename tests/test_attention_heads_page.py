@@ -236,6 +236,6 @@ def test_class_mean_pads_zeroes_and_averages_like_the_paper(minilm):
         keep = ~np.asarray(TokenKinds(t.encoded.is_cls, t.encoded.is_sep, t.encoded.is_punct).is_sep)
         expected[..., :n, :n] += t.attentions * keep[:, None] * keep[None, :]
     expected /= 2
-    assert cm["n"] == 2 and cm["mean"].shape == (6, 12, T, T) and cm["labels"][0] == "pos 0"
-    np.testing.assert_allclose(cm["mean"].astype(np.float64), expected, atol=2e-3)  # stored as float16
-    assert not cm["mean"].flags.writeable
+    assert cm.n == 2 and cm.mean.shape == (6, 12, T, T) and cm.labels[0] == "pos 0"
+    np.testing.assert_allclose(cm.mean.astype(np.float64), expected, atol=2e-3)  # stored as float16
+    assert not cm.mean.flags.writeable

@@ -33,19 +33,19 @@ def cache(tmp_path, monkeypatch):
 
 
 def _key_builders_called(tree: ast.AST) -> set[str]:
-    """Names of :mod:`bertgeom.sets.keys` functions called in a module (``keys.x(...)`` or ``x(...)``
-    after ``from bertgeom.sets.keys import x``)."""
-    imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                and n.module == "bertgeom.sets.keys" for a in n.names}
-    called = set()
+    """Names of :mod:`bertgeom.sets.keys` functions a module calls or imports (``keys.x(...)``,
+    ``x(...)``, ``from bertgeom.sets.prepared import x``: by name, whichever module hands it on)."""
+    from bertgeom.sets import keys
+
+    builders = {n for n in dir(keys) if n.endswith("_key") and callable(getattr(keys, n))}
+    found = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names} & builders
     for n in ast.walk(tree):
         if isinstance(n, ast.Call):
             f = n.func
-            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "keys":
-                called.add(f.attr)
-            elif isinstance(f, ast.Name) and f.id in imported:
-                called.add(f.id)
-    return called
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in builders:
+                found.add(name)
+    return found
 
 
 def test_every_view_key_is_built_by_its_view_alone():

@@ -36,7 +36,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"version", "examples", "metricdocs", "tables", "safety", "runtime", "cache", "tokens",
                "attention", "weights", "models", "forward", "probabilities", "sars_cov_2.genome"}),
     frozenset({"analysis", "inputs", "backends"}),
-    frozenset({"trace", "figures"}),
+    frozenset({"trace", "figures", "subject"}),
     frozenset({"sets", "sars_cov_2.variant", "sars_cov_2"}),
     frozenset({"bertgeom"}),
     frozenset({"precompute"}),

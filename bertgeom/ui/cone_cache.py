@@ -17,55 +17,56 @@ import streamlit as st
 from bertgeom.sets import cone as conesets
 from bertgeom.sets.inputs import InputItem
 from bertgeom.sets.views import CLASS_ENTROPY, CONE_SET
-from bertgeom.inputs import normalise_text
-from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace, run_view
+from bertgeom.subject import Subject
+from bertgeom.ui.cache import BY_SUBJECT, run_view
+from bertgeom.weights import layer_weights_of
 from bertgeom.safety import plain
 from bertgeom.ui.workqueue import heavy
 from bertgeom.tables import counted
 
 
-def _encoded_and_hidden(model_id: str, text: str, pad_to: int | None):
+def _encoded_and_hidden(subject: Subject, pad_to: int | None):
     """(encoded input, hidden [L+1, n, D], attention mask [n], attentions or None)."""
-    trace = get_trace(model_id, text)
+    trace = subject.trace
     enc = trace.encoded
     if not pad_to:
         return enc, trace.hidden_states, np.ones(enc.n_tokens, np.int64), trace.attentions
-    hidden, mask, _ = conesets.padded_forward(cached_model(model_id), [enc], pad_to)
+    hidden, mask, _ = conesets.padded_forward(subject.loaded, [enc], pad_to)
     return enc, hidden[0], mask[0], None
 
 
-@st.cache_data(max_entries=32, show_spinner="Computing the cone index of every stream…")
-def input_cones(model_id: str, text: str, token_set: str, pad_to: int | None, unit_rows: bool = True) -> dict:
-    """Cone index per layer and stream of one input (see :func:`bertgeom.sets.cone.input_cones`)."""
-    text = normalise_text(text)
-    enc, hidden, mask, attentions = _encoded_and_hidden(model_id, text, pad_to)
+@st.cache_data(max_entries=32, show_spinner="Computing the cone index of every stream…", hash_funcs=BY_SUBJECT)
+def input_cones(subject: Subject, token_set: str, pad_to: int | None, unit_rows: bool = True) -> dict:
+    """Cone index per layer and stream of the subject's input (see :func:`bertgeom.sets.cone.input_cones`)."""
+    enc, hidden, mask, attentions = _encoded_and_hidden(subject, pad_to)
     rows = conesets.rows_for(enc, token_set, hidden.shape[1])
-    res = conesets.input_cones(hidden, cached_layer_weights(model_id), rows, attention_mask=mask,
+    res = conesets.input_cones(hidden, layer_weights_of(subject.loaded.model), rows, attention_mask=mask,
                                attentions=attentions, faithful=True, unit_rows=unit_rows)
     res["n_positions"] = np.asarray(hidden.shape[1])
     return res
 
 
-@st.cache_data(max_entries=16, show_spinner="Computing attention entropies (eigenvalues of every head)…")
-def input_entropies(model_id: str, text: str, pad_to: int | None) -> dict:
-    """Faithful and properly normalised attention entropies ``[L, H]`` of one input."""
-    trace = get_trace(model_id, normalise_text(text))
+@st.cache_data(max_entries=16, show_spinner="Computing attention entropies (eigenvalues of every head)…",
+               hash_funcs=BY_SUBJECT)
+def input_entropies(subject: Subject, pad_to: int | None) -> dict:
+    """Faithful and properly normalised attention entropies ``[L, H]`` of the subject's input."""
+    trace = subject.trace
     A, keep = conesets.attention_code_matrix(trace.attentions, trace.encoded.is_sep, pad_to)
     return conesets.entropy_curves(A, keep)
 
 
-def set_cones(model_id: str, items: tuple[InputItem, ...], token_set: str, pad_to: int | None) -> conesets.ConeSet:
+def set_cones(loaded, items: tuple[InputItem, ...], token_set: str, pad_to: int | None) -> conesets.ConeSet:
     """Per-input cone profiles, streams and [CLS]/mean vectors over a set (the ``cone-set`` view):
     from memory, else from disk (prepared ahead for the shipped set, or written by an earlier visit),
     else computed with a progress bar (drawn by :func:`bertgeom.ui.cache.run_view`)."""
-    return run_view(CONE_SET, cached_model(model_id), tuple(items), token_set, pad_to)
+    return run_view(CONE_SET, loaded, tuple(items), token_set, pad_to)
 
 
-def class_entropies(model_id: str, items: tuple[InputItem, ...], label: str, pad_to: int | None,
+def class_entropies(loaded, items: tuple[InputItem, ...], label: str, pad_to: int | None,
                     correct_only: bool) -> conesets.ClassEntropies:
     """Entropies ``[L, H]`` of the class-mean attention (the official code's recipe; the
     ``class-entropy`` view), from memory or disk when computed before, else computed with a progress bar."""
-    return run_view(CLASS_ENTROPY, cached_model(model_id), tuple(items), label, pad_to, bool(correct_only))
+    return run_view(CLASS_ENTROPY, loaded, tuple(items), label, pad_to, bool(correct_only))
 
 
 @st.cache_data(max_entries=64, show_spinner="Projecting the vectors…")

@@ -361,15 +361,30 @@ def write_query_params(current=None) -> None:
 
 @dataclass
 class PageView:
-    """What a page's tabs and sections read: the model, the current input with its trace, and the
-    selected head (0-based). Pages extend it with their own settings."""
+    """What a page's tabs and sections read: the :class:`~bertgeom.subject.Subject` the page resolved
+    once (the model, the current input's record and its trace) and the selected head (0-based). Pages
+    extend it with their own settings. ``loaded``, ``trace``, ``model_id`` and ``text`` are the
+    subject's; a tab hands ``subject`` itself to a cached computation, never the strings."""
 
-    loaded: Any
-    trace: Any
-    model_id: str
-    text: str
+    subject: Any  # bertgeom.subject.Subject
     layer: int
     head: int
+
+    @property
+    def loaded(self):
+        return self.subject.loaded
+
+    @property
+    def trace(self):
+        return self.subject.trace
+
+    @property
+    def model_id(self) -> str:
+        return self.subject.model_id
+
+    @property
+    def text(self) -> str:
+        return self.subject.text
 
     @property
     def L(self) -> int:

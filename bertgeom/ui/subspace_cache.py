@@ -106,27 +106,27 @@ def cached_joint_qk(model_id: str, weights_hash: str, text: str, layer: int, hea
     return sub.joint_qk_pca(Q[head], K[head], n_components=2, normalize=normalize)
 
 
-def across_inputs(model_id: str, items: Sequence[InputItem], layer: int, head: int, *, eps: float = 1e-3,
+def across_inputs(loaded, items: Sequence[InputItem], layer: int, head: int, *, eps: float = 1e-3,
                   token_set: str = "all") -> AcrossInputs:
     """D1-D3 of head ``(layer, head)`` over a set of inputs (the ``subspace-across`` view): the model
     runs over the set with a progress bar the first time; afterwards the result comes from memory
     or from the disk cache (for the shipped set at the defaults, prepared ahead)."""
-    return run_view(SUBSPACE_ACROSS, *_across_args(model_id, items, layer, head, eps, token_set))
+    return run_view(SUBSPACE_ACROSS, *_across_args(loaded, items, layer, head, eps, token_set))
 
 
-def _across_args(model_id: str, items, layer: int, head: int, eps: float, token_set: str) -> tuple:
-    return cached_model(model_id), tuple(items), int(layer), int(head), float(eps), token_set
+def _across_args(loaded, items, layer: int, head: int, eps: float, token_set: str) -> tuple:
+    return loaded, tuple(items), int(layer), int(head), float(eps), token_set
 
 
-def across_ready(model_id: str, items: Sequence[InputItem], layer: int, head: int, *,
+def across_ready(loaded, items: Sequence[InputItem], layer: int, head: int, *,
                  eps: float = 1e-3, token_set: str = "all") -> bool:
     """True when :func:`across_inputs` would answer without running the model (memory or disk)."""
-    return SUBSPACE_ACROSS.ready(*_across_args(model_id, items, layer, head, eps, token_set))
+    return SUBSPACE_ACROSS.ready(*_across_args(loaded, items, layer, head, eps, token_set))
 
 
-def across_pending(model_id: str, items: Sequence[InputItem], layer: int, head: int, *,
+def across_pending(loaded, items: Sequence[InputItem], layer: int, head: int, *,
                    eps: float = 1e-3, token_set: str = "all") -> bool:
     """True when the background preparation is going to write this head's result."""
     from bertgeom.ui.prepared_cache import pending
 
-    return pending(SUBSPACE_ACROSS.key_of(*_across_args(model_id, items, layer, head, eps, token_set)))
+    return pending(SUBSPACE_ACROSS.key_of(*_across_args(loaded, items, layer, head, eps, token_set)))

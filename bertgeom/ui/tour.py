@@ -69,11 +69,12 @@ def _text_facts(model_id: str, text: str) -> dict:
     from bertgeom.analysis.tour_facts import (
         layer_ranking, map_columns, map_note, special_heads_note, strongest_head, tour_facts,
     )
-    from bertgeom.ui.cache import cached_head_features, get_trace
+    from bertgeom.ui.cache import cached_head_features, subject_of
 
-    table = cached_head_features(model_id, text)
+    subject = subject_of(model_id, text)
+    table = cached_head_features(subject)
     prev = strongest_head(table, "prev")
-    trace = get_trace(model_id, text)
+    trace = subject.trace
     special, special_max = special_heads_note(table)
     behaviour = str(clark_behaviour(table).labels[prev.layer, prev.head])  # the label the page shows it with
     return {**tour_facts(table), "prev_fact": prev,
@@ -207,14 +208,14 @@ FIRST_TIME_NOTE = ("A tour step usually opens at once: its model, its input's pa
 def _stages(step: Step) -> list[tuple[str, Callable[[], object]]]:
     """The step's work in the order it runs, each stage cached per process (so the page below and the
     next steps read it at once): load the model, run it on the input, per-head features, the numbers."""
-    from bertgeom.ui.cache import cached_head_features, cached_model, get_trace
+    from bertgeom.ui.cache import cached_head_features, cached_model, get_trace, subject_of
 
     text = step.text()
     name = REGISTRY[step.model].display_name if step.model in REGISTRY else step.model
     out = [(f"Loading {name} (once per server)…", lambda: cached_model(step.model)),
            ("Running the model on the tour's input…", lambda: get_trace(step.model, text))]
     if step.page == "heads":
-        out.append(("Computing every head's features…", lambda: cached_head_features(step.model, text)))
+        out.append(("Computing every head's features…", lambda: cached_head_features(subject_of(step.model, text))))
     out.append((step.work_label, step.facts))
     return out
 

@@ -47,7 +47,7 @@ def entropy_section(v: View) -> None:
         epad = max_pos if pad512 and trace.encoded.n_tokens <= max_pos else None
         ent = None
         if src == "input":
-            ent = cone_cache.input_entropies(model_id, text, epad)
+            ent = cone_cache.input_entropies(v.subject, epad)
             where = "this input"
         else:
             chosen = choose_set(v)
@@ -66,7 +66,7 @@ def entropy_section(v: View) -> None:
                                        format_func=lambda c: DISPLAY.get(c, c))
                     only = f2.checkbox("Correctly classified only (as the official code)", value=True,
                                        key="w_cone_ent_correct")
-                    res = cone_cache.class_entropies(model_id, items, cls, epad, only)
+                    res = cone_cache.class_entropies(loaded, items, cls, epad, only)
                     if res.n_used == 0:
                         st.warning("No input of this class qualifies (none is classified correctly?): untick the box.")
                     else:

@@ -57,7 +57,7 @@ class SetSelection:
 def set_tab(v: View) -> None:
     """The tab: what the statistics are, then the chosen view of the chosen class."""
     _explain_the_set(v)
-    summary = shipped_set_summary(v.model_id)
+    summary = shipped_set_summary(v.loaded)
     if not _summary_header(summary):
         return
     sel, view = _choose_class_and_view(summary)
@@ -111,10 +111,10 @@ def _choose_class_and_view(summary) -> tuple[SetSelection, str]:
 
 def class_mean_view(v: View, summary, sel: SetSelection) -> None:
     """The selected head's mean attention map over the chosen inputs (the paper's recipe) and its strongest entries."""
-    model_id, loaded, kind, layer, head = v.model_id, v.loaded, v.kind, v.layer, v.head
+    loaded, kind, layer, head = v.loaded, v.kind, v.layer, v.head
     mask, who, who_name = sel.mask, sel.who, sel.who_name
     names = tuple(str(x) for x in np.asarray(summary.names)[mask])
-    cm = hc.class_mean(model_id, names)
+    cm = hc.class_mean(loaded, names)
     st.markdown(f"#### {head_label(layer, head)} — mean map of {who_name} ({cm.n} inputs)")
     st.caption("Paper recipe ([docs/methods.md §5](/?view=methods&section=5)): "
                + ("correct predictions only; " if summary.classifier else "every input (this model predicts no class); ")

@@ -33,7 +33,7 @@ def token_groups(v: View) -> list[str] | None:
     return list(groups) if groups is not None else None
 
 
-def shipped_set_summary(model_id: str) -> hc.SetSummary:
+def shipped_set_summary(loaded) -> hc.SetSummary:
     """The shipped set's statistics (prepared ahead, or computed with a progress bar while the model
     runs over the set)."""
-    return hc.set_summary(model_id)
+    return hc.set_summary(loaded)

@@ -55,8 +55,8 @@ def across_tab(v: View) -> None:
     if len(items) > MAX_SET_INPUTS:
         st.caption(f"Only the first {MAX_SET_INPUTS} of {len(items)} inputs are used.")
         items = items[:MAX_SET_INPUTS]
-    ready = sc.across_ready(model_id, items, layer, head, eps=eps, token_set=token_set) or \
-        sc.across_pending(model_id, items, layer, head, eps=eps, token_set=token_set)
+    ready = sc.across_ready(loaded, items, layer, head, eps=eps, token_set=token_set) or \
+        sc.across_pending(loaded, items, layer, head, eps=eps, token_set=token_set)
     if not ready and not st.toggle(f"Compute for {HL} over {len(items)} inputs", key="w_sub_across_on",
                                    help="Runs the model once per input the first time (cached on disk afterwards)."):
         st.caption("Switch on to run the model over the set; each head is computed once and then cached. "
@@ -64,7 +64,7 @@ def across_tab(v: View) -> None:
                    "(`python -m bertgeom prepare-sets`, or in the background when the server starts).")
         return
     try:
-        res = sc.across_inputs(model_id, items, layer, head, eps=eps, token_set=token_set)
+        res = sc.across_inputs(loaded, items, layer, head, eps=eps, token_set=token_set)
     except (ValueError, RuntimeError, np.linalg.LinAlgError, OSError) as exc:
         st.error(f"The set could not be analysed: {plain(str(exc).splitlines()[0])}")
         return
