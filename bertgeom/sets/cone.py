@@ -449,9 +449,9 @@ def cone_profiles_over_set(
         return res
 
     if layer_weights is None and streams:
-        from bertgeom.weights import extract_layer_weights
+        from bertgeom.weights import layer_weights_of
 
-        layer_weights = extract_layer_weights(loaded.model)
+        layer_weights = layer_weights_of(loaded.model)  # the shared read-only copy
     per_item: list[dict] = []
     logits: list = []
     if pad_to is None:

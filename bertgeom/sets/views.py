@@ -177,8 +177,7 @@ CLASS_MEAN: View = View(
 
 def _cone_set(loaded, items: Sequence[InputItem], token_set: str, pad_to: int | None,
               progress: Progress | None = None):
-    return cone_profiles_over_set(loaded, items, token_set, pad_to=pad_to, layer_weights=layer_weights_of(loaded.model),
-                                  progress=progress)
+    return cone_profiles_over_set(loaded, items, token_set, pad_to=pad_to, progress=progress)
 
 
 CONE_SET: View = View(
