@@ -91,7 +91,9 @@ def test_minilm_over_the_shipped_sentences_is_cached_on_disk(monkeypatch):
     from bertgeom.sets.views import HEADS_SET
 
     HEADS_SET.memo.clear()
-    summary = HEADS_SET.get(*hc.set_args("minilm-l6"), around=lambda: pytest.fail("recomputed what is on disk"))
+    from bertgeom.ui.cache import cached_model
+
+    summary = HEADS_SET.get(*hc.set_args(cached_model("minilm-l6")), around=lambda: pytest.fail("recomputed what is on disk"))
     assert summary.n == 24 and summary.arrays["js"].shape == (72, 72)
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"version", "examples", "metricdocs", "tables", "safety", "runtime", "cache", "tokens",
                "attention", "weights", "models", "forward", "probabilities", "sars_cov_2.genome"}),
-    frozenset({"analysis", "inputs", "backends"}),
+    frozenset({"analysis", "inputs", "backends", "extensions"}),
     frozenset({"trace", "figures", "subject"}),
     frozenset({"sets", "sars_cov_2.variant", "sars_cov_2"}),
     frozenset({"bertgeom"}),

@@ -7,7 +7,7 @@ widget values may be set) and the page switch happens at the start of the next r
 (:func:`tour_bar`, called by ``app.py`` before the sidebar).
 
 The generic steps read MiniLM on an example sentence. A plug-in adds its steps after them
-(:class:`bertgeom.inputs.TourStep`, :func:`bertgeom.inputs.register_tour_step`), shown while its model is
+(:class:`bertgeom.extensions.TourStep`, :func:`bertgeom.extensions.register_tour_step`), shown while its model is
 installed: the tour computes their numbers from the model and its trace of the step's example (cached
 on disk) and fills the widgets the step names. The SARS-CoV-2 plug-in's genome step opens the Variant
 Classifier with the marker change that moves the call in its *What if?* box.
@@ -22,7 +22,8 @@ import numpy as np
 import streamlit as st
 
 from bertgeom.cache import Memo
-from bertgeom.inputs import PAGES, TOUR_STEPS, TourStep, input_kind_of
+from bertgeom.extensions import PAGES, TOUR_STEPS, TourStep
+from bertgeom.inputs import input_kind_of
 from bertgeom.models import REGISTRY
 
 TEXT_MODEL = "minilm-l6"
@@ -136,7 +137,7 @@ def _cone_step() -> StepView:
     return StepView(cone_summary(f["cone"], f["iso"], f["m"]))
 
 
-# ---- plug-in steps (bertgeom.inputs.TourStep) -------------------------------------------------
+# ---- plug-in steps (bertgeom.extensions.TourStep) -------------------------------------------------
 #: The plug-in steps' numbers this server read last, in front of their JSON files (bertgeom.cache).
 _PLUGIN_FACTS = Memo("tour-plugin-facts", 4)
 
@@ -160,7 +161,7 @@ def _example_text(model_id: str, index: int) -> str:
 
 
 def _plugin_step(tour_step: TourStep) -> Step:
-    """The tour's step for a plug-in's :class:`~bertgeom.inputs.TourStep`: its sentence and the widget
+    """The tour's step for a plug-in's :class:`~bertgeom.extensions.TourStep`: its sentence and the widget
     values it fills, from its numbers."""
 
     def text() -> str:
