@@ -25,7 +25,9 @@ from bertgeom.sets.inputs import InputItem
 from bertgeom.sets.keys import faithful_geometry_key
 from bertgeom.sets.subspace import AcrossInputs, data_geometry, faithful_input, padded_hidden_states
 from bertgeom.sets.views import SUBSPACE_ACROSS
-from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace, run_view
+from bertgeom.subject import Subject
+from bertgeom.ui.cache import BY_SUBJECT, cached_layer_weights, run_view
+from bertgeom.weights import layer_weights_of
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy
 
@@ -40,25 +42,24 @@ def cached_weight_geometry(model_id: str, weights_hash: str, rank_rtol: float | 
     return sub.weight_geometry(lws, rank_rtol=rank_rtol, sym_rtol=sym_rtol)
 
 
-def _data_geometry(model_id: str, text: str, eps: float, token_set: str, faithful: bool, progress=None):
-    """:func:`data_geometry` of the current input (the trace comes from the shared cache), uncached;
-    ``progress(done, total)`` hears each layer done."""
-    trace = get_trace(model_id, text)  # before taking a slot (see bertgeom.ui.workqueue)
-    lws = cached_layer_weights(model_id)
+def _data_geometry(subject: Subject, eps: float, token_set: str, faithful: bool, progress=None):
+    """:func:`data_geometry` of the subject's input, uncached; ``progress(done, total)`` hears each layer done."""
+    trace = subject.trace
+    lws = layer_weights_of(subject.loaded.model)
     with heavy("D1–D3 of every head"):
-        padded = padded_hidden_states(cached_model(model_id), trace) if faithful else None
+        padded = padded_hidden_states(subject.loaded, trace) if faithful else None
         if progress is not None:
             progress(0, len(lws))  # counted in layers: the padded pass is quicker than one, so it is not a step
         return data_geometry(trace, lws, eps=eps, token_set=token_set, faithful=faithful, padded_hidden=padded,
                              progress=progress)
 
 
-@st.cache_data(max_entries=16, show_spinner="Computing D1–D3 for every head…")
+@st.cache_data(max_entries=16, show_spinner="Computing D1–D3 for every head…", hash_funcs=BY_SUBJECT)
 def cached_data_geometry(
-    model_id: str, weights_hash: str, text: str, eps: float, token_set: str, faithful: bool
+    subject: Subject, eps: float, token_set: str, faithful: bool
 ) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
     """:func:`_data_geometry`, cached (the correct mode: seconds, a spinner is enough)."""
-    return _data_geometry(model_id, text, eps, token_set, faithful)
+    return _data_geometry(subject, eps, token_set, faithful)
 
 
 #: Faithful geometries kept per process (each a minute or more to compute on 2 cores; read-only once stored).
@@ -66,39 +67,39 @@ FAITHFUL_KEPT = 16
 FAITHFUL_MEMO = Memo("subspace-faithful", FAITHFUL_KEPT)
 
 
-def data_geometry_for(model_id: str, weights_hash: str, text: str, eps: float, token_set: str,
+def data_geometry_for(subject: Subject, eps: float, token_set: str,
                       faithful: bool) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
     """:func:`cached_data_geometry` for the correct mode; the faithful one (a pass padded to 512
     positions, then the hand-made attention of every layer) is computed outside any Streamlit cache
     under a progress bar with the time left and *Cancel* (:func:`bertgeom.ui.widgets.progress`; no
     element is ever made inside a cached function, whose replay would crash), then kept per process."""
     if not faithful:
-        return cached_data_geometry(model_id, weights_hash, text, eps, token_set, faithful)
+        return cached_data_geometry(subject, eps, token_set, faithful)
 
     def compute():
         with progress("Faithful mode: the model on the input padded to 512 positions, then the official code's "
                       "attention layer by layer…") as update:
-            return _data_geometry(model_id, text, eps, token_set, True, progress=update)
+            return _data_geometry(subject, eps, token_set, True, progress=update)
 
-    return cached(faithful_geometry_key(model_id, weights_hash, text, eps, token_set), compute,
+    key = faithful_geometry_key(subject.model_id, subject.loaded.weights_hash, subject.text, eps, token_set)
+    return cached(key, compute,
                   memo=FAITHFUL_MEMO, disk=None)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def cached_faithful_layer(model_id: str, weights_hash: str, text: str, layer: int) -> np.ndarray:
+@st.cache_data(max_entries=16, show_spinner=False, hash_funcs=BY_SUBJECT)
+def cached_faithful_layer(subject: Subject, layer: int) -> np.ndarray:
     """The official code's attention ``[H, T, T]`` (float32) of one layer for the current input,
     from the next layer's output as that code read it (unpadded, to sit beside the model's map)."""
-    trace = get_trace(model_id, text)
-    lw = cached_layer_weights(model_id)[layer]
+    trace = subject.trace
+    lw = layer_weights_of(subject.loaded.model)[layer]
     return att.faithful_attention(faithful_input(trace.hidden_states, layer), lw).astype(np.float32)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def cached_joint_qk(model_id: str, weights_hash: str, text: str, layer: int, head: int, normalize: bool,
-                    faithful: bool) -> sub.JointQKProjection:
+@st.cache_data(max_entries=32, show_spinner=False, hash_funcs=BY_SUBJECT)
+def cached_joint_qk(subject: Subject, layer: int, head: int, normalize: bool, faithful: bool) -> sub.JointQKProjection:
     """Joint 2-D PCA of one head's queries and keys (correct, or the faithful projections)."""
-    trace = get_trace(model_id, text)
-    lw = cached_layer_weights(model_id)[layer]
+    trace = subject.trace
+    lw = layer_weights_of(subject.loaded.model)[layer]
     if faithful:
         Q, K, _ = att.faithful_qkv(faithful_input(trace.hidden_states, layer), lw)
     else:

@@ -31,8 +31,8 @@ def _data_geometries(v: View):
     run with one sentence when it cannot be computed."""
     model_id, wh, text, eps, token_set, faithful = v.model_id, v.wh, v.text, v.eps, v.token_set, v.faithful
     try:
-        correct, _ = sc.cached_data_geometry(model_id, wh, text, eps, token_set, False)
-        fgeom, dev = sc.data_geometry_for(model_id, wh, text, eps, token_set, True) if faithful else (None, None)
+        correct, _ = sc.cached_data_geometry(v.subject, eps, token_set, False)
+        fgeom, dev = sc.data_geometry_for(v.subject, eps, token_set, True) if faithful else (None, None)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         st.error(f"D1–D3 could not be computed for this input: {plain(str(exc).splitlines()[0])}")
         st.stop()
@@ -115,7 +115,7 @@ def data_tab(v: View) -> None:
     use_faithful = False
     if faithful:
         use_faithful = c3.toggle("Faithful projections (transposed slices, no bias)", key="w_sub_pca_faithful")
-    proj = sc.cached_joint_qk(model_id, wh, text, layer, head, normalize, use_faithful)
+    proj = sc.cached_joint_qk(v.subject, layer, head, normalize, use_faithful)
     cats = None
     if colour == "domain":
         cats = [d or "special token" for d in trace.encoded.domains]
