@@ -115,3 +115,35 @@ def test_what_a_task_stores_is_what_the_page_reads_typed(cache, tiny_variant):
     # another parameter is another entry: computed, not read from the prepared one
     with pytest.raises(pytest.fail.Exception):
         CONE_SET.get(tiny_variant, items, "all", None, around=fail)
+
+
+def test_no_tab_resolves_the_model_or_the_input_again_from_strings():
+    """Every page resolves its Subject once (bertgeom.ui.sidebar.current_subject); the tabs, sections
+    and their cached computations hand it (or its model) on. No module under bertgeom/ui/ but the
+    resolvers themselves calls a resolver with the view's model id or text."""
+    resolvers = {"cached_model", "get_trace", "paste_records", "get_record_trace", "subject_of"}
+    # the resolvers themselves; the tour, which opens its own inputs
+    allowed = {"bertgeom/ui/cache.py", "bertgeom/ui/sidebar.py", "bertgeom/ui/tour.py"}
+    # another input or another model than the page's, each resolved once where it is named
+    elsewhere = {("bertgeom/ui/heads/compare_inputs.py", "text_b"), ("bertgeom/ui/heads_cache.py", "model_shape")}
+    found = []
+    for path in sorted((ROOT / "bertgeom" / "ui").rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        if rel in allowed:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name not in resolvers:
+                continue
+            strings = [a for a in node.args if (isinstance(a, ast.Attribute) and a.attr in ("model_id", "text"))
+                       or (isinstance(a, ast.Name) and a.id in ("model_id", "text"))]
+            other = [a.id for a in node.args if isinstance(a, ast.Name) and a.id == "text_b"]
+            owner = next((fn.name for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)
+                          and fn.lineno <= node.lineno <= fn.end_lineno), "")
+            if strings and (rel, other[0] if other else owner) not in elsewhere:
+                found.append(f"{rel}:{node.lineno} {name}")
+    assert found == [], found
