@@ -7,7 +7,7 @@ and the library ask for by the same arguments: ``view.key(*args)`` names the ent
 makes the result, and ``view.result`` is its type, which ``to_arrays()`` / ``from_arrays()`` carries
 through the disk tier unchanged. :meth:`View.get` reads memory, then disk, then computes;
 :meth:`View.prepare` computes and stores unless the entry is on disk. The pages run a view through
-one UI wrapper (:func:`bertgeom.ui.cache.run_view`: spinner or progress bar, the heavy-work slot, the
+one UI wrapper (:func:`bertgeom.ui.view_runner.run_view`: spinner or progress bar, the heavy-work slot, the
 wait for the background preparation), so no computation is written twice and a page always reads
 what the preparation wrote.
 
@@ -28,6 +28,7 @@ import numpy as np
 
 from bertgeom.cache import CacheKey, Memo, cached_arrays, on_disk, write_arrays
 from bertgeom.sets import keys
+from bertgeom.sets.ablation import sweep_of_input
 from bertgeom.sets.cone import ClassEntropies, ConeSet, class_entropies, cone_profiles_over_set, single_threaded
 from bertgeom.sets.heads import ClassMean, SetSummary, class_mean_over_set, compute_set_arrays
 from bertgeom.sets.inputs import InputItem, set_fingerprint
@@ -244,8 +245,6 @@ COMPARE: View = View(
 
 
 def _sweep(loaded, item: InputItem, progress: Progress | None = None):
-    from bertgeom.sets.ablation import sweep_of_input
-
     out = SweepArrays(sweep_of_input(loaded, item))
     if progress is not None:
         progress(1, 1)

@@ -9,12 +9,11 @@ they too are shared read-only objects (``st.cache_resource`` and
 52 MB of attention on every write and unpickle a fresh copy on *every read*, holding the
 interpreter lock that all sessions share (a sixth of the server's busy time under 6 sessions).
 Everything else a page computes more than once is a view of :mod:`bertgeom.sets.views` (memory, then
-disk), which every page runs through :func:`run_view`; see docs/development.md (Caching: one cache).
+disk), which every page runs through :func:`bertgeom.ui.view_runner.run_view`; see
+docs/development.md (Caching: one cache).
 """
 
 from __future__ import annotations
-
-from contextlib import ExitStack, contextmanager
 
 import streamlit as st
 
@@ -107,30 +106,3 @@ def cached_layer_weights(model_id: str):
 
     return layer_weights_of(cached_model(model_id).model)  # the copy the set views and traces share
 
-
-def run_view(view, *args, given=None):
-    """``view.get(*args)`` (:class:`bertgeom.sets.views.View`) as every page runs a view: first waits
-    while the background preparation writes it (:func:`bertgeom.ui.prepared_cache.wait_for`), then
-    reads memory or disk; a miss computes in a heavy-work slot under a progress bar (the view's
-    ``doing`` text, with *Cancel*) or a spinner, drawn here, outside any Streamlit cache. ``given()``:
-    what the page holds for the computation (e.g. ``{"trace": ...}``), fetched only on a miss and
-    before the slot is taken (see bertgeom.ui.workqueue)."""
-    from bertgeom.ui.prepared_cache import wait_for
-    from bertgeom.ui.widgets import progress
-
-    if not view.in_memory(*args):
-        spec = getattr(args[0], "spec", None)
-        wait_for(view.key_of(*args), view.title, group=view.name if view.prepared_together else None,
-                 model_id=spec.id if spec is not None else None)
-
-    @contextmanager
-    def around():
-        with ExitStack() as stack:
-            stack.enter_context(heavy(view.title[:1].lower() + view.title[1:]))
-            if view.doing is None:
-                stack.enter_context(st.spinner(f"{view.title}…"))
-                yield None
-            else:
-                yield stack.enter_context(progress(view.doing(*args), usually_prepared=view.usually_prepared))
-
-    return view.get(*args, around=around, given=given)

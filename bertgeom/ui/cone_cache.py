@@ -5,7 +5,7 @@
   trace cache, so the model is not run again unless the input is padded to 512);
 * per set: the ``cone-set`` and ``class-entropy`` views (:mod:`bertgeom.sets.views`: one key, one
   computation, a typed result; the first prepared ahead for the shipped set) through
-  :func:`bertgeom.ui.cache.run_view`;
+  :func:`bertgeom.ui.view_runner.run_view`;
 * projections of the per-layer [CLS] / mean-pooled vectors (keyed by the data themselves).
 """
 
@@ -18,7 +18,8 @@ from bertgeom.sets import cone as conesets
 from bertgeom.sets.inputs import InputItem
 from bertgeom.sets.views import CLASS_ENTROPY, CONE_SET
 from bertgeom.subject import Subject
-from bertgeom.ui.cache import BY_SUBJECT, run_view
+from bertgeom.ui.cache import BY_SUBJECT
+from bertgeom.ui.view_runner import run_view
 from bertgeom.weights import layer_weights_of
 from bertgeom.safety import plain
 from bertgeom.ui.workqueue import heavy
@@ -58,7 +59,7 @@ def input_entropies(subject: Subject, pad_to: int | None) -> dict:
 def set_cones(loaded, items: tuple[InputItem, ...], token_set: str, pad_to: int | None) -> conesets.ConeSet:
     """Per-input cone profiles, streams and [CLS]/mean vectors over a set (the ``cone-set`` view):
     from memory, else from disk (prepared ahead for the shipped set, or written by an earlier visit),
-    else computed with a progress bar (drawn by :func:`bertgeom.ui.cache.run_view`)."""
+    else computed with a progress bar (drawn by :func:`bertgeom.ui.view_runner.run_view`)."""
     return run_view(CONE_SET, loaded, tuple(items), token_set, pad_to)
 
 

@@ -4,7 +4,7 @@
   checkpoint comparisons, cached per (model, input, parameters) with ``st.cache_data``.
 * Over a set of inputs: :func:`set_summary` and :func:`class_mean` run the ``heads-set`` and
   ``class-mean`` views (:mod:`bertgeom.sets.views`: one key, one computation, a typed result,
-  prepared ahead by ``prepare-sets``) through :func:`bertgeom.ui.cache.run_view`.
+  prepared ahead by ``prepare-sets``) through :func:`bertgeom.ui.view_runner.run_view`.
 
 The computations themselves live in :mod:`bertgeom.sets.heads` (UI-free).
 """
@@ -19,7 +19,8 @@ from bertgeom.sets.inputs import InputItem, shipped_set
 from bertgeom.sets.heads import JS_MAX_ROWS, SET_THETA, ClassMean, SetSummary, js_rows_for
 from bertgeom.sets.views import COMPARE, CLASS_MEAN, HEADS_SET
 from bertgeom.subject import Subject
-from bertgeom.ui.cache import BY_SUBJECT, cached_layer_weights, cached_model, run_view
+from bertgeom.ui.cache import BY_SUBJECT, cached_layer_weights, cached_model
+from bertgeom.ui.view_runner import run_view
 from bertgeom.ui.workqueue import heavy
 
 def set_items(input_kind: str) -> tuple[InputItem, ...]:
@@ -33,7 +34,7 @@ def set_args(loaded) -> tuple:
 
 def set_summary(loaded) -> SetSummary:
     """The shipped set's reductions for the model ``loaded`` (memory, then disk, then a model pass with a
-    progress bar): the ``heads-set`` view through :func:`bertgeom.ui.cache.run_view`."""
+    progress bar): the ``heads-set`` view through :func:`bertgeom.ui.view_runner.run_view`."""
     return run_view(HEADS_SET, *set_args(loaded))
 
 

@@ -5,7 +5,7 @@
 * data geometry (D1-D3) of every head: per (model, input, ε, token set, correct/faithful);
 * across inputs: the ``subspace-across`` view (:mod:`bertgeom.sets.views`; per model, set, layer,
   head, ε and token set, the faithful values on each input padded to 512 positions as for one
-  input) through :func:`bertgeom.ui.cache.run_view`, so a head computed once is shown at once
+  input) through :func:`bertgeom.ui.view_runner.run_view`, so a head computed once is shown at once
   afterwards, also after a server restart; for the shipped set every head is prepared ahead.
 
 The computations themselves live in :mod:`bertgeom.sets.subspace` (UI-free).
@@ -26,7 +26,8 @@ from bertgeom.sets.keys import faithful_geometry_key
 from bertgeom.sets.subspace import AcrossInputs, data_geometry, faithful_input, padded_hidden_states
 from bertgeom.sets.views import SUBSPACE_ACROSS
 from bertgeom.subject import Subject
-from bertgeom.ui.cache import BY_SUBJECT, cached_layer_weights, run_view
+from bertgeom.ui.cache import BY_SUBJECT, cached_layer_weights
+from bertgeom.ui.view_runner import run_view
 from bertgeom.weights import layer_weights_of
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy

@@ -16,7 +16,7 @@ from bertgeom.figures.base import matrix_heatmap
 from bertgeom.figures.heads import token_bars
 from bertgeom.sets.views import FLOW
 from bertgeom.subject import Subject
-from bertgeom.ui.cache import run_view
+from bertgeom.ui.view_runner import run_view
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.widgets import chart, csv_button
 

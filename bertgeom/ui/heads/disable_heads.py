@@ -150,7 +150,7 @@ def set_disable_section(v: View) -> None:
                   on_click=lambda: st.session_state.update(abl_set_req=req))
         return
     with progress("Disabling every head on every input…", usually_prepared=being_prepared) as update:
-        arrays = sweep_over_set(loaded, chosen, update,
+        arrays = sweep_over_set(loaded, chosen, update, sweep=HEAD_SWEEP.get,
                                 around=lambda: heavy("disabling every head on one input"))
     errors_expander(zip(map(str, arrays["err_names"]), map(str, arrays["err_msgs"])))
     s = summarise_sweeps(arrays, loaded.labels)
