@@ -1,7 +1,7 @@
 """bertgeom: the Streamlit entry point (frame, shared sidebar and navigation only).
 
 Run with ``streamlit run app.py``. Pages live in ``app_pages/``, and a plug-in's own pages in its
-package (registered with :func:`bertgeom.inputs.register_page`: the Variant Classifier is
+package (registered with :func:`bertgeom.extensions.register_page`: the Variant Classifier is
 ``bertgeom/sars_cov_2/page.py``); all computation lives in the ``bertgeom`` package.
 
 The folder must not be called ``pages/``: with a ``pages/`` folder beside the entry script,
@@ -13,7 +13,7 @@ rest of the process (``PagesManager.uses_pages_directory``; streamlit/streamlit#
 
 import streamlit as st
 
-from bertgeom.inputs import registered_pages
+from bertgeom.extensions import registered_pages
 from bertgeom.runtime import SERVER_WARM_IMPORTS, configure_server_threads, import_in_background, script_run
 
 from bertgeom.ui.prepared_cache import start_background
@@ -39,7 +39,7 @@ def main() -> None:
             st.Page("app_pages/cone_index.py", title="Cone Index per Layer", icon=":material/change_history:", url_path="cone"),
         ],
     }
-    for page in registered_pages():  # plug-ins' pages (bertgeom.inputs.register_page), listed only where they can work
+    for page in registered_pages():  # plug-ins' pages (bertgeom.extensions.register_page), listed only where they can work
         if page_available(page.key):
             PAGES.setdefault(page.section, []).append(
                 st.Page(page.script, title=page.title, icon=page.icon or None, url_path=page.url_path))

@@ -24,7 +24,7 @@ from bertgeom.ui.tabs import offered_tabs
 from bertgeom.ui.heads.pattern_labels import threshold_sliders, thresholds
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.names import no_content_sentence
-from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
+from bertgeom.ui.sidebar import current_subject
 from bertgeom.ui.widgets import chart, doc_caption, head_picker, open_tabs
 
 #: Features the label rules read, shown as the selected head's feature vector.
@@ -37,14 +37,13 @@ st.caption(
     "head map below, or use the boxes to select a head; colour the grid by any per-head statistic or label."
 )
 
-loaded, trace = current_model_and_trace()
-model_id = st.session_state["model_id"]
+subject = current_subject()  # the model and the input, resolved once for every tab
+loaded, trace, text = subject.loaded, subject.trace, subject.text
 kind = input_kind_of(loaded)
-text = current_input_text(loaded)
 if not trace.encoded.content_mask.any():  # e.g. only a zero-width space, a direction mark or NUL
     st.warning(no_content_sentence(text))
     st.stop()
-table = cached_head_features(model_id, text)
+table = cached_head_features(subject)
 L, H = trace.num_layers, trace.num_heads
 
 
@@ -87,7 +86,7 @@ with left:
     elif colour == IMPORTANCE_OPTION:  # a backward pass: computed only when picked
         from bertgeom.analysis.gradients import IMPORTANCE_DOCS
 
-        imp = input_importance(model_id, text)
+        imp = input_importance(subject)
         doc_caption(IMPORTANCE_DOCS["importance"])
         st.caption(objective_sentence(imp["objective"], imp["loss"], getattr(loaded.config, "vocab_size", None))
                    + " Over a set: the *Gradient importance* tab.")
@@ -128,7 +127,7 @@ with right:
 # tabs (lazy: only the open tab runs)
 # ------------------------------------------------------------------------------------------
 
-view = View(loaded, trace, model_id, text, layer, head, table=table, labels=labels, th=th)
+view = View(subject, layer, head, table=table, labels=labels, th=th)
 offered = offered_tabs(TABS, view)
 render = {t.title: t.render for t in offered}
 for name, tab in open_tabs(list(render), key="heads_tab"):

@@ -18,7 +18,7 @@ from bertgeom.ui import cone_cache
 from bertgeom.ui.cone import SECTIONS
 from bertgeom.ui.tabs import offered_tabs
 from bertgeom.ui.cone.view import View
-from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
+from bertgeom.ui.sidebar import current_subject
 from bertgeom.ui.url_settings import value_from_url, value_to_url
 from bertgeom.ui.widgets import chart, csv_button, doc_list, guarded, teaching
 
@@ -31,10 +31,9 @@ st.caption(
 
 teaching("cone_index", "What a narrow cone means — a two-minute read", icon=":material/school:")
 
-loaded, trace = current_model_and_trace()
-model_id = st.session_state["model_id"]
+subject = current_subject()  # the model and the input, resolved once for every section
+loaded, trace = subject.loaded, subject.trace
 kind = input_kind_of(loaded)
-text = current_input_text(loaded)
 L, H = trace.num_layers, trace.num_heads
 max_pos = min(int(loaded.max_tokens), 512)  # the paper's fixed length (or the model's, if shorter)
 
@@ -56,7 +55,7 @@ norm_label = "I / m" if unit else "I / Σ‖x‖"
 # ------------------------------------------------------------------ the current input
 cur = None
 with guarded("The cone index of this input"):
-    cur = cone_cache.input_cones(model_id, text, token_set, pad_to, unit)
+    cur = cone_cache.input_cones(subject, token_set, pad_to, unit)
 if cur is None:
     st.stop()
 m = int(cur["m"])
@@ -83,7 +82,7 @@ if pad_to:
                "(the official code's choice; they are near-duplicates and inflate I).")
 
 st.divider()
-view = View(loaded, trace, model_id, text, st.session_state["layer"], st.session_state["head"],
+view = View(subject, st.session_state["layer"], st.session_state["head"],
             token_set=token_set, pad_to=pad_to, unit=unit, max_pos=max_pos, cur=cur, section="")
 offered = {s.key: s for s in offered_tabs(SECTIONS, view)}
 value_from_url("w_cone_section", offered)

@@ -3,7 +3,8 @@
 import streamlit as st
 
 from bertgeom.examples import example_sentences
-from bertgeom.inputs import INPUT_KINDS, START_EXAMPLES, registered_page
+from bertgeom.extensions import START_EXAMPLES, registered_page
+from bertgeom.inputs import INPUT_KINDS
 from bertgeom.models import REGISTRY
 from bertgeom.ui.state import select_head, widget_key
 from bertgeom.ui.tour import tour_overview
@@ -22,9 +23,9 @@ def _use_sentence(sentence: str) -> None:
 def _tour_facts(sentence: str) -> dict[str, str]:
     """The tour's claims, computed from MiniLM on ``sentence`` (never written by hand)."""
     from bertgeom.analysis.tour_facts import tour_facts
-    from bertgeom.ui.cache import cached_head_features
+    from bertgeom.ui.cache import cached_head_features, subject_of
 
-    return tour_facts(cached_head_features("minilm-l6", sentence))
+    return tour_facts(cached_head_features(subject_of("minilm-l6", sentence)))
 
 
 def _prev_head(sentence: str) -> tuple[int, int]:
@@ -81,7 +82,7 @@ with c1:
         st.switch_page("app_pages/attention_heads.py")
 with c2:
     headings: dict[str, list] = {}
-    for start in START_EXAMPLES.values():  # the plug-ins' starts (bertgeom.inputs.register_start_example)
+    for start in START_EXAMPLES.values():  # the plug-ins' starts (bertgeom.extensions.register_start_example)
         if start.model_id in REGISTRY:
             headings.setdefault(start.heading, []).append(start)
     for heading, starts in headings.items():

@@ -9,7 +9,7 @@ from bertgeom.safety import error_text, plain
 from bertgeom.tokens import TOKEN_SET_LABELS
 from bertgeom.sets.subspace import SUBSPACE_TOKEN_SETS
 from bertgeom.ui.cache import cached_layer_weights
-from bertgeom.ui.sidebar import current_input_text, current_model_and_trace
+from bertgeom.ui.sidebar import current_subject
 from bertgeom.ui.subspace import TABS
 from bertgeom.ui.tabs import offered_tabs
 from bertgeom.ui.subspace.view import View
@@ -48,9 +48,8 @@ st.caption(
     "Weight-space geometry needs no input; data-space measures use the input in the sidebar."
 )
 
-loaded, trace = current_model_and_trace()
-model_id = st.session_state["model_id"]
-text = current_input_text(loaded)
+subject = current_subject()  # the model and the input, resolved once for every tab
+loaded, trace, model_id = subject.loaded, subject.trace, subject.model_id
 L, H = trace.num_layers, trace.num_heads
 
 teaching("subspace_directions", "What is a direction in a head's subspace? (two-minute read)")
@@ -85,7 +84,7 @@ except ValueError as exc:
     st.stop()
 for note in weight_geometry_notes(lws):  # where a definition made for BERT does not carry over to this model
     st.info(note, icon=":material/info:")
-view = View(loaded, trace, model_id, text, layer, head, eps=eps, token_set=token_set, rank_rtol=rank_rtol,
+view = View(subject, layer, head, eps=eps, token_set=token_set, rank_rtol=rank_rtol,
             sym_rtol=sym_rtol, nbins=nbins, faithful=faithful, lws=lws)
 render = {t.title: t.render for t in offered_tabs(TABS, view)}
 for name, tab in open_tabs(list(render), key="w_sub_tab"):

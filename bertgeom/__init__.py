@@ -53,12 +53,11 @@ from bertgeom.inputs import (  # noqa: E402
     InputError,
     InputItem,
     InputKind,
-    PageSpec,
     encode_input,
     input_kind_of,
     register_input_kind,
-    register_page,
 )
+from bertgeom.extensions import PageSpec, register_page  # noqa: E402
 from bertgeom.models import (  # noqa: E402
     REGISTRY,
     LoadedModel,

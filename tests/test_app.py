@@ -130,7 +130,7 @@ def test_no_pages_folder_beside_the_entry_script():
     assert not (root / "pages").exists()
     for page in ("home", "attention_heads", "subspace_directions", "cone_index"):
         assert (root / "app_pages" / f"{page}.py").is_file()
-    from bertgeom.inputs import registered_page
+    from bertgeom.extensions import registered_page
 
     classifier = Path(registered_page("classifier").script)  # a plug-in's page lives in its package
     assert classifier.is_file() and classifier.parent.name == "sars_cov_2"

@@ -88,10 +88,13 @@ def test_minilm_over_the_shipped_sentences_is_cached_on_disk(monkeypatch):
     assert any(s["data"][0]["type"] == "violin" for s in specs) and any(s["data"][0]["type"] == "box" for s in specs)
     # a second visit is instant: memory, then the disk cache (no model pass, no progress callbacks)
     assert list(Path(cache_dir()).glob("*.npz"))
-    hc.SET_MEMO.clear()
-    calls = []
-    summary = hc.set_summary("minilm-l6", lambda d, t: calls.append(d))
-    assert calls == [] and summary.n == 24 and summary.arrays["js"].shape == (72, 72)
+    from bertgeom.sets.views import HEADS_SET
+
+    HEADS_SET.memo.clear()
+    from bertgeom.ui.cache import cached_model
+
+    summary = HEADS_SET.get(*hc.set_args(cached_model("minilm-l6")), around=lambda: pytest.fail("recomputed what is on disk"))
+    assert summary.n == 24 and summary.arrays["js"].shape == (72, 72)
 
 
 def test_selecting_a_head_shows_it_everywhere():
@@ -235,6 +238,6 @@ def test_class_mean_pads_zeroes_and_averages_like_the_paper(minilm):
         keep = ~np.asarray(TokenKinds(t.encoded.is_cls, t.encoded.is_sep, t.encoded.is_punct).is_sep)
         expected[..., :n, :n] += t.attentions * keep[:, None] * keep[None, :]
     expected /= 2
-    assert cm["n"] == 2 and cm["mean"].shape == (6, 12, T, T) and cm["labels"][0] == "pos 0"
-    np.testing.assert_allclose(cm["mean"].astype(np.float64), expected, atol=2e-3)  # stored as float16
-    assert not cm["mean"].flags.writeable
+    assert cm.n == 2 and cm.mean.shape == (6, 12, T, T) and cm.labels[0] == "pos 0"
+    np.testing.assert_allclose(cm.mean.astype(np.float64), expected, atol=2e-3)  # stored as float16
+    assert not cm.mean.flags.writeable

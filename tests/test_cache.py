@@ -234,21 +234,22 @@ def test_an_unwritable_cache_directory_still_answers_from_memory(tmp_path, monke
 
 # ---- a real view through it ----------------------------------------------------------------------
 def test_a_sweep_is_computed_once_then_read_from_disk(cache_dir, tiny_bert):
-    """:func:`bertgeom.sets.ablation.input_sweep` keeps each input's sweep under the key the
-    preparation uses (bertgeom.sets.keys.sweep_key): the second call reads the file."""
+    """The ``head-sweep`` view keeps each input's sweep under the key the preparation uses
+    (bertgeom.sets.keys.sweep_key): the second call reads the file."""
     from bertgeom.sets import keys
-    from bertgeom.sets.ablation import input_sweep
+    from bertgeom.sets.ablation import sweep_of_input
     from bertgeom.sets.inputs import InputItem
+    from bertgeom.sets.views import HEAD_SWEEP
 
     item = InputItem("s", "The cat sat on the mat.")
-    first = input_sweep(tiny_bert, item)
+    first = HEAD_SWEEP.get(tiny_bert, item)
     key = keys.sweep_key(tiny_bert, item)
     assert cache.on_disk(key)
     stamp = cache.disk_path(key).stat().st_mtime_ns
-    second = input_sweep(tiny_bert, item)
+    second = HEAD_SWEEP.get(tiny_bert, item)
     assert cache.disk_path(key).stat().st_mtime_ns == stamp
     np.testing.assert_array_equal(first["cos"], second["cos"])
-    fresh = input_sweep(tiny_bert, item, cache=False)
+    fresh = sweep_of_input(tiny_bert, item)
     np.testing.assert_allclose(fresh["cos"], first["cos"], atol=1e-6)
 
 

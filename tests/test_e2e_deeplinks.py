@@ -27,7 +27,7 @@ PAGES = [("", "bertgeom — the geometry of BERT's attention"), ("heads", "Atten
 
 def test_the_app_declares_these_addresses():
     """The core pages are declared in app.py; a plug-in's page (the classifier) by its registration."""
-    from bertgeom.inputs import registered_pages
+    from bertgeom.extensions import registered_pages
 
     app = (ROOT / "app.py").read_text()
     plugged = {page.url_path for page in registered_pages()}

@@ -42,9 +42,12 @@ def test_head_disabling_lives_in_one_module():
 
 def test_a_predicate_hides_a_tab_only_where_it_fails(tiny_bert):
     from bertgeom import trace
+    from bertgeom.inputs import input_kind_of
+    from bertgeom.subject import Subject
 
-    tr = trace(tiny_bert, "The cat sat on the mat.")
-    view = View(tiny_bert, tr, "tiny", "The cat sat on the mat.", 0, 0, table=None, labels={}, th=None)
+    text = "The cat sat on the mat."
+    record = input_kind_of(tiny_bert).parse(text)[0]
+    view = View(Subject(tiny_bert, record, trace(tiny_bert, text), "tiny", text), 0, 0, table=None, labels={}, th=None)
     classifier_only = PageTab("Classifier only", lambda v: None, lambda v: bool(v.loaded.labels))
     always = PageTab("Always", lambda v: None)
     assert not tiny_bert.labels  # the tiny fixture has no classification head

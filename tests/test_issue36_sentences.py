@@ -320,11 +320,11 @@ def test_map_note_counts_what_the_heads_label_says_it_does():
 def test_head_detail_caption_under_the_tours_cls_head_counts_cls_rows():
     from bertgeom.analysis.tour_facts import strongest_head
     from bertgeom.examples import example_sentences
-    from bertgeom.ui.cache import cached_head_features
+    from bertgeom.ui.cache import cached_head_features, subject_of
     from heads_page import open_heads_page
 
     text = example_sentences()[0]
-    head = strongest_head(cached_head_features("minilm-l6", text), "cls")  # tour step 3's head
+    head = strongest_head(cached_head_features(subject_of("minilm-l6", text)), "cls")  # tour step 3's head
     at = open_heads_page("Head detail", text_value=text, layer=head.layer, head=head.head)
     captions = [c.value for c in at.caption if c.value.startswith("In this map")]
     assert captions == [f"In this map in 13 of the 13 rows (100%) the darkest cell sits in the [CLS] column."]

@@ -24,7 +24,8 @@ def _read(key) -> dict:
 
 
 def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant):
-    from bertgeom.sets.heads import SET_THETA, SetSummary, class_mean_over_set, compute_set_arrays
+    from bertgeom.sets.heads import SET_THETA, ClassMean, SetSummary, class_mean_over_set, compute_set_arrays
+    from bertgeom.sets.views import CLASS_MEAN, CONE_SET, HEADS_SET
 
     from bertgeom.sets.ablation import stratified
 
@@ -34,29 +35,28 @@ def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant)
     counts = prepared.run_tasks(tasks)
     assert counts == {"done_before": 0, "computed": len(tasks), "failed": 0}
 
-    summary = _read(prepared.heads_set_key(tiny_variant, items))
+    summary = _read(HEADS_SET.key_of(tiny_variant, items))
     fresh = compute_set_arrays(tiny_variant, items)
     assert set(summary) == set(fresh)
     for k in fresh:
         np.testing.assert_array_equal(summary[k], fresh[k], err_msg=k)
 
     # the class-mean map of every class the page offers is there, equal to the page's own average
-    s = SetSummary(summary, classifier=True, class_order=tiny_variant.labels)
-    groups = prepared.class_mean_names(summary, True, tiny_variant.labels)
+    s = SetSummary.from_arrays(summary)
+    assert s.classifier and s.class_order == tuple(tiny_variant.labels)
+    groups = prepared.class_mean_names(s)
     assert set(groups) == {None, *s.classes()}
     cls = next(c for c in groups if c is not None)
     names = tuple(str(x) for x in np.asarray(s.names)[s.mask(cls)])  # as the Over a set of inputs tab picks them
     assert names == groups[cls]
-    stored = prepared.class_mean_from_arrays(_read(prepared.class_mean_key(tiny_variant, set_fingerprint(items),
-                                                                           names, SET_THETA)))
+    stored = ClassMean.from_arrays(_read(CLASS_MEAN.key_of(tiny_variant, items, names, SET_THETA)))
     direct = class_mean_over_set(tiny_variant, [it for it in items if it.name in names], SET_THETA)
-    np.testing.assert_array_equal(stored["mean"], direct["mean"])
-    np.testing.assert_array_equal(stored["theta_sum"], direct["theta_sum"])
-    assert (stored["n"] == direct["n"] and stored["labels"] == direct["labels"]
-            and stored["domains"] == direct["domains"])
+    np.testing.assert_array_equal(stored.mean, direct.mean)
+    np.testing.assert_array_equal(stored.theta_sum, direct.theta_sum)
+    assert (stored.n == direct.n and stored.labels == direct.labels and stored.domains == direct.domains)
 
     # the cone page's default view (content tokens, unpadded) is on disk under the page's key
-    cone = _read(prepared.cone_set_key(mid, tiny_variant, set_fingerprint(items), prepared.CONE_TOKEN_SET, None))
+    cone = _read(CONE_SET.key_of(tiny_variant, items, prepared.CONE_TOKEN_SET, None))
     assert ConeSet.from_arrays(cone).hidden.shape[0] == len(summary["names"])
 
     # the rank-collapse curves and the head importance with the set's task, under the pages' keys
@@ -97,6 +97,7 @@ def test_an_examples_flow_and_checkpoint_comparison_are_prepared_as_the_page_com
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
     from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+    from bertgeom.sets.views import COMPARE, FLOW
     from bertgeom.weights import extract_layer_weights
 
     tasks = [t for t in prepared.prepare_tasks("minilm-l6", minilm, subspace=False, sweeps=False, items=[])
@@ -108,14 +109,14 @@ def test_an_examples_flow_and_checkpoint_comparison_are_prepared_as_the_page_com
     tr = run_trace(minilm, text)
     n = flow_window(tr.encoded.n_tokens)
     assert n == tr.encoded.n_tokens  # a sentence is shorter than FLOW_MAX_TOKENS: flow on all of it
-    flow = _read(prepared.flow_key(minilm, text, n, 0.5, 0, True))
+    flow = _read(FLOW.key_of(minilm, text, n, 0.5, 0, True))
     direct = flow_view(tr.attentions, n, 0.5, 0, True)
     np.testing.assert_allclose(flow["flow"], direct["flow"], atol=1e-12)
     np.testing.assert_allclose(flow["rollout"], direct["rollout"], atol=1e-12)
     np.testing.assert_allclose(direct["flow"], attention_flow(tr.attentions, target=0), atol=1e-12)
 
     variant = load_model(VARIANT_MODEL_ID)
-    cos = _read(prepared.compare_key(minilm, variant, text))
+    cos = _read(COMPARE.key_of(minilm, variant, text))
     fresh = checkpoint_cosines(extract_layer_weights(minilm.model), extract_layer_weights(variant.model),
                                tr.hidden_states[:-1])
     assert set(cos) == {"qk", "ov", "maps"}
@@ -141,6 +142,7 @@ def test_subspace_heads_prepared_from_one_pass_equal_the_page_route(cache, tiny_
     from threadpoolctl import threadpool_limits
 
     from bertgeom.sets.cone import padded_runner
+    from bertgeom.sets.keys import across_key
     from bertgeom.sets.subspace import FAITHFUL_PAD_TO, collect_set_result, head_set_reducer
     from bertgeom.weights import extract_layer_weights
 
@@ -155,14 +157,15 @@ def test_subspace_heads_prepared_from_one_pass_equal_the_page_route(cache, tiny_
     lws = extract_layer_weights(tiny_bert.model)
     pad_to = min(FAITHFUL_PAD_TO, int(tiny_bert.max_tokens))
     for (layer, head), task in zip([(0, 0), (tiny_bert.num_layers - 1, tiny_bert.num_heads - 1)], picked):
-        key = prepared.across_key(mid, tiny_bert.weights_hash, set_fingerprint(items), layer, head,
-                                  prepared.SUBSPACE_EPS, prepared.SUBSPACE_TOKEN_SET)
+        key = across_key(mid, tiny_bert.weights_hash, set_fingerprint(items), layer, head,
+                         prepared.SUBSPACE_EPS, prepared.SUBSPACE_TOKEN_SET)
         assert task.id == prepared.key_id(key)
         reducer = head_set_reducer(lws, layer, head, eps=prepared.SUBSPACE_EPS, token_set=prepared.SUBSPACE_TOKEN_SET)
         with threadpool_limits(limits=1):
             page = collect_set_result(map_over_set(tiny_bert, items, reducer, runner=padded_runner(pad_to),
                                                    max_tokens=pad_to))
-        stored = _read(key)
+        stored, page = _read(key), page.to_arrays()
+        assert set(stored) == set(page)
         for k in page:
             np.testing.assert_array_equal(stored[k], page[k], err_msg=k)
 

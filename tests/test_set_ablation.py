@@ -42,7 +42,7 @@ def test_sweep_over_a_set_matches_direct_ablation(tiny_variant):
 
     items = stratified(genome_set("demo"), 1)[:2] + (InputItem("bad", ">bad\nACGT", "alpha"),)
     seen = []
-    arrays = sweep_over_set(tiny_variant, items, progress=lambda d, t: seen.append((d, t)), cache=False)
+    arrays = sweep_over_set(tiny_variant, items, progress=lambda d, t: seen.append((d, t)))
     assert seen[-1] == (3, 3) and list(arrays["err_names"]) == ["bad"]
     L, H = tiny_variant.num_layers, tiny_variant.num_heads
     assert arrays["probs"].shape == (2, L, H, len(tiny_variant.labels))

@@ -177,7 +177,7 @@ def test_set_reducer_matches_the_per_input_geometry(tiny_bert):
 
     lws = extract_layer_weights(tiny_bert.model)
     items = (InputItem("a", SENTENCE), InputItem("b", "Dogs bark at night."), InputItem("bad", "   "))
-    res = sc.collect_set_result(map_over_set(tiny_bert, items, sc.head_set_reducer(lws, 1, 2, eps=1e-3, token_set="content")))
+    res = sc.collect_set_result(map_over_set(tiny_bert, items, sc.head_set_reducer(lws, 1, 2, eps=1e-3, token_set="content"))).to_arrays()
     assert res["delta_A"].shape == (2, 2) and res["names"].tolist() == ["a", "b"]
     assert len(res["errors"]) == 1 and res["errors"][0].startswith("bad:")
 
@@ -196,7 +196,7 @@ def test_set_reducer_matches_the_per_input_geometry(tiny_bert):
 
     P = min(sc.FAITHFUL_PAD_TO, tiny_bert.max_tokens)
     padded = sc.collect_set_result(map_over_set(tiny_bert, items[:1], sc.head_set_reducer(
-        lws, 1, 2, eps=1e-3, token_set="all"), runner=padded_runner(P)))  # one padded pass serves both modes
+        lws, 1, 2, eps=1e-3, token_set="all"), runner=padded_runner(P))).to_arrays()  # one padded pass serves both modes
     one, dev1 = sc.data_geometry(trace, lws, eps=1e-3, token_set="all", faithful=True,
                                  padded_hidden=sc.padded_hidden_states(tiny_bert, trace))
     plain_all, _ = sc.data_geometry(trace, lws, eps=1e-3, token_set="all")
@@ -204,7 +204,7 @@ def test_set_reducer_matches_the_per_input_geometry(tiny_bert):
         assert padded[k][0, 1] == pytest.approx(one.scalars[k][1, 2], rel=1e-4, abs=1e-6), k
         assert padded[k][0, 0] == pytest.approx(plain_all.scalars[k][1, 2], rel=1e-4, abs=1e-6), k
     assert padded["row_tv"][0] == pytest.approx(dev1["row_tv"][1, 2], rel=1e-5)
-    unpadded = sc.collect_set_result(map_over_set(tiny_bert, items[:1], sc.head_set_reducer(lws, 1, 2, token_set="all")))
+    unpadded = sc.collect_set_result(map_over_set(tiny_bert, items[:1], sc.head_set_reducer(lws, 1, 2, token_set="all"))).to_arrays()
     assert padded["attn_rank_norm"][0, 1] != pytest.approx(unpadded["attn_rank_norm"][0, 1])  # padding changes D2
     assert padded["attn_rank_norm"][0, 0] == pytest.approx(unpadded["attn_rank_norm"][0, 0])  # the model's own does not
 

@@ -1,5 +1,5 @@
 """The guided tour reads a plug-in's steps from a registry (issue 35): bertgeom/ui/tour.py names no
-case study, the SARS-CoV-2 plug-in registers its genome step (bertgeom.inputs.TourStep), and a step
+case study, the SARS-CoV-2 plug-in registers its genome step (bertgeom.extensions.TourStep), and a step
 a plug-in registers is appended after the generic ones with its numbers computed by the model."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ _PROBE = """
 import sys
 import bertgeom.ui.tour as tour
 print("after import:", sorted(m for m in sys.modules if m.startswith("bertgeom.sars_cov_2")))
-from bertgeom.inputs import TourStep, register_tour_step
+from bertgeom.extensions import TourStep, register_tour_step
 from bertgeom.models import REGISTRY
 from bertgeom.sars_cov_2.variant.spec import TOUR_GENOME_STEP, demo_genomes
 

@@ -4,7 +4,9 @@ Usage: ``python tools/check_layers.py [ROOT]`` (exit 0 when every contract holds
 breach). CI runs it before the tests (``.ci/run``); ``tests/test_layers.py`` runs it too and plants a
 breach of each kind to show that it is caught.
 
-Three contracts, read from every ``import`` in a file (module level and inside functions alike):
+Three contracts, read from every import in a file (module level and inside functions alike; relative
+imports resolved against the file's package; imports by a literal string, ``importlib.import_module("x")``
+and ``__import__("x")``, counted as ``import x``):
 
 1. **Floors.** Every part of the package sits on a floor (``FLOORS``, ground first); a part imports
    only parts on its own floor or below. ``from bertgeom import attention`` counts as importing
@@ -34,8 +36,8 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"version", "examples", "metricdocs", "tables", "safety", "runtime", "cache", "tokens",
                "attention", "architectures", "weights", "models", "forward", "probabilities",
                "sars_cov_2.genome"}),
-    frozenset({"analysis", "inputs", "backends"}),
-    frozenset({"trace", "figures"}),
+    frozenset({"analysis", "inputs", "backends", "extensions"}),
+    frozenset({"trace", "figures", "subject"}),
     frozenset({"sets", "sars_cov_2.variant", "sars_cov_2"}),
     frozenset({"bertgeom"}),
     frozenset({"precompute"}),
@@ -121,14 +123,85 @@ def python_files(root: Path) -> list[Path]:
     return files
 
 
-def imports_of(tree: ast.AST):
-    """Yield (line, module, imported names) for every absolute import anywhere in the tree."""
+def module_of_file(rel: str) -> str:
+    """The dotted module a file defines (``bertgeom/sets/heads.py`` -> ``bertgeom.sets.heads``; a package's
+    ``__init__.py`` -> the package)."""
+    parts = list(Path(rel).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _absolute(name: str, level: int, module: str, is_package: bool) -> str | None:
+    """The absolute module of a relative import ``level`` dots up from ``module`` (None when it climbs
+    out of the top package)."""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    if level - 1 > len(base) - 1:
+        return None
+    base = base[:len(base) - (level - 1)]
+    return ".".join([*base, name] if name else base)
+
+
+_IMPORTERS = {("importlib", "import_module"), ("", "import_module"), ("", "__import__")}
+
+
+def _literal(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _string_import(node: ast.Call) -> tuple[str, str | None] | None:
+    """``(name, package)`` of ``importlib.import_module("x")``, ``import_module("x", "pkg")`` or
+    ``__import__("x")`` called with a literal name; None for any other call."""
+    f = node.func
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        who = (f.value.id, f.attr)
+    elif isinstance(f, ast.Name):
+        who = ("", f.id)
+    else:
+        return None
+    if who not in _IMPORTERS or not node.args:
+        return None
+    name = _literal(node.args[0])
+    if name is None:
+        return None
+    package = _literal(node.args[1]) if len(node.args) > 1 and who[1] == "import_module" else None
+    package = package or next((_literal(k.value) for k in node.keywords if k.arg == "package"), None)
+    return name, package
+
+
+def imports_of(tree: ast.AST, rel: str = ""):
+    """Yield (line, module, imported names) for every import anywhere in the tree (module level and
+    inside functions): absolute ones, relative ones resolved against the file ``rel`` (``from .x import
+    y`` in ``bertgeom/sars_cov_2/genome/fasta.py`` is ``bertgeom.sars_cov_2.genome.x``), and imports by
+    a literal string (``importlib.import_module("bertgeom.trace")``, ``__import__("streamlit")``)."""
+    here = module_of_file(rel) if rel else ""
+    is_package = rel.endswith("__init__.py")
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name, ()
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.lineno, node.module, tuple(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                if node.module:
+                    yield node.lineno, node.module, tuple(a.name for a in node.names)
+                continue
+            module = _absolute(node.module or "", node.level, here, is_package) if here else None
+            if module is None:
+                continue
+            yield node.lineno, module, tuple(a.name for a in node.names)  # as `from bertgeom.x import a`
+        elif isinstance(node, ast.Call):
+            found = _string_import(node)
+            if found is None:
+                continue
+            name, package = found
+            if name.startswith("."):
+                level = len(name) - len(name.lstrip("."))
+                if not package:
+                    continue
+                name = _absolute(name.lstrip("."), level, package, True)
+                if name is None:
+                    continue
+            yield node.lineno, name, ()
 
 
 def check(root: Path) -> list[Breach | str]:
@@ -143,7 +216,7 @@ def check(root: Path) -> list[Breach | str]:
             breaches.append(f"{rel}: part '{source_part}' sits on no floor: add it to FLOORS in tools/check_layers.py")
             continue
         generic = not rel.startswith(CASE_STUDY)
-        for line, module, names in imports_of(ast.parse(path.read_text(encoding="utf-8"), rel)):
+        for line, module, names in imports_of(ast.parse(path.read_text(encoding="utf-8"), rel), rel):
             if module.split(".")[0] == "streamlit" and not rel.startswith(STREAMLIT_HOMES):
                 breaches.append(Breach(rel, line, module, STREAMLIT_RULE))
             full = [f"{module}.{n}" for n in names] if module == "bertgeom" else [module]

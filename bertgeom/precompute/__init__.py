@@ -19,7 +19,7 @@ Python API::
                          config=PrecomputeConfig(shard_size=256, maps="layer-mean", cls_dims=32),
                          engine="local", workers=2)          # or engine="ray", address="auto"
     res = load_results("results/")
-    res.genomes          # pandas DataFrame, one row per record
+    res.records          # pandas DataFrame, one row per record
     res.class_curves()   # per-class cone-index curves (mean, sd, n)
     res.maps["omicron"]  # class-mean attention [L, T, T] (float32, memory-mapped)
 """

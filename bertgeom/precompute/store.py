@@ -206,18 +206,23 @@ def fold_partial_file(results: ResultsDir, acc: MapAccumulator, shard: int) -> b
 class PrecomputeResults:
     """A results directory opened for reading (see :func:`load_results`).
 
-    ``genomes``: one row per record (pandas, input order); ``cls``: ``[N, L+1, K]`` float32 aligned
-    with ``genomes``; ``maps``: class -> mean map (memory-mapped ``.npy``); ``map_counts``: genomes
+    ``records``: one row per record (pandas, input order); ``cls``: ``[N, L+1, K]`` float32 aligned
+    with ``records``; ``maps``: class -> mean map (memory-mapped ``.npy``); ``map_counts``: records
     per class map; ``keep``: ``[T]`` rows/columns of the maps that are not zeroed.
     """
 
     root: Path
     manifest: dict
-    genomes: object  # pandas.DataFrame
+    records: object  # pandas.DataFrame
     cls: np.ndarray
     maps: dict[str, np.ndarray]
     map_counts: dict[str, int]
     keep: np.ndarray | None
+
+    @property
+    def genomes(self):
+        """:attr:`records`, by the name the results had when every input was a genome (kept for callers)."""
+        return self.records
 
     @property
     def complete(self) -> bool:
@@ -236,8 +241,8 @@ class PrecomputeResults:
         return int(self.manifest["model"]["heads"])
 
     def ok(self) -> np.ndarray:
-        """``[N]`` bool: genomes that were analysed (no error)."""
-        return (self.genomes["error"].fillna("") == "").to_numpy(dtype=bool, copy=True)
+        """``[N]`` bool: records that were analysed (no error)."""
+        return (self.records["error"].fillna("") == "").to_numpy(dtype=bool, copy=True)
 
     def head_feature(self, name: str) -> np.ndarray:
         """``[N, L, H]`` values of one stored per-head feature (NaN for unreadable records)."""
@@ -245,15 +250,15 @@ class PrecomputeResults:
 
         L, H = self.num_layers, self.num_heads
         cols = [head_column(name, l, h) for l in range(L) for h in range(H)]
-        missing = [c for c in cols if c not in self.genomes.columns]
+        missing = [c for c in cols if c not in self.records.columns]
         if missing:
             raise KeyError(f"feature '{name}' was not precomputed (stored: {', '.join(self.manifest['params']['features'])})")
-        return self.genomes[cols].to_numpy(np.float64).reshape(-1, L, H)
+        return self.records[cols].to_numpy(np.float64).reshape(-1, L, H)
 
     def cone_curves(self, normalized: bool = True) -> np.ndarray:
         """``[N, L+1]`` cone index of ``hidden_states[0..L]`` (I/m, or I with ``normalized=False``)."""
         pre = "cone_" if normalized else "cone_raw_"
-        return self.genomes[[f"{pre}{l}" for l in range(self.num_layers + 1)]].to_numpy(np.float64)
+        return self.records[[f"{pre}{l}" for l in range(self.num_layers + 1)]].to_numpy(np.float64)
 
     def class_curves(self, normalized: bool = True, *, by: str = "label", correct_only: bool = False) -> dict:
         """Per-class mean, sd and count of the cone curves (``by`` = ``label`` or ``predicted``)."""
@@ -261,8 +266,8 @@ class PrecomputeResults:
 
         keep = self.ok()
         if correct_only:
-            keep &= self.genomes["correct"].to_numpy(dtype=bool)
-        groups = self.genomes[by].fillna("").to_numpy(str)
+            keep &= self.records["correct"].to_numpy(dtype=bool)
+        groups = self.records[by].fillna("").to_numpy(str)
         keep &= groups != ""
         return group_stats(self.cone_curves(normalized)[keep], groups[keep], order=self.labels)
 
@@ -274,7 +279,7 @@ class PrecomputeResults:
         from bertgeom.sets.cone import cone_set
 
         ok = self.ok()
-        g, errs = self.genomes[ok], self.genomes[~ok]
+        g, errs = self.records[ok], self.records[~ok]
         cls = np.asarray(self.cls[ok]) if self.cls.size else None
         return cone_set(
             g["name"].to_numpy(str), g["label"].fillna("").to_numpy(str), g["predicted"].fillna("").to_numpy(str),

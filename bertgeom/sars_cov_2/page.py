@@ -34,7 +34,9 @@ from bertgeom.sars_cov_2.ui.sections import (
     render_mutation_tables,
     render_placement,
     render_qc_score,
+    verdict_badge,
 )
+from bertgeom.sars_cov_2.genome.qc import PARTIAL
 from bertgeom.ui.widgets import chart
 from bertgeom.probabilities import class_probabilities
 from bertgeom.sars_cov_2.variant.whatif import parse_what_if, what_if_frame, what_if_label
@@ -199,9 +201,7 @@ for note in shown_notes:
 left, right = st.columns([2, 3], gap="large")
 with left:
     st.markdown("#### Quality control (spike)")
-    verdict_icon = {"pass": ":green[:material/check_circle: pass]", "warn": ":orange[:material/warning: warn]",
-                    "fail": ":red[:material/cancel: fail]"}.get(qc.verdict, qc.verdict)
-    st.markdown(f"**Verdict: {verdict_icon}**")
+    st.markdown(f"**Verdict: {verdict_badge(qc.verdict, icon=True)}**")
     c1, c2 = st.columns(2)
     c1.metric("Spike coverage", f"{qc.coverage:.1%}", help="Called bases: a base or a deletion was read there.")
     c2.metric("N in spike", f"{qc.n_share:.1%}", help="N or not covered: 100% minus the coverage.")
@@ -219,12 +219,12 @@ with left:
     if gqc is not None:
         st.markdown("##### Whole genome", help="Checks of the whole sequence, kept apart from the spike checks "
                     "above: the model reads only the spike, so these do not change its input.")
-        if gqc.verdict == "partial":
+        if gqc.verdict == PARTIAL:
             st.caption(f"ℹ️ {gqc.reasons[0].capitalize()}.")
         else:
-            g_icon = {"pass": ":green[pass]", "warn": ":orange[warn]", "fail": ":red[fail]"}[gqc.verdict]
-            st.markdown(f"Verdict: **{g_icon}** · coverage {gqc.coverage:.1%} · {gqc.missing:,} bases missing · "
-                        f"{gqc.ambiguous} ambiguous · {counted(len(gqc.frameshifts), 'frameshift')} (known ones apart)")
+            st.markdown(f"Verdict: **{verdict_badge(gqc.verdict)}** · coverage {gqc.coverage:.1%} · "
+                        f"{gqc.missing:,} bases missing · {gqc.ambiguous} ambiguous · "
+                        f"{counted(len(gqc.frameshifts), 'frameshift')} (known ones apart)")
             for reason in gqc.reasons:
                 st.caption(f"• {reason}")
     render_qc_score(analysis)

@@ -12,24 +12,23 @@ For an encoder without a classifier the measure is ``mean_n (1 − cos(CLS_n^{(l
 far the final [CLS] vector moves.  Kovaleva report that disabling single heads rarely hurts and
 sometimes helps; this grid shows which heads of this model are the exceptions.
 
-Cost: one pass per head per input (batched, resuming at the disabled layer).  Each input's sweep
-is cached on disk by (model weights, input), so enlarging the set reuses what was computed.
+Cost: one pass per head per input (batched, resuming at the disabled layer).  Through the
+``head-sweep`` view (:data:`bertgeom.sets.views.HEAD_SWEEP`) each input's sweep is cached on disk by
+(model weights, input), so enlarging the set reuses what was computed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
 from bertgeom.analysis.ablation import cls_cosine, sweep_single_heads
 from bertgeom.inputs import InputError, encode_input
-from bertgeom.cache import cached_arrays
 from bertgeom.sets.inputs import InputItem
-from bertgeom.sets.keys import sweep_key
 
-__all__ = ["input_sweep", "sweep_over_set", "summarise_sweeps", "stratified"]
+__all__ = ["sweep_of_input", "sweep_over_set", "summarise_sweeps", "stratified"]
 
 
 def stratified(items: Sequence[InputItem], per_class: int) -> tuple[InputItem, ...]:
@@ -43,37 +42,33 @@ def stratified(items: Sequence[InputItem], per_class: int) -> tuple[InputItem, .
     return tuple(out)
 
 
-def input_sweep(loaded, item: InputItem, *, cache: bool = True) -> dict[str, np.ndarray]:
-    """One input's single-head sweep: ``probs [L, H, C]`` and ``base_probs [C]`` for a classifier,
-    ``cos [L, H]`` (final [CLS] cosine to the intact model's) in every case."""
+def sweep_of_input(loaded, item: InputItem) -> dict[str, np.ndarray]:
+    """One input's single-head sweep, computed (the ``head-sweep`` view's computation): ``probs [L, H, C]``
+    and ``base_probs [C]`` for a classifier, ``cos [L, H]`` (final [CLS] cosine to the intact model's)
+    in every case."""
+    from bertgeom.probabilities import class_probabilities
 
-    def compute() -> dict[str, np.ndarray]:
-        from bertgeom.probabilities import class_probabilities
-
-        enc = encode_input(loaded, item.text)
-        sw = sweep_single_heads(loaded, enc.input_ids)
-        out = {"cos": cls_cosine(sw["cls"], sw["base_cls"][None, None]).astype(np.float32)}
-        if sw["logits"] is not None:
-            out["probs"] = class_probabilities(loaded, sw["logits"]).astype(np.float32)  # calibrated
-            out["base_probs"] = class_probabilities(loaded, sw["base_logits"]).astype(np.float32)
-        return out
-
-    if not cache:
-        return compute()
-    return cached_arrays(sweep_key(loaded, item), compute)
+    enc = encode_input(loaded, item.text)
+    sw = sweep_single_heads(loaded, enc.input_ids)
+    out = {"cos": cls_cosine(sw["cls"], sw["base_cls"][None, None]).astype(np.float32)}
+    if sw["logits"] is not None:
+        out["probs"] = class_probabilities(loaded, sw["logits"]).astype(np.float32)  # calibrated
+        out["base_probs"] = class_probabilities(loaded, sw["base_logits"]).astype(np.float32)
+    return out
 
 
 def sweep_over_set(loaded, items: Sequence[InputItem], progress: Callable[[int, int], None] | None = None,
-                   *, cache: bool = True, around: Callable[[], AbstractContextManager] = nullcontext
-                   ) -> dict[str, np.ndarray]:
-    """Stack :func:`input_sweep` over ``items`` (inputs that cannot be encoded are listed in
-    ``err_names``); ``around()`` is entered around each input's sweep (e.g. a slot of a work queue,
-    so a long set never holds one for minutes)."""
+                   *, sweep: Callable[..., Mapping[str, np.ndarray]] = sweep_of_input,
+                   around: Callable[[], AbstractContextManager] = nullcontext) -> dict[str, np.ndarray]:
+    """Stack ``sweep(loaded, item)`` (default :func:`sweep_of_input`; the ``head-sweep`` view's
+    ``HEAD_SWEEP.get`` keeps each on disk) over ``items`` (inputs that cannot be encoded are listed
+    in ``err_names``); ``around()`` is entered around each input's sweep (e.g. a slot of a work
+    queue, so a long set never holds one for minutes)."""
     sweeps, names, labels, errors = [], [], [], []
     for i, it in enumerate(items):
         try:
             with around():
-                sweeps.append(input_sweep(loaded, it, cache=cache))
+                sweeps.append(sweep(loaded, it))
             names.append(it.name)
             labels.append(it.label or "")
         except InputError as exc:

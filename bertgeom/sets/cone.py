@@ -451,9 +451,9 @@ def cone_profiles_over_set(
         return res
 
     if layer_weights is None and streams:
-        from bertgeom.weights import extract_layer_weights
+        from bertgeom.weights import layer_weights_of
 
-        layer_weights = extract_layer_weights(loaded.model)
+        layer_weights = layer_weights_of(loaded.model)  # the shared read-only copy
     per_item: list[dict] = []
     logits: list = []
     if pad_to is None:
@@ -605,3 +605,38 @@ def stream_values(data: ConeSet, key: str, *, head: int | None = None, normalize
 def subset(data: ConeSet, keep) -> ConeSet:
     """:meth:`ConeSet.subset` (kept as a function for callers of the library)."""
     return data.subset(keep)
+
+
+# -------------------------------------------------------------------------------------------
+# Entropies of one class's mean attention (the Cone Index page's *Attention entropies*)
+# -------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)  # arrays: equality would be element-wise
+class ClassEntropies:
+    """The ``class-entropy`` view's typed result: ``n_used`` inputs averaged (``n_errors`` unread),
+    and, when any was, ``curves`` of :func:`entropy_curves` (each ``[L, H]``, ``ln_n`` a scalar)."""
+
+    n_used: int
+    n_errors: int
+    curves: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"n_used": np.asarray(self.n_used), "n_errors": np.asarray(self.n_errors), **self.curves}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "ClassEntropies":
+        return cls(int(arrays["n_used"]), int(arrays["n_errors"]),
+                   {k: np.asarray(v) for k, v in arrays.items() if k not in ("n_used", "n_errors")})
+
+
+def class_entropies(loaded: LoadedModel, items: Sequence[InputItem], label: str, pad_to: int | None,
+                    correct_only: bool, progress: Callable[[int, int], None] | None = None) -> ClassEntropies:
+    """Entropies ``[L, H]`` of the mean attention of the inputs labelled ``label`` (the official code's
+    recipe: :func:`class_mean_attention`, then :func:`entropy_curves`)."""
+    chosen = [it for it in items if it.label == label]
+    mean = class_mean_attention(loaded, chosen, pad_to=pad_to, correct_only=correct_only, progress=progress)
+    n_used = int(mean["n_used"])
+    if n_used == 0:
+        return ClassEntropies(0, int(mean["n_errors"]))
+    if progress is not None:
+        progress(len(chosen), len(chosen))
+    return ClassEntropies(n_used, int(mean["n_errors"]), entropy_curves(mean["mean"], mean["keep"]))

@@ -18,7 +18,7 @@ from bertgeom.analysis.heads import head_features
 from bertgeom.sets.inputs import map_over_set
 
 #: Bump when the layout of the set arrays changes (invalidates old disk caches).
-SET_VERSION = 3  # 3: k90_frac divides by the real tokens k90 counts among (issue #45)
+SET_VERSION = 4  # 4: the arrays name the model's classes; 3: k90_frac divides by the real tokens k90 counts among
 #: The paper's THETA for "high-confidence" attention (config/general_config.yaml).
 SET_THETA = 0.3
 #: Clark's JS distance sums over query rows; inputs longer than this use evenly spaced rows.
@@ -138,6 +138,8 @@ def compute_set_arrays(
         "err_names": np.array([n for n, _ in res.errors], dtype=str),
         "err_msgs": np.array([m for _, m in res.errors], dtype=str),
         "theta": np.array(theta),
+        "classifier": np.array(bool(loaded.labels)),
+        "class_order": np.array([str(c) for c in loaded.labels or ()], dtype=str),
     }
     if all("dom" in x for x in r):
         arrays["domain_names"] = np.array(domain_names(None, domains), dtype=str)
@@ -150,11 +152,24 @@ def compute_set_arrays(
 
 @dataclass
 class SetSummary:
-    """Per-input reductions over a set, with helpers to select inputs and average."""
+    """Per-input reductions over a set, with helpers to select inputs and average (the typed result
+    of the ``heads-set`` view: :meth:`to_arrays` / :meth:`from_arrays` round-trip it through the disk)."""
 
     arrays: dict
     classifier: bool
     class_order: tuple[str, ...] = ()
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The plain arrays stored on disk (the model's classes among them)."""
+        return {**self.arrays, "classifier": np.array(self.classifier),
+                "class_order": np.array(list(self.class_order), dtype=str)}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> SetSummary:
+        """A summary stored by :meth:`to_arrays` (or made by :func:`compute_set_arrays`)."""
+        arrays = dict(arrays)
+        return cls(arrays, classifier=bool(arrays.get("classifier", False)),
+                   class_order=tuple(str(c) for c in arrays.get("class_order", ())))
 
     @property
     def n(self) -> int:
@@ -248,7 +263,34 @@ class SetSummary:
         return domain_ztest(cnt[..., d], cnt.sum(axis=-1), float(tok[d]), float(tok.sum()), alpha)
 
 
-def class_mean_over_set(loaded, items, theta: float = SET_THETA) -> dict:
+@dataclass(frozen=True, eq=False)  # arrays: equality would be element-wise
+class ClassMean:
+    """Class-mean maps of some inputs of a set (the ``class-mean`` view's typed result): ``mean`` and
+    ``theta_sum`` ``[L, H, T, T]`` float16 (read-only), ``n`` the inputs averaged, ``labels`` and
+    ``domains`` one string per position (``""`` where an input kind has no domains)."""
+
+    mean: np.ndarray
+    theta_sum: np.ndarray
+    n: int
+    labels: tuple[str, ...]
+    domains: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        for a in (self.mean, self.theta_sum):
+            a.setflags(write=False)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Plain arrays that ``numpy.savez`` stores without pickle (what :meth:`from_arrays` reads)."""
+        return {"mean": self.mean, "theta_sum": self.theta_sum, "n": np.asarray(self.n),
+                "labels": np.array(self.labels, dtype=str), "domains": np.array(self.domains, dtype=str)}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> ClassMean:
+        return cls(np.asarray(arrays["mean"]), np.asarray(arrays["theta_sum"]), int(arrays["n"]),
+                   tuple(str(x) for x in arrays["labels"]), tuple(str(x) for x in arrays["domains"]))
+
+
+def class_mean_over_set(loaded, items, theta: float = SET_THETA) -> ClassMean:
     """Class-mean maps of ``items`` (all layers, float16, read-only).
 
     Each map is zeroed from the first [SEP] on ([SEP] and [PAD] removed, [CLS] kept), padded to
@@ -279,8 +321,5 @@ def class_mean_over_set(loaded, items, theta: float = SET_THETA) -> dict:
     else:
         labels = [f"pos {i}" for i in range(T)]
         doms = [""] * T
-    mean = (total / n).astype(np.float16)
-    tsum16 = tsum.astype(np.float16)
-    mean.setflags(write=False)
-    tsum16.setflags(write=False)
-    return {"mean": mean, "theta_sum": tsum16, "n": len(res.results), "labels": labels, "domains": doms}
+    return ClassMean((total / n).astype(np.float16), tsum.astype(np.float16), len(res.results),
+                     tuple(str(x) for x in labels), tuple(str(x) for x in doms))

@@ -117,7 +117,7 @@ SWEEP_VERSION = 2
 
 
 def sweep_key(loaded, item: InputItem) -> CacheKey:
-    """One input's single-head disabling sweep (:func:`bertgeom.sets.ablation.input_sweep`)."""
+    """One input's single-head disabling sweep (:func:`bertgeom.sets.ablation.sweep_of_input`)."""
     return CacheKey.of("head-sweep", SWEEP_VERSION, weights=loaded.weights_hash, inputs=text_digest(item.text))
 
 

@@ -42,19 +42,18 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from bertgeom.cache import CacheKey, cached_arrays, on_disk, read_arrays, write_arrays
+from bertgeom.cache import CacheKey, on_disk, write_arrays
 from bertgeom.runtime import cache_dir
 from bertgeom.safety import error_text
-from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
-from bertgeom.sets.keys import (ACROSS_VERSION, CLASS_MEAN_VERSION, COMPARE_VERSION, CONE_DISK_VERSION,  # noqa: F401
-                                FLOW_VERSION, across_key, class_mean_key, compare_key, cone_set_key,
-                                context_mixing_key, context_mixing_set_key, example_views_key, flow_key,
-                                heads_set_key, sweep_key)
+from bertgeom.sets.heads import SetSummary
+from bertgeom.sets.inputs import InputItem, shipped_set
+from bertgeom.sets.keys import context_mixing_key, context_mixing_set_key, example_views_key
+from bertgeom.sets.views import CLASS_MEAN, COMPARE, CONE_SET, FLOW, HEAD_SWEEP, HEADS_SET, SUBSPACE_ACROSS, View
 
 #: Bump when the list of prepared tasks or the status file's layout changes.
 FORMAT_VERSION = 1
@@ -73,7 +72,7 @@ COLLAPSE_NORM = "l1_inf"
 
 
 # -------------------------------------------------------------------------------------------
-# Keys shared with the pages: built in bertgeom.sets.keys (imported above), stored by bertgeom.cache
+# The views' keys and computations are declared once, in bertgeom.sets.views
 # -------------------------------------------------------------------------------------------
 def key_id(key) -> str:
     """The short name of a key (its file's stem), used in the status and wish files."""
@@ -84,37 +83,13 @@ def is_on_disk(key) -> bool:
     return on_disk(key)
 
 
-# -------------------------------------------------------------------------------------------
-# Class-mean maps as plain arrays (npz-safe)
-# -------------------------------------------------------------------------------------------
-def class_mean_arrays(loaded, items: Sequence[InputItem], theta: float) -> dict[str, np.ndarray]:
-    """:func:`bertgeom.sets.heads.class_mean_over_set` as arrays that ``numpy.savez`` stores without pickle."""
-    from bertgeom.sets.heads import class_mean_over_set
-
-    cm = class_mean_over_set(loaded, items, theta)
-    return {"mean": cm["mean"], "theta_sum": cm["theta_sum"], "n": np.asarray(cm["n"]),
-            "labels": np.array(cm["labels"], dtype=str), "domains": np.array(cm["domains"], dtype=str)}
-
-
-def class_mean_from_arrays(arrays: dict[str, np.ndarray]) -> dict:
-    """The dict the page draws (``labels``/``domains`` as lists, maps read-only)."""
-    mean, tsum = arrays["mean"], arrays["theta_sum"]
-    mean.setflags(write=False)
-    tsum.setflags(write=False)
-    return {"mean": mean, "theta_sum": tsum, "n": int(arrays["n"]), "labels": [str(x) for x in arrays["labels"]],
-            "domains": [str(x) for x in arrays["domains"]]}
-
-
-def class_mean_names(summary_arrays: dict, classifier: bool, class_order: Sequence[str]) -> dict:
+def class_mean_names(summary: SetSummary) -> dict:
     """``{class or None: names}`` of the inputs each class-mean map averages: the correctly predicted
     inputs of each class (all inputs for an encoder), as the page's class picker chooses them."""
-    from bertgeom.sets.heads import SetSummary
-
-    s = SetSummary(summary_arrays, classifier=classifier, class_order=tuple(class_order))
-    names = np.asarray(s.names)
-    out = {None: tuple(str(x) for x in names[s.mask(None)])}
-    for c in (s.classes() if classifier else []):
-        out[c] = tuple(str(x) for x in names[s.mask(c)])
+    names = np.asarray(summary.names)
+    out = {None: tuple(str(x) for x in names[summary.mask(None)])}
+    for c in (summary.classes() if summary.classifier else []):
+        out[c] = tuple(str(x) for x in names[summary.mask(c)])
     return {c: n for c, n in out.items() if n}
 
 
@@ -127,36 +102,53 @@ Progress = Callable[[int, int], None]
 @dataclass
 class PreparedTask:
     """One summary to prepare: its disk key, a title for the status line, and how to compute it
-    (``run(progress)`` writes the result to disk under ``key`` and returns nothing)."""
+    (``run(progress)`` writes the result to disk under ``key`` and returns nothing). ``views`` are
+    the views (:mod:`bertgeom.sets.views`) whose entries ``run`` writes, each through its own
+    computation."""
 
     key: CacheKey
     title: str
     run: Callable[[Progress], None]
     group: str = ""  # tasks that belong to one view (e.g. the heads of the subspace view)
     model_id: str = ""
+    views: tuple[View, ...] = ()
 
     @property
     def id(self) -> str:
         return key_id(self.key)
 
 
+def view_task(view: View, args: tuple, title: str, *, model_id: str = "", group: str = "",
+              given: Callable[[], dict] | None = None) -> PreparedTask:
+    """The task that writes ``view``'s entry for ``args`` (``given()``: shared inputs of its computation)."""
+
+    def run(progress: Progress) -> None:
+        view.prepare(*args, progress=progress, **(given() if given is not None else {}))
+
+    return PreparedTask(view.key_of(*args), title, run, group=group or view.name, model_id=model_id, views=(view,))
+
+
 @dataclass
 class _Context:
-    """What every task of one model shares (loaded lazily, once)."""
+    """What every task of one model shares."""
 
     model_id: str
     loaded: object
     items: tuple
-    fingerprint: str
-    _weights: list = field(default_factory=list)
+
+    @property
+    def fingerprint(self) -> str:
+        """The set's fingerprint (the set views' keys read it)."""
+        from bertgeom.sets.inputs import set_fingerprint
+
+        return set_fingerprint(self.items)
 
     @property
     def layer_weights(self):
-        if not self._weights:
-            from bertgeom.weights import extract_layer_weights
+        """The model's shared read-only layer weights."""
+        from bertgeom.weights import layer_weights_of
 
-            self._weights.append(extract_layer_weights(self.loaded.model))
-        return self._weights[0]
+        return layer_weights_of(self.loaded)
 
 
 def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: bool = True,
@@ -173,15 +165,19 @@ def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: 
 
         loaded = load_model(model_id)
     items = tuple(items) if items is not None else shipped_set(loaded.spec.input_kind)
-    ctx = _Context(model_id, loaded, items, set_fingerprint(items))
-    tasks = [_heads_set_task(ctx), _cone_set_task(ctx)]
+    ctx = _Context(model_id, loaded, items)
+    tasks = [view_task(HEADS_SET, (loaded, items), f"statistics over the {len(items)} inputs (Attention Heads)",
+                       model_id=model_id),
+             view_task(CONE_SET, (loaded, items, CONE_TOKEN_SET, None),
+                       f"cone index per class over the {len(items)} inputs (Cone Index)", model_id=model_id)]
     tasks += _class_mean_tasks(ctx)
     if examples:
         tasks += _example_tasks(ctx)
     if subspace:
         tasks += _subspace_tasks(ctx)[:subspace_heads]
     if sweeps:
-        tasks += _sweep_tasks(ctx)
+        tasks += [view_task(HEAD_SWEEP, (loaded, it), f"disabling every head on {it.name} (Attention Heads)",
+                            model_id=model_id) for it in sweep_subset(loaded, items)]
     tasks += _collapse_tasks(ctx)
     tasks.append(_context_mixing_set_task(ctx))
     unique: dict[str, PreparedTask] = {}
@@ -196,15 +192,6 @@ def _store(key, arrays: dict) -> None:
     write_arrays(key, arrays, strict=True)
 
 
-def _heads_set_task(ctx: _Context) -> PreparedTask:
-    from bertgeom.sets.heads import compute_set_arrays
-
-    key = heads_set_key(ctx.loaded, ctx.items)
-    return PreparedTask(key, f"statistics over the {len(ctx.items)} inputs (Attention Heads)",
-                        lambda progress: _store(key, compute_set_arrays(ctx.loaded, ctx.items, progress)),
-                        group="heads-set", model_id=ctx.model_id)
-
-
 def _context_mixing_set_task(ctx: _Context) -> PreparedTask:
     from bertgeom.sets.context_mixing import mixing_over_set
 
@@ -215,56 +202,27 @@ def _context_mixing_set_task(ctx: _Context) -> PreparedTask:
                         group="context-mixing-set", model_id=ctx.model_id)
 
 
-def _cone_set_task(ctx: _Context) -> PreparedTask:
-    from bertgeom.sets.cone import cone_profiles_over_set
-
-    key = cone_set_key(ctx.model_id, ctx.loaded, ctx.fingerprint, CONE_TOKEN_SET, None)
-
-    def run(progress):
-        _store(key, cone_profiles_over_set(ctx.loaded, ctx.items, CONE_TOKEN_SET, pad_to=None,
-                                           layer_weights=ctx.layer_weights, progress=progress).to_arrays())
-
-    return PreparedTask(key, f"cone index per class over the {len(ctx.items)} inputs (Cone Index)", run,
-                        group="cone-set", model_id=ctx.model_id)
-
-
 def _class_mean_tasks(ctx: _Context) -> list[PreparedTask]:
     """One task per class-mean map; the names come from the heads-set summary (prepared first)."""
     from bertgeom.sets.heads import SET_THETA
 
-    summary_key = heads_set_key(ctx.loaded, ctx.items)
-    arrays = read_arrays(summary_key)  # None when not (or not readably) on disk
-    if arrays is None:
+    if not HEADS_SET.ready(ctx.loaded, ctx.items):
         # which inputs are correct is only known after the set's pass: one task that does the pass's
         # work (cheap when the heads-set task has run: it reads the file) and then every class
         def run_all(progress):
-            from bertgeom.sets.heads import compute_set_arrays
-
-            arrays = cached_arrays(summary_key, lambda: compute_set_arrays(ctx.loaded, ctx.items))
-            groups = class_mean_names(arrays, bool(ctx.loaded.labels), ctx.loaded.labels)
+            groups = class_mean_names(HEADS_SET.get(ctx.loaded, ctx.items))
             for k, names in enumerate(groups.values()):
-                key = class_mean_key(ctx.loaded, ctx.fingerprint, names, SET_THETA)
-                if not is_on_disk(key):
-                    chosen = [it for it in ctx.items if it.name in set(names)]
-                    _store(key, class_mean_arrays(ctx.loaded, chosen, SET_THETA))
+                CLASS_MEAN.prepare(ctx.loaded, ctx.items, names, SET_THETA)
                 progress(k + 1, len(groups))
 
+        summary_key = HEADS_SET.key_of(ctx.loaded, ctx.items)
         return [PreparedTask(CacheKey.of("class-means-of", inputs=summary_key.digest),
                              "class-mean maps of every class (Attention Heads)",
-                             run_all, group="class-mean", model_id=ctx.model_id)]
-    groups = class_mean_names(arrays, bool(ctx.loaded.labels), ctx.loaded.labels)
-    tasks = []
-    for cls, names in groups.items():
-        key = class_mean_key(ctx.loaded, ctx.fingerprint, names, SET_THETA)
-        chosen = [it for it in ctx.items if it.name in set(names)]
-
-        def run(progress, key=key, chosen=chosen):
-            _store(key, class_mean_arrays(ctx.loaded, chosen, SET_THETA))
-            progress(1, 1)
-
-        tasks.append(PreparedTask(key, f"class-mean map of {cls or 'all inputs'} ({len(names)} inputs)", run,
-                                  group="class-mean", model_id=ctx.model_id))
-    return tasks
+                             run_all, group="class-mean", model_id=ctx.model_id, views=(HEADS_SET, CLASS_MEAN))]
+    groups = class_mean_names(HEADS_SET.get(ctx.loaded, ctx.items))
+    return [view_task(CLASS_MEAN, (ctx.loaded, ctx.items, names, SET_THETA),
+                      f"class-mean map of {cls or 'all inputs'} ({len(names)} inputs)", model_id=ctx.model_id)
+            for cls, names in groups.items()]
 
 
 def same_shape_models(model_id: str, loaded) -> list:
@@ -288,35 +246,28 @@ def same_shape_models(model_id: str, loaded) -> list:
 def _example_tasks(ctx: _Context) -> list[PreparedTask]:
     """The model's examples at the pages' defaults: attention flow and rollout into token 0 (the
     Attention Heads page's *Attention flow* tab) and the comparison with every same-shape checkpoint
-    (*Compare checkpoints*), one task per example."""
-    from bertgeom.analysis.ablation import checkpoint_cosines
+    (*Compare checkpoints*), one task per example (one forward pass serves both views)."""
     from bertgeom.analysis.context_mixing import context_mixing_view
-    from bertgeom.analysis.flow import FLOW_RESIDUAL, flow_view, flow_window
+    from bertgeom.analysis.flow import FLOW_RESIDUAL, flow_window
     from bertgeom.inputs import INPUT_KINDS
-    from bertgeom.sets.cone import single_threaded
-    from bertgeom.trace import run_trace
-    from bertgeom.weights import extract_layer_weights
 
     partners: list = []
 
     def run_for(text: str, key: CacheKey):
         def run(progress):
             from bertgeom.inputs import normalise_text
+            from bertgeom.trace import run_trace
 
             if not partners:
-                others = same_shape_models(ctx.model_id, ctx.loaded)
-                partners.append([(o, extract_layer_weights(o.model)) for o in others])
+                partners.append(same_shape_models(ctx.model_id, ctx.loaded))
             tr = run_trace(ctx.loaded, normalise_text(text))
             n = flow_window(tr.encoded.n_tokens)
             # the page's defaults: r = FLOW_RESIDUAL, into token 0 ([CLS]), each layer normalised
-            _store(flow_key(ctx.loaded, text, n, FLOW_RESIDUAL, 0, True),
-                   flow_view(tr.attentions, n, FLOW_RESIDUAL, 0, True))
+            FLOW.prepare(ctx.loaded, text, n, FLOW_RESIDUAL, 0, True, trace=tr)
             _store(context_mixing_key(ctx.loaded, text), context_mixing_view(tr, weights=ctx.layer_weights))
-            for other, other_weights in partners[0]:
-                with single_threaded():  # small matrices: one thread is faster
-                    cos = checkpoint_cosines(ctx.layer_weights, other_weights, tr.hidden_states[:-1])
-                _store(compare_key(ctx.loaded, other, text), cos)
-            _store(key, {"done": np.ones(1)})  # the task's own mark: the runner skips it next time
+            for other in partners[0]:
+                COMPARE.prepare(ctx.loaded, other, text, trace=tr)
+            write_arrays(key, {"done": np.ones(1)})  # the task's own mark: the runner skips it next time
             progress(1, 1)
         return run
 
@@ -324,47 +275,40 @@ def _example_tasks(ctx: _Context) -> list[PreparedTask]:
     for k, ex in enumerate(INPUT_KINDS.of(ctx.loaded.spec).examples()):
         key = example_views_key(ctx.loaded, ex.text)
         tasks.append(PreparedTask(key, f"attention flow, checkpoint comparison and context mixing of example {k + 1}",
-                                  run_for(ex.text, key), group="examples", model_id=ctx.model_id))
+                                  run_for(ex.text, key), group="examples", model_id=ctx.model_id,
+                                  views=(FLOW, COMPARE)))
     return tasks
 
 
 def _subspace_tasks(ctx: _Context) -> list[PreparedTask]:
     """D1-D3 across inputs of every head: the padded passes are run once (kept in memory while the
     heads are reduced one after another), so each head's result lands as soon as it is done."""
-    from bertgeom.sets.cone import padded_runner
-    from bertgeom.sets.inputs import map_over_set
-    from bertgeom.sets.subspace import FAITHFUL_PAD_TO, collect_set_result, head_set_reducer
+    from bertgeom.sets.subspace import padded_passes
 
     L, H = ctx.loaded.num_layers, ctx.loaded.num_heads
-    pad_to = min(FAITHFUL_PAD_TO, int(ctx.loaded.max_tokens))
     passes: dict = {}
 
-    def the_passes(progress):
+    def the_passes(progress, last: bool):
         if "res" not in passes:
-            passes["res"] = map_over_set(ctx.loaded, ctx.items, lambda r, _it: r, progress=progress,
-                                         runner=padded_runner(pad_to), max_tokens=pad_to)
-        return passes["res"]
+            passes["res"] = padded_passes(ctx.loaded, ctx.items, progress)
+        res = passes["res"]
+        if last:
+            passes.clear()  # the last head: free the hidden states
+        return {"passes": res}
 
     tasks = []
     for layer in range(L):
         for head in range(H):
-            key = across_key(ctx.model_id, ctx.loaded.weights_hash, ctx.fingerprint, layer, head, SUBSPACE_EPS,
-                             SUBSPACE_TOKEN_SET)
+            args = (ctx.loaded, ctx.items, layer, head, SUBSPACE_EPS, SUBSPACE_TOKEN_SET)
+            task = view_task(SUBSPACE_ACROSS, args, f"D1-D3 across inputs of L{layer + 1} H{head + 1} (Subspace)",
+                             model_id=ctx.model_id)
+            last = layer == L - 1 and head == H - 1
 
-            def run(progress, key=key, layer=layer, head=head):
-                from bertgeom.sets.inputs import SetResult
+            def run(progress, args=args, last=last):
+                SUBSPACE_ACROSS.prepare(*args, progress=progress, **the_passes(progress, last))
 
-                res = the_passes(progress)
-                reduce = head_set_reducer(ctx.layer_weights, layer, head, eps=SUBSPACE_EPS,
-                                          token_set=SUBSPACE_TOKEN_SET)
-                per_input = SetResult(res.items, [reduce(p, it) for p, it in zip(res.results, res.items)],
-                                      res.predicted, res.errors)
-                _store(key, collect_set_result(per_input))
-                if layer == L - 1 and head == H - 1:
-                    passes.clear()  # the last head: free the hidden states
-
-            tasks.append(PreparedTask(key, f"D1-D3 across inputs of L{layer + 1} H{head + 1} (Subspace)", run,
-                                      group="subspace-across", model_id=ctx.model_id))
+            task.run = run
+            tasks.append(task)
     return tasks
 
 
@@ -373,22 +317,6 @@ def sweep_subset(loaded, items: Sequence[InputItem]) -> tuple[InputItem, ...]:
     from bertgeom.sets.ablation import stratified
 
     return stratified(items, SWEEP_PER_CLASS) if loaded.labels else tuple(items[:SWEEP_TEXT_INPUTS])
-
-
-def _sweep_tasks(ctx: _Context) -> list[PreparedTask]:
-    from bertgeom.sets.ablation import input_sweep
-
-    tasks = []
-    for it in sweep_subset(ctx.loaded, ctx.items):
-        key = sweep_key(ctx.loaded, it)
-
-        def run(progress, it=it):
-            input_sweep(ctx.loaded, it)
-            progress(1, 1)
-
-        tasks.append(PreparedTask(key, f"disabling every head on {it.name} (Attention Heads)", run,
-                                  group="head-sweep", model_id=ctx.model_id))
-    return tasks
 
 
 def _collapse_tasks(ctx: _Context) -> list[PreparedTask]:

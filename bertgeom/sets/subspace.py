@@ -7,7 +7,8 @@ inputs (:func:`head_set_reducer`, stacked by :func:`collect_set_result`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -177,7 +178,7 @@ def head_set_reducer(
     return reduce
 
 
-def collect_set_result(res: SetResult) -> dict[str, np.ndarray]:
+def collect_set_result(res: SetResult) -> AcrossInputs:
     """Stack a :class:`SetResult` of :func:`head_set_reducer` outputs into plain arrays
     (``npz``-safe: no objects): ``ACROSS_KEYS`` ``[N, 2]``, ``n_tokens``/``row_tv`` ``[N]``,
     ``names``/``labels``/``predicted`` ``[N]`` strings, ``errors`` ``[E]`` strings."""
@@ -191,4 +192,65 @@ def collect_set_result(res: SetResult) -> dict[str, np.ndarray]:
     out["labels"] = np.array([it.label or "" for it in res.items], dtype=str)
     out["predicted"] = np.array([p or "" for p in res.predicted], dtype=str)
     out["errors"] = np.array([f"{name}: {msg}" for name, msg in res.errors], dtype=str)
-    return out
+    return AcrossInputs.from_arrays(out)
+
+
+@dataclass(frozen=True, eq=False)  # arrays: equality would be element-wise
+class AcrossInputs:
+    """One head's D1-D3 across the inputs of a set (the ``subspace-across`` view's typed result):
+    ``measures[k]`` ``[N, 2]`` (correct, faithful) for each of :data:`ACROSS_KEYS`, ``n_tokens`` and
+    ``row_tv`` ``[N]``, ``names``/``labels``/``predicted`` ``[N]`` and ``errors`` ``[E]`` strings."""
+
+    measures: Mapping[str, np.ndarray]
+    n_tokens: np.ndarray
+    row_tv: np.ndarray
+    names: np.ndarray
+    labels: np.ndarray
+    predicted: np.ndarray
+    errors: np.ndarray
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {**self.measures, "n_tokens": self.n_tokens, "row_tv": self.row_tv, "names": self.names,
+                "labels": self.labels, "predicted": self.predicted, "errors": self.errors}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> AcrossInputs:
+        return cls({k: np.asarray(arrays[k]) for k in ACROSS_KEYS}, *(np.asarray(arrays[k]) for k in (
+            "n_tokens", "row_tv", "names", "labels", "predicted", "errors")))
+
+
+def padded_passes(loaded, items: Sequence[InputItem], progress: Callable[[int, int], None] | None = None) -> SetResult:
+    """The forward passes over ``items`` padded to :data:`FAITHFUL_PAD_TO` (or the model's limit) that
+    :func:`head_across_set` reduces: one padded pass per input serves the correct and faithful modes,
+    and one list of passes serves every head."""
+    from bertgeom.sets.cone import padded_runner
+    from bertgeom.sets.inputs import map_over_set
+
+    pad_to = min(FAITHFUL_PAD_TO, int(loaded.max_tokens))
+    return map_over_set(loaded, items, lambda r, _it: r, progress=progress, runner=padded_runner(pad_to),
+                        max_tokens=pad_to)
+
+
+def head_across_set(loaded, items: Sequence[InputItem], layer: int, head: int, eps: float, token_set: str,
+                    progress: Callable[[int, int], None] | None = None, *,
+                    passes: SetResult | None = None) -> AcrossInputs:
+    """D1-D3 of head ``(layer, head)`` over ``items`` (:func:`head_set_reducer` on each padded pass):
+    the passes are run here, or taken from ``passes`` (:func:`padded_passes`, shared by every head)."""
+    from threadpoolctl import threadpool_limits
+
+    from bertgeom.sets.cone import padded_runner
+    from bertgeom.sets.inputs import map_over_set
+    from bertgeom.weights import layer_weights_of
+
+    reducer = head_set_reducer(layer_weights_of(loaded.model), layer, head, eps=eps, token_set=token_set)
+
+    def reduce(result, item):
+        with threadpool_limits(limits=1):  # small matrices: threaded BLAS only spins (40x slower measured)
+            return reducer(result, item)
+
+    if passes is not None:
+        reduced = [reduce(p, it) for p, it in zip(passes.results, passes.items)]
+        return collect_set_result(SetResult(passes.items, reduced, passes.predicted, passes.errors))
+    pad_to = min(FAITHFUL_PAD_TO, int(loaded.max_tokens))
+    return collect_set_result(map_over_set(loaded, items, reduce, progress=progress, runner=padded_runner(pad_to),
+                                           max_tokens=pad_to))

@@ -8,8 +8,9 @@ they too are shared read-only objects (``st.cache_resource`` and
 :meth:`~bertgeom.trace.Trace.read_only`), because ``st.cache_data`` would pickle a genome's
 52 MB of attention on every write and unpickle a fresh copy on *every read*, holding the
 interpreter lock that all sessions share (a sixth of the server's busy time under 6 sessions).
-Everything else a page computes more than once is kept by :mod:`bertgeom.cache` (memory, then disk),
-which the page modules wrap; see docs/development.md (Caching: one cache).
+Everything else a page computes more than once is a view of :mod:`bertgeom.sets.views` (memory, then
+disk), which every page runs through :func:`bertgeom.ui.view_runner.run_view`; see
+docs/development.md (Caching: one cache).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import streamlit as st
 
 from bertgeom.models import LoadedModel, load_model
 from bertgeom.inputs import Record, input_kind_of, normalise_text
+from bertgeom.subject import Subject
 from bertgeom.trace import Trace, run_trace
 from bertgeom.ui.workqueue import call_heavy, free_slot_or_raise, heavy
 
@@ -74,19 +76,33 @@ def get_trace(model_id: str, text: str) -> Trace:
     return get_record_trace(model_id, paste_records(model_id, text)[0])
 
 
-@st.cache_data(max_entries=24, show_spinner="Computing per-head features…")
-def cached_head_features(model_id: str, text: str):
-    """All per-head features (:func:`bertgeom.analysis.heads.head_features`) of the current input."""
+def subject_of(model_id: str, text: str) -> Subject:
+    """The :class:`~bertgeom.subject.Subject` of the paste ``text`` under ``model_id``: the model, the
+    paste's first record and its trace, each from its cache (:func:`paste_records`,
+    :func:`get_record_trace`). A page resolves it once and hands it to every tab."""
+    loaded = cached_model(model_id)
+    record = paste_records(model_id, text)[0]
+    return Subject(loaded, record, get_record_trace(model_id, record), model_id, text)
+
+
+#: How the Streamlit caches hash a subject: by its key (weights hash, record digest), never the
+#: model or the trace themselves.
+BY_SUBJECT = {Subject: lambda s: s.key}
+
+
+@st.cache_data(max_entries=24, show_spinner="Computing per-head features…", hash_funcs=BY_SUBJECT)
+def cached_head_features(subject: Subject):
+    """All per-head features (:func:`bertgeom.analysis.heads.head_features`) of the subject's record."""
     from bertgeom.analysis.heads import head_features
 
-    trace = get_trace(model_id, text)  # before taking a slot (see bertgeom.ui.workqueue)
     with heavy("per-head features"):
-        return head_features(trace.attentions, trace.encoded)
+        return head_features(subject.trace.attentions, subject.trace.encoded)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the layer weights…")
 def cached_layer_weights(model_id: str):
     """Every layer's weights as numpy arrays (:func:`bertgeom.weights.extract_layer_weights`), shared read-only."""
-    from bertgeom.weights import extract_layer_weights
+    from bertgeom.weights import layer_weights_of
 
-    return extract_layer_weights(cached_model(model_id).model)
+    return layer_weights_of(cached_model(model_id).model)  # the copy the set views and traces share
+

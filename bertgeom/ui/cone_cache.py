@@ -3,10 +3,9 @@
 * per input (model id, input, token set, padding, row form): the cone index of every stream
   and the attention entropies (``st.cache_data``; the model's trace comes from the shared
   trace cache, so the model is not run again unless the input is padded to 512);
-* per set (model id, set fingerprint, token set, padding): the per-input profiles of
-  :func:`bertgeom.sets.cone.cone_profiles_over_set`, prepared ahead for the shipped set
-  (:mod:`bertgeom.sets.prepared`) or computed once with a progress bar, and kept by
-  :mod:`bertgeom.cache` (memory, then disk, keyed by the model's weights hash);
+* per set: the ``cone-set`` and ``class-entropy`` views (:mod:`bertgeom.sets.views`: one key, one
+  computation, a typed result; the first prepared ahead for the shipped set) through
+  :func:`bertgeom.ui.view_runner.run_view`;
 * projections of the per-layer [CLS] / mean-pooled vectors (keyed by the data themselves).
 """
 
@@ -15,94 +14,60 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from bertgeom.cache import Memo, cached_arrays
 from bertgeom.sets import cone as conesets
 from bertgeom.sets.inputs import InputItem
-from bertgeom.sets.keys import class_entropy_key, cone_set_key
-from bertgeom.inputs import normalise_text
-from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
+from bertgeom.sets.views import CLASS_ENTROPY, CONE_SET
+from bertgeom.subject import Subject
+from bertgeom.ui.cache import BY_SUBJECT
+from bertgeom.ui.view_runner import run_view
+from bertgeom.weights import layer_weights_of
 from bertgeom.safety import plain
-from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy
 from bertgeom.tables import counted
 
-#: Set profiles and class entropies read last, in front of the disk (also where a read-only cache
-#: directory keeps what was computed).
-SET_MEMO = Memo("cone-set", 8)
 
-
-def _encoded_and_hidden(model_id: str, text: str, pad_to: int | None):
+def _encoded_and_hidden(subject: Subject, pad_to: int | None):
     """(encoded input, hidden [L+1, n, D], attention mask [n], attentions or None)."""
-    trace = get_trace(model_id, text)
+    trace = subject.trace
     enc = trace.encoded
     if not pad_to:
         return enc, trace.hidden_states, np.ones(enc.n_tokens, np.int64), trace.attentions
-    hidden, mask, _ = conesets.padded_forward(cached_model(model_id), [enc], pad_to)
+    hidden, mask, _ = conesets.padded_forward(subject.loaded, [enc], pad_to)
     return enc, hidden[0], mask[0], None
 
 
-@st.cache_data(max_entries=32, show_spinner="Computing the cone index of every stream…")
-def input_cones(model_id: str, text: str, token_set: str, pad_to: int | None, unit_rows: bool = True) -> dict:
-    """Cone index per layer and stream of one input (see :func:`bertgeom.sets.cone.input_cones`)."""
-    text = normalise_text(text)
-    enc, hidden, mask, attentions = _encoded_and_hidden(model_id, text, pad_to)
+@st.cache_data(max_entries=32, show_spinner="Computing the cone index of every stream…", hash_funcs=BY_SUBJECT)
+def input_cones(subject: Subject, token_set: str, pad_to: int | None, unit_rows: bool = True) -> dict:
+    """Cone index per layer and stream of the subject's input (see :func:`bertgeom.sets.cone.input_cones`)."""
+    enc, hidden, mask, attentions = _encoded_and_hidden(subject, pad_to)
     rows = conesets.rows_for(enc, token_set, hidden.shape[1])
-    res = conesets.input_cones(hidden, cached_layer_weights(model_id), rows, attention_mask=mask,
+    res = conesets.input_cones(hidden, layer_weights_of(subject.loaded.model), rows, attention_mask=mask,
                                attentions=attentions, faithful=True, unit_rows=unit_rows)
     res["n_positions"] = np.asarray(hidden.shape[1])
     return res
 
 
-@st.cache_data(max_entries=16, show_spinner="Computing attention entropies (eigenvalues of every head)…")
-def input_entropies(model_id: str, text: str, pad_to: int | None) -> dict:
-    """Faithful and properly normalised attention entropies ``[L, H]`` of one input."""
-    trace = get_trace(model_id, normalise_text(text))
+@st.cache_data(max_entries=16, show_spinner="Computing attention entropies (eigenvalues of every head)…",
+               hash_funcs=BY_SUBJECT)
+def input_entropies(subject: Subject, pad_to: int | None) -> dict:
+    """Faithful and properly normalised attention entropies ``[L, H]`` of the subject's input."""
+    trace = subject.trace
     A, keep = conesets.attention_code_matrix(trace.attentions, trace.encoded.is_sep, pad_to)
     return conesets.entropy_curves(A, keep)
 
 
-def set_cones(model_id: str, items: tuple[InputItem, ...], fingerprint: str, token_set: str,
-              pad_to: int | None) -> conesets.ConeSet:
-    """Per-input cone profiles, streams and [CLS]/mean vectors over a set: from memory, else from disk
-    (prepared ahead for the shipped set, or written by an earlier visit), else computed with a
-    progress bar (drawn here, outside any Streamlit cache)."""
-    from bertgeom.ui.prepared_cache import wait_for
-
-    loaded = cached_model(model_id)
-    key = cone_set_key(model_id, loaded, fingerprint, token_set, pad_to)
-    if key not in SET_MEMO:
-        wait_for(key, "The set's cone profiles", model_id=model_id)
-
-    def compute() -> dict:
-        with heavy("the set's cone profiles"), progress(f"Running the model over {len(items)} inputs…",
-                                                              usually_prepared=True) as update:
-            return conesets.cone_profiles_over_set(loaded, items, token_set, pad_to=pad_to,
-                                                   layer_weights=cached_layer_weights(model_id),
-                                                   progress=update).to_arrays()
-
-    return conesets.ConeSet.from_arrays(cached_arrays(key, compute, memo=SET_MEMO))
+def set_cones(loaded, items: tuple[InputItem, ...], token_set: str, pad_to: int | None) -> conesets.ConeSet:
+    """Per-input cone profiles, streams and [CLS]/mean vectors over a set (the ``cone-set`` view):
+    from memory, else from disk (prepared ahead for the shipped set, or written by an earlier visit),
+    else computed with a progress bar (drawn by :func:`bertgeom.ui.view_runner.run_view`)."""
+    return run_view(CONE_SET, loaded, tuple(items), token_set, pad_to)
 
 
-def class_entropies(model_id: str, items: tuple[InputItem, ...], fingerprint: str, label: str,
-                    pad_to: int | None, correct_only: bool) -> dict:
-    """Entropies ``[L, H]`` of the class-mean attention (the official code's recipe), from memory or
-    disk when computed before, else computed here with a progress bar (drawn outside any cached function)."""
-    loaded = cached_model(model_id)
-    chosen = [it for it in items if it.label == label]
-    key = class_entropy_key(model_id, loaded, fingerprint, label, pad_to, correct_only)
-
-    def compute() -> dict:
-        with heavy("the class-mean attention"), progress(
-                f"Averaging the attention of {len(chosen)} inputs of class '{label}', then its entropies…") as update:
-            mean = conesets.class_mean_attention(loaded, chosen, pad_to=pad_to, correct_only=correct_only,
-                                                 progress=update)
-            out = {"n_used": mean["n_used"], "n_errors": mean["n_errors"]}
-            if int(mean["n_used"]) > 0:
-                update(len(chosen), len(chosen))
-                out.update(conesets.entropy_curves(mean["mean"], mean["keep"]))
-            return out
-
-    return cached_arrays(key, compute, memo=SET_MEMO)
+def class_entropies(loaded, items: tuple[InputItem, ...], label: str, pad_to: int | None,
+                    correct_only: bool) -> conesets.ClassEntropies:
+    """Entropies ``[L, H]`` of the class-mean attention (the official code's recipe; the
+    ``class-entropy`` view), from memory or disk when computed before, else computed with a progress bar."""
+    return run_view(CLASS_ENTROPY, loaded, tuple(items), label, pad_to, bool(correct_only))
 
 
 @st.cache_data(max_entries=64, show_spinner="Projecting the vectors…")
@@ -197,14 +162,15 @@ def _listed_results(path: str):
     return path
 
 
-def results_note(path: str, weights_hash: str) -> str:
+def results_note(path: str, weights_hash: str, noun: str = "record") -> str:
+    """One line on a results folder: how many records (``noun``: the input kind's word) by which model."""
     from bertgeom.precompute import load_results
 
     res = load_results(_listed_results(path), cls=False)
     model = res.manifest.get("model", {})
     status = "complete" if res.complete else "partial (still running or interrupted)"
     same = model.get("weights_hash") == weights_hash
-    return (f"{counted(len(res.genomes), 'genome')} precomputed by model {plain(model.get('id', '?'))} ({status}). "
+    return (f"{counted(len(res.records), noun)} precomputed by model {plain(model.get('id', '?'))} ({status}). "
             + ("" if same else "⚠ These results come from different weights than the model picked in the sidebar."))
 
 

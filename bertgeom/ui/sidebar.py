@@ -6,6 +6,7 @@ import streamlit as st
 
 from bertgeom.models import REGISTRY, ModelLoadError, custom_models_allowed, resolve_spec
 from bertgeom.inputs import INPUT_KINDS, TEXT, InputError, InputKind, records_note
+from bertgeom.subject import Subject
 from bertgeom.trace import Trace
 from bertgeom.ui.cache import cached_model, get_record_trace, paste_records
 from bertgeom.ui.state import clamp_selection, current_inputs, share_link, write_query_params
@@ -135,8 +136,9 @@ def current_input_text(loaded) -> str:
     return (st.session_state.get(INPUT_KINDS.of(loaded).session_key) or "").strip()
 
 
-def current_model_and_trace() -> tuple[object, Trace]:
-    """Load the current model and trace, or explain what is wrong and stop the page."""
+def current_subject() -> Subject:
+    """The current model and input, resolved once for the page (the paste read once, its first
+    record traced), or explain what is wrong and stop the page."""
     model_id = st.session_state["model_id"]
     if model_id not in REGISTRY and not custom_models_allowed():
         st.error(f"Model '{plain(model_id)}' is not one of the bundled models ({', '.join(REGISTRY)}).")
@@ -162,4 +164,10 @@ def current_model_and_trace() -> tuple[object, Trace]:
     clamp_selection(trace.num_layers, trace.num_heads)
     for note in input_notes(trace.encoded.notes, [records_note(records)]):
         st.caption(note_line(note))
-    return loaded, trace
+    return Subject(loaded, records[0], trace, model_id, text)
+
+
+def current_model_and_trace() -> tuple[object, Trace]:
+    """:func:`current_subject`'s model and trace."""
+    subject = current_subject()
+    return subject.loaded, subject.trace

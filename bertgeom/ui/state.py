@@ -2,7 +2,7 @@
 θ and the input).
 
 Widget state is deleted by Streamlit when a widget is not drawn in a run (for example
-the genome box while an English model is picked). Values that must survive live in
+one input kind's box while a model of another kind is picked). Values that must survive live in
 plain session keys (``STORE``) and widgets copy them in and out.
 """
 
@@ -155,7 +155,7 @@ def input_value_keys() -> list[str]:
 
 
 def widget_key(kind) -> str:
-    """The key of the input box of ``kind`` (``w_text``, ``w_genome``): its session key's stem."""
+    """The key of the input box of ``kind`` (``w_text`` for text): its session key's stem."""
     return "w_" + kind.session_key.removesuffix("_value")
 
 
@@ -174,8 +174,8 @@ def share_query(view: str, model_id: str, layer: int, head: int, *, input_kind: 
                 origin: tuple[str, int] | None = None) -> tuple[dict[str, str], str | None]:
     """The query of a link that reopens this view, and a note when the input cannot travel in it.
 
-    The input goes in as an example's number (``example=3`` / ``genome=8``, 1-based: the input
-    kind's ``link_param``), or as the text itself when it is short (``LINK_TEXT_MAX`` characters) and
+    The input goes in as an example's number (``example=3``, 1-based, under the input kind's
+    ``link_param``), or as the text itself when it is short (``LINK_TEXT_MAX`` characters) and
     the kind lets text travel; otherwise ``input=missing`` tells the receiver the link does not hold
     it, with ``source`` (pasted or uploaded) and ``records`` (how many) when ``origin`` says them
     (:func:`input_origin`), so both notes say what the input was. Layer and head are 1-based like the
@@ -324,11 +324,14 @@ def share_link(url_path: str, input_kind: str = "text") -> tuple[str, str | None
 def bound_settings(query: dict[str, str]) -> dict[str, str]:
     """The address bar's parameters that Streamlit's URL-bound widgets wrote (``bind="query-params"``:
     the open tab and that tab's settings), other than those ``query`` already has."""
-    return {k: v for k, v in st.query_params.to_dict().items() if k not in query and k not in _INPUT_KEYS}
+    return {k: v for k, v in st.query_params.to_dict().items() if k not in query and k not in input_keys()}
 
 
-#: Query keys that say which input a link holds (one at a time), and how an input it left out came in.
-_INPUT_KEYS = ("example", "text", "genome", "input", "source", "records")
+def input_keys() -> tuple[str, ...]:
+    """Query keys that say which input a link holds (one at a time: ``text``, or an example's number
+    under each input kind's ``link_param``), and how an input it left out came in."""
+    return tuple(dict.fromkeys(("example", "text", *(k.link_param for k in INPUT_KINDS.values()),
+                                "input", "source", "records")))
 
 
 def _origin_if_needed(kind, text: str) -> tuple[str, int] | None:
@@ -361,25 +364,40 @@ def write_query_params(current=None) -> None:
             query, _ = share_query(current.url_path, st.session_state["model_id"], 0, 0, input_kind=kind, text=text,
                                    colour=st.session_state.get("w_feature"), theta=st.session_state.get("w_theta"),
                                    origin=_origin_if_needed(INPUT_KINDS.of(kind), text))
-            for k in _INPUT_KEYS:
+            for k in input_keys():
                 if k not in query and k in st.query_params:
                     del st.query_params[k]
-            wanted.update({k: v for k, v in query.items() if k in _INPUT_KEYS + ("colour", "theta")})
+            wanted.update({k: v for k, v in query.items() if k in input_keys() + ("colour", "theta")})
     if any(st.query_params.get(k) != v for k, v in wanted.items()):
         st.query_params.update(wanted)
 
 
 @dataclass
 class PageView:
-    """What a page's tabs and sections read: the model, the current input with its trace, and the
-    selected head (0-based). Pages extend it with their own settings."""
+    """What a page's tabs and sections read: the :class:`~bertgeom.subject.Subject` the page resolved
+    once (the model, the current input's record and its trace) and the selected head (0-based). Pages
+    extend it with their own settings. ``loaded``, ``trace``, ``model_id`` and ``text`` are the
+    subject's; a tab hands ``subject`` itself to a cached computation, never the strings."""
 
-    loaded: Any
-    trace: Any
-    model_id: str
-    text: str
+    subject: Any  # bertgeom.subject.Subject
     layer: int
     head: int
+
+    @property
+    def loaded(self):
+        return self.subject.loaded
+
+    @property
+    def trace(self):
+        return self.subject.trace
+
+    @property
+    def model_id(self) -> str:
+        return self.subject.model_id
+
+    @property
+    def text(self) -> str:
+        return self.subject.text
 
     @property
     def L(self) -> int:

@@ -3,12 +3,10 @@
 * layer weights: once per model (``st.cache_resource``: read-only numpy arrays, shared);
 * weight geometry (D4): once per model and threshold setting (``st.cache_data``);
 * data geometry (D1-D3) of every head: per (model, input, ε, token set, correct/faithful);
-* across inputs: per (model, set fingerprint, layer, head, ε, token set), the faithful values on
-  each input padded to 512 positions as for one input (one padded forward pass per input serves
-  both modes), with a progress bar
-  and :mod:`bertgeom.cache` (memory, then disk), so a head computed once is shown at once
-  afterwards, also after a server restart; for the shipped set every head is prepared ahead
-  (:mod:`bertgeom.sets.prepared`).
+* across inputs: the ``subspace-across`` view (:mod:`bertgeom.sets.views`; per model, set, layer,
+  head, ε and token set, the faithful values on each input padded to 512 positions as for one
+  input) through :func:`bertgeom.ui.view_runner.run_view`, so a head computed once is shown at once
+  afterwards, also after a server restart; for the shipped set every head is prepared ahead.
 
 The computations themselves live in :mod:`bertgeom.sets.subspace` (UI-free).
 """
@@ -19,17 +17,18 @@ from collections.abc import Sequence
 
 import numpy as np
 import streamlit as st
-from threadpoolctl import threadpool_limits
 
 from bertgeom import attention as att
 from bertgeom.analysis import subspace as sub
-from bertgeom.sets.cone import padded_runner
-from bertgeom.cache import Memo, cached, cached_arrays, on_disk
-from bertgeom.sets.inputs import InputItem, map_over_set, set_fingerprint
-from bertgeom.sets.keys import across_key, faithful_geometry_key
-from bertgeom.sets.subspace import (FAITHFUL_PAD_TO, collect_set_result, data_geometry, faithful_input,
-                                    head_set_reducer, padded_hidden_states)
-from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
+from bertgeom.cache import Memo, cached
+from bertgeom.sets.inputs import InputItem
+from bertgeom.sets.keys import faithful_geometry_key
+from bertgeom.sets.subspace import AcrossInputs, data_geometry, faithful_input, padded_hidden_states
+from bertgeom.sets.views import SUBSPACE_ACROSS
+from bertgeom.subject import Subject
+from bertgeom.ui.cache import BY_SUBJECT, cached_layer_weights
+from bertgeom.ui.view_runner import run_view
+from bertgeom.weights import layer_weights_of
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy
 
@@ -44,67 +43,64 @@ def cached_weight_geometry(model_id: str, weights_hash: str, rank_rtol: float | 
     return sub.weight_geometry(lws, rank_rtol=rank_rtol, sym_rtol=sym_rtol)
 
 
-def _data_geometry(model_id: str, text: str, eps: float, token_set: str, faithful: bool, progress=None):
-    """:func:`data_geometry` of the current input (the trace comes from the shared cache), uncached;
-    ``progress(done, total)`` hears each layer done."""
-    trace = get_trace(model_id, text)  # before taking a slot (see bertgeom.ui.workqueue)
-    lws = cached_layer_weights(model_id)
+def _data_geometry(subject: Subject, eps: float, token_set: str, faithful: bool, progress=None):
+    """:func:`data_geometry` of the subject's input, uncached; ``progress(done, total)`` hears each layer done."""
+    trace = subject.trace
+    lws = layer_weights_of(subject.loaded.model)
     with heavy("D1–D3 of every head"):
-        padded = padded_hidden_states(cached_model(model_id), trace) if faithful else None
+        padded = padded_hidden_states(subject.loaded, trace) if faithful else None
         if progress is not None:
             progress(0, len(lws))  # counted in layers: the padded pass is quicker than one, so it is not a step
         return data_geometry(trace, lws, eps=eps, token_set=token_set, faithful=faithful, padded_hidden=padded,
                              progress=progress)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)  # the wait: widgets.waited, in the tab
+@st.cache_data(max_entries=16, show_spinner=False, hash_funcs=BY_SUBJECT)  # the wait: widgets.waited, in the tab
 def cached_data_geometry(
-    model_id: str, weights_hash: str, text: str, eps: float, token_set: str, faithful: bool
+    subject: Subject, eps: float, token_set: str, faithful: bool
 ) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
     """:func:`_data_geometry`, cached (the correct mode: seconds, a spinner is enough)."""
-    return _data_geometry(model_id, text, eps, token_set, faithful)
+    return _data_geometry(subject, eps, token_set, faithful)
 
 
 #: Faithful geometries kept per process (each a minute or more to compute on 2 cores; read-only once stored).
 FAITHFUL_KEPT = 16
 FAITHFUL_MEMO = Memo("subspace-faithful", FAITHFUL_KEPT)
-#: Across-inputs results kept per process (small arrays), in front of the disk.
-ACROSS_MEMO = Memo("subspace-across", 48)
 
 
-def data_geometry_for(model_id: str, weights_hash: str, text: str, eps: float, token_set: str,
+def data_geometry_for(subject: Subject, eps: float, token_set: str,
                       faithful: bool) -> tuple[sub.DataGeometry, dict[str, np.ndarray] | None]:
     """:func:`cached_data_geometry` for the correct mode; the faithful one (a pass padded to 512
     positions, then the hand-made attention of every layer) is computed outside any Streamlit cache
     under a progress bar with the time left and *Cancel* (:func:`bertgeom.ui.widgets.progress`; no
     element is ever made inside a cached function, whose replay would crash), then kept per process."""
     if not faithful:
-        return cached_data_geometry(model_id, weights_hash, text, eps, token_set, faithful)
+        return cached_data_geometry(subject, eps, token_set, faithful)
 
     def compute():
         with progress("Faithful mode: the model on the input padded to 512 positions, then the official code's "
                       "attention layer by layer…") as update:
-            return _data_geometry(model_id, text, eps, token_set, True, progress=update)
+            return _data_geometry(subject, eps, token_set, True, progress=update)
 
-    return cached(faithful_geometry_key(model_id, weights_hash, text, eps, token_set), compute,
+    key = faithful_geometry_key(subject.model_id, subject.loaded.weights_hash, subject.text, eps, token_set)
+    return cached(key, compute,
                   memo=FAITHFUL_MEMO, disk=None)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def cached_faithful_layer(model_id: str, weights_hash: str, text: str, layer: int) -> np.ndarray:
+@st.cache_data(max_entries=16, show_spinner=False, hash_funcs=BY_SUBJECT)
+def cached_faithful_layer(subject: Subject, layer: int) -> np.ndarray:
     """The official code's attention ``[H, T, T]`` (float32) of one layer for the current input,
     from the next layer's output as that code read it (unpadded, to sit beside the model's map)."""
-    trace = get_trace(model_id, text)
-    lw = cached_layer_weights(model_id)[layer]
+    trace = subject.trace
+    lw = layer_weights_of(subject.loaded.model)[layer]
     return att.faithful_attention(faithful_input(trace.hidden_states, layer), lw).astype(np.float32)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def cached_joint_qk(model_id: str, weights_hash: str, text: str, layer: int, head: int, normalize: bool,
-                    faithful: bool) -> sub.JointQKProjection:
+@st.cache_data(max_entries=32, show_spinner=False, hash_funcs=BY_SUBJECT)
+def cached_joint_qk(subject: Subject, layer: int, head: int, normalize: bool, faithful: bool) -> sub.JointQKProjection:
     """Joint 2-D PCA of one head's queries and keys (correct, or the faithful projections)."""
-    trace = get_trace(model_id, text)
-    lw = cached_layer_weights(model_id)[layer]
+    trace = subject.trace
+    lw = layer_weights_of(subject.loaded.model)[layer]
     if faithful:
         Q, K, _ = att.faithful_qkv(faithful_input(trace.hidden_states, layer), lw)
     else:
@@ -112,55 +108,27 @@ def cached_joint_qk(model_id: str, weights_hash: str, text: str, layer: int, hea
     return sub.joint_qk_pca(Q[head], K[head], n_components=2, normalize=normalize)
 
 
-def across_inputs(
-    model_id: str,
-    weights_hash: str,
-    items: Sequence[InputItem],
-    layer: int,
-    head: int,
-    *,
-    eps: float = 1e-3,
-    token_set: str = "all",
-) -> dict[str, np.ndarray]:
-    """D1-D3 of head ``(layer, head)`` over a set of inputs (see :func:`collect_set_result`).
-
-    Runs the model over the set in batches with a progress bar the first time; afterwards
-    the result comes from memory or from the disk cache.
-    """
-    key = across_key(model_id, weights_hash, set_fingerprint(items), layer, head, eps, token_set)
-    if key not in ACROSS_MEMO:
-        from bertgeom.ui.prepared_cache import wait_for
-
-        wait_for(key, f"L{layer + 1} H{head + 1} across inputs", model_id=model_id)
-
-    def compute():
-        loaded = cached_model(model_id)
-        lws = cached_layer_weights(model_id)
-        with heavy("the head over the set"), progress(f"Running the model over {len(items)} inputs…",
-                                                           usually_prepared=True) as update:
-            reducer = head_set_reducer(lws, layer, head, eps=eps, token_set=token_set)
-
-            def reduce(result, item):
-                with threadpool_limits(limits=1):  # small matrices: threaded BLAS only spins (40x slower measured)
-                    return reducer(result, item)
-
-            pad_to = min(FAITHFUL_PAD_TO, int(loaded.max_tokens))  # one padded pass per input serves both modes
-            return collect_set_result(map_over_set(loaded, items, reduce, progress=update,
-                                                   runner=padded_runner(pad_to), max_tokens=pad_to))
-
-    return cached_arrays(key, compute, memo=ACROSS_MEMO)
+def across_inputs(loaded, items: Sequence[InputItem], layer: int, head: int, *, eps: float = 1e-3,
+                  token_set: str = "all") -> AcrossInputs:
+    """D1-D3 of head ``(layer, head)`` over a set of inputs (the ``subspace-across`` view): the model
+    runs over the set with a progress bar the first time; afterwards the result comes from memory
+    or from the disk cache (for the shipped set at the defaults, prepared ahead)."""
+    return run_view(SUBSPACE_ACROSS, *_across_args(loaded, items, layer, head, eps, token_set))
 
 
-def across_ready(model_id: str, weights_hash: str, items: Sequence[InputItem], layer: int, head: int, *,
+def _across_args(loaded, items, layer: int, head: int, eps: float, token_set: str) -> tuple:
+    return loaded, tuple(items), int(layer), int(head), float(eps), token_set
+
+
+def across_ready(loaded, items: Sequence[InputItem], layer: int, head: int, *,
                  eps: float = 1e-3, token_set: str = "all") -> bool:
     """True when :func:`across_inputs` would answer without running the model (memory or disk)."""
-    key = across_key(model_id, weights_hash, set_fingerprint(items), layer, head, eps, token_set)
-    return key in ACROSS_MEMO or on_disk(key)
+    return SUBSPACE_ACROSS.ready(*_across_args(loaded, items, layer, head, eps, token_set))
 
 
-def across_pending(model_id: str, weights_hash: str, items: Sequence[InputItem], layer: int, head: int, *,
+def across_pending(loaded, items: Sequence[InputItem], layer: int, head: int, *,
                    eps: float = 1e-3, token_set: str = "all") -> bool:
     """True when the background preparation is going to write this head's result."""
     from bertgeom.ui.prepared_cache import pending
 
-    return pending(across_key(model_id, weights_hash, set_fingerprint(items), layer, head, eps, token_set))
+    return pending(SUBSPACE_ACROSS.key_of(*_across_args(loaded, items, layer, head, eps, token_set)))

@@ -7,7 +7,7 @@ widget values may be set) and the page switch happens at the start of the next r
 (:func:`tour_bar`, called by ``app.py`` before the sidebar).
 
 The generic steps read MiniLM on an example sentence. A plug-in adds its steps after them
-(:class:`bertgeom.inputs.TourStep`, :func:`bertgeom.inputs.register_tour_step`), shown while its model is
+(:class:`bertgeom.extensions.TourStep`, :func:`bertgeom.extensions.register_tour_step`), shown while its model is
 installed: the tour computes their numbers from the model and its trace of the step's example (cached
 on disk) and fills the widgets the step names. The SARS-CoV-2 plug-in's genome step opens the Variant
 Classifier with the marker change that moves the call in its *What if?* box.
@@ -22,7 +22,8 @@ import numpy as np
 import streamlit as st
 
 from bertgeom.cache import Memo
-from bertgeom.inputs import PAGES, TOUR_STEPS, TourStep, input_kind_of
+from bertgeom.extensions import PAGES, TOUR_STEPS, TourStep
+from bertgeom.inputs import input_kind_of
 from bertgeom.models import REGISTRY
 
 TEXT_MODEL = "minilm-l6"
@@ -69,11 +70,12 @@ def _text_facts(model_id: str, text: str) -> dict:
     from bertgeom.analysis.tour_facts import (
         layer_ranking, map_columns, map_note, special_heads_note, strongest_head, tour_facts,
     )
-    from bertgeom.ui.cache import cached_head_features, get_trace
+    from bertgeom.ui.cache import cached_head_features, subject_of
 
-    table = cached_head_features(model_id, text)
+    subject = subject_of(model_id, text)
+    table = cached_head_features(subject)
     prev = strongest_head(table, "prev")
-    trace = get_trace(model_id, text)
+    trace = subject.trace
     special, special_max = special_heads_note(table)
     behaviour = str(clark_behaviour(table).labels[prev.layer, prev.head])  # the label the page shows it with
     return {**tour_facts(table), "prev_fact": prev,
@@ -135,7 +137,7 @@ def _cone_step() -> StepView:
     return StepView(cone_summary(f["cone"], f["iso"], f["m"]))
 
 
-# ---- plug-in steps (bertgeom.inputs.TourStep) -------------------------------------------------
+# ---- plug-in steps (bertgeom.extensions.TourStep) -------------------------------------------------
 #: The plug-in steps' numbers this server read last, in front of their JSON files (bertgeom.cache).
 _PLUGIN_FACTS = Memo("tour-plugin-facts", 4)
 
@@ -159,7 +161,7 @@ def _example_text(model_id: str, index: int) -> str:
 
 
 def _plugin_step(tour_step: TourStep) -> Step:
-    """The tour's step for a plug-in's :class:`~bertgeom.inputs.TourStep`: its sentence and the widget
+    """The tour's step for a plug-in's :class:`~bertgeom.extensions.TourStep`: its sentence and the widget
     values it fills, from its numbers."""
 
     def text() -> str:
@@ -207,14 +209,14 @@ FIRST_TIME_NOTE = ("A tour step usually opens at once: its model, its input's pa
 def _stages(step: Step) -> list[tuple[str, Callable[[], object]]]:
     """The step's work in the order it runs, each stage cached per process (so the page below and the
     next steps read it at once): load the model, run it on the input, per-head features, the numbers."""
-    from bertgeom.ui.cache import cached_head_features, cached_model, get_trace
+    from bertgeom.ui.cache import cached_head_features, cached_model, get_trace, subject_of
 
     text = step.text()
     name = REGISTRY[step.model].display_name if step.model in REGISTRY else step.model
     out = [(f"Loading {name} (once per server)…", lambda: cached_model(step.model)),
            ("Running the model on the tour's input…", lambda: get_trace(step.model, text))]
     if step.page == "heads":
-        out.append(("Computing every head's features…", lambda: cached_head_features(step.model, text)))
+        out.append(("Computing every head's features…", lambda: cached_head_features(subject_of(step.model, text))))
     out.append((step.work_label, step.facts))
     return out
 

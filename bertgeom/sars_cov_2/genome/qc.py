@@ -43,7 +43,22 @@ STOP_FAIL = 2
 PRIVATE_WARN = 8  #: more private spike substitutions than this warns
 PRIVATE_FAIL = 20  #: more than this fails
 
-_RANK = {"pass": 0, "warn": 1, "fail": 2}
+#: The one QC vocabulary, best first: every check's grade and every verdict (spike QC, genome QC, and
+#: the QC score through :data:`NEXTCLADE_STATUS`) is one of these; ``PARTIAL`` is the genome QC of a
+#: sequence it does not judge (spike-only or partial), not a grade.
+PASS, WARN, FAIL = "pass", "warn", "fail"
+VERDICTS = (PASS, WARN, FAIL)
+PARTIAL = "partial"
+#: Nextclade's overall QC status for each verdict (Nextclade documentation, "Quality control": a score
+#: below 30 is good, below 100 mediocre, else bad), and back.
+NEXTCLADE_STATUS = {PASS: "good", WARN: "mediocre", FAIL: "bad"}
+VERDICT_OF_STATUS = {status: verdict for verdict, status in NEXTCLADE_STATUS.items()}
+_RANK = {v: i for i, v in enumerate(VERDICTS)}
+
+
+def worst(verdicts) -> str:
+    """The worst of some verdicts (``PASS`` for none)."""
+    return max(verdicts, key=_RANK.__getitem__, default=PASS)
 
 
 @dataclass
@@ -308,8 +323,14 @@ def snp_clusters(positions, window: int = 100, cutoff: int = 6) -> list[tuple[in
     return [tuple(c) for c in clusters]
 
 
+def score_verdict(score: float) -> str:
+    """The verdict of a QC score (:data:`VERDICTS`): pass below ``QC_GOOD``, warn below ``QC_BAD``, else fail."""
+    return PASS if score < QC_GOOD else (WARN if score < QC_BAD else FAIL)
+
+
 def qc_status(score: float) -> str:
-    return "good" if score < QC_GOOD else ("mediocre" if score < QC_BAD else "bad")
+    """Nextclade's status (good / mediocre / bad) of a QC score: :data:`NEXTCLADE_STATUS` of its verdict."""
+    return NEXTCLADE_STATUS[score_verdict(score)]
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,9 @@ def demo_genome_names(genomes: list[LabelledGenome], seed: int = 0) -> list[str]
     from .mutations import class_defining_mutations
     from .pipeline import analyse_sequence
 
-    rank = {"pass": 0, "warn": 1, "fail": 2}
+    from .qc import VERDICTS
+
+    rank = {v: i for i, v in enumerate(VERDICTS)}
     val = set(split_real_genomes(genomes, seed).validation)
     out = []
     for cls in CLASSES:

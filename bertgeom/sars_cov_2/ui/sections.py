@@ -21,7 +21,27 @@ from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY
 from bertgeom.ui.widgets import chart
 from bertgeom.tables import counted
 
-_STATUS = {"good": ":green[good]", "mediocre": ":orange[mediocre]", "bad": ":red[bad]"}
+#: The colour of each QC verdict (bertgeom.sars_cov_2.genome.qc.VERDICTS), on every QC line of the page.
+VERDICT_COLOUR = {"pass": "green", "warn": "orange", "fail": "red"}
+VERDICT_ICON = {"pass": ":material/check_circle:", "warn": ":material/warning:", "fail": ":material/cancel:"}
+
+
+def verdict_badge(verdict: str, *, icon: bool = False, words: str | None = None) -> str:
+    """A verdict in its colour (with its icon), showing ``words`` (default: the verdict itself)."""
+    colour = VERDICT_COLOUR.get(verdict)
+    words = verdict if words is None else words
+    if colour is None:
+        return words
+    return f":{colour}[{VERDICT_ICON[verdict] + ' ' if icon else ''}{words}]"
+
+
+def status_badge(status: str) -> str:
+    """Nextclade's status (good / mediocre / bad) in the colour of the verdict it maps to."""
+    from bertgeom.sars_cov_2.genome.qc import VERDICT_OF_STATUS
+
+    return verdict_badge(VERDICT_OF_STATUS.get(status, ""), words=status)
+
+
 _GENE_NOTE = {"nuc": "Nucleotide changes that change no amino acid (synonymous, non-coding, between genes)."}
 
 
@@ -108,8 +128,7 @@ def render_qc_score(analysis) -> None:
         return
     from bertgeom.sars_cov_2.variant.result import qc_score_shown
 
-    st.markdown(f"##### QC score (Nextclade's rules): **{_STATUS.get(q.status, q.status)}** · "
-                f"{qc_score_shown(q.score):.1f}",
+    st.markdown(f"##### QC score (Nextclade's rules): **{status_badge(q.status)}** · {qc_score_shown(q.score):.1f}",
                 help="The six rules of Nextclade's QC with the parameters of its SARS-CoV-2 dataset (pathogen.json, "
                      "shipped as data), scored as its documentation describes (not its code): each rule scores 0 "
                      "(clean) to 100 (the 'bad' threshold) and beyond; overall = sum of squared rule scores / 100; "
@@ -120,7 +139,7 @@ def render_qc_score(analysis) -> None:
                      "100 nt; frameshifts and premature stops: 75 each, except the ~320 frameshifts and 90 stops "
                      "the dataset lists as known (Mu's ORF3a:257-276, Alpha's ORF8:Q27* ...).")
     for r in q.rules.values():
-        st.caption(f"• **{r.name}** — {_STATUS.get(r.status, r.status)} ({qc_score_shown(r.score):.1f}): {r.message}")
+        st.caption(f"• **{r.name}** — {status_badge(r.status)} ({qc_score_shown(r.score):.1f}): {r.message}")
     genome_cov = 1 - q.rules["missing data"].count / 29903
     if genome_cov < 0.5:
         st.caption(f"ℹ️ The sequence covers {genome_cov:.0%} of the genome, so missing data rates it bad, as in "

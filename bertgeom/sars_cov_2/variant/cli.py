@@ -579,7 +579,8 @@ def tour_genome_sentence() -> str:
     the tour shows the same)."""
     from bertgeom.models import load_model
     from bertgeom.trace import run_trace
-    from bertgeom.inputs import TOUR_STEPS, input_kind_of
+    from bertgeom.extensions import TOUR_STEPS
+    from bertgeom.inputs import input_kind_of
     from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
 
     # the registered step (spec.TOUR_GENOME_STEP), read from the registry: spec imports this module

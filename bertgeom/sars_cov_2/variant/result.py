@@ -418,7 +418,10 @@ def qc_verdicts(analysis) -> list[dict]:
                                      "sequence is a good genome"})
     score = getattr(analysis, "qc_score", None)
     if score is not None:
-        rows.append({"check": "QC score (Nextclade-like)", "verdict": f"{score.status} ({score.score:.0f})",
+        from bertgeom.sars_cov_2.genome.qc import VERDICT_OF_STATUS
+
+        verdict = VERDICT_OF_STATUS.get(score.status, score.status)  # one vocabulary; Nextclade's word beside it
+        rows.append({"check": "QC score (Nextclade-like)", "verdict": f"{verdict} ({score.status}, {score.score:.0f})",
                      "reads": "Nextclade's rules over the whole genome: missing data, mixed sites, private "
                               "mutations, frameshifts, stop codons",
                      "for the call": "none directly; the number to set beside Nextclade's own qc.overallScore"})

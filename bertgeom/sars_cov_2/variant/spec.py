@@ -22,19 +22,9 @@ from pathlib import Path
 
 from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY, CLASSES
 from bertgeom.sars_cov_2.genome.reference import DOMAIN_ORDER
-from bertgeom.inputs import (
-    Example,
-    InputError,
-    InputItem,
-    InputKind,
-    PageSpec,
-    StartExample,
-    TourStep,
-    register_input_kind,
-    register_page,
-    register_start_example,
-    register_tour_step,
-)
+from bertgeom.extensions import (PageSpec, StartExample, TourStep, register_page, register_start_example,
+                                 register_tour_step)
+from bertgeom.inputs import Example, InputError, InputItem, InputKind, register_input_kind
 from bertgeom.models import REGISTRY, register_commands, register_loader
 from bertgeom.sars_cov_2.variant import (
     INPUT_KIND,
@@ -221,6 +211,7 @@ GENOME = InputKind(
     upload_types=FASTA_TYPES,
     max_input_chars=MAX_GENOME_INPUT_BYTES,
     class_names=dict(CLASS_DISPLAY),
+    featured_class="omicron",  # the paper's figures show Omicron's sequences
     domains=tuple(DOMAIN_ORDER),
     domain_noun="spike domain",
     default_domain="RBD",

@@ -47,7 +47,7 @@ def entropy_section(v: View) -> None:
         epad = max_pos if pad512 and trace.encoded.n_tokens <= max_pos else None
         ent = None
         if src == "input":
-            ent = cone_cache.input_entropies(model_id, text, epad)
+            ent = cone_cache.input_entropies(v.subject, epad)
             where = "this input"
         else:
             chosen = choose_set(v)
@@ -62,16 +62,16 @@ def entropy_section(v: View) -> None:
                 else:
                     f1, f2 = st.columns(2)
                     cls = f1.selectbox("Class", labels_present, key="w_cone_ent_class",
-                                       index=labels_present.index("omicron") if "omicron" in labels_present else 0,
+                                       index=labels_present.index(kind.featured_class) if kind.featured_class in labels_present else 0,
                                        format_func=lambda c: DISPLAY.get(c, c))
                     only = f2.checkbox("Correctly classified only (as the official code)", value=True,
                                        key="w_cone_ent_correct")
-                    res = cone_cache.class_entropies(model_id, items, fp, cls, epad, only)
-                    if int(res["n_used"]) == 0:
+                    res = cone_cache.class_entropies(loaded, items, cls, epad, only)
+                    if res.n_used == 0:
                         st.warning("No input of this class qualifies (none is classified correctly?): untick the box.")
                     else:
-                        ent = res
-                        where = f"mean attention of {counted(int(res['n_used']), DISPLAY.get(cls, cls) + ' input')}"
+                        ent = res.curves
+                        where = f"mean attention of {counted(res.n_used, DISPLAY.get(cls, cls) + ' input')}"
         if ent is not None:
             scaled = st.toggle("Divide the proper entropies by ln n (0 = one direction/key, 1 = uniform)",
                                key="w_cone_ent_scale")

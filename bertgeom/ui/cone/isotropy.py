@@ -35,10 +35,10 @@ DIFFERENCE = (
 
 
 @st.cache_data(max_entries=8, show_spinner=False)  # the wait is drawn by waited(), outside
-def _class_clouds(model_id: str, fingerprint: str, token_set: str, _items) -> dict:
-    """Per input: ``ROWS_PER_INPUT`` evenly spaced rows of the token set at every layer ``[L+1, r, d]``."""
+def _class_clouds(weights_hash: str, fingerprint: str, token_set: str, _loaded, _items) -> dict:
+    """Per input: ``ROWS_PER_INPUT`` evenly spaced rows of the token set at every layer ``[L+1, r, d]``
+    (cached by the model's weights hash and the set's fingerprint)."""
     from bertgeom.sets.inputs import map_over_set
-    from bertgeom.ui.cache import cached_model
     from bertgeom.ui.workqueue import free_slot_or_raise
 
     def reduce(trace, item):
@@ -48,7 +48,7 @@ def _class_clouds(model_id: str, fingerprint: str, token_set: str, _items) -> di
         return np.asarray(trace.hidden_states[:, pick], dtype=np.float32)
 
     with free_slot_or_raise():  # a busy queue: waited() waits for the slot and shows the position
-        res = map_over_set(cached_model(model_id), _items, reduce)
+        res = map_over_set(_loaded, _items, reduce)
     return {"clouds": res.results, "labels": [it.label or "" for it in res.items], "errors": res.errors}
 
 
@@ -85,7 +85,8 @@ def isotropy_section(v: View) -> None:
         st.info("A precomputed results directory holds cone indices only; pick the shipped set or an upload.")
         return
     with guarded("IsoScore over the set"):
-        data = waited(_class_clouds, v.model_id, fp, v.token_set, items, text="Collecting every class's token cloud…",
+        data = waited(_class_clouds, v.loaded.weights_hash, fp, v.token_set, v.loaded, items,
+                      text="Collecting every class's token cloud…",
                       estimate_key=f"class-clouds:{v.model_id}:{len(items)}")
         if not data["clouds"]:
             st.warning("No input of the set could be analysed.")

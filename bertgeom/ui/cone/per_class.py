@@ -90,7 +90,7 @@ def classes_section(v: View) -> None:
             else:
                 h1, h2 = st.columns(2)
                 cls_opts = ["__all__"] + order
-                default_cls = "omicron" if "omicron" in order else "__all__"
+                default_cls = v.kind.featured_class if v.kind.featured_class in order else "__all__"
                 pick = h1.selectbox("Inputs", cls_opts, index=cls_opts.index(default_cls), key="w_cone_hist_class",
                                     format_func=lambda c: "all inputs" if c == "__all__" else DISPLAY.get(c, c))
                 stream_opts = [c for c in streams_here if c != "hidden"]

@@ -33,7 +33,7 @@ def choose_set(v: View):
         src = "shipped"
     if src == "precomputed":
         path = st.selectbox("Results directory (from `python -m bertgeom precompute`)", results, key="w_cone_results")
-        note = cone_cache.results_note(path, loaded.weights_hash)
+        note = cone_cache.results_note(path, loaded.weights_hash, v.kind.noun)
         st.caption(note)
         return (), f"precomputed:{path}", note
     if src == "shipped":
@@ -70,7 +70,7 @@ def choose_set(v: View):
 def load_set(v: View):
     """The chosen set's per-input results (cached), after the correctly-classified filter:
     ``(items, fingerprint, data, labelled)``, or None when there is nothing to show."""
-    loaded, model_id, token_set, pad_to, section = v.loaded, v.model_id, v.token_set, v.pad_to, v.section
+    loaded, token_set, pad_to, section = v.loaded, v.token_set, v.pad_to, v.section
     chosen = choose_set(v)
     if chosen is None:
         return None
@@ -78,7 +78,7 @@ def load_set(v: View):
     if fp.startswith("precomputed:"):  # computed elsewhere (e.g. on a Ray cluster): read, don't run the model
         data = cone_cache.precomputed_set(fp.split(":", 1)[1])
     else:
-        data = cone_cache.set_cones(model_id, items, fp, token_set, pad_to)
+        data = cone_cache.set_cones(loaded, items, token_set, pad_to)
     errors_expander(zip(data.error_names.tolist(), data.error_messages.tolist()))
     if len(data) == 0:
         st.warning("No input of the set could be analysed.")

@@ -14,26 +14,19 @@ import streamlit as st
 from bertgeom.analysis.flow import FLOW_MAX_TOKENS, FLOW_RESIDUAL, FLOW_WINDOW
 from bertgeom.figures.base import matrix_heatmap
 from bertgeom.figures.heads import token_bars
-from bertgeom.ui.cache import cached_model, get_trace
+from bertgeom.sets.views import FLOW
+from bertgeom.subject import Subject
+from bertgeom.ui.view_runner import run_view
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.widgets import chart, csv_button
-from bertgeom.ui.workqueue import heavy
 
 
-@st.cache_data(max_entries=16, show_spinner="Solving one max-flow problem per token and layer…")
-def cached_flow(model_id: str, text: str, n: int, residual: float, target: int, normalize: bool = True) -> dict:
-    """:func:`bertgeom.analysis.flow.flow_view` of the input, read from disk where ``prepare-sets``
-    wrote it (the examples at the page's defaults), else computed in a heavy-work slot."""
-    from bertgeom.analysis.flow import flow_view
-    from bertgeom.cache import cached_arrays
-    from bertgeom.sets.keys import flow_key
-
-    def compute() -> dict:  # only on a miss: a prepared result needs no trace
-        full = get_trace(model_id, text).attentions  # before the slot (see bertgeom.ui.workqueue)
-        with heavy("solving the max-flow problems"):
-            return flow_view(full, n, residual, target, normalize)
-
-    return cached_arrays(flow_key(cached_model(model_id), text, n, residual, target, normalize), compute)
+def cached_flow(subject: Subject, n: int, residual: float, target: int, normalize: bool = True) -> dict:
+    """:func:`bertgeom.analysis.flow.flow_view` of the input (the ``flow`` view), read from disk where
+    ``prepare-sets`` wrote it (the examples at the page's defaults), else computed in a heavy-work
+    slot from the input's trace."""
+    return run_view(FLOW, subject.loaded, subject.text, n, residual, target, normalize,
+                    given=lambda: {"trace": subject.trace})
 
 
 def flow_tab(v: View) -> None:
@@ -63,7 +56,7 @@ def flow_tab(v: View) -> None:
                           key="w_flow_norm", help="Off: the raw max-flow values. Each input token's flow is its own "
                           "max-flow problem, so raw values of a deep layer add up to several and dominate one colour "
                           "scale.")
-    res = cached_flow(v.model_id, v.text, n, float(residual), int(target), bool(normalize))
+    res = cached_flow(v.subject, n, float(residual), int(target), bool(normalize))
     st.markdown(f"**After layer {layer + 1}** (pick the layer with the head boxes above): flow and rollout into "
                 f"token {target} ({tokens[target]}).")
     chart(token_bars({"flow (max-flow)": res["flow"][layer], "rollout (product)": res["rollout"][layer]}, tokens,

@@ -46,7 +46,7 @@ def compare_tab(v: View) -> None:
         "value-output circuit W_O W_V, which does not depend on any input and is meaningful for a fine-tuned model "
         "and the parent it shares its coordinates with (unrelated models score about 0)."
     )
-    shape = hc.model_shape(model_id)
+    shape = v.loaded.shape
     candidates, skipped = [], []
     for mid in REGISTRY:
         if mid == model_id:
@@ -75,7 +75,7 @@ def compare_tab(v: View) -> None:
         st.session_state["w_cmp_partner"] = candidates[0]
     partner = c1.selectbox("Compare with", candidates, key="w_cmp_partner",
                            format_func=lambda m: REGISTRY[m].display_name if m in REGISTRY else m)
-    res = hc.cached_compare(model_id, partner, text)
+    res = hc.cached_compare(v.subject, partner)
     metrics = {"maps": "attention maps on shared layer inputs", "qk": "query-key circuit W_Q W_Kᵀ",
                "ov": "value-output circuit W_O W_V"}
     metric = st.radio("Cosine of", list(metrics), format_func=metrics.get, horizontal=True, key="w_cmp_metric")
@@ -87,7 +87,7 @@ def compare_tab(v: View) -> None:
     with c2:
         chart(fh.layer_lines({metrics[m]: np.nanmean(res[m], axis=1) for m in metrics}, title="Layer mean",
                               ylabel="cosine", yrange=(min(0.0, float(np.nanmin([np.nanmin(res[m]) for m in metrics]))), 1.02)), "w_cmp_layers")
-    a, b = hc.cached_compare_layer(model_id, partner, text, layer)
+    a, b = hc.cached_compare_layer(v.subject, partner, layer)
     st.markdown(f"#### {head_label(layer, head)} on the same layer input: this model vs "
                 f"{REGISTRY[partner].display_name if partner in REGISTRY else partner}")
     axis = trace.axis_labels

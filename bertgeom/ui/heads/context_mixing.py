@@ -17,10 +17,10 @@ from bertgeom.analysis.context_mixing import MIXING_DOCS, MIXING_VARIANTS, SCOPE
 from bertgeom.cache import Memo, cached_arrays, on_disk
 from bertgeom.figures import context_mixing as fcm
 from bertgeom.tables import head_label
-from bertgeom.ui.cache import cached_layer_weights, cached_model, get_trace
 from bertgeom.ui.heads.view import View, hover_labels
 from bertgeom.ui.widgets import chart, csv_button, doc_caption, progress
 from bertgeom.ui.workqueue import heavy
+from bertgeom.weights import layer_weights_of
 
 #: The context-mixing arrays read last (one input's are ~30 MB for a 427-token genome).
 MIXING_MEMO = Memo("context-mixing", 6)
@@ -43,13 +43,13 @@ def mixing_view(v: View) -> dict:
     from bertgeom.analysis.context_mixing import context_mixing_view
     from bertgeom.sets.keys import context_mixing_key
 
-    loaded = cached_model(v.model_id)
+    loaded = v.loaded
     key = context_mixing_key(loaded, v.text)
     ready = key in MIXING_MEMO or on_disk(key)
     with progress("Decomposing every layer's attention block…", show=not ready, key="context-mixing") as update:
         def compute() -> dict:
-            trace = get_trace(v.model_id, v.text)  # before the slot (see bertgeom.ui.workqueue)
-            weights = cached_layer_weights(v.model_id)
+            trace = v.trace  # resolved by the page, before the slot (see bertgeom.ui.workqueue)
+            weights = layer_weights_of(loaded)
             with heavy("decomposing the attention blocks"):
                 return context_mixing_view(trace, weights=weights, progress=update)
 
@@ -60,21 +60,20 @@ def mixing_view(v: View) -> dict:
 MIXING_SET_MEMO = Memo("context-mixing-set", 4)
 
 
-def mixing_over_shipped_set(model_id: str) -> dict:
+def mixing_over_shipped_set(loaded) -> dict:
     """:func:`bertgeom.sets.context_mixing.mixing_over_set` of the model's shipped set: from memory,
     from disk (``prepare-sets`` writes it), else computed behind a progress bar with the time left."""
     from bertgeom.sets.context_mixing import mixing_over_set
     from bertgeom.sets.inputs import shipped_set
     from bertgeom.sets.keys import context_mixing_set_key
 
-    loaded = cached_model(model_id)
     items = shipped_set(loaded.spec.input_kind)
     key = context_mixing_set_key(loaded, items)
     ready = key in MIXING_SET_MEMO or on_disk(key)
     with progress(f"Mixing ratios over the {len(items)} inputs of the shipped set…", show=not ready,
                   usually_prepared=True, key="context-mixing-set") as update:
         def compute() -> dict:
-            weights = cached_layer_weights(model_id)
+            weights = layer_weights_of(loaded)
             with heavy("the mixing ratios over the set"):
                 return mixing_over_set(loaded, items, update, weights)
 
@@ -87,7 +86,7 @@ def _set_section(v: View) -> None:
                      help="One forward pass per input and the two cheap measures (no ALTI); prepared ahead by "
                           "prepare-sets for the bundled models."):
         return
-    res = mixing_over_shipped_set(v.model_id)
+    res = mixing_over_shipped_set(v.loaded)
     n = int(res["tokens"].size)
     if n == 0:
         st.info("No input of the shipped set could be read by this model.")

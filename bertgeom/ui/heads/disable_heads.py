@@ -19,7 +19,6 @@ from bertgeom.inputs import INPUT_KINDS
 from bertgeom.probabilities import class_probabilities
 from bertgeom.tables import counted, head_label, head_labels, per_head_frame
 from bertgeom.ui import heads_cache as hc
-from bertgeom.ui.cache import cached_model
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.names import class_name
 from bertgeom.ui.widgets import chart, csv_button, errors_expander, progress
@@ -54,7 +53,7 @@ def disable_tab(v: View) -> None:
         if not heads:
             st.info("Pick at least one head.")
             return
-        res = hc.cached_ablation(model_id, text, heads)
+        res = hc.cached_ablation(v.subject, heads)
         cos = cls_cosine(res["cls_before"], res["cls_after"])  # [L+1]: embeddings, then every layer
         if classifier:
             pb = class_probabilities(loaded, res["logits_before"])  # calibrated, as on every screen
@@ -85,7 +84,7 @@ def disable_tab(v: View) -> None:
         st.button("Run the sweep", key="w_abl_run", type="primary",
                   on_click=lambda: st.session_state.update(abl_sweep=req_key))
         return
-    sw = hc.cached_sweep(model_id, text, kind)
+    sw = hc.cached_sweep(v.subject, kind)
     if classifier:
         pb = class_probabilities(loaded, sw["base_logits"])
         top = int(np.argmax(pb))
@@ -131,10 +130,11 @@ def set_disable_section(v: View) -> None:
         chosen = tuple(items[:k])
     secs = v.kind.sweep_seconds * len(chosen)
     req = (v.model_id, tuple(it.name for it in chosen))
-    from bertgeom.sets.prepared import is_on_disk, sweep_key
+    from bertgeom.sets.prepared import is_on_disk
+    from bertgeom.sets.views import HEAD_SWEEP
     from bertgeom.ui.prepared_cache import pending
 
-    keys = [sweep_key(loaded, it) for it in chosen]
+    keys = [HEAD_SWEEP.key_of(loaded, it) for it in chosen]
     prepared_now = all(is_on_disk(k) for k in keys)
     being_prepared = not prepared_now and all(is_on_disk(k) or pending(k) for k in keys)
     if being_prepared and st.session_state.get("abl_set_req") != req:
@@ -150,7 +150,7 @@ def set_disable_section(v: View) -> None:
                   on_click=lambda: st.session_state.update(abl_set_req=req))
         return
     with progress("Disabling every head on every input…", usually_prepared=being_prepared) as update:
-        arrays = sweep_over_set(cached_model(v.model_id), chosen, update,
+        arrays = sweep_over_set(loaded, chosen, update, sweep=HEAD_SWEEP.get,
                                 around=lambda: heavy("disabling every head on one input"))
     errors_expander(zip(map(str, arrays["err_names"]), map(str, arrays["err_msgs"])))
     s = summarise_sweeps(arrays, loaded.labels)

@@ -16,7 +16,8 @@ import streamlit as st
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid
 from bertgeom.tables import head_label, per_head_frame
-from bertgeom.ui.cache import cached_model, get_trace
+from bertgeom.subject import Subject
+from bertgeom.ui.cache import BY_SUBJECT
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.names import class_name
 from bertgeom.cache import Memo, cached_arrays
@@ -24,12 +25,12 @@ from bertgeom.ui.widgets import chart, csv_button, doc_caption, guarded, progres
 from bertgeom.ui.workqueue import heavy
 
 
-@st.cache_data(max_entries=8, show_spinner="Differentiating the loss with respect to every attention weight…")
-def cached_gradients(model_id: str, text: str, target: int | None) -> dict:
+@st.cache_data(max_entries=8, show_spinner="Differentiating the loss with respect to every attention weight…",
+               hash_funcs=BY_SUBJECT)
+def cached_gradients(subject: Subject, target: int | None) -> dict:
     from bertgeom.analysis.gradients import attention_gradients, gradient_by_key_kind
 
-    enc = get_trace(model_id, text).encoded  # before the slot (see bertgeom.ui.workqueue)
-    loaded = cached_model(model_id)
+    enc, loaded = subject.trace.encoded, subject.loaded
     with heavy("differentiating the loss"):
         res = dict(vars(attention_gradients(loaded, enc.input_ids, target)))
     res["kinds"] = gradient_by_key_kind(res["grad"], res["attn"], enc.is_cls, enc.is_sep)
@@ -52,15 +53,16 @@ def objective_sentence(objective: str, loss: float, vocab: int | None) -> str:
             f"(loss {loss:.3g}{chance}).")
 
 
-@st.cache_data(max_entries=16, show_spinner="Differentiating the loss with respect to a gate on every head…")
-def input_importance(model_id: str, text: str) -> dict:
+@st.cache_data(max_entries=16, show_spinner="Differentiating the loss with respect to a gate on every head…",
+               hash_funcs=BY_SUBJECT)
+def input_importance(subject: Subject) -> dict:
     """Michel et al.'s |∂L/∂ξ| of the current input ``[L, H]`` with its objective and loss."""
     from bertgeom.analysis.gradients import head_importance
 
     import time
 
-    enc = get_trace(model_id, text).encoded  # before the slot (see bertgeom.ui.workqueue)
-    loaded = cached_model(model_id)
+    enc = subject.trace.encoded  # before the slot (see bertgeom.ui.workqueue)
+    loaded = subject.loaded
     with heavy("differentiating the loss"):
         start = time.monotonic()
         res = head_importance(loaded, enc.input_ids, content_mask=enc.content_mask)
@@ -107,7 +109,7 @@ def _head_importance_part(v: View) -> None:
     c1, c2 = st.columns(2)
     columns, seconds = {}, None
     with c1, guarded("The head importance of this input"):
-        one = input_importance(v.model_id, v.text)
+        one = input_importance(v.subject)
         imp = normalise_per_layer(one["importance"]) if normed else one["importance"]
         st.markdown("**This input**; click a head.")
         st.caption(objective_sentence(one["objective"], one["loss"], _vocab(v)))
@@ -172,7 +174,7 @@ def _attention_gradient_part(v: View) -> None:
     pred = int(np.argmax(v.trace.logits))
     target = st.selectbox("Loss L = −log p(class)", list(range(len(labels))), index=pred, key="w_grad_target",
                           format_func=lambda i: class_name(labels[i]) + (" (predicted)" if i == pred else ""))
-    res = cached_gradients(v.model_id, v.text, int(target))
+    res = cached_gradients(v.subject, int(target))
     kinds = res["kinds"]
     names = [k[5:] for k in kinds if k.startswith("grad ")]
     kind = st.radio("Keys", names, horizontal=True, key="w_grad_kind", index=names.index("[SEP]") if "[SEP]" in names else 0)

@@ -48,12 +48,12 @@ def similarity_tab(v: View) -> None:
                       help="Classical (Torgerson) is instant; metric is Clark's SMACOF setting (a few seconds).")
     use_sqrt = c3.toggle("Embed √JS (a true metric)", key="w_sim_sqrt")
     if scope == "This input":
-        D, rows_used = hc.cached_js_input(model_id, text)
+        D, rows_used = hc.cached_js_input(v.subject)
         feats, lab = table, labels
         note = (f"JS summed over {rows_used} query rows" +
                 (" (evenly spaced: the input is long)" if rows_used < trace.encoded.n_tokens else "") + ".")
     else:
-        summary = shipped_set_summary(model_id)
+        summary = shipped_set_summary(v.loaded)
         D = summary.arrays["js"]
         mask = summary.usable()
         feats = summary.mean_table(mask)

@@ -57,7 +57,7 @@ class SetSelection:
 def set_tab(v: View) -> None:
     """The tab: what the statistics are, then the chosen view of the chosen class."""
     _explain_the_set(v)
-    summary = shipped_set_summary(v.model_id)
+    summary = shipped_set_summary(v.loaded)
     if not _summary_header(summary):
         return
     sel, view = _choose_class_and_view(summary)
@@ -118,11 +118,11 @@ def _choose_class_and_view(summary) -> tuple[SetSelection, str]:
 
 def class_mean_view(v: View, summary, sel: SetSelection) -> None:
     """The selected head's mean attention map over the chosen inputs (the paper's recipe) and its strongest entries."""
-    model_id, loaded, kind, layer, head = v.model_id, v.loaded, v.kind, v.layer, v.head
+    loaded, kind, layer, head = v.loaded, v.kind, v.layer, v.head
     mask, who, who_name = sel.mask, sel.who, sel.who_name
     names = tuple(str(x) for x in np.asarray(summary.names)[mask])
-    cm = hc.class_mean(model_id, loaded.weights_hash, names)
-    st.markdown(f"#### {head_label(layer, head)} — mean map of {who_name} ({cm['n']} inputs)")
+    cm = hc.class_mean(loaded, names)
+    st.markdown(f"#### {head_label(layer, head)} — mean map of {who_name} ({cm.n} inputs)")
     st.caption("Paper recipe ([docs/methods.md §5](/?view=methods&section=5)): "
                + ("correct predictions only; " if summary.classifier else "every input (this model predicts no class); ")
                + "each map zeroed from the first [SEP] on "
@@ -133,11 +133,11 @@ def class_mean_view(v: View, summary, sel: SetSelection) -> None:
     theta_plot = c1.slider("Hide mean weights below", 0.0, 0.5, 0.01, 0.005, key="w_cm_theta",
                            help="The paper's plots hide entries below theta_plot = 0.01.")
     high = c2.toggle("High-confidence sum instead (Σ A·1[A ≥ 0.3], not divided)", key="w_cm_high")
-    M = np.asarray(cm["theta_sum" if high else "mean"][layer, head], dtype=np.float32)
-    doms = cm["domains"] if kind.has_domains else None
-    chart(fh.attention_map(M, cm["labels"], hover_labels=hover_labels(cm["labels"], doms), theta=theta_plot,
+    M = np.asarray((cm.theta_sum if high else cm.mean)[layer, head], dtype=np.float32)
+    doms = list(cm.domains) if kind.has_domains else None
+    chart(fh.attention_map(M, list(cm.labels), hover_labels=hover_labels(list(cm.labels), doms), theta=theta_plot,
                            colour_label="sum" if high else "mean"), "w_cm_map")
-    arcs = arcs_frame(M, cm["labels"], theta=max(theta_plot, 1e-9), domains=doms)
+    arcs = arcs_frame(M, list(cm.labels), theta=max(theta_plot, 1e-9), domains=doms)
     st.markdown(f"{counted(len(arcs), 'entry')} ≥ {theta_plot:.3f} (at most 200 listed)")
     if len(arcs):
         st.dataframe(arc_table(arcs), hide_index=True, width="stretch", height=240)

@@ -15,7 +15,7 @@ from bertgeom.cache import Memo, cached
 from bertgeom.figures import headview as hv
 from bertgeom.inputs import input_kind_of
 from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
-from bertgeom.ui.cache import cached_layer_weights, cached_model
+from bertgeom.ui.cache import cached_layer_weights
 from bertgeom.ui.heads.view import View, token_groups
 from bertgeom.safety import plain
 from bertgeom.ui.state import widget_key
@@ -46,7 +46,7 @@ def _qk_map(key, qk, method: str, normalise: bool):
     return cached(key, compute, memo=QK_MAP_MEMO, disk=None)
 
 
-def _layer_records(model_id: str, fingerprint: str, layer: int, with_groups: bool, _items: tuple[InputItem, ...]):
+def _layer_records(loaded, fingerprint: str, layer: int, with_groups: bool, _items: tuple[InputItem, ...]):
     """The layer's queries and keys over the set: from memory, else computed with a progress bar
     (time left, *Cancel*) drawn here, outside any cached function."""
     from bertgeom.analysis.qk_embedding import layer_record
@@ -54,8 +54,6 @@ def _layer_records(model_id: str, fingerprint: str, layer: int, with_groups: boo
     from bertgeom.sets.keys import layer_records_key
     from bertgeom.ui.widgets import progress
     from bertgeom.ui.workqueue import heavy
-
-    loaded = cached_model(model_id)
 
     def groups(trace):
         return trace.encoded.domains if with_groups else None
@@ -66,7 +64,7 @@ def _layer_records(model_id: str, fingerprint: str, layer: int, with_groups: boo
             res = map_over_set(loaded, _items, lambda t, _: layer_record(t, layer, groups), progress=update)
         return res.items, res.results, res.errors
 
-    key = layer_records_key(model_id, loaded.weights_hash, fingerprint, layer, with_groups)
+    key = layer_records_key(loaded.spec.id, loaded.weights_hash, fingerprint, layer, with_groups)
     return cached(key, compute, memo=LAYER_RECORDS_MEMO, disk=None)
 
 
@@ -152,7 +150,7 @@ def qk_set_tab(v: View) -> None:
                                           "label": "class of the input"}.get)
     fp = set_fingerprint(items)
     with guarded("Embedding the set"):
-        ok_items, records, errors = _layer_records(v.model_id, fp, layer, groups, items)
+        ok_items, records, errors = _layer_records(v.loaded, fp, layer, groups, items)
         if errors:
             st.caption(f"{counted(len(errors), 'input')} could not be read and {word_for(len(errors), 'is', 'are')} "
                        "left out: "

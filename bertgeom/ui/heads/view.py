@@ -9,7 +9,6 @@ from typing import Any
 from bertgeom.analysis.patterns import PatternThresholds
 from bertgeom.ui import heads_cache as hc
 from bertgeom.ui.state import PageView
-from bertgeom.ui.widgets import progress
 
 
 @dataclass
@@ -34,15 +33,7 @@ def token_groups(v: View) -> list[str] | None:
     return list(groups) if groups is not None else None
 
 
-def shipped_set_summary(model_id: str) -> hc.SetSummary:
+def shipped_set_summary(loaded) -> hc.SetSummary:
     """The shipped set's statistics (prepared ahead, or computed with a progress bar while the model
     runs over the set)."""
-    from bertgeom.sets.prepared import is_on_disk
-    from bertgeom.ui.prepared_cache import wait_for
-
-    key = hc.set_key(model_id)
-    if not hc.set_is_ready(model_id):
-        wait_for(key, "The statistics over the set", model_id=model_id)
-    show = not hc.set_is_ready(model_id) and not is_on_disk(key)
-    with progress("Running the model over the set…", show=show, usually_prepared=True) as update:
-        return hc.set_summary(model_id, update)
+    return hc.set_summary(loaded)

@@ -38,7 +38,7 @@ def _user_set(kind) -> tuple[InputItem, ...] | None:
 
 def across_tab(v: View) -> None:
     """The tab: D1–D3 of the selected head over a set, per class, once the user switches it on."""
-    model_id, wh, eps, token_set, faithful = v.model_id, v.wh, v.eps, v.token_set, v.faithful
+    model_id, eps, token_set, faithful = v.model_id, v.eps, v.token_set, v.faithful
     layer, head, HL, kind, loaded, nbins = v.layer, v.head, v.HL, v.kind, v.loaded, v.nbins
     shipped = shipped_set(loaded.spec.input_kind)
     desc = kind.shipped_set_description
@@ -51,8 +51,8 @@ def across_tab(v: View) -> None:
     if len(items) > MAX_SET_INPUTS:
         st.caption(f"Only the first {MAX_SET_INPUTS} of {len(items)} inputs are used.")
         items = items[:MAX_SET_INPUTS]
-    ready = sc.across_ready(model_id, wh, items, layer, head, eps=eps, token_set=token_set) or \
-        sc.across_pending(model_id, wh, items, layer, head, eps=eps, token_set=token_set)
+    ready = sc.across_ready(loaded, items, layer, head, eps=eps, token_set=token_set) or \
+        sc.across_pending(loaded, items, layer, head, eps=eps, token_set=token_set)
     if not ready and not st.toggle(f"Compute for {HL} over {len(items)} inputs", key="w_sub_across_on",
                                    help="Runs the model once per input the first time (cached on disk afterwards)."):
         st.caption("Switch on to run the model over the set; each head is computed once and then cached. "
@@ -60,19 +60,19 @@ def across_tab(v: View) -> None:
                    "(`python -m bertgeom prepare-sets`, or in the background when the server starts).")
         return
     try:
-        res = sc.across_inputs(model_id, wh, items, layer, head, eps=eps, token_set=token_set)
+        res = sc.across_inputs(loaded, items, layer, head, eps=eps, token_set=token_set)
     except (ValueError, RuntimeError, np.linalg.LinAlgError, OSError) as exc:
         st.error(f"The set could not be analysed: {plain(error_text(exc))}")
         return
-    if len(res["errors"]):
-        with st.expander(f"{counted(len(res['errors']), 'input')} could not be analysed"):
-            st.markdown("\n".join(f"* {plain(e)}" for e in res["errors"].tolist()))
-    n = len(res["names"])
+    if len(res.errors):
+        with st.expander(f"{counted(len(res.errors), 'input')} could not be analysed"):
+            st.markdown("\n".join(f"* {plain(e)}" for e in res.errors.tolist()))
+    n = len(res.names)
     if n == 0:
         st.info("No input of the set could be analysed.")
         return
-    labels = res["labels"].astype(str)
-    predicted = res["predicted"].astype(str)
+    labels = res.labels.astype(str)
+    predicted = res.predicted.astype(str)
     CLASSES = tuple(kind.class_names) or tuple(loaded.labels)  # the kind's class order
     has_labels = bool((labels != "").any())
     has_pred = bool((predicted != "").any())
@@ -104,7 +104,7 @@ def across_tab(v: View) -> None:
     colour_by_class = has_labels and not faithful
     cols = st.columns(2)
     for i, (q, (title, xr)) in enumerate(quantities.items()):
-        v = res[q][keep]
+        v = res.measures[q][keep]
         if faithful:
             groups = {"correct": v[:, 0], "faithful (official code)": v[:, 1]}
         elif colour_by_class:
@@ -121,22 +121,22 @@ def across_tab(v: View) -> None:
     if has_labels:
         q = st.selectbox("Per-class comparison of", list(quantities), key="w_sub_box_q",
                          format_func=lambda k: quantities[k][0])
-        series = {"correct": res[q][keep, 0]}
+        series = {"correct": res.measures[q][keep, 0]}
         if faithful:
-            series["faithful (official code)"] = res[q][keep, 1]
+            series["faithful (official code)"] = res.measures[q][keep, 1]
         order = [c for c in CLASSES if c in set(labels[keep].tolist())]
         order += sorted(set(labels[keep].tolist()) - set(order))
-        chart(fs.class_box_figure(labels[keep], series, order=order, names=res["names"][keep], display=INPUT_KINDS.all_class_names(),
+        chart(fs.class_box_figure(labels[keep], series, order=order, names=res.names[keep], display=INPUT_KINDS.all_class_names(),
                                   title=f"{HL}: {quantities[q][0]} per class",
                                   y_title=DATA_SHORT.get(q, quantities[q][0]),  # the full name is the title above
                                   hover_name=q), "w_sub_box")
-    frame = pd.DataFrame({"input": res["names"], "label": labels, "predicted": predicted,
-                          "n_tokens": res["n_tokens"].astype(int)})
+    frame = pd.DataFrame({"input": res.names, "label": labels, "predicted": predicted,
+                          "n_tokens": res.n_tokens.astype(int)})
     for q in ACROSS_KEYS:
-        frame[q] = res[q][:, 0]
+        frame[q] = res.measures[q][:, 0]
     for q in ACROSS_KEYS:
-        frame[f"faithful_{q}"] = res[q][:, 1]
-    frame["faithful_row_tv"] = res["row_tv"]
+        frame[f"faithful_{q}"] = res.measures[q][:, 1]
+    frame["faithful_row_tv"] = res.row_tv
     frame["used"] = keep
     with st.expander(f"Per-input values ({int(keep.sum())} of {n} used)"):
         table(frame, f"across_L{layer + 1}H{head + 1}_{file_safe(model_id)}.csv", "w_sub_dl_across")

@@ -27,7 +27,7 @@ def faithful_tab(v: View) -> None:
                "**padded to 512** positions ([docs/methods.md §8.3](/?view=methods&section=8.3)). Faithful mode does all four. "
                "Switch on *Faithful mode* above to see the faithful values in the other tabs too.")
     try:
-        _, dev = sc.data_geometry_for(model_id, wh, text, eps, token_set, True)
+        _, dev = sc.data_geometry_for(v.subject, eps, token_set, True)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         st.error(f"The faithful attention could not be computed for this input: {plain(error_text(exc))}")
         return
@@ -49,7 +49,7 @@ def faithful_tab(v: View) -> None:
         st.caption("The grid and the table compare the padded faithful map with the model's: attention "
                    "the faithful map gives to PAD positions counts as deviation. The maps below are the "
                    "unpadded ones (the faithful one from the next layer's output), so they can sit side by side.")
-    Af = sc.cached_faithful_layer(model_id, wh, text, layer)[head]
+    Af = sc.cached_faithful_layer(v.subject, layer)[head]
     chart(fs.attention_comparison_figure(trace.attentions[layer, head], Af, trace.axis_labels,
                                                    layer=layer, head=head), "w_sub_compare")
 

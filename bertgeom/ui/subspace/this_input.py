@@ -31,10 +31,10 @@ def _data_geometries(v: View):
     run with one sentence when it cannot be computed."""
     model_id, wh, text, eps, token_set, faithful = v.model_id, v.wh, v.text, v.eps, v.token_set, v.faithful
     try:
-        correct, _ = waited(sc.cached_data_geometry, model_id, wh, text, eps, token_set, False,
+        correct, _ = waited(sc.cached_data_geometry, v.subject, eps, token_set, False,
                             text="Computing D1–D3 for every head…", key="subspace-data-geometry",
                             estimate_key=f"data-geometry:{model_id}")
-        fgeom, dev = sc.data_geometry_for(model_id, wh, text, eps, token_set, True) if faithful else (None, None)
+        fgeom, dev = sc.data_geometry_for(v.subject, eps, token_set, True) if faithful else (None, None)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         st.error(f"D1–D3 could not be computed for this input: {plain(error_text(exc))}")
         st.stop()
@@ -117,7 +117,7 @@ def data_tab(v: View) -> None:
     use_faithful = False
     if faithful:
         use_faithful = c3.toggle("Faithful projections (transposed slices, no bias)", key="w_sub_pca_faithful")
-    proj = waited(sc.cached_joint_qk, model_id, wh, text, layer, head, normalize, use_faithful,
+    proj = waited(sc.cached_joint_qk, v.subject, layer, head, normalize, use_faithful,
                   text="Projecting the head's queries and keys…", key="subspace-joint-qk",
                   estimate_key=f"joint-qk:{model_id}")
     cats = None
