@@ -52,8 +52,9 @@ from bertgeom.runtime import cache_dir
 from bertgeom.safety import error_text
 from bertgeom.sets.heads import SetSummary
 from bertgeom.sets.inputs import InputItem, shipped_set
-from bertgeom.sets.keys import context_mixing_key, context_mixing_set_key, example_views_key
-from bertgeom.sets.views import CLASS_MEAN, COMPARE, CONE_SET, FLOW, HEAD_SWEEP, HEADS_SET, SUBSPACE_ACROSS, View
+from bertgeom.sets.keys import example_views_key
+from bertgeom.sets.views import (CLASS_MEAN, COMPARE, CONE_SET, CONTEXT_MIXING, CONTEXT_MIXING_SET, FLOW,
+                                 HEAD_IMPORTANCE_SET, HEAD_SWEEP, HEADS_SET, RANK_COLLAPSE_SET, SUBSPACE_ACROSS, View)
 
 #: Bump when the list of prepared tasks or the status file's layout changes.
 FORMAT_VERSION = 1
@@ -186,20 +187,10 @@ def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: 
     return list(unique.values())
 
 
-def _store(key, arrays: dict) -> None:
-    """Write a summary; a write that fails (a full disk, a read-only cache) raises, so the task is
-    reported failed, never done without its file."""
-    write_arrays(key, arrays, strict=True)
-
-
 def _context_mixing_set_task(ctx: _Context) -> PreparedTask:
-    from bertgeom.sets.context_mixing import mixing_over_set
-
-    key = context_mixing_set_key(ctx.loaded, ctx.items)
-    return PreparedTask(key, f"mixing ratios over the {len(ctx.items)} inputs (Attention Heads)",
-                        lambda progress: _store(key, mixing_over_set(ctx.loaded, ctx.items, progress,
-                                                                     ctx.layer_weights)),
-                        group="context-mixing-set", model_id=ctx.model_id)
+    return view_task(CONTEXT_MIXING_SET, (ctx.loaded, ctx.items),
+                     f"mixing ratios over the {len(ctx.items)} inputs (Attention Heads)", model_id=ctx.model_id,
+                     group="context-mixing-set")
 
 
 def _class_mean_tasks(ctx: _Context) -> list[PreparedTask]:
@@ -247,7 +238,6 @@ def _example_tasks(ctx: _Context) -> list[PreparedTask]:
     """The model's examples at the pages' defaults: attention flow and rollout into token 0 (the
     Attention Heads page's *Attention flow* tab) and the comparison with every same-shape checkpoint
     (*Compare checkpoints*), one task per example (one forward pass serves both views)."""
-    from bertgeom.analysis.context_mixing import context_mixing_view
     from bertgeom.analysis.flow import FLOW_RESIDUAL, flow_window
     from bertgeom.inputs import INPUT_KINDS
 
@@ -264,10 +254,10 @@ def _example_tasks(ctx: _Context) -> list[PreparedTask]:
             n = flow_window(tr.encoded.n_tokens)
             # the page's defaults: r = FLOW_RESIDUAL, into token 0 ([CLS]), each layer normalised
             FLOW.prepare(ctx.loaded, text, n, FLOW_RESIDUAL, 0, True, trace=tr)
-            _store(context_mixing_key(ctx.loaded, text), context_mixing_view(tr, weights=ctx.layer_weights))
+            CONTEXT_MIXING.prepare(ctx.loaded, text, trace=tr)
             for other in partners[0]:
                 COMPARE.prepare(ctx.loaded, other, text, trace=tr)
-            write_arrays(key, {"done": np.ones(1)})  # the task's own mark: the runner skips it next time
+            write_arrays(key, {"done": np.ones(1)}, strict=True)  # the task's own mark: the runner skips it next time
             progress(1, 1)
         return run
 
@@ -276,7 +266,7 @@ def _example_tasks(ctx: _Context) -> list[PreparedTask]:
         key = example_views_key(ctx.loaded, ex.text)
         tasks.append(PreparedTask(key, f"attention flow, checkpoint comparison and context mixing of example {k + 1}",
                                   run_for(ex.text, key), group="examples", model_id=ctx.model_id,
-                                  views=(FLOW, COMPARE)))
+                                  views=(FLOW, COMPARE, CONTEXT_MIXING)))
     return tasks
 
 
@@ -320,21 +310,12 @@ def sweep_subset(loaded, items: Sequence[InputItem]) -> tuple[InputItem, ...]:
 
 
 def _collapse_tasks(ctx: _Context) -> list[PreparedTask]:
-    from bertgeom.sets.collapse import head_importance_over_set, rank_collapse_over_set
-    from bertgeom.sets.keys import head_importance_set_key, rank_collapse_set_key
-
     n = len(ctx.items)
-    ckey = rank_collapse_set_key(ctx.loaded, ctx.fingerprint, COLLAPSE_TOKEN_SET, COLLAPSE_NORM)
-    ikey = head_importance_set_key(ctx.loaded, ctx.fingerprint)
-    return [
-        PreparedTask(ckey, f"rank collapse of the {n} inputs, four path variants (Cone Index)",
-                     lambda progress: _store(ckey, rank_collapse_over_set(
-                         ctx.loaded, ctx.items, COLLAPSE_TOKEN_SET, norm=COLLAPSE_NORM, progress=progress)),
-                     group="rank-collapse", model_id=ctx.model_id),
-        PreparedTask(ikey, f"head importance over the {n} inputs (Attention Heads)",
-                     lambda progress: _store(ikey, head_importance_over_set(ctx.loaded, ctx.items, progress=progress)),
-                     group="head-importance", model_id=ctx.model_id),
-    ]
+    return [view_task(RANK_COLLAPSE_SET, (ctx.loaded, ctx.items, COLLAPSE_TOKEN_SET, COLLAPSE_NORM),
+                      f"rank collapse of the {n} inputs, four path variants (Cone Index)", model_id=ctx.model_id,
+                      group="rank-collapse"),
+            view_task(HEAD_IMPORTANCE_SET, (ctx.loaded, ctx.items), f"head importance over the {n} inputs "
+                      "(Attention Heads)", model_id=ctx.model_id, group="head-importance")]
 
 
 # -------------------------------------------------------------------------------------------

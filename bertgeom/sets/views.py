@@ -36,7 +36,8 @@ from bertgeom.sets.subspace import AcrossInputs, head_across_set
 from bertgeom.weights import layer_weights_of
 
 __all__ = ["View", "VIEWS", "NamedArrays", "HEADS_SET", "CLASS_MEAN", "CONE_SET", "CLASS_ENTROPY",
-           "SUBSPACE_ACROSS", "FLOW", "COMPARE", "HEAD_SWEEP"]
+           "SUBSPACE_ACROSS", "FLOW", "COMPARE", "HEAD_SWEEP", "RANK_COLLAPSE_SET", "HEAD_IMPORTANCE_SET",
+           "CONTEXT_MIXING_SET", "CONTEXT_MIXING"]
 
 Progress = Callable[[int, int], None]
 R = TypeVar("R")
@@ -102,7 +103,9 @@ class View(Generic[R]):
         key = self.key_of(*args)
         if on_disk(key):
             return False
-        write_arrays(key, self.compute(*args, progress=progress, **given).to_arrays())
+        # strict: a write that fails (a full disk, a read-only cache) raises, so prepare-sets reports the
+        # task failed, never done without its file
+        write_arrays(key, self.compute(*args, progress=progress, **given).to_arrays(), strict=True)
         return True
 
 
@@ -256,6 +259,83 @@ HEAD_SWEEP: View = View(
     key=lambda loaded, item: keys.sweep_key(loaded, item), compute=_sweep, result=SweepArrays)
 
 
+class RankCollapseArrays(NamedArrays):
+    """Dong et al.'s curves of every input of a set (:func:`bertgeom.sets.collapse.rank_collapse_over_set`)."""
+
+    names = ("curves", "variants", "names", "labels", "errors")
+
+
+class ImportanceArrays(NamedArrays):
+    """Michel et al.'s head importance over a set (:func:`bertgeom.sets.collapse.head_importance_over_set`)."""
+
+    names = ("importance",)
+
+
+class MixingSetArrays(NamedArrays):
+    """The set's mixing ratios per input, layer and head (:func:`bertgeom.sets.context_mixing.mixing_over_set`)."""
+
+
+class MixingArrays(NamedArrays):
+    """One input's context mixing (:func:`bertgeom.analysis.context_mixing.context_mixing_view`)."""
+
+
+def _rank_collapse_set(loaded, items: Sequence[InputItem], token_set: str, norm: str,
+                       progress: Progress | None = None):
+    from bertgeom.sets.collapse import rank_collapse_over_set
+
+    return RankCollapseArrays(rank_collapse_over_set(loaded, items, token_set, norm=norm, progress=progress))
+
+
+RANK_COLLAPSE_SET: View = View(
+    "rank-collapse-set", "Rank collapse over the set",
+    key=lambda loaded, items, token_set, norm: keys.rank_collapse_set_key(loaded, set_fingerprint(items),
+                                                                           token_set, norm),
+    compute=_rank_collapse_set, result=RankCollapseArrays, memo=Memo("rank-collapse-set", 4),
+    doing=lambda loaded, items, *_: f"Running the model's four path variants over {len(items)} inputs…",
+    usually_prepared=True)
+
+
+def _head_importance_set(loaded, items: Sequence[InputItem], progress: Progress | None = None):
+    from bertgeom.sets.collapse import head_importance_over_set
+
+    return ImportanceArrays(head_importance_over_set(loaded, items, progress=progress))
+
+
+HEAD_IMPORTANCE_SET: View = View(
+    "head-importance-set", "Head importance over the set",
+    key=lambda loaded, items: keys.head_importance_set_key(loaded, set_fingerprint(items)),
+    compute=_head_importance_set, result=ImportanceArrays, memo=Memo("head-importance-set", 4),
+    doing=lambda loaded, items: f"Differentiating the loss of {len(items)} inputs…", usually_prepared=True)
+
+
+def _context_mixing_set(loaded, items: Sequence[InputItem], progress: Progress | None = None):
+    from bertgeom.sets.context_mixing import mixing_over_set
+
+    return MixingSetArrays(mixing_over_set(loaded, items, progress, layer_weights_of(loaded)))
+
+
+CONTEXT_MIXING_SET: View = View(
+    "context-mixing-set", "Mixing ratios over the set",
+    key=lambda loaded, items: keys.context_mixing_set_key(loaded, items),
+    compute=_context_mixing_set, result=MixingSetArrays, memo=Memo("context-mixing-set", 4),
+    doing=lambda loaded, items: f"Mixing ratios over the {len(items)} inputs…", usually_prepared=True)
+
+
+def _context_mixing(loaded, text: str, progress: Progress | None = None, trace=None):
+    from bertgeom.analysis.context_mixing import context_mixing_view
+
+    return MixingArrays(context_mixing_view(_trace_of(loaded, text, trace), weights=layer_weights_of(loaded),
+                                            progress=progress))
+
+
+CONTEXT_MIXING: View = View(
+    "context-mixing", "Decomposing every layer's attention block",
+    key=lambda loaded, text: keys.context_mixing_key(loaded, text),
+    compute=_context_mixing, result=MixingArrays, memo=Memo("context-mixing", 16),
+    doing=lambda loaded, text: "Decomposing every layer's attention block…")
+
+
 #: Every view by name (the kind of its keys).
 VIEWS: dict[str, View] = {v.name: v for v in (HEADS_SET, CLASS_MEAN, CONE_SET, CLASS_ENTROPY, SUBSPACE_ACROSS,
-                                               FLOW, COMPARE, HEAD_SWEEP)}
+                                               FLOW, COMPARE, HEAD_SWEEP, RANK_COLLAPSE_SET, HEAD_IMPORTANCE_SET,
+                                               CONTEXT_MIXING_SET, CONTEXT_MIXING)}

@@ -68,27 +68,26 @@ def _curves_of_input(v: View, norm: str) -> dict:
 
 
 def _curves_of_set(v: View, items, fingerprint: str, norm: str, seconds_per_input: float | None) -> dict | None:
-    from bertgeom.sets.collapse import rank_collapse_over_set
-    from bertgeom.sets.keys import rank_collapse_set_key
+    from bertgeom.sets.views import RANK_COLLAPSE_SET
     from bertgeom.ui.prepared_cache import wait_for
     from bertgeom.ui.workqueue import heavy
 
     from bertgeom.ui.set_gate import set_view_starts
 
-    key = rank_collapse_set_key(v.loaded, fingerprint, v.token_set, norm)
-    if not set_view_starts(key, MEMO, n_inputs=len(items), seconds_per_input=seconds_per_input,
+    key = RANK_COLLAPSE_SET.key_of(v.loaded, items, v.token_set, norm)
+    if not set_view_starts(key, RANK_COLLAPSE_SET.memo, n_inputs=len(items), seconds_per_input=seconds_per_input,
                            what="the model's four path variants", model_id=v.model_id):
         return None
-    if key not in MEMO:
+    if key not in RANK_COLLAPSE_SET.memo:
         wait_for(key, "The set's rank-collapse curves", model_id=v.model_id)
 
     def compute() -> dict:
         with heavy("the set's rank-collapse curves"), progress(
                 f"Running the model four times over {len(items)} inputs…",
                 usually_prepared=v.token_set == "content" and norm == "l1_inf") as update:
-            return rank_collapse_over_set(v.loaded, items, v.token_set, norm=norm, progress=update)
+            return RANK_COLLAPSE_SET.compute(v.loaded, items, v.token_set, norm, progress=update).to_arrays()
 
-    return cached_arrays(key, compute, memo=MEMO)
+    return cached_arrays(key, compute, memo=RANK_COLLAPSE_SET.memo)
 
 
 def rank_collapse_section(v: View) -> None:

@@ -14,16 +14,13 @@ import pandas as pd
 import streamlit as st
 
 from bertgeom.analysis.context_mixing import MIXING_DOCS, MIXING_VARIANTS, SCOPES
-from bertgeom.cache import Memo, cached_arrays, on_disk
+from bertgeom.cache import cached_arrays, on_disk
 from bertgeom.figures import context_mixing as fcm
 from bertgeom.tables import head_label
 from bertgeom.ui.heads.view import View, hover_labels
 from bertgeom.ui.widgets import chart, csv_button, doc_caption, progress
 from bertgeom.ui.workqueue import heavy
-from bertgeom.weights import layer_weights_of
 
-#: The context-mixing arrays read last (one input's are ~30 MB for a 427-token genome).
-MIXING_MEMO = Memo("context-mixing", 6)
 
 #: Inputs up to this many tokens get their two maps side by side; longer ones one above the other.
 SIDE_BY_SIDE_TOKENS = 48
@@ -40,44 +37,38 @@ LAYER_MAPS = {
 def mixing_view(v: View) -> dict:
     """The input's :func:`~bertgeom.analysis.context_mixing.context_mixing_view`: from memory, from disk,
     else computed in a heavy-work slot behind a progress bar with the time left."""
-    from bertgeom.analysis.context_mixing import context_mixing_view
-    from bertgeom.sets.keys import context_mixing_key
+    from bertgeom.sets.views import CONTEXT_MIXING
 
     loaded = v.loaded
-    key = context_mixing_key(loaded, v.text)
-    ready = key in MIXING_MEMO or on_disk(key)
+    key = CONTEXT_MIXING.key_of(loaded, v.text)
+    ready = key in CONTEXT_MIXING.memo or on_disk(key)
     with progress("Decomposing every layer's attention block…", show=not ready, key="context-mixing") as update:
         def compute() -> dict:
             trace = v.trace  # resolved by the page, before the slot (see bertgeom.ui.workqueue)
-            weights = layer_weights_of(loaded)
             with heavy("decomposing the attention blocks"):
-                return context_mixing_view(trace, weights=weights, progress=update)
+                return CONTEXT_MIXING.compute(loaded, v.text, progress=update, trace=trace).to_arrays()
 
-        return cached_arrays(key, compute, memo=MIXING_MEMO)
+        return cached_arrays(key, compute, memo=CONTEXT_MIXING.memo)
 
 
-#: The set's mixing ratios read last (small: [V, N, L] and [N, L, H]).
-MIXING_SET_MEMO = Memo("context-mixing-set", 4)
 
 
 def mixing_over_shipped_set(loaded) -> dict:
     """:func:`bertgeom.sets.context_mixing.mixing_over_set` of the model's shipped set: from memory,
     from disk (``prepare-sets`` writes it), else computed behind a progress bar with the time left."""
-    from bertgeom.sets.context_mixing import mixing_over_set
     from bertgeom.sets.inputs import shipped_set
-    from bertgeom.sets.keys import context_mixing_set_key
+    from bertgeom.sets.views import CONTEXT_MIXING_SET
 
     items = shipped_set(loaded.spec.input_kind)
-    key = context_mixing_set_key(loaded, items)
-    ready = key in MIXING_SET_MEMO or on_disk(key)
+    key = CONTEXT_MIXING_SET.key_of(loaded, items)
+    ready = key in CONTEXT_MIXING_SET.memo or on_disk(key)
     with progress(f"Mixing ratios over the {len(items)} inputs of the shipped set…", show=not ready,
                   usually_prepared=True, key="context-mixing-set") as update:
         def compute() -> dict:
-            weights = layer_weights_of(loaded)
             with heavy("the mixing ratios over the set"):
-                return mixing_over_set(loaded, items, update, weights)
+                return CONTEXT_MIXING_SET.compute(loaded, items, progress=update).to_arrays()
 
-        return cached_arrays(key, compute, memo=MIXING_SET_MEMO)
+        return cached_arrays(key, compute, memo=CONTEXT_MIXING_SET.memo)
 
 
 def _set_section(v: View) -> None:

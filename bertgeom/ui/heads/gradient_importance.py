@@ -20,7 +20,7 @@ from bertgeom.subject import Subject
 from bertgeom.ui.cache import BY_SUBJECT
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.names import class_name
-from bertgeom.cache import Memo, cached_arrays
+from bertgeom.cache import cached_arrays
 from bertgeom.ui.widgets import chart, csv_button, doc_caption, guarded, progress
 from bertgeom.ui.workqueue import heavy
 
@@ -39,7 +39,6 @@ def cached_gradients(subject: Subject, target: int | None) -> dict:
 
 #: The head grid's colour option for the current input's head importance.
 IMPORTANCE_OPTION = "importance:michel"
-IMPORTANCE_MEMO = Memo("head-importance", 8)
 
 
 def objective_sentence(objective: str, loss: float, vocab: int | None) -> str:
@@ -75,24 +74,23 @@ def _vocab(v: View) -> int | None:
 
 
 def _set_importance(v: View, items, fingerprint: str, seconds_per_input: float | None) -> dict | None:
-    from bertgeom.sets.collapse import head_importance_over_set
-    from bertgeom.sets.keys import head_importance_set_key
+    from bertgeom.sets.views import HEAD_IMPORTANCE_SET
     from bertgeom.ui.prepared_cache import wait_for
     from bertgeom.ui.set_gate import set_view_starts
 
-    key = head_importance_set_key(v.loaded, fingerprint)
-    if not set_view_starts(key, IMPORTANCE_MEMO, n_inputs=len(items), seconds_per_input=seconds_per_input,
+    key = HEAD_IMPORTANCE_SET.key_of(v.loaded, items)
+    if not set_view_starts(key, HEAD_IMPORTANCE_SET.memo, n_inputs=len(items), seconds_per_input=seconds_per_input,
                            what="one forward and one backward pass per input", model_id=v.model_id):
         return None
-    if key not in IMPORTANCE_MEMO:
+    if key not in HEAD_IMPORTANCE_SET.memo:
         wait_for(key, "The set's head importance", model_id=v.model_id)
 
     def compute() -> dict:
         with heavy("the set's head importance"), progress(
                 f"One forward and one backward pass per input, {len(items)} inputs…", usually_prepared=True) as update:
-            return head_importance_over_set(v.loaded, items, progress=update)
+            return HEAD_IMPORTANCE_SET.compute(v.loaded, items, progress=update).to_arrays()
 
-    return cached_arrays(key, compute, memo=IMPORTANCE_MEMO)
+    return cached_arrays(key, compute, memo=HEAD_IMPORTANCE_SET.memo)
 
 
 def _head_importance_part(v: View) -> None:
