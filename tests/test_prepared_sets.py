@@ -61,19 +61,18 @@ def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant)
 
     # the rank-collapse curves and the head importance with the set's task, under the pages' keys
     from bertgeom.sets.collapse import head_importance_over_set, rank_collapse_over_set
-    from bertgeom.sets.keys import head_importance_set_key, rank_collapse_set_key
+    from bertgeom.sets.views import CONTEXT_MIXING_SET, HEAD_IMPORTANCE_SET, RANK_COLLAPSE_SET
 
-    fp = set_fingerprint(items)
-    rc = _read(rank_collapse_set_key(tiny_variant, fp, prepared.COLLAPSE_TOKEN_SET, prepared.COLLAPSE_NORM))
+    rc = _read(RANK_COLLAPSE_SET.key_of(tiny_variant, items, prepared.COLLAPSE_TOKEN_SET, prepared.COLLAPSE_NORM))
     np.testing.assert_array_equal(rc["curves"], rank_collapse_over_set(
         tiny_variant, items, prepared.COLLAPSE_TOKEN_SET, norm=prepared.COLLAPSE_NORM)["curves"])
-    imp = _read(head_importance_set_key(tiny_variant, fp))
+    imp = _read(HEAD_IMPORTANCE_SET.key_of(tiny_variant, items))
     np.testing.assert_array_equal(imp["importance"], head_importance_over_set(tiny_variant, items)["importance"])
     assert imp["used_label"].all()  # every shipped genome is scored against its own class
     # the set's mixing ratios (Attention Heads -> Context mixing) are on disk, equal to a direct run
     from bertgeom.sets.context_mixing import mixing_over_set
 
-    mixing = _read(prepared.context_mixing_set_key(tiny_variant, items))
+    mixing = _read(CONTEXT_MIXING_SET.key_of(tiny_variant, items))
     direct_mixing = mixing_over_set(tiny_variant, items)
     for k in direct_mixing:
         np.testing.assert_array_equal(mixing[k], direct_mixing[k], err_msg=k)
@@ -125,7 +124,9 @@ def test_an_examples_flow_and_checkpoint_comparison_are_prepared_as_the_page_com
     # and its context mixing (Attention Heads -> Context mixing), as the tab computes it
     from bertgeom.analysis.context_mixing import context_mixing_view
 
-    mixing = _read(prepared.context_mixing_key(minilm, text))
+    from bertgeom.sets.views import CONTEXT_MIXING
+
+    mixing = _read(CONTEXT_MIXING.key_of(minilm, text))
     fresh_mixing = context_mixing_view(tr, weights=extract_layer_weights(minilm.model))
     for k in fresh_mixing:
         np.testing.assert_allclose(mixing[k], fresh_mixing[k], atol=1e-6, err_msg=k)

@@ -149,7 +149,7 @@ class _Context:
         """The model's shared read-only layer weights."""
         from bertgeom.weights import layer_weights_of
 
-        return layer_weights_of(self.loaded)
+        return layer_weights_of(self.loaded.model)
 
 
 def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: bool = True,

@@ -311,7 +311,7 @@ HEAD_IMPORTANCE_SET: View = View(
 def _context_mixing_set(loaded, items: Sequence[InputItem], progress: Progress | None = None):
     from bertgeom.sets.context_mixing import mixing_over_set
 
-    return MixingSetArrays(mixing_over_set(loaded, items, progress, layer_weights_of(loaded)))
+    return MixingSetArrays(mixing_over_set(loaded, items, progress, layer_weights_of(loaded.model)))
 
 
 CONTEXT_MIXING_SET: View = View(
@@ -324,7 +324,7 @@ CONTEXT_MIXING_SET: View = View(
 def _context_mixing(loaded, text: str, progress: Progress | None = None, trace=None):
     from bertgeom.analysis.context_mixing import context_mixing_view
 
-    return MixingArrays(context_mixing_view(_trace_of(loaded, text, trace), weights=layer_weights_of(loaded),
+    return MixingArrays(context_mixing_view(_trace_of(loaded, text, trace), weights=layer_weights_of(loaded.model),
                                             progress=progress))
 
 
