@@ -183,11 +183,11 @@ def encode_text(loaded: LoadedModel, text: str) -> EncodedInput:
         )
     tok = loaded.tokenizer
     # the text kind's own step: a Hugging Face tokenizer's character offsets
-    if getattr(tok, "is_fast", True):
+    try:
         enc = tok(key, return_offsets_mapping=True, truncation=False, add_special_tokens=True)
         ids = np.asarray(enc["input_ids"], dtype=np.int64)
         offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
-    else:  # a Python tokenizer (ESM-2's amino-acid vocabulary) gives no offsets: find each token in the text
+    except (NotImplementedError, KeyError):  # a Python tokenizer (ESM-2's amino acids) gives no offsets: find each
         ids = np.asarray(tok(key, truncation=False, add_special_tokens=True)["input_ids"], dtype=np.int64)
         offsets = _scanned_offsets(key, tok.convert_ids_to_tokens(ids.tolist()), set(tok.all_special_ids or []),
                                    ids)

@@ -126,9 +126,9 @@ class _WatchedBrowser:
         return getattr(self._browser, name)
 
 
-def _app_server(tmp_path_factory, cache_name: str):
-    """``streamlit run app.py`` on a free local port with a fresh disk cache folder: yields its base
-    URL, stops it afterwards."""
+def _app_server(tmp_path_factory, cache_name: str, env: dict | None = None):
+    """``streamlit run app.py`` on a free local port with a fresh disk cache folder (and ``env``):
+    yields its base URL, stops it afterwards."""
     import sys
     from pathlib import Path
 
@@ -136,7 +136,7 @@ def _app_server(tmp_path_factory, cache_name: str):
     from screenshots import free_port, start_server
 
     port = free_port()
-    proc = start_server(port, {"BERTGEOM_CACHE_DIR": str(tmp_path_factory.mktemp(cache_name))})
+    proc = start_server(port, {"BERTGEOM_CACHE_DIR": str(tmp_path_factory.mktemp(cache_name)), **(env or {})})
     yield f"http://127.0.0.1:{port}"
     proc.terminate()
     proc.wait(timeout=60)
@@ -152,10 +152,16 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def own_server(tmp_path_factory):
+def own_server_env() -> dict:
+    """Environment variables for :func:`own_server` (none); a module overrides this fixture to set some."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def own_server(tmp_path_factory, own_server_env):
     """A server of the requesting module's own, with an empty disk cache (the shared one has computed
     what other modules asked for): for first-visit views such as the tour's steps."""
-    yield from _app_server(tmp_path_factory, "own_server_cache")
+    yield from _app_server(tmp_path_factory, "own_server_cache", own_server_env)
 
 
 #: Test modules that take longest (seconds of setup, calls and teardown, measured with two workers on

@@ -106,6 +106,43 @@ class Runs:
             return
         seen = self.finished
         action()
+        self._wait_after(seen, timeout_ms)
+
+    def choose(self, box, option_name: str, timeout_ms: int = 600_000, *, typed: str | None = None) -> None:
+        """Pick ``option_name`` in a selectbox or multiselect (``box``: its combobox or input; ``typed``:
+        text to type first, to filter a long list), then wait for the run it asks for, as ``after``.
+
+        On a busy machine a click can land while the menu re-renders: the menu stays open, the option
+        stays unselected and no run is asked for, so a plain ``after`` waits for ever. The page's own
+        state right after the click tells the two apart (a click's handler and React's commit run in
+        the click's own task, before the next evaluate): a run asked for, or the box showing the option,
+        is the pick; anything else is a click that did nothing, made again. Needs
+        ``watch_runs``."""
+        option = self.page.get_by_role("option", name=option_name, exact=True)
+        first = self.page.evaluate("() => window.__bertgeomRuns.seq")
+        for _ in range(50):  # a bound that turns a page that never takes the click into a failure
+            if not option.is_visible():
+                box.click()
+                if typed:
+                    self.page.keyboard.type(typed)
+            seq = self.page.evaluate("() => window.__bertgeomRuns.seq")
+            option.click()
+            asked = self.page.evaluate("(seq) => window.__bertgeomRuns.requested > seq", seq)
+            if asked or box.input_value() == option_name:
+                self._wait_for_run(first, timeout_ms)
+                return
+        raise TimeoutError(f"the option {option_name!r} never took a click")
+
+    def _wait_for_run(self, seq: int, timeout_ms: int) -> None:
+        """Wait until a run the page asked for after its sequence number ``seq`` has finished and the
+        app is idle (``watch_runs``)."""
+        self.page.wait_for_function(
+            """([idle, seq]) => { const r = window.__bertgeomRuns;
+                 return r.requested > seq && r.finished > r.requested && document.querySelector(idle) !== null; }""",
+            arg=[IDLE, seq], timeout=timeout_ms, polling=50)
+
+    def _wait_after(self, seen: int, timeout_ms: int) -> None:
+        """Without ``watch_runs``: wait for a finished run reported after ``seen`` of them, then idle."""
         deadline = time.monotonic() + timeout_ms / 1000
         while self.finished <= seen:  # Playwright delivers the socket's frames while it waits
             if time.monotonic() > deadline:

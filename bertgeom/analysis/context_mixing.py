@@ -75,23 +75,26 @@ MIXING_VARIANTS = ("Attn-W", "Attn-N", "AttnRes-W", "AttnRes-N", "AttnResLn-N")
 
 MIXING_DOCS: dict[str, MetricDoc] = doc_table({
     "norm_attention": ("norm-based attention", "||alpha^h_ij f_h(x_j)|| = alpha^h_ij ||(x_j W_V^h + b_V^h) W_O^h||",
-                       f"{KOBAYASHI_2020} §3"),
+                       "Kobayashi et al. 2020 (arXiv:2004.10102) §3"),
     "block_norm": ("whole-block contribution", "||T_i(x_j)||, T_i(x_j) = gamma * centre(sum_h alpha^h_ij f_h(x_j) "
-                   "+ [i=j] x_i) / s_i", f"{KOBAYASHI_2021} §3"),
-    "Attn-W": ("mixing ratio, attention weights", "1 - mean_h alpha^h_ii", f"{KOBAYASHI_2021} §5, Table 1"),
+                   "+ [i=j] x_i) / s_i", "Kobayashi et al. 2021 (arXiv:2109.07152) §3"),
+    "Attn-W": ("mixing ratio, attention weights", "1 - mean_h alpha^h_ii",
+               "Kobayashi et al. 2021 (arXiv:2109.07152) §5, Table 1"),
     "Attn-N": ("mixing ratio, attention norms", "||sum_{j!=i} sum_h alpha f_h(x_j)|| / (that + ||sum_h alpha^h_ii "
-               "f_h(x_i)||)", f"{KOBAYASHI_2021} §5, Table 1"),
+               "f_h(x_i)||)", "Kobayashi et al. 2021 (arXiv:2109.07152) §5, Table 1"),
     "AttnRes-W": ("mixing ratio, attention + residual weights", "(1 - mean_h alpha^h_ii) / 2",
-                  f"{KOBAYASHI_2021} §5, Table 1"),
+                  "Kobayashi et al. 2021 (arXiv:2109.07152) §5, Table 1"),
     "AttnRes-N": ("mixing ratio, attention + residual norms", "as Attn-N with x_i added to the self term",
-                  f"{KOBAYASHI_2021} §5, Table 1"),
+                  "Kobayashi et al. 2021 (arXiv:2109.07152) §5, Table 1"),
     "AttnResLn-N": ("mixing ratio, whole attention block", "||sum_{j!=i} T_i(x_j)|| / (that + ||T_i(x_i)||)",
-                    f"{KOBAYASHI_2021} §5, Table 1"),
+                    "Kobayashi et al. 2021 (arXiv:2109.07152) §5, Table 1"),
     "head_mixing": ("mixing ratio of one head (norms)", "||sum_{j!=i} alpha^h_ij f_h(x_j)|| / (that + "
-                    "||alpha^h_ii f_h(x_i)||)", f"{KOBAYASHI_2020} §4 (per head; our aggregation)"),
+                    "||alpha^h_ii f_h(x_i)||)",
+                    "Kobayashi et al. 2020 (arXiv:2004.10102) §4 (per head; our aggregation)"),
     "alti": ("ALTI contribution", "max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1), rows normalised to 1",
-             f"{FERRANDO_2022} §3"),
-    "alti_rollout": ("ALTI over layers", "R_l = C_l R_{l-1} (no identity added)", f"{FERRANDO_2022} §3"),
+             "Ferrando et al. 2022 (arXiv:2203.04212) §3"),
+    "alti_rollout": ("ALTI over layers", "R_l = C_l R_{l-1} (no identity added)",
+                     "Ferrando et al. 2022 (arXiv:2203.04212) §3"),
 })
 
 #: Bytes of one chunk of ALTI's per-(query, key) vectors ``[chunk, T, d]`` (float64).

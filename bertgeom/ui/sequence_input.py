@@ -22,6 +22,13 @@ MAX_UPLOAD_BYTES = MAX_INPUT_BYTES  # the one input limit of every uploader (ber
 BOX_SHOW_LIMIT = 200_000
 
 
+def counter_hidden_css(key: str) -> str:
+    """CSS that hides the character counter of the text box with widget ``key`` (the app's own key)."""
+    if not key.replace("_", "").isalnum():
+        raise ValueError(f"not a widget key: {key!r}")
+    return f"<style>.st-key-{key} [data-testid='InputInstructions'] {{ display: none; }}</style>"
+
+
 def _stem(kind: InputKind) -> str:
     return kind.session_key.removesuffix("_value")
 
@@ -97,7 +104,7 @@ def sequence_input_box(kind: InputKind) -> str:
                  help=kind.examples_help or None)
     # the box's character counter ("30001/20971520") is hidden: it read as an error, and the size
     # limit is said in one sentence when it is reached (the kind's reader, and the box's help)
-    st.html(f"<style>.st-key-{key} [data-testid='InputInstructions'] {{ display: none; }}</style>")
+    st.html(counter_hidden_css(key))
     st.text_area(kind.box_label, key=key, on_change=_on_change, args=(kind,), height=120,
                  max_chars=kind.max_input_chars, help=kind.box_help or None)
     if kind.upload_reader is not None:

@@ -98,6 +98,19 @@ def eta_text(done: int, total: int, elapsed_s: float) -> str:
     return f"about {left:.0f} s left" if left < 90 else f"about {left / 60:.0f} min left"
 
 
+#: For tests of *Cancel*: while the file this names exists, every progress bar waits at each update,
+#: redrawing itself (where the rerun a *Cancel* asks for stops it), so the test's click surely comes
+#: mid-computation however fast the machine. Unset in use.
+HOLD_ENV = "BERTGEOM_PROGRESS_HOLD"
+
+
+def _held() -> bool:
+    import os
+
+    hold = os.environ.get(HOLD_ENV)
+    return bool(hold) and Path(hold).exists()
+
+
 def _cancel(key: str) -> None:
     st.session_state["_cancelled"] = key
 
@@ -153,9 +166,13 @@ def progress(text: str, *, show: bool = True, usually_prepared: bool = False, ke
 
     def update(done: int, total: int, label: str | None = None) -> None:
         if bar is not None:
-            with not_replayed():
-                left = (eta or eta_text)(done, total, time.monotonic() - start)
-                bar.progress(min(1.0, done / max(total, 1)), text=f"{label or text} {done}/{total} · {left}")
+            while True:
+                with not_replayed():
+                    left = (eta or eta_text)(done, total, time.monotonic() - start)
+                    bar.progress(min(1.0, done / max(total, 1)), text=f"{label or text} {done}/{total} · {left}")
+                if not _held():
+                    break
+                time.sleep(0.05)  # HOLD_ENV (tests only): the redraw above is where a Cancel stops the run
 
     try:
         yield update

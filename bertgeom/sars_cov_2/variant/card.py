@@ -184,63 +184,49 @@ def comparison_column(title: str, result: dict) -> dict:
             "gates_met": sum(bool(g["ok"]) for g in gates.values()), "gates": len(gates)}
 
 
-def _before_after_section(previous: dict, robustness: dict) -> str:
-    """The card's *Before and after*: the columns of ``previous`` (figures of the model this one
-    replaced, :func:`comparison_column`) beside this model's, row by row."""
+def _pct(x) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _comparison_table(title: str, note: str, cols: list[dict], head_rows: list) -> str:
+    """A card section: ``cols`` (:func:`comparison_column`) side by side, ``head_rows`` then the rows
+    every comparison shares (flips per perturbation kind, confident errors, release gates)."""
     from bertgeom.sars_cov_2.variant.robustness import KINDS
 
-    cols = list(previous["columns"]) + [comparison_column(previous.get("after", "this model"), robustness)]
-
-    def pct(x):
-        return "—" if x is None else f"{100 * x:.1f}%"
-
-    rows = [("evaluation genomes", lambda c: str(c["n"])),
-            ("BERT: accuracy / macro-F1", lambda c: f"{pct(c['accuracy'])} / {c['macro_f1']:.3f}"),
-            ("rule-based call: accuracy", lambda c: pct(c["rules_accuracy"])),
-            ("k-mer baseline: accuracy", lambda c: pct(c["kmer_accuracy"])),
-            ("temperature T", lambda c: f"{c['temperature']:.3f}"),
-            ("ECE, plain genomes (calibrated / raw)", lambda c: f"{c['ece_plain']:.3f} / {c['ece_plain_raw']:.3f}"),
-            ("ECE, worst perturbation kind", lambda c: f"{c['ece_worst_kind']:.3f}"),
-            ("perturbations", lambda c: str(c["perturbations"]))]
-    rows += [(f"flips: {KINDS[k]}", (lambda k: lambda c: pct(c["flips"].get(k)))(k)) for k in KINDS if k != "plain"]
+    rows = list(head_rows)
+    rows += [(f"flips: {KINDS[k]}", (lambda k: lambda c: _pct(c["flips"].get(k)))(k)) for k in KINDS if k != "plain"]
     rows += [("wrong with conf. >= 0.9, all kinds (QC pass / all)",
               lambda c: f"{c['wrong_confident_qc_pass']} / {c['wrong_confident']}"),
              ("release gates met", lambda c: f"{c['gates_met']} of {c['gates']}")]
     lines = ["| figure | " + " | ".join(c["title"] for c in cols) + " |", "|---|" + "---|" * len(cols)]
     lines += [f"| {name} | " + " | ".join(fn(c) for c in cols) + " |" for name, fn in rows]
-    note = f"{previous['note']}\n\n" if previous.get("note") else ""
-    return f"""
-## Before and after
+    return f"\n## {title}\n\n" + (f"{note}\n\n" if note else "") + "\n".join(lines) + "\n"
 
-{note}""" + "\n".join(lines) + "\n"
+
+def _before_after_section(previous: dict, robustness: dict) -> str:
+    """The card's *Before and after*: the columns of ``previous`` (figures of the model this one
+    replaced, :func:`comparison_column`) beside this model's, row by row."""
+    cols = list(previous["columns"]) + [comparison_column(previous.get("after", "this model"), robustness)]
+    rows = [("evaluation genomes", lambda c: str(c["n"])),
+            ("BERT: accuracy / macro-F1", lambda c: f"{_pct(c['accuracy'])} / {c['macro_f1']:.3f}"),
+            ("rule-based call: accuracy", lambda c: _pct(c["rules_accuracy"])),
+            ("k-mer baseline: accuracy", lambda c: _pct(c["kmer_accuracy"])),
+            ("temperature T", lambda c: f"{c['temperature']:.3f}"),
+            ("ECE, plain genomes (calibrated / raw)", lambda c: f"{c['ece_plain']:.3f} / {c['ece_plain_raw']:.3f}"),
+            ("ECE, worst perturbation kind", lambda c: f"{c['ece_worst_kind']:.3f}"),
+            ("perturbations", lambda c: str(c["perturbations"]))]
+    return _comparison_table("Before and after", previous.get("note", ""), cols, rows)
 
 
 def _candidates_section(candidates: dict) -> str:
     """The card's *Candidates not shipped*: retrained weights scored on the calibration genomes (where
     candidates are compared, so the evaluation genomes never take part in choosing), beside the
     shipped weights on the same genomes, and why they were not shipped."""
-    cols = list(candidates["columns"])
-
-    def pct(x):
-        return "—" if x is None else f"{100 * x:.1f}%"
-
-    from bertgeom.sars_cov_2.variant.robustness import KINDS
-
     rows = [("calibration genomes", lambda c: str(c["n"])),
-            ("BERT: accuracy", lambda c: pct(c["accuracy"])),
+            ("BERT: accuracy", lambda c: _pct(c["accuracy"])),
             ("temperature T", lambda c: f"{c['temperature']:.3f}"),
             ("perturbations", lambda c: str(c["perturbations"]))]
-    rows += [(f"flips: {KINDS[k]}", (lambda k: lambda c: pct(c["flips"].get(k)))(k)) for k in KINDS if k != "plain"]
-    rows += [("wrong with conf. >= 0.9, all kinds (QC pass / all)",
-              lambda c: f"{c['wrong_confident_qc_pass']} / {c['wrong_confident']}"),
-             ("release gates met", lambda c: f"{c['gates_met']} of {c['gates']}")]
-    lines = ["| figure | " + " | ".join(c["title"] for c in cols) + " |", "|---|" + "---|" * len(cols)]
-    lines += [f"| {name} | " + " | ".join(fn(c) for c in cols) + " |" for name, fn in rows]
-    note = f"{candidates['note']}\n\n" if candidates.get("note") else ""
-    return f"""
-## Candidates not shipped
-
-{note}""" + "\n".join(lines) + "\n"
+    return _comparison_table("Candidates not shipped", candidates.get("note", ""), list(candidates["columns"]), rows)
 
 
 def _metrics_section(evaluation: dict) -> str:
