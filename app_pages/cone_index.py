@@ -69,7 +69,7 @@ k2.metric("isotropic √m", f"{np.sqrt(m):.2f}")
 k3.metric("I, embeddings (layer 0)", f"{hid[0]:.2f}")
 k4.metric(f"I, last layer ({L})", f"{hid[-1]:.2f}", delta=f"{hid[-1] - hid[0]:+.2f}", delta_color="off")
 k5.metric(f"{norm_label}, last layer", f"{hid_n[-1]:.3f}")
-what = f"this {kind.noun}" if kind.noun != "sentence" else "this input"
+what = f"this {kind.words.noun}" if kind.words.noun != "sentence" else "this input"
 chart(fc.cone_curve({what: hid}, m, normalized_curves={what: hid_n}, normalized_label=norm_label,
                     raw_reference=unit,
                     title=f"Cone index of the hidden states, layers 0…{L} — {TOKEN_SET_LABELS[token_set]}, m = {m}"),

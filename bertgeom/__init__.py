@@ -53,6 +53,7 @@ from bertgeom.inputs import (  # noqa: E402
     InputError,
     InputItem,
     InputKind,
+    KindWords,
     encode_input,
     input_kind_of,
     register_input_kind,
@@ -84,6 +85,7 @@ __all__ = [
     "EncodedInput",
     "InputItem",
     "InputKind",
+    "KindWords",
     "InputError",
     "LoadedModel",
     "ModelSpec",
@@ -149,7 +151,7 @@ def classify(records, model=None, *, batch_size: int = 16, precision: str | None
     loaded = model if isinstance(model, LoadedModel) else load_model(model or REGISTRY.default_id)
     kind = input_kind_of(loaded)
     if kind.classify is None:
-        raise InputError(f"The model '{loaded.spec.id}' reads {kind.plural}; classify needs a model that "
+        raise InputError(f"The model '{loaded.spec.id}' reads {kind.words.plural}; classify needs a model that "
                          "classifies whole records (e.g. the SARS-CoV-2 variant model).")
     options = {"batch_size": batch_size} if precision is None else {"batch_size": batch_size, "precision": precision}
     return kind.classify(loaded, records, **options)

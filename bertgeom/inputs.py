@@ -277,6 +277,28 @@ class PrecomputeSpec:
 
 
 @dataclass(frozen=True)
+class KindWords:
+    """How the pages word one kind of input: its nouns, the sidebar's labels and help, the set pickers'
+    descriptions, the notes under token charts. Plain text only: what the kind *is* (how it is read,
+    its sets, classes and domains) stays in :class:`InputKind`, so a plug-in reads its data without
+    its wording and a translation or a teaching variant changes only this."""
+
+    noun: str = "input"
+    plural: str = "inputs"
+    box_label: str = "Input"  # the sidebar's input box
+    box_help: str = ""
+    examples_label: str = ""  # the examples picker ("": "Example <plural>")
+    examples_help: str = ""
+    upload_label: str = ""  # the sidebar's file uploader ("": "…or upload a file")
+    shipped_set_description: str = "the shipped inputs"
+    set_upload_label: str = "your own set (a .txt file, one input per line)"
+    domain_noun: str = "domain"  # what a token domain is called ("spike domain")
+    token_note: str = ""  # a note under per-token charts
+    changed_token_note: str = ""  # why Compare two inputs marks tokens (""): it names the changed ones
+    link_send: str = ""  # what a sender sends along when a link cannot hold a pasted input ("the FASTA")
+
+
+@dataclass(frozen=True)
 class InputKind:
     """Everything generic code asks about one kind of input, described once by the plug-in owning it.
 
@@ -302,43 +324,31 @@ class InputKind:
 
     # what it is and how it is read: a paste into records, a record into tokens
     name: str
+    words: KindWords = KindWords()  # how the pages word it (nouns, labels, notes)
     encoder: Callable[[LoadedModel, str], EncodedInput] | None = None
     parse: Callable[[str], tuple[Record, ...]] = one_record
     encode: Callable[[LoadedModel, Record], EncodedInput] | None = None
-    noun: str = "input"
-    plural: str = "inputs"
     max_input_chars: int = 20_000
     # the sidebar's input box: its session key (default "<name>_value"), labels, examples, uploads
     session_key: str = ""
-    box_label: str = "Input"
-    box_help: str = ""
     examples: Callable[[], Sequence[Example]] = lambda: ()
-    examples_label: str = ""
-    examples_help: str = ""
     upload_reader: Callable[[str, bytes], tuple[str, str]] | None = None
-    upload_label: str = ""
     upload_types: tuple[str, ...] = ()
     # sets of inputs: the shipped one, a small demo one, and a user's upload
     shipped_set: Callable[[], tuple[InputItem, ...]] = lambda: ()
-    shipped_set_description: str = "the shipped inputs"
     demo_set: Callable[[], tuple[InputItem, ...]] | None = None
     read_set: Callable[..., tuple[InputItem, ...]] | None = None
-    set_upload_label: str = "your own set (a .txt file, one input per line)"
     set_upload_types: tuple[str, ...] = ("txt",)
     labelled_uploads: bool = False
     # classes and token domains
     class_names: Mapping[str, str] = field(default_factory=dict)
     featured_class: str = ""  # the class a set view shows first, when the set holds it ("": all inputs)
     domains: tuple[str, ...] = ()
-    domain_noun: str = "domain"
     default_domain: str = ""
     domain_share: Callable[[str], float] | None = None
-    # notes the pages add, share links, timing, extra pages and capabilities
-    token_note: str = ""
-    changed_token_note: str = ""
+    # share links, timing, extra pages and capabilities
     link_param: str = "example"
     link_text: bool = True
-    link_send: str = ""  # what a sender sends along when a link cannot hold a pasted input ("the FASTA")
     sweep_seconds: float = 1.0
     pages: tuple[str, ...] = ()
     capabilities: frozenset[str] = frozenset()
@@ -405,13 +415,15 @@ def _lines_set(data: bytes | str, labels=None) -> tuple[InputItem, ...]:
 #: English (or any) text read by the model's own tokenizer: the built-in kind.
 TEXT = InputKind(
     name="text",
+    words=KindWords(
+        noun="sentence",
+        plural="sentences",
+        box_label="Input sentence",
+        shipped_set_description="the English sentences shipped with bertgeom",
+    ),
     encoder=encode_text,
-    noun="sentence",
-    plural="sentences",
-    box_label="Input sentence",
     examples=_sentence_examples,
     shipped_set=_sentence_set,
-    shipped_set_description="the English sentences shipped with bertgeom",
     read_set=_lines_set,
     max_input_chars=MAX_TEXT_CHARS,
     capabilities=frozenset({"words"}),

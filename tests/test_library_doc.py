@@ -29,7 +29,8 @@ def test_the_quick_start_runs_as_written(capsys):
 def test_the_public_face_lists_what_it_offers():
     import bertgeom
 
-    for name in ("load_model", "trace", "Trace", "head_features", "pattern_labels", "classify", "TokenKinds"):
+    for name in ("load_model", "trace", "Trace", "head_features", "pattern_labels", "classify", "TokenKinds",
+                 "InputKind", "KindWords"):
         assert name in bertgeom.__all__ and hasattr(bertgeom, name)
 
 

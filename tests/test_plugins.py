@@ -55,3 +55,21 @@ def test_a_plug_in_that_fails_to_load_is_reported_and_the_others_still_work():
     assert lines["errors"] == "['broken']"
     assert "the plug-in 'broken' (bertgeom_no_such_plugin:register) could not be loaded" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_input_kind_holds_what_it_is_and_its_words_hold_how_the_pages_word_it():
+    """Issue 47: the kind's data and its UI text apart. Every wording is plain text in ``KindWords``; no
+    field of ``InputKind`` is one of them; every registered kind (the genome plug-in, the toy family,
+    text) words itself through ``words``, and the pages read that (the genome box's label)."""
+    from dataclasses import fields
+
+    from bertgeom.inputs import INPUT_KINDS, InputKind, KindWords, input_kind_of
+    from bertgeom.models import REGISTRY
+
+    words = {f.name: f.type for f in fields(KindWords)}
+    assert set(words.values()) == {"str"}
+    assert not words.keys() & {f.name for f in fields(InputKind)}
+    assert all(isinstance(kind.words, KindWords) for kind in INPUT_KINDS.values())
+    genome = input_kind_of(REGISTRY["sars-cov-2-variant"])
+    assert genome.words.noun == "genome" and "FASTA" in genome.words.box_label
+    assert INPUT_KINDS["text"].words.plural == "sentences"

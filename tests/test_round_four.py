@@ -367,7 +367,7 @@ def test_bz2_is_accepted_by_every_uploader_as_by_the_cli():
     from bertgeom.sars_cov_2.variant.spec import labelled_fasta_set, read_upload
 
     kind = input_kind_of(INPUT_KIND)
-    assert "bz2" in kind.upload_types and "bz2" in kind.set_upload_types and ".bz2" in kind.upload_label
+    assert "bz2" in kind.upload_types and "bz2" in kind.set_upload_types and ".bz2" in kind.words.upload_label
     data = bz2.compress(f">a|omicron\n{_genome()}\n".encode())
     assert read_upload("a.fasta.bz2", data)[0].startswith(">a|omicron")
     assert [it.label for it in labelled_fasta_set(data)] == ["omicron"]

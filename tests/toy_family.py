@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertgeom.inputs import INPUT_KINDS, EncodedInput, Example, InputError, InputItem, InputKind
+from bertgeom.inputs import INPUT_KINDS, EncodedInput, Example, InputError, InputItem, InputKind, KindWords
 from bertgeom.models import REGISTRY, LoadedModel, ModelSpec, build_tiny_random_bert, finish_loading, register_loader
 from bertgeom.tokens import TokenList
 
@@ -59,17 +59,19 @@ def _sequences() -> list[str]:
 
 LETTERS = InputKind(
     name=KIND_NAME,
+    words=KindWords(
+        noun="word",
+        plural="words",
+        box_label="Letters (w, x, y, z)",
+        shipped_set_description="the toy words",
+        domain_noun="half of the word",
+    ),
     encoder=encode_letters,
-    noun="word",
-    plural="words",
-    box_label="Letters (w, x, y, z)",
     examples=lambda: tuple(Example(s, s, CLASSES[i % 2]) for i, s in enumerate(_sequences()[:3])),
     shipped_set=lambda: tuple(InputItem(f"w{i + 1}", s, CLASSES[i % 2]) for i, s in enumerate(_sequences())),
-    shipped_set_description="the toy words",
     demo_set=lambda: tuple(InputItem(f"d{i + 1}", s, CLASSES[i]) for i, s in enumerate(_sequences()[:2])),
     class_names={"calm": "Calm words", "busy": "Busy words"},
     domains=DOMAINS,
-    domain_noun="half of the word",
     session_key="letters_value",
     link_param="word",
 )

@@ -97,18 +97,18 @@ def sequence_input_box(kind: InputKind) -> str:
     # the picker shows the example in the box, or none for the user's own input (a link's genome=8 too)
     current = (st.session_state.get(kind.session_key) or "").strip()
     st.session_state[f"{key}_example"] = next((i for i, e in enumerate(examples) if e.text.strip() == current), -1)
-    st.selectbox(kind.examples_label or f"Example {kind.plural}", [-1] + list(range(len(examples))),
+    st.selectbox(kind.words.examples_label or f"Example {kind.words.plural}", [-1] + list(range(len(examples))),
                  key=f"{key}_example",
-                 format_func=lambda i: f"— pick an example {kind.noun} —" if i < 0 else examples[i].title,
+                 format_func=lambda i: f"— pick an example {kind.words.noun} —" if i < 0 else examples[i].title,
                  on_change=_on_example, args=(kind,),
-                 help=kind.examples_help or None)
+                 help=kind.words.examples_help or None)
     # the box's character counter ("30001/20971520") is hidden: it read as an error, and the size
     # limit is said in one sentence when it is reached (the kind's reader, and the box's help)
     st.html(counter_hidden_css(key))
-    st.text_area(kind.box_label, key=key, on_change=_on_change, args=(kind,), height=120,
-                 max_chars=kind.max_input_chars, help=kind.box_help or None)
+    st.text_area(kind.words.box_label, key=key, on_change=_on_change, args=(kind,), height=120,
+                 max_chars=kind.max_input_chars, help=kind.words.box_help or None)
     if kind.upload_reader is not None:
-        st.file_uploader(kind.upload_label or "…or upload a file", type=list(kind.upload_types),
+        st.file_uploader(kind.words.upload_label or "…or upload a file", type=list(kind.upload_types),
                          key=f"{key}_upload", on_change=_on_upload, args=(kind,))
     if st.session_state.get(f"{stem}_upload_note"):
         st.caption(st.session_state[f"{stem}_upload_note"])

@@ -68,7 +68,7 @@ def text_input_box(kind: InputKind = TEXT) -> str:
     """Text area for English input with one-click example sentences."""
     if "w_text" not in st.session_state:
         st.session_state["w_text"] = st.session_state["text_value"]
-    st.text_area(kind.box_label, key="w_text", on_change=_on_text_change, height=100,
+    st.text_area(kind.words.box_label, key="w_text", on_change=_on_text_change, height=100,
                  help="Press Ctrl+Enter (or click outside) to analyse.")
     examples = [e.text for e in kind.examples()]
     # Examples shows the example the page reads, or none when the text is the user's own (a typed
@@ -76,7 +76,7 @@ def text_input_box(kind: InputKind = TEXT) -> str:
     current = (st.session_state.get("text_value") or "").strip()
     st.session_state["w_example"] = next((e for e in examples if e.strip() == current), "")
     st.selectbox("Examples", [""] + examples, key="w_example", on_change=_on_example_sentence,
-                 format_func=lambda s: s or f"— pick an example {kind.noun} —")
+                 format_func=lambda s: s or f"— pick an example {kind.words.noun} —")
     return st.session_state["text_value"]
 
 

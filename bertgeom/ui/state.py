@@ -95,7 +95,7 @@ def _read_link_settings(qp) -> None:
             if index is not None and index < len(examples):
                 st.session_state[kind.session_key] = st.session_state[widget_key(kind)] = examples[index].text
             else:
-                _note(f"The shared link names an example {kind.noun} this server does not have.")
+                _note(f"The shared link names an example {kind.words.noun} this server does not have.")
             return
     if "text" in qp:
         text = str(qp.get("text") or "")[:LINK_TEXT_MAX]
@@ -121,16 +121,16 @@ def missing_input_note(kind, source: str | None, records: int | None) -> str:
     (``source``: pasted or uploaded, as the sender's :func:`share_query` wrote it) and how many
     records it held; a link that does not say (made before links said it) is told so, not guessed."""
     n = records if records and records > 0 else None
-    things = counted(n, kind.noun, kind.plural) if n else None
+    things = counted(n, kind.words.noun, kind.words.plural) if n else None
     it = word_for(n or 1, "it", "them")
     if source == "upload":
-        what = f"an uploaded file of {things}" if n and n > 1 else f"an uploaded {kind.noun}"
+        what = f"an uploaded file of {things}" if n and n > 1 else f"an uploaded {kind.words.noun}"
         return f"The shared link was made on {what}, which a link cannot carry: upload the file to see the view it shows."
     if source == "paste":
-        what = f"{things} pasted into the box" if n and n > 1 else f"a pasted {kind.noun}"
+        what = f"{things} pasted into the box" if n and n > 1 else f"a pasted {kind.words.noun}"
         return (f"The shared link was made on {what}, which a link cannot carry: paste or upload {it} to see the "
                 "view it shows.")
-    return (f"The shared link was made on an input of its sender's own (not one of the example {kind.plural}), which "
+    return (f"The shared link was made on an input of its sender's own (not one of the example {kind.words.plural}), which "
             "a link cannot carry: paste or upload it to see the view it shows.")
 
 
@@ -212,11 +212,11 @@ def _missing_here_note(kind, source: str, n: int) -> str:
     """The sender's note under a link that does not hold its input: what it leaves out, and what to send."""
     it, are = word_for(n, "it", "them"), word_for(n, "is", "are")
     if source == "upload":
-        what = f"The uploaded file's {counted(n, kind.noun, kind.plural)}" if n > 1 else f"The uploaded {kind.noun}"
+        what = f"The uploaded file's {counted(n, kind.words.noun, kind.words.plural)}" if n > 1 else f"The uploaded {kind.words.noun}"
         send = "the file"
     else:
-        what = f"These {counted(n, kind.noun, kind.plural)}" if n > 1 else f"This {kind.noun}"
-        send = kind.link_send or it
+        what = f"These {counted(n, kind.words.noun, kind.words.plural)}" if n > 1 else f"This {kind.words.noun}"
+        send = kind.words.link_send or it
     among = "one of the examples" if n == 1 else "among the examples"
     return f"{what} {are} not {among}, so the link does not hold {it}: send {send} along."
 

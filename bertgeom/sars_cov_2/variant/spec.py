@@ -24,7 +24,7 @@ from bertgeom.sars_cov_2.genome.classes import CLASS_DISPLAY, CLASSES
 from bertgeom.sars_cov_2.genome.reference import DOMAIN_ORDER
 from bertgeom.extensions import (PageSpec, StartExample, TourStep, register_page, register_start_example,
                                  register_tour_step)
-from bertgeom.inputs import Example, InputError, InputItem, InputKind, register_input_kind
+from bertgeom.inputs import Example, InputError, InputItem, InputKind, KindWords, register_input_kind
 from bertgeom.models import REGISTRY, register_commands, register_loader
 from bertgeom.sars_cov_2.variant import (
     INPUT_KIND,
@@ -187,24 +187,30 @@ def choose_backend_ahead(loaded, log=None) -> None:
 #: The genome input kind of the case study's models.
 GENOME = InputKind(
     name=INPUT_KIND,
+    words=KindWords(
+        noun="genome",
+        plural="genomes",
+        box_label="Genome or spike sequence (FASTA or bare)",
+        box_help=(f"Whole genome, partial or spike-only; RNA (U) and lower case are fine. Input limit: "
+                  f"{MAX_GENOME_INPUT_BYTES // 10**6} MB of sequence, pasted or uploaded (after decompression); "
+                  "the page classifies the first 200 records."),
+        examples_label="Example genomes (open data)",
+        examples_help="Real INSDC genomes redistributed by Nextstrain (MIT); none was used to train the model.",
+        upload_label=f"…or upload FASTA (.fasta, .fa, .gz, .xz, .bz2; up to {MAX_GENOME_INPUT_BYTES // 10**6} MB)",
+        shipped_set_description="the labelled real genomes shipped with bertgeom (validation_small, held out "
+                                "from training)",
+        set_upload_label="your own labelled FASTA (header suffix |class, e.g. >seq1|omicron)",
+        domain_noun="spike domain",
+        token_note="Spike tokens are labelled by amino-acid range; hover shows the spike domain.",
+        changed_token_note="their k-mer carries a mutation in one genome only",
+        link_send="the FASTA",
+    ),
     parse=parse_genome_records,
     encode=encode_genome_record,
-    noun="genome",
-    plural="genomes",
-    box_label="Genome or spike sequence (FASTA or bare)",
-    box_help=(f"Whole genome, partial or spike-only; RNA (U) and lower case are fine. Input limit: "
-              f"{MAX_GENOME_INPUT_BYTES // 10**6} MB of sequence, pasted or uploaded (after decompression); "
-              "the page classifies the first 200 records."),
-    examples_label="Example genomes (open data)",
-    examples_help="Real INSDC genomes redistributed by Nextstrain (MIT); none was used to train the model.",
-    upload_label=f"…or upload FASTA (.fasta, .fa, .gz, .xz, .bz2; up to {MAX_GENOME_INPUT_BYTES // 10**6} MB)",
     examples=genome_examples,
     shipped_set=genome_set,
-    shipped_set_description="the labelled real genomes shipped with bertgeom (validation_small, held out "
-                            "from training)",
     demo_set=lambda: genome_set("demo"),
     read_set=labelled_fasta_set,
-    set_upload_label="your own labelled FASTA (header suffix |class, e.g. >seq1|omicron)",
     set_upload_types=FASTA_TYPES,
     labelled_uploads=True,
     upload_reader=read_upload,
@@ -213,14 +219,10 @@ GENOME = InputKind(
     class_names=dict(CLASS_DISPLAY),
     featured_class="omicron",  # the paper's figures show Omicron's sequences
     domains=tuple(DOMAIN_ORDER),
-    domain_noun="spike domain",
     default_domain="RBD",
     domain_share=domain_token_share,
-    token_note="Spike tokens are labelled by amino-acid range; hover shows the spike domain.",
-    changed_token_note="their k-mer carries a mutation in one genome only",
     link_param="genome",
     link_text=False,
-    link_send="the FASTA",
     session_key="genome_value",
     sweep_seconds=23.0,
     pages=("classifier",),

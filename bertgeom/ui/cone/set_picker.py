@@ -26,24 +26,24 @@ def choose_set(v: View):
     if kind.labelled_uploads:
         sources = ["shipped", "upload"] + (["precomputed"] if results else [])
         src = st.radio("Set", sources, horizontal=True, key="w_cone_set",
-                       format_func={"shipped": f"shipped: {kind.shipped_set_description}",
-                                    "upload": f"upload {kind.set_upload_label}",
+                       format_func={"shipped": f"shipped: {kind.words.shipped_set_description}",
+                                    "upload": f"upload {kind.words.set_upload_label}",
                                     "precomputed": "a precomputed results directory"}.get)
     else:
         src = "shipped"
     if src == "precomputed":
         path = st.selectbox("Results directory (from `python -m bertgeom precompute`)", results, key="w_cone_results")
-        note = cone_cache.results_note(path, loaded.weights_hash, v.kind.noun)
+        note = cone_cache.results_note(path, loaded.weights_hash, v.kind.words.noun)
         st.caption(note)
         return (), f"precomputed:{path}", note
     if src == "shipped":
         items = shipped_set(loaded.spec.input_kind)
         labelled = sum(it.label is not None for it in items)
-        note = (f"{len(items)} {kind.plural}: {kind.shipped_set_description}"
+        note = (f"{len(items)} {kind.words.plural}: {kind.words.shipped_set_description}"
                 + (", labelled with their class." if labelled else " (no labels)."))
     else:
         u1, u2 = st.columns(2)
-        fasta = u1.file_uploader(kind.set_upload_label.capitalize(), type=list(kind.set_upload_types),
+        fasta = u1.file_uploader(kind.words.set_upload_label.capitalize(), type=list(kind.set_upload_types),
                                  key="w_cone_fasta")
         tsv = u2.file_uploader("Labels (optional TSV: name + label)", type=["tsv", "txt", "csv"], key="w_cone_labels",
                                help="Without it, labels are read from a '|label' suffix of each header (>seq1|omicron).")

@@ -64,7 +64,7 @@ def compare_inputs_tab(v: View) -> None:
         names = [it.name for it in demos]
         if st.session_state.get("w_cmpin_b") not in names:
             st.session_state["w_cmpin_b"] = next((it.name for it in demos if it.label != pred), names[0])
-        pick = st.selectbox(f"Input B (a shipped {kind.noun}, one per class)", names, key="w_cmpin_b",
+        pick = st.selectbox(f"Input B (a shipped {kind.words.noun}, one per class)", names, key="w_cmpin_b",
                             format_func=lambda n: f"{kind.class_name(label_of[n])} — {n}")
         text_b = next(it.text for it in demos if it.name == pick)
     else:
@@ -104,13 +104,13 @@ def compare_inputs_tab(v: View) -> None:
     def pair_label(i: int, j: int) -> str:  # a changed token is marked: text old→new, genomes * (the k-mer differs)
         if tok_a[i] == tok_b[j]:
             return f"{i}:{base_a[i]}"
-        return f"{i}:{base_a[i]}*" if kind.changed_token_note else f"{i}:{base_a[i]}→{base_b[j]}"
+        return f"{i}:{base_a[i]}*" if kind.words.changed_token_note else f"{i}:{base_a[i]}→{base_b[j]}"
 
     labels = [pair_label(i, j) for i, j in zip(ia, ib)]
     st.markdown(f"#### {head_label(layer, head)} on the paired tokens (change {tv[layer, head]:.3f})")
     n_changed = sum(tok_a[i] != tok_b[j] for i, j in zip(ia, ib))
     st.caption(f"{counted(n_changed, 'paired token')} {word_for(n_changed, 'differs', 'differ')} between A and B"
-               + (f" (marked * on the axes: {kind.changed_token_note})." if kind.changed_token_note
+               + (f" (marked * on the axes: {kind.words.changed_token_note})." if kind.words.changed_token_note
                   else " (marked old→new on the axes)."))
     rows = row_change(v.trace.attentions[layer, head], tb.attentions[layer, head], ia, ib)
     chart(token_bars({"change of the row (TV distance)": rows}, labels, ylabel="TV distance",

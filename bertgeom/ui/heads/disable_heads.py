@@ -122,11 +122,11 @@ def set_disable_section(v: View) -> None:
                   if classifier else ", and the final [CLS] vector's movement (1 − cosine) is averaged."))
     items = shipped_set(loaded.spec.input_kind)
     if classifier:
-        per_class = st.slider(f"{v.kind.plural.capitalize()} per class (of the shipped set)", 1, 5, 1,
+        per_class = st.slider(f"{v.kind.words.plural.capitalize()} per class (of the shipped set)", 1, 5, 1,
                               key="w_abl_set_n")
         chosen = stratified(items, per_class)
     else:
-        k = st.slider(v.kind.plural.capitalize(), 2, len(items), min(8, len(items)), key="w_abl_set_n")
+        k = st.slider(v.kind.words.plural.capitalize(), 2, len(items), min(8, len(items)), key="w_abl_set_n")
         chosen = tuple(items[:k])
     secs = v.kind.sweep_seconds * len(chosen)
     req = (v.model_id, tuple(it.name for it in chosen))
@@ -161,7 +161,7 @@ def set_disable_section(v: View) -> None:
         what = st.radio("Show", ["change of mean true-class probability", "change of accuracy"], horizontal=True,
                         key="w_abl_set_what")
         grid = s["d_true_prob"] if what.startswith("change of mean") else s["d_accuracy"]
-        st.markdown(f"**{what.capitalize()}** over {s['n']} {v.kind.plural} when each head alone is disabled; click a head.")
+        st.markdown(f"**{what.capitalize()}** over {s['n']} {v.kind.words.plural} when each head alone is disabled; click a head.")
         c1, c2 = st.columns([5, 4])
         with c1:
             chart(fh.diverging_grid(grid, colour_label="Δ", selected=(layer, head)), "w_abl_set_grid",

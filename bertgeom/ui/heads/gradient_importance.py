@@ -127,7 +127,7 @@ def _set_column(v: View, seconds: float | None, normed: bool) -> dict:
     from bertgeom.sets.inputs import set_fingerprint, shipped_set
 
     items = shipped_set(v.loaded.spec.input_kind)
-    st.markdown(f"**Over the shipped set** ({len(items)} {v.kind.plural}), mean over inputs")
+    st.markdown(f"**Over the shipped set** ({len(items)} {v.kind.words.plural}), mean over inputs")
     data = _set_importance(v, tuple(items), set_fingerprint(items), seconds)
     if data is None:
         return {}

@@ -51,7 +51,7 @@ def head_detail_tab(v: View) -> None:
         else (trace.attentions[layer, head], trace.axis_labels, trace.tokens, None)
     st.markdown(f"#### {head_label(layer, head)} — who attends to whom")
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to 1."
-               + (f" {kind.token_note}" if kind.token_note else ""))
+               + (f" {kind.words.token_note}" if kind.words.token_note else ""))
     input_key = (model_id, text)
     if st.session_state.get("_theta_input") != input_key:  # a new input: a θ that does not blank its maps
         st.session_state["_theta_input"] = input_key

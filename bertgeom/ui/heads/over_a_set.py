@@ -67,7 +67,7 @@ def set_tab(v: View) -> None:
 def _explain_the_set(v: View) -> None:
     """Which set, and where its statistics come from (prepared ahead, kept on disk)."""
     items = hc.set_items(v.loaded.spec.input_kind)
-    what = f"the {len(items)} {v.kind.shipped_set_description.removeprefix('the ')}"
+    what = f"the {len(items)} {v.kind.words.shipped_set_description.removeprefix('the ')}"
     st.caption(f"Statistics over {what}. The model runs once over the set, ahead of time (`python -m bertgeom "
                "prepare-sets`, or in the background when the server starts); the result is kept on disk, keyed by "
                "the model's weights and the set, and read from there afterwards.")
@@ -128,7 +128,7 @@ def class_mean_view(v: View, summary, sel: SetSelection) -> None:
                + "each map zeroed from the first [SEP] on "
                "([SEP] and [PAD] removed, [CLS] kept), then averaged. "
                + ("" if kind.can("aligned_positions") else
-                  f"{kind.plural.capitalize()} differ in length and content, so positions, not tokens, are averaged."))
+                  f"{kind.words.plural.capitalize()} differ in length and content, so positions, not tokens, are averaged."))
     c1, c2 = st.columns(2)
     theta_plot = c1.slider("Hide mean weights below", 0.0, 0.5, 0.01, 0.005, key="w_cm_theta",
                            help="The paper's plots hide entries below theta_plot = 0.01.")
@@ -197,7 +197,7 @@ def domain_proportions_view(v: View, summary, sel: SetSelection) -> None:
     mask, who = sel.mask, sel.who
     dnames = [str(x) for x in summary.arrays["domain_names"]]
     c1, c2 = st.columns(2)
-    dom = c1.selectbox(kind.domain_noun.capitalize(), dnames, index=_first_domain(kind, dnames), key="w_dom")
+    dom = c1.selectbox(kind.words.domain_noun.capitalize(), dnames, index=_first_domain(kind, dnames), key="w_dom")
     high = c2.toggle(f"Only weights > θ = {hc.SET_THETA} (high-confidence attention)", key="w_dom_high")
     prop = summary.domain_proportions(mask, high=high) * 100  # [L, H, D] in %
     p = prop[..., dnames.index(dom)]

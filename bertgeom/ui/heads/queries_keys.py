@@ -95,14 +95,15 @@ def _choose_set(v: View) -> tuple[InputItem, ...] | None:
         return shipped_set(kind)[:MAX_SET_INPUTS]
     spec = input_kind_of(kind)
     if spec.read_set is not None and spec.labelled_uploads:  # a labelled file, as the Cone page's own set
-        up = st.file_uploader(spec.set_upload_label.capitalize(), type=list(spec.set_upload_types), key="w_qk_fasta")
+        up = st.file_uploader(spec.words.set_upload_label.capitalize(), type=list(spec.set_upload_types),
+                              key="w_qk_fasta")
         if up is None:
-            st.info(f"Upload a file to embed your own {spec.plural}.")
+            st.info(f"Upload a file to embed your own {spec.words.plural}.")
             return None
         items = read_set_upload(spec, up.name, up.getvalue())  # one sentence when unreadable
         if not items:
             if items is not None:
-                st.warning(f"'{plain(up.name)}' holds no {spec.noun}.")
+                st.warning(f"'{plain(up.name)}' holds no {spec.words.noun}.")
             return None
     else:
         text = st.text_area("One input per line", key="w_qk_lines", height=120,

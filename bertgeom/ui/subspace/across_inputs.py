@@ -30,7 +30,7 @@ def _user_set(kind) -> tuple[InputItem, ...] | None:
     """A set the user uploads, read by the input kind's own reader (None: no upload, or unreadable)."""
     if kind.read_set is None:
         return None
-    up = st.file_uploader(f"…or {kind.set_upload_label}", type=list(kind.set_upload_types), key="w_sub_set_upload")
+    up = st.file_uploader(f"…or {kind.words.set_upload_label}", type=list(kind.set_upload_types), key="w_sub_set_upload")
     if up is None:
         return None
     return read_set_upload(kind, up.name, up.getvalue())
@@ -41,7 +41,7 @@ def across_tab(v: View) -> None:
     model_id, eps, token_set, faithful = v.model_id, v.eps, v.token_set, v.faithful
     layer, head, HL, kind, loaded, nbins = v.layer, v.head, v.HL, v.kind, v.loaded, v.nbins
     shipped = shipped_set(loaded.spec.input_kind)
-    desc = kind.shipped_set_description
+    desc = kind.words.shipped_set_description
     st.markdown(f"D1–D3 of **{HL}** over many inputs (the paper's figure showed one head of its "
                 f"12-layer genome BERT, its layer 11 head 1, over 30 Omicron test sequences; this model has "
                 f"{v.trace.num_layers} layers, so pick the head to study on the D1 grid). Default set: {desc}, {len(shipped)} inputs.")

@@ -108,7 +108,7 @@ def data_tab(v: View) -> None:
     colour = "position"
     if kind.has_domains and trace.encoded.domains:
         colour = c1.radio("Colour by", ["domain", "position"], horizontal=True, key="w_sub_pca_colour",
-                          format_func={"position": "token position", "domain": kind.domain_noun}.get)
+                          format_func={"position": "token position", "domain": kind.words.domain_noun}.get)
     else:
         c1.caption("Colour: token position (0 = [CLS]).")
     normalize = c2.checkbox("AttentionViz normalisation", key="w_sub_pca_norm",
