@@ -78,11 +78,11 @@ MINILM = ModelSpec(
 
 TINY_RANDOM = ModelSpec(
     id="tiny-random",
-    display_name="Tiny random BERT (2 layers x 4 heads, untrained)",
+    display_name="Tiny random BERT (untrained)",  # short enough for the sidebar's picker (about 31 characters)
     loader="tiny-random",
     input_kind="text",
     description=(
-        "A BERT with random weights (seed 0) and MiniLM's English vocabulary: a baseline "
+        "A BERT of 2 layers x 4 heads with random weights (seed 0) and MiniLM's English vocabulary: a baseline "
         "that shows what attention looks like before any training."
     ),
     licence="n/a (random weights)",

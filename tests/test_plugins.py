@@ -73,3 +73,13 @@ def test_an_input_kind_holds_what_it_is_and_its_words_hold_how_the_pages_word_it
     genome = input_kind_of(REGISTRY["sars-cov-2-variant"])
     assert genome.words.noun == "genome" and "FASTA" in genome.words.box_label
     assert INPUT_KINDS["text"].words.plural == "sentences"
+
+
+def test_every_bundled_models_name_fits_the_sidebars_picker():
+    """Issue 45: the Model box showed "SARS-CoV-2 variant BERT (spike 1": at 1400 px the sidebar's picker
+    shows about 31 characters (MiniLM's 31-character name fits whole); what does not fit goes into the
+    description."""
+    from bertgeom.models import REGISTRY
+
+    names = {spec.id: spec.display_name for spec in REGISTRY.values()}
+    assert names and all(len(name) <= 31 for name in names.values()), names

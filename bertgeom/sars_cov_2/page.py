@@ -97,6 +97,21 @@ if spec is None or spec.input_kind != "spike":
         st.warning("The variant model's weights are not installed, so genomes cannot be classified here.")
     st.stop()
 
+#: The batch table's columns: the name pinned while the 17 columns scroll sideways, the short ones narrow,
+#: so the calls, lineage and both QC verdicts fit at 1400 px (the last columns were cut at the edge).
+BATCH_COLUMNS = {
+    "name": st.column_config.TextColumn(pinned=True, width="medium"),
+    "confidence": st.column_config.TextColumn(width="small"),
+    "agree": st.column_config.TextColumn(width="small", help="Does the BERT call agree with the rule call?"),
+    "recombinant": st.column_config.TextColumn(width="small", help="The parents, when the placement finds a "
+                                               "recombinant; its breakpoints are in the CSV and the genome view."),
+    "QC score": st.column_config.NumberColumn(width="small", help="Nextclade's overall QC score (0 is best)."),
+    "QC status": st.column_config.TextColumn(width="small", help="Nextclade's status: good, mediocre or bad."),
+    "spike QC": st.column_config.TextColumn(width="small"),
+    "genome QC": st.column_config.TextColumn(width="small"),
+    "mutations": st.column_config.NumberColumn(width="small"),
+}
+
 try:
     loaded = cached_model(model_id)
 except ModelLoadError as exc:  # a broken model folder (custom models on): one sentence, as the other pages
@@ -145,7 +160,7 @@ if len(records) > 1:
                   "so a probability may differ in its last digit." if rows and rows[0].get("model_precision") == "bf16"
                   else ""))
     event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                         key="w_batch_table")
+                         key="w_batch_table", column_config=BATCH_COLUMNS)
     st.download_button("Download all predictions (CSV)", csv_bytes(rows), "predictions.csv", "text/csv")
     placed_on = sorted({r["nextclade_dataset"] for r in rows if r.get("nextclade_dataset")})
     if placed_on:  # lineage and recombinant columns: from the placement on this tree

@@ -152,6 +152,16 @@ def _gene_label(analysis, gene: str) -> str:
     return f"{gene} ({len(analysis.mutations.genes[gene].events)})"
 
 
+#: The mutation table's columns: "carried by" (up to eight class names) gets the room, the short ones are
+#: narrow (its cells were clipped at 1400 px).
+_MUTATION_COLUMNS = {
+    "carried by": st.column_config.TextColumn(width="large"),
+    "kind": st.column_config.TextColumn(width="small"),
+    "position": st.column_config.NumberColumn(width="small"),
+    "private": st.column_config.TextColumn(width="small"),
+}
+
+
 def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) -> None:
     """The mutation table of one gene at a time (a selector, S first), with the gene's called share,
     frameshifts and premature stops; rows private to the nearest tree node are marked, and the rows
@@ -187,7 +197,7 @@ def render_mutation_tables(analysis, pred: str, rule_call: str | None = None) ->
         frame = pd.DataFrame(rows)
         flag = defining_flag(pred)
         st.dataframe(frame.style.apply(lambda r: ["background-color: #fde2d9" if r[flag] else "" for _ in r], axis=1),
-                     hide_index=True, width="stretch")
+                     hide_index=True, width="stretch", column_config=_MUTATION_COLUMNS)
     else:
         st.write(f"No change in {gene} against Wuhan-Hu-1." if gene != "nuc" else "No such nucleotide change.")
     st.caption("Compared with the Wuhan-Hu-1 reference (MN908947.3) and the genes of Nextclade's SARS-CoV-2 "

@@ -38,7 +38,8 @@ def variant_spec(path: Path = VARIANT_DIR) -> ModelSpec:
     shipped = Path(path) == VARIANT_DIR
     return ModelSpec(
         id=VARIANT_MODEL_ID if shipped else str(path),
-        display_name="SARS-CoV-2 variant BERT (spike 12-mers)" if shipped else f"variant model at {path}",
+        # the sidebar's picker shows about 31 characters: "(spike 12-mers)" is in the description below
+        display_name="SARS-CoV-2 variant BERT" if shipped else f"variant model at {path}",
         loader="variant",
         input_kind=INPUT_KIND,
         source=str(path),
