@@ -1,0 +1,100 @@
+"""A real pretrained protein encoder a researcher would bring (issue 43): AntiBERTy 0.1.3 (Ruffolo et al.
+2021, arXiv 2112.07782), an 8-layer x 8-head BERT trained on 558 M antibody sequences, installed from
+PyPI (requirements-dev.txt). Its wheel ships a PyTorch ``.bin``; bertgeom reads safetensors only, so
+the test converts it once (``torch.load(weights_only=True)``: tensors only, no code) into a folder as
+a user would, then loads that folder the way the sidebar's custom-model box does: the engine's
+attentions equal the model's own forward, the masked-residue head reads a conserved cysteine, and
+every page opens on it.
+
+References: Ruffolo, Gray, Sulam (2021), "Deciphering antibody affinity maturation with language
+models and weakly supervised learning", arXiv 2112.07782 (its description of the model and vocabulary)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+# the heavy chain of trastuzumab's Fv (DrugBank DB00072), residues spaced as AntiBERTy's vocabulary reads them
+HEAVY = ("EVQLVESGGGLVQPGGSLRLSCAASGFNIKDTYIHWVRQAPGKGLEWVARIYPTNGYTRYADSVKGRFTISADTSKNTAYLQMNSLRAEDTAVYYC"
+         "SRWGGDGFYAMDYWGQGTLVTVSS")
+SPACED = " ".join(HEAVY)
+
+spec = importlib.util.find_spec("antiberty")  # the package's files, without running its own code
+pytestmark = pytest.mark.skipif(spec is None, reason="antiberty==0.1.3 is not installed (requirements-dev.txt)")
+
+
+@pytest.fixture(scope="module")
+def antiberty_dir(tmp_path_factory) -> Path:
+    """AntiBERTy's shipped weights as a safetensors BERT folder with its own 25-token vocabulary."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
+
+    shipped = Path(spec.submodule_search_locations[0]) / "trained_models"
+    config = json.loads((shipped / "AntiBERTy_md_smooth" / "config.json").read_text())
+    config.pop("architectures", None)  # "AntiBERTy": its own class; the encoder and MLM head are BERT's
+    state = torch.load(shipped / "AntiBERTy_md_smooth" / "pytorch_model.bin", weights_only=True, map_location="cpu")
+    state = {k: v for k, v in state.items()
+             if not k.startswith(("cls.species", "cls.chain", "cls.graft", "bert.pooler"))  # heads MLM does not use
+             and k != "bert.embeddings.position_ids"}
+    model = BertForMaskedLM(BertConfig(**config))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert unexpected == [] and set(missing) <= {"cls.predictions.decoder.bias"}, (missing, unexpected)
+    out = tmp_path_factory.mktemp("antiberty")
+    model.save_pretrained(out, safe_serialization=True)
+    shutil.copy(shipped / "vocab.txt", out / "vocab.txt")
+    # from the folder (transformers 5 ignores a ``vocab_file=`` argument and reads every residue as [UNK])
+    tokenizer = BertTokenizer.from_pretrained(out, do_lower_case=False)
+    assert tokenizer.tokenize("E V Q") == ["E", "V", "Q"]
+    tokenizer.save_pretrained(out)
+    assert (out / "model.safetensors").exists() and not list(out.glob("*.bin"))
+    return out
+
+
+def test_antiberty_loads_and_the_engine_reads_its_own_forward(antiberty_dir):
+    import torch
+    from transformers import BertForMaskedLM
+
+    import bertgeom as bg
+
+    loaded = bg.load_model(str(antiberty_dir))
+    tr = bg.trace(loaded, SPACED)
+    assert tr.attentions.shape == (8, 8, len(HEAVY) + 2, len(HEAVY) + 2)  # one token per residue + [CLS] [SEP]
+    assert tr.tokens[1:4] == ["E", "V", "Q"]
+    own = BertForMaskedLM.from_pretrained(antiberty_dir, attn_implementation="eager").eval()
+    ids = loaded.tokenizer(SPACED, return_tensors="pt")
+    with torch.no_grad():
+        ref = own(**ids, output_attentions=True, output_hidden_states=True)
+    assert np.abs(tr.attentions - torch.stack(ref.attentions)[:, 0].numpy()).max() <= 1e-5
+    assert np.abs(tr.hidden_states - torch.stack(ref.hidden_states)[:, 0].numpy()).max() <= 1e-4
+
+    # the masked-residue head (real weights, real behaviour): the cysteine of VH's conserved disulphide
+    # (C22, Kabat H22) is read back from its context
+    at = HEAVY.index("SCAAS") + 1
+    masked = ids["input_ids"].clone()
+    masked[0, at + 1] = loaded.tokenizer.mask_token_id
+    with torch.no_grad():
+        logits = own(input_ids=masked, attention_mask=ids["attention_mask"]).logits[0, at + 1]
+    assert loaded.tokenizer.convert_ids_to_tokens(int(logits.argmax())) == "C"
+
+
+def test_every_page_opens_on_antiberty(antiberty_dir, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    failures = {}
+    for page in ("app_pages/attention_heads.py", "app_pages/subspace_directions.py", "app_pages/cone_index.py"):
+        at = AppTest.from_file(APP, default_timeout=600)
+        at.session_state["model_id"] = str(antiberty_dir)
+        at.session_state["text_value"] = SPACED
+        at.run()
+        at.switch_page(page).run()
+        errors = [e.message for e in at.exception] + [e.value for e in at.error]
+        if errors or not at.markdown:
+            failures[page] = errors or ["nothing drawn"]
+    assert failures == {}
