@@ -97,19 +97,27 @@ if spec is None or spec.input_kind != "spike":
         st.warning("The variant model's weights are not installed, so genomes cannot be classified here.")
     st.stop()
 
-#: The batch table's columns: the name pinned while the 17 columns scroll sideways, the short ones narrow,
-#: so the calls, lineage and both QC verdicts fit at 1400 px (the last columns were cut at the edge).
-BATCH_COLUMNS = {
-    "name": st.column_config.TextColumn(pinned=True, width="medium"),
-    "confidence": st.column_config.TextColumn(width="small"),
-    "agree": st.column_config.TextColumn(width="small", help="Does the BERT call agree with the rule call?"),
-    "recombinant": st.column_config.TextColumn(width="small", help="The parents, when the placement finds a "
+#: The batch table's columns: the name pinned and whole while the 17 columns scroll sideways, each other
+#: column as wide as its cells, so the calls, lineage and QC verdicts fit at 1400 px (they were cut at the edge).
+#: The order on screen (the CSV keeps its own): what a Nextclade user reads first (clade, lineage, QC)
+#: beside the BERT's call, then the rule call and the per-gene QC that need the scroll.
+BATCH_ORDER = ("name", "BERT call", "confidence", "clade", "lineage", "QC status", "QC score", "recombinant",
+               "rule call", "agree", "spike QC", "genome QC", "mutations", "gate", "notes", "error")
+BATCH_COLUMNS = {  # widths in pixels, from the longest usual cell ("GH / pre-VOC", "21G (Lambda)", "BA.2.75.2")
+    "name": st.column_config.TextColumn(pinned=True, width=240),
+    "BERT call": st.column_config.TextColumn(width=95),
+    "confidence": st.column_config.TextColumn(width=78),
+    "rule call": st.column_config.TextColumn(width=95),
+    "agree": st.column_config.TextColumn(width=55, help="Does the BERT call agree with the rule call?"),
+    "clade": st.column_config.TextColumn(width=105),
+    "lineage": st.column_config.TextColumn(width=85),
+    "recombinant": st.column_config.TextColumn(width=105, help="The parents, when the placement finds a "
                                                "recombinant; its breakpoints are in the CSV and the genome view."),
-    "QC score": st.column_config.NumberColumn(width="small", help="Nextclade's overall QC score (0 is best)."),
-    "QC status": st.column_config.TextColumn(width="small", help="Nextclade's status: good, mediocre or bad."),
-    "spike QC": st.column_config.TextColumn(width="small"),
-    "genome QC": st.column_config.TextColumn(width="small"),
-    "mutations": st.column_config.NumberColumn(width="small"),
+    "QC score": st.column_config.NumberColumn(width=75, help="Nextclade's overall QC score (0 is best)."),
+    "QC status": st.column_config.TextColumn(width=80, help="Nextclade's status: good, mediocre or bad."),
+    "spike QC": st.column_config.TextColumn(width=75),
+    "genome QC": st.column_config.TextColumn(width=80),
+    "mutations": st.column_config.NumberColumn(width=75),
 }
 
 try:
@@ -160,7 +168,9 @@ if len(records) > 1:
                   "so a probability may differ in its last digit." if rows and rows[0].get("model_precision") == "bf16"
                   else ""))
     event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                         key="w_batch_table", column_config=BATCH_COLUMNS)
+                         key="w_batch_table", column_config=BATCH_COLUMNS,
+                         column_order=[c for c in BATCH_ORDER if c in table.columns]  # a new column: at the end,
+                         + [c for c in table.columns if c not in BATCH_ORDER])  # never hidden
     st.download_button("Download all predictions (CSV)", csv_bytes(rows), "predictions.csv", "text/csv")
     placed_on = sorted({r["nextclade_dataset"] for r in rows if r.get("nextclade_dataset")})
     if placed_on:  # lineage and recombinant columns: from the placement on this tree
