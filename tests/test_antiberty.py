@@ -11,13 +11,14 @@ models and weakly supervised learning", arXiv 2112.07782 (its description of the
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from antiberty_folder import shipped_dir, write_antiberty_folder  # noqa: E402
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 # the heavy chain of trastuzumab's Fv (DrugBank DB00072), residues spaced as AntiBERTy's vocabulary reads them
@@ -25,33 +26,14 @@ HEAVY = ("EVQLVESGGGLVQPGGSLRLSCAASGFNIKDTYIHWVRQAPGKGLEWVARIYPTNGYTRYADSVKGRFTI
          "SRWGGDGFYAMDYWGQGTLVTVSS")
 SPACED = " ".join(HEAVY)
 
-spec = importlib.util.find_spec("antiberty")  # the package's files, without running its own code
-pytestmark = pytest.mark.skipif(spec is None, reason="antiberty==0.1.3 is not installed (requirements-dev.txt)")
+pytestmark = pytest.mark.skipif(shipped_dir() is None,
+                                reason="antiberty==0.1.3 is not installed (requirements-dev.txt)")
 
 
 @pytest.fixture(scope="module")
 def antiberty_dir(tmp_path_factory) -> Path:
     """AntiBERTy's shipped weights as a safetensors BERT folder with its own 25-token vocabulary."""
-    import torch
-    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
-
-    shipped = Path(spec.submodule_search_locations[0]) / "trained_models"
-    config = json.loads((shipped / "AntiBERTy_md_smooth" / "config.json").read_text())
-    config.pop("architectures", None)  # "AntiBERTy": its own class; the encoder and MLM head are BERT's
-    state = torch.load(shipped / "AntiBERTy_md_smooth" / "pytorch_model.bin", weights_only=True, map_location="cpu")
-    state = {k: v for k, v in state.items()
-             if not k.startswith(("cls.species", "cls.chain", "cls.graft", "bert.pooler"))  # heads MLM does not use
-             and k != "bert.embeddings.position_ids"}
-    model = BertForMaskedLM(BertConfig(**config))
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    assert unexpected == [] and set(missing) <= {"cls.predictions.decoder.bias"}, (missing, unexpected)
-    out = tmp_path_factory.mktemp("antiberty")
-    model.save_pretrained(out, safe_serialization=True)
-    shutil.copy(shipped / "vocab.txt", out / "vocab.txt")
-    # from the folder (transformers 5 ignores a ``vocab_file=`` argument and reads every residue as [UNK])
-    tokenizer = BertTokenizer.from_pretrained(out, do_lower_case=False)
-    assert tokenizer.tokenize("E V Q") == ["E", "V", "Q"]
-    tokenizer.save_pretrained(out)
+    out = write_antiberty_folder(tmp_path_factory.mktemp("antiberty"))
     assert (out / "model.safetensors").exists() and not list(out.glob("*.bin"))
     return out
 
