@@ -56,7 +56,8 @@ def _no_crash_box(page, where: str) -> None:
 
 
 def _unreadable_files(genome: str) -> dict[str, bytes]:
-    """The probe's unreadable files (the 20 MB one is Streamlit's own refusal, before the app)."""
+    """The probe's unreadable files that reach the app (the one over 20 MB is Streamlit's own refusal,
+    before the app: :func:`test_a_file_over_20_mb_is_streamlits_one_sentence`)."""
     fasta = f">a|omicron\n{genome}\n>b|delta\n{genome}\n".encode()
     zipped = io.BytesIO()
     with zipfile.ZipFile(zipped, "w") as zf:
@@ -66,6 +67,7 @@ def _unreadable_files(genome: str) -> dict[str, bytes]:
         "empty.fasta": b"",
         "binary.fasta": bytes(range(256)) * 64,
         "nul.fasta": b">a|omicron\n" + b"ACGT\x00" * 200,
+        "nulheader.fasta": b">a\x00b|omicron\n" + genome.encode() + b"\n",  # a NUL in the (first) header
         "bomb.fasta.gz": gzip.compress(b"A" * (40 << 20)),
         "bomb.fasta.xz": __import__("lzma").compress(b"A" * (40 << 20)),
         "bomb.fasta.bz2": bz2.compress(b"A" * (40 << 20)),
@@ -125,3 +127,21 @@ def test_a_model_id_typed_in_the_custom_box_is_one_sentence(app, page):
     _no_crash_box(page, "custom box")
     expect(page.get_by_text("names no user", exact=False).first).to_be_visible(timeout=BOUND_MS)
     page.screenshot(path=str(SHOTS / "round_four_custom_box.png"))
+
+
+def test_a_file_over_20_mb_is_streamlits_one_sentence(app, page):
+    """20.5 MB (Streamlit's megabytes: 1,000,000 bytes): refused by Streamlit's uploader in one sentence
+    before the app reads it; the app's own limit is the same number of bytes
+    (``tests/test_round_four.py::test_the_upload_limit_is_streamlits_megabytes``)."""
+    from bertgeom.models import REGISTRY
+    from bertgeom.sars_cov_2.variant import VARIANT_MODEL_ID
+
+    if VARIANT_MODEL_ID not in REGISTRY:
+        pytest.skip("the shipped variant model is not installed")
+    _visit(page, f"{app}/?view=heads&model={VARIANT_MODEL_ID}&heads_tab={QK_TAB}&w_qk_set=my+own+inputs")
+    main = page.get_by_test_id("stMain")
+    upload = main.get_by_test_id("stFileUploaderDropzoneInput").first
+    data = b">a|omicron\n" + b"ACGT" * (20_500_000 // 4)
+    upload.set_input_files({"name": "big.fasta", "mimeType": "application/octet-stream", "buffer": data})  # no run
+    expect(main.get_by_text("must be 20.0MB or smaller", exact=False).first).to_be_visible(timeout=BOUND_MS)
+    _no_crash_box(page, "big.fasta")

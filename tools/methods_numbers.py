@@ -3,7 +3,7 @@ was computed in and the machine (``bertgeom.runtime.machine_line``).
 
 Sections (all by default; ``--only`` picks some):
 
-* ``eu``   -- §3.3: the code's ``E_U`` (content query rows) against ``(n² − 1)/(3n)`` (all rows), fp32.
+* ``eu``   -- docs/methods.md §3.3: the code's ``E_U`` (content query rows) against ``(n² − 1)/(3n)`` (all rows), fp32.
 * ``flow`` -- attention flow: the raw (unnormalised) flows of layer 1 and layer 6 of MiniLM, summed over
   the input tokens, for the shipped sentences, fp32.
 * ``qk``   -- Queries & keys: AttentionViz's correlation of ``q·k`` with ``‖q − k‖`` on MiniLM, raw and
