@@ -496,6 +496,8 @@ def _load_pretrained(spec: ModelSpec) -> LoadedModel:
     except MemoryError:
         raise  # load_model frees what was built and says so in one sentence
     except Exception as exc:  # noqa: BLE001
+        if out_of_memory(exc):  # torch's and safetensors' own words for it (a RuntimeError, an OSError)
+            raise MemoryError from None  # load_model frees what was built and says so in one sentence
         msg = str(exc).lower()
         if "safetensors" in msg or "model.safetensors" in msg:
             raise ModelLoadError(
@@ -536,6 +538,24 @@ _ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16":
 
 def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB"
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says the memory ran out: a ``MemoryError``, ``ENOMEM``, or
+    torch's and safetensors' words for it ("unable to mmap ... Cannot allocate memory", "DefaultCPUAllocator:
+    can't allocate memory"), which transformers passes on as a RuntimeError or an OSError."""
+    import errno
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, MemoryError) or getattr(exc, "errno", None) == errno.ENOMEM:
+            return True
+        text = error_text(exc, 1000).lower()
+        if any(w in text for w in ("cannot allocate memory", "can't allocate memory", "out of memory",
+                                   "not enough memory")):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def available_memory_bytes() -> int:
@@ -698,16 +718,20 @@ def load_model(model: str | ModelSpec, *, device: str = "cpu") -> LoadedModel:
     loader = _LOADERS.get(spec.loader)
     if loader is None:
         raise ModelLoadError(f"Model '{spec.id}' needs the '{spec.loader}' loader, which is not available.")
+    out_of_memory_now = False
     try:
         loaded = loader(spec)
     except MemoryError:
-        # what the loader built is only reachable from this exception's frames: drop them and collect,
-        # so the server can load the next model (a kept traceback held the half-built weights)
+        out_of_memory_now = True
+    if out_of_memory_now:
+        # what the loader built was only reachable from that exception's frames, released when its handler
+        # ended (a sentence raised inside the handler would carry it as its context, and a kept traceback
+        # held the half-built weights): collect, so the server can load the next model
         import gc
 
         gc.collect()
         raise ModelLoadError(f"'{_shown_id(spec.id)}' does not fit in this machine's memory "
-                             f"({_gib(available_memory_bytes())} available).") from None
+                             f"({_gib(available_memory_bytes())} available).")
     if dev != "cpu":
         loaded.model.to(dev)
     return loaded

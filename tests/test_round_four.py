@@ -64,6 +64,58 @@ def test_a_config_with_20000_layers_is_refused_in_one_sentence_and_the_next_mode
     assert out["second"] == 2, out  # the same process loads the next model
 
 
+#: A child that loads one model to have every import done, caps its address space ``argv[2]`` MiB above
+#: what it uses (the soft limit only, so it can be lifted again), loads the folder (76 MB of fp32 weights:
+#: safetensors' mmap or torch's fails with ENOMEM, each in its own words), lifts the cap and loads MiniLM:
+#: what a server does after a model did not fit.
+_OUT_OF_MEMORY_LOAD = textwrap.dedent("""
+    import json, os, resource, sys
+    from bertgeom.models import ModelLoadError, load_model
+    load_model("tiny-random")
+    with open("/proc/self/status") as fh:
+        used = next(int(ln.split()[1]) * 1024 for ln in fh if ln.startswith("VmSize:"))
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    resource.setrlimit(resource.RLIMIT_AS, (used + (int(sys.argv[2]) << 20), hard))
+    out = {}
+    try:
+        load_model(sys.argv[1])
+        out["first"] = "loaded"
+    except ModelLoadError as exc:
+        out["first"] = "sentence: " + str(exc)
+    except BaseException as exc:
+        out["first"] = "crash: " + type(exc).__name__
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    try:
+        out["second"] = load_model("minilm-l6").num_layers
+    except BaseException as exc:
+        out["second"] = "crash: " + type(exc).__name__
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.parametrize("headroom_mib", [48, 96])  # safetensors' own mmap fails; torch's mmap of the file fails
+def test_a_model_that_runs_out_of_memory_while_loading_is_said_so_and_the_next_model_loads(tmp_path, headroom_mib):
+    """Within every bound (and the memory the kernel reports), the load itself runs out of memory.
+    Before, with 96 MiB the sentence blamed the folder ("has no safetensors weights; bertgeom does not
+    unpickle .bin files", from torch's "unable to mmap ... model.safetensors: Cannot allocate memory"),
+    with 48 MiB it said "could not be loaded: Cannot allocate memory (os error 12)"."""
+    from bertgeom.models import build_tiny_random_bert, minilm_dir
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "wide"
+    tok = AutoTokenizer.from_pretrained(str(minilm_dir()), local_files_only=True)
+    build_tiny_random_bert(seed=2, vocab_size=tok.vocab_size, layers=4, heads=12, hidden=384).save_pretrained(
+        str(folder), safe_serialization=True)
+    tok.save_pretrained(str(folder))
+    proc = subprocess.run([sys.executable, "-c", _OUT_OF_MEMORY_LOAD, str(folder), str(headroom_mib)],
+                          capture_output=True, text=True,
+                          cwd=ROOT, timeout=600, env={**os.environ, "BERTGEOM_MODEL_MEMORY_BYTES": str(1 << 40)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["first"].startswith("sentence: ") and "does not fit in this machine's memory" in out["first"], out
+    assert out["second"] == 6, out
+
+
 def test_the_cli_refuses_a_config_beyond_the_bounds_in_one_sentence(tiny_bert_dir, tmp_path):
     folder = _custom_folder(tiny_bert_dir, tmp_path / "deep", num_hidden_layers=200)  # 30 MB: loads before
     res = bertgeom_cli("trace", "The cat sat.", "--model", str(folder))
