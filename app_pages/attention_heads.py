@@ -98,7 +98,7 @@ with left:
         from bertgeom.analysis.gradients import IMPORTANCE_DOCS
 
         doc_caption(IMPORTANCE_DOCS["importance"])
-        data = shipped_set_importance(subject)
+        data = shipped_set_importance(subject, place="grid")
         grid = None
         if data is not None and len(data["importance"]) == 0:
             st.warning("No input of the shipped set could be analysed.")

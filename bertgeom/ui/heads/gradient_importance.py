@@ -76,14 +76,14 @@ def _vocab(v: View) -> int | None:
     return getattr(getattr(v.loaded.model, "config", None), "vocab_size", None)
 
 
-def _set_importance(loaded, model_id: str, items, seconds_per_input: float | None) -> dict | None:
+def _set_importance(loaded, model_id: str, items, seconds_per_input: float | None, place: str = "") -> dict | None:
     from bertgeom.sets.views import HEAD_IMPORTANCE_SET
     from bertgeom.ui.prepared_cache import wait_for
     from bertgeom.ui.set_gate import set_view_starts
 
     key = HEAD_IMPORTANCE_SET.key_of(loaded, items)
     if not set_view_starts(key, HEAD_IMPORTANCE_SET.memo, n_inputs=len(items), seconds_per_input=seconds_per_input,
-                           what="one forward and one backward pass per input", model_id=model_id):
+                           what="one forward and one backward pass per input", model_id=model_id, place=place):
         return None
     if key not in HEAD_IMPORTANCE_SET.memo:
         wait_for(key, "The set's head importance", model_id=model_id)
@@ -96,11 +96,13 @@ def _set_importance(loaded, model_id: str, items, seconds_per_input: float | Non
     return cached_arrays(key, compute, memo=HEAD_IMPORTANCE_SET.memo)
 
 
-def shipped_set_importance(subject: Subject, seconds_per_input: float | None = None) -> dict | None:
+def shipped_set_importance(subject: Subject, seconds_per_input: float | None = None, *,
+                           place: str = "") -> dict | None:
     """The shipped set's head importance with the set's task (:data:`~bertgeom.sets.views.HEAD_IMPORTANCE_SET`,
     prepared ahead for the bundled models), or None while its *Compute* button (drawn here, with the
     estimate) waits. Without ``seconds_per_input`` the estimate is this input's own time, measured only
-    when the set is neither in memory, on disk nor being prepared."""
+    when the set is neither in memory, on disk nor being prepared. ``place``: where the button stands
+    (two offers of one run need two names)."""
     from bertgeom.sets import prepared
     from bertgeom.sets.inputs import shipped_set
     from bertgeom.sets.views import HEAD_IMPORTANCE_SET
@@ -112,7 +114,7 @@ def shipped_set_importance(subject: Subject, seconds_per_input: float | None = N
     ready = key in HEAD_IMPORTANCE_SET.memo or prepared.is_on_disk(key) or pending(key, model_id=subject.model_id)
     if seconds_per_input is None and not ready:
         seconds_per_input = float(input_importance(subject)["seconds"])
-    return _set_importance(loaded, subject.model_id, items, seconds_per_input)
+    return _set_importance(loaded, subject.model_id, items, seconds_per_input, place)
 
 
 def set_task_sentence(data: dict) -> str:
