@@ -54,6 +54,10 @@ STEPS = [  # (name, url, action)
     ("context_mixing_genome", "?view=heads&layer=5&heads_tab=Context+mixing", None),
 ]
 
+#: Steps whose page is longer than the default 2400 px viewport (Streamlit scrolls inside the page, so a
+#: full-page shot holds only the viewport).
+HEIGHT = {"context_mixing_minilm": 3200, "context_mixing_genome": 4200}
+
 port = free_port()
 server = start_server(port)
 try:
@@ -62,7 +66,7 @@ try:
         for name, url, action in STEPS:
             if only and name not in only:
                 continue
-            page = b.new_page(viewport={"width": 1400, "height": 2400})
+            page = b.new_page(viewport={"width": 1400, "height": HEIGHT.get(name, 2400)})
             page.set_default_timeout(900_000)
             try:
                 page.goto(f"http://127.0.0.1:{port}/{url}")
