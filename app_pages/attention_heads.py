@@ -19,7 +19,8 @@ from bertgeom.inputs import input_kind_of
 from bertgeom.tables import head_label
 from bertgeom.ui.cache import cached_head_features
 from bertgeom.ui.heads import TABS
-from bertgeom.ui.heads.gradient_importance import IMPORTANCE_OPTION, input_importance, objective_sentence
+from bertgeom.ui.heads.gradient_importance import (IMPORTANCE_OPTION, IMPORTANCE_SET_OPTION, input_importance,
+                                                  objective_sentence, set_task_sentence, shipped_set_importance)
 from bertgeom.ui.tabs import offered_tabs
 from bertgeom.ui.heads.pattern_labels import threshold_sliders, thresholds
 from bertgeom.ui.heads.view import View
@@ -56,12 +57,14 @@ labels = classify_heads(table, th)
 grid_hover = label_hover(labels)
 
 feature_names = [n for n in table.names if n in FEATURE_DOCS]
-colour_options = feature_names + [IMPORTANCE_OPTION] + [f"label:{t}" for t in TAXONOMY_NAMES]
+colour_options = feature_names + [IMPORTANCE_OPTION, IMPORTANCE_SET_OPTION] + [f"label:{t}" for t in TAXONOMY_NAMES]
 
 
 def _colour_name(opt: str) -> str:
     if opt == IMPORTANCE_OPTION:
         return "head importance |∂L/∂ξ| (Michel 2019)"
+    if opt == IMPORTANCE_SET_OPTION:
+        return "head importance over the shipped set, the set's task (Michel 2019)"
     if opt.startswith("label:"):
         return f"Pattern label: {TAXONOMY_NAMES[opt[6:]]}"
     return FEATURE_DOCS[opt].label  # plain words on screen; the variable name is in the hover
@@ -91,6 +94,20 @@ with left:
         st.caption(objective_sentence(imp["objective"], imp["loss"], getattr(loaded.config, "vocab_size", None))
                    + " Over a set: the *Gradient importance* tab.")
         grid = head_grid(imp["importance"], colour_label="|∂L/∂ξ|", selected=(layer, head), hover_text=grid_hover)
+    elif colour == IMPORTANCE_SET_OPTION:  # the set view: prepared ahead for the bundled models, else a button
+        from bertgeom.analysis.gradients import IMPORTANCE_DOCS
+
+        doc_caption(IMPORTANCE_DOCS["importance"])
+        data = shipped_set_importance(subject, place="grid")
+        grid = None
+        if data is not None and len(data["importance"]) == 0:
+            st.warning("No input of the shipped set could be analysed.")
+        elif data is not None:
+            n = len(data["importance"])
+            st.caption(f"Mean over the {n} {kind.words.plural if n != 1 else kind.words.noun} of the shipped "
+                       f"set. {set_task_sentence(data)} Per layer normalised: the *Gradient importance* tab.")
+            grid = head_grid(data["importance"].astype(float).mean(axis=0), colour_label="mean |∂L/∂ξ|",
+                             selected=(layer, head), hover_text=grid_hover)
     else:
         doc_caption(FEATURE_DOCS[colour])
         if colour in ("prev", "next", "cls", "sep"):  # Clark's behaviours: the clause the tour reads from here too
@@ -98,7 +115,8 @@ with left:
             st.caption(note[0].upper() + note[1:] + ("" if note.endswith(".") else "."))
         grid = head_grid(table[colour], colour_label=FEATURE_DOCS[colour].label, selected=(layer, head),
                          hover_text=grid_hover)
-    chart(grid, "w_grid", selects_head=True)
+    if grid is not None:  # None: the set's importance waits for its Compute button, drawn above
+        chart(grid, "w_grid", selects_head=True)
 
 with right:
     st.markdown(f"#### {head_label(layer, head)}")

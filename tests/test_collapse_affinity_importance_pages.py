@@ -97,7 +97,24 @@ def _all_views(at_factory, *, compute_sets: bool, layers: int, heads: int, d_hea
     if compute_sets:
         _press_set_button(at)
         assert any("The set's task" in c.value for c in at.caption)
+        tab_grid = _grid_colours(next(json.loads(el.proto.spec) for el in at.get("plotly_chart")
+                                      if "mean I_h" in el.proto.spec))
+    # the grid's colour: the mean importance over the shipped set, with the set's task (the tab's numbers)
+    at.selectbox(key="w_feature").set_value("importance:michel-set").run()
+    _ok(at)
+    if compute_sets:
+        grid = json.loads(at.get("plotly_chart")[0].proto.spec)
+        np.testing.assert_allclose(_grid_colours(grid), tab_grid, rtol=1e-6)
+        assert any("The set's task" in c.value and "shipped set" in c.value for c in at.caption)
+    else:  # not prepared here: the grid waits for its button, which states the estimate
+        assert any(b.label.startswith("Compute over the") for b in at.button)
+        assert any("Not computed yet for this set" in c.value and "at this input's pace" in c.value
+                   for c in at.caption)
     return at
+
+
+def _grid_colours(spec: dict) -> np.ndarray:
+    return np.array(plotly_values(spec["data"][0]["marker"]["color"]), dtype=float)
 
 
 def test_views_on_minilm_with_their_set_parts():

@@ -41,6 +41,23 @@ def test_long_maps_thin_their_ticks_and_stay_small():
     assert len(pio.to_json(fig)) < 1_500_000  # float32 z, no per-cell hover text
 
 
+def test_a_titled_map_keeps_its_title_clear_of_long_key_labels():
+    """A genome's key labels ("424:1270-1273") stand at -60° above the map: the title is pinned to the
+    figure's top and the top margin holds it, the axis title and the labels (in the Context mixing tab
+    they ran into each other, docs/screenshot_context_mixing_genome.png before the fix)."""
+    n = 427
+    labels = ["0:[CLS]"] + [f"{i}:{3 * i - 2}-{3 * i + 1}" for i in range(1, n)]
+    a = np.full((n, n), 1.0 / n, dtype=np.float32)
+    long = fh.attention_map(a, labels, title="whole block (L5)")
+    short = fh.attention_map(a[:3, :3], ["[CLS]", "cat", "[SEP]"], title="Raw attention (L1)")
+    for fig in (long, short):
+        assert fig.layout.title.yref == "container" and fig.layout.title.y == 1 and fig.layout.title.yanchor == "top"
+    longest = max(len(t) for t in long.layout.xaxis.ticktext)
+    assert longest == 13 and long.layout.margin.t >= 34 + 28 + 0.87 * 6 * longest  # title + axis title + labels
+    assert long.layout.margin.t > short.layout.margin.t >= 110
+    assert fh.attention_map(a[:3, :3], ["a", "b", "c"]).layout.title.text is None  # untitled maps add no room
+
+
 def test_head_scatter_customdata_is_layer_head_and_a_click_selects_that_head():
     coords = np.arange(24, dtype=float).reshape(12, 2)
     fig = fh.head_scatter(coords, 4, categories=["a", "b", "c"] * 4, selected=(1, 2))

@@ -1,5 +1,6 @@
-"""Screenshots of the rank-collapse section, the head-to-head affinity tab and head importance (issue 44),
-on the genome model and on MiniLM, with their set parts computed, at 1400 px.
+"""Screenshots of the rank-collapse section, the head-to-head affinity tab, head confidence and importance
+(the grid's colours, this input's and the shipped set's) and the Context mixing tab (issue 44), on the
+genome model and on MiniLM, with MiniLM's set parts computed, at 1400 px.
 
 Usage: python tools/screenshot_collapse_affinity_importance.py OUT_DIR [STEP ...]   (default: every step)
 """
@@ -48,7 +49,14 @@ STEPS = [  # (name, url, action)
     ("confidence_grid_minilm", "?view=heads&model=minilm-l6", lambda p: colour_by(p, "head confidence")),
     ("importance_tab_minilm_set", "?view=heads&model=minilm-l6&heads_tab=Gradient+importance", press_compute),
     ("importance_tab_genome", "?view=heads&heads_tab=Gradient+importance", None),
+    ("importance_set_grid_minilm", "?view=heads&model=minilm-l6&colour=importance%3Amichel-set", press_compute),
+    ("context_mixing_minilm", "?view=heads&model=minilm-l6&layer=3&head=10&heads_tab=Context+mixing", None),
+    ("context_mixing_genome", "?view=heads&layer=5&heads_tab=Context+mixing", None),
 ]
+
+#: Steps whose page is longer than the default 2400 px viewport (Streamlit scrolls inside the page, so a
+#: full-page shot holds only the viewport).
+HEIGHT = {"context_mixing_minilm": 3200, "context_mixing_genome": 4200}
 
 port = free_port()
 server = start_server(port)
@@ -58,7 +66,7 @@ try:
         for name, url, action in STEPS:
             if only and name not in only:
                 continue
-            page = b.new_page(viewport={"width": 1400, "height": 2400})
+            page = b.new_page(viewport={"width": 1400, "height": HEIGHT.get(name, 2400)})
             page.set_default_timeout(900_000)
             try:
                 page.goto(f"http://127.0.0.1:{port}/{url}")

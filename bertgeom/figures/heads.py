@@ -114,14 +114,19 @@ def attention_map(
                                  showlegend=False))
     step = max(1, int(np.ceil(n / max_ticks)))
     ticks = list(range(0, n, step))
+    # the key labels stand at -60° above the map, under the axis title; the title is pinned to the top
+    # and the margin holds all three, so a long label (a genome's "424:1270-1273") never runs into it
+    longest = max((len(labels[t]) for t in ticks), default=0)
+    labels_px = int(np.ceil(0.87 * 7.0 * longest)) + 8  # ~7 px a character at size 12, sin 60° ≈ 0.87
+    top = labels_px + 28 + (34 if title else 0)
     fig.update_layout(
-        title=title,
+        title=dict(text=title, y=1.0, yref="container", yanchor="top", pad=dict(t=8)) if title else None,
         xaxis=dict(title="key (attended to)", type="category", tickmode="array", tickvals=[cats[t] for t in ticks],
                    ticktext=[labels[t] for t in ticks], side="top", tickangle=-60, range=[-0.5, n - 0.5]),
         yaxis=dict(title="query (attending)", type="category", tickmode="array", tickvals=[cats[t] for t in ticks],
                    ticktext=[labels[t] for t in ticks], range=[n - 0.5, -0.5]),
         height=min(900, max(380, 130 + 16 * min(n, max_ticks))),
-        margin=dict(l=10, r=10, t=110 if title else 95, b=10),
+        margin=dict(l=10, r=10, t=max(top, 110 if title else 95), b=10),
         plot_bgcolor="#f7f7f7",
         font=_FONT,
     )

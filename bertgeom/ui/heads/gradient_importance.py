@@ -1,8 +1,9 @@
 """Attention Heads tab *Gradient importance*: |∂L/∂α| of every attention weight, per head and by key
 kind, and Michel et al.'s head importance |∂L/∂ξ_h| of a gate on each head, for this input and over the
 shipped set with the set's task (:mod:`bertgeom.analysis.gradients`, :mod:`bertgeom.sets.collapse`).
-The head importance of the current input is also one of the head grid's colours
-(:data:`IMPORTANCE_OPTION`, :func:`input_importance`).
+The head importance of the current input and its mean over the shipped set (the set's task) are also
+two of the head grid's colours (:data:`IMPORTANCE_OPTION`, :func:`input_importance`;
+:data:`IMPORTANCE_SET_OPTION`, :func:`shipped_set_importance`).
 
 References: Clark et al. 2019 (arXiv:1906.04341) §3.2; Michel et al. 2019 (arXiv:1905.10650) §4.1-4.2.
 """
@@ -39,6 +40,8 @@ def cached_gradients(subject: Subject, target: int | None) -> dict:
 
 #: The head grid's colour option for the current input's head importance.
 IMPORTANCE_OPTION = "importance:michel"
+#: The head grid's colour option for the mean head importance over the shipped set, with the set's task.
+IMPORTANCE_SET_OPTION = "importance:michel-set"
 
 
 def objective_sentence(objective: str, loss: float, vocab: int | None) -> str:
@@ -73,24 +76,57 @@ def _vocab(v: View) -> int | None:
     return getattr(getattr(v.loaded.model, "config", None), "vocab_size", None)
 
 
-def _set_importance(v: View, items, fingerprint: str, seconds_per_input: float | None) -> dict | None:
+def _set_importance(loaded, model_id: str, items, seconds_per_input: float | None, place: str = "") -> dict | None:
     from bertgeom.sets.views import HEAD_IMPORTANCE_SET
     from bertgeom.ui.prepared_cache import wait_for
     from bertgeom.ui.set_gate import set_view_starts
 
-    key = HEAD_IMPORTANCE_SET.key_of(v.loaded, items)
+    key = HEAD_IMPORTANCE_SET.key_of(loaded, items)
     if not set_view_starts(key, HEAD_IMPORTANCE_SET.memo, n_inputs=len(items), seconds_per_input=seconds_per_input,
-                           what="one forward and one backward pass per input", model_id=v.model_id):
+                           what="one forward and one backward pass per input", model_id=model_id, place=place):
         return None
     if key not in HEAD_IMPORTANCE_SET.memo:
-        wait_for(key, "The set's head importance", model_id=v.model_id)
+        wait_for(key, "The set's head importance", model_id=model_id)
 
     def compute() -> dict:
         with heavy("the set's head importance"), progress(
                 f"One forward and one backward pass per input, {len(items)} inputs…", usually_prepared=True) as update:
-            return HEAD_IMPORTANCE_SET.compute(v.loaded, items, progress=update).to_arrays()
+            return HEAD_IMPORTANCE_SET.compute(loaded, items, progress=update).to_arrays()
 
     return cached_arrays(key, compute, memo=HEAD_IMPORTANCE_SET.memo)
+
+
+def shipped_set_importance(subject: Subject, seconds_per_input: float | None = None, *,
+                           place: str = "") -> dict | None:
+    """The shipped set's head importance with the set's task (:data:`~bertgeom.sets.views.HEAD_IMPORTANCE_SET`,
+    prepared ahead for the bundled models), or None while its *Compute* button (drawn here, with the
+    estimate) waits. Without ``seconds_per_input`` the estimate is this input's own time, measured only
+    when the set is neither in memory, on disk nor being prepared. ``place``: where the button stands
+    (two offers of one run need two names)."""
+    from bertgeom.sets import prepared
+    from bertgeom.sets.inputs import shipped_set
+    from bertgeom.sets.views import HEAD_IMPORTANCE_SET
+    from bertgeom.ui.prepared_cache import pending
+
+    loaded = subject.loaded
+    items = tuple(shipped_set(loaded.spec.input_kind))
+    key = HEAD_IMPORTANCE_SET.key_of(loaded, items)
+    ready = key in HEAD_IMPORTANCE_SET.memo or prepared.is_on_disk(key) or pending(key, model_id=subject.model_id)
+    if seconds_per_input is None and not ready:
+        seconds_per_input = float(input_importance(subject)["seconds"])
+    return _set_importance(loaded, subject.model_id, items, seconds_per_input, place)
+
+
+def set_task_sentence(data: dict) -> str:
+    """The loss the set's importance differentiates, in one sentence (``data``: the set view's arrays)."""
+    from bertgeom.analysis.gradients import MASK_SHARE
+
+    used = np.asarray(data["used_label"], dtype=bool)
+    if str(data["objective"]) == "cross-entropy":
+        return f"The set's task: the cross-entropy of each input's own class ({int(used.sum())} of {len(used)} labelled)."
+    how = str(data["objective"]).removeprefix("masked-word").strip(" ()") or "masked words"
+    return (f"The set's task: a masked-word loss ({how}), {MASK_SHARE:.0%} of each input's content tokens "
+            "replaced by [MASK].")
 
 
 def _head_importance_part(v: View) -> None:
@@ -124,11 +160,11 @@ def _head_importance_part(v: View) -> None:
 def _set_column(v: View, seconds: float | None, normed: bool) -> dict:
     """The right-hand column: the mean importance over the shipped set (once computed or asked for)."""
     from bertgeom.analysis.gradients import normalise_per_layer
-    from bertgeom.sets.inputs import set_fingerprint, shipped_set
+    from bertgeom.sets.inputs import shipped_set
 
     items = shipped_set(v.loaded.spec.input_kind)
     st.markdown(f"**Over the shipped set** ({len(items)} {v.kind.words.plural}), mean over inputs")
-    data = _set_importance(v, tuple(items), set_fingerprint(items), seconds)
+    data = shipped_set_importance(v.subject, seconds)
     if data is None:
         return {}
     if len(data["importance"]) == 0:
@@ -136,10 +172,7 @@ def _set_column(v: View, seconds: float | None, normed: bool) -> dict:
         return {}
     mean = np.asarray(data["importance"], dtype=float).mean(axis=0)
     shown = normalise_per_layer(mean) if normed else mean
-    used = np.asarray(data["used_label"], dtype=bool)
-    task = (f"the cross-entropy of each input's own class ({int(used.sum())} of {len(used)} labelled)"
-            if str(data["objective"]) == "cross-entropy" else "the masked-word loss described on the left")
-    st.caption(f"The set's task: {task}.")
+    st.caption(set_task_sentence(data))
     chart(head_grid(shown, colour_label="mean I_h", selected=(v.layer, v.head), colorscale="Viridis"),
           "w_imp_set_grid", selects_head=True)
     return {"importance_set": mean, "importance_set_per_layer_l2": normalise_per_layer(mean)}
