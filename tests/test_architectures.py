@@ -173,6 +173,18 @@ def test_a_decoder_or_an_unknown_model_gets_one_sentence_naming_the_families(tmp
     gpt.save_pretrained(str(tmp_path), safe_serialization=True)
     with pytest.raises(ModelLoadError, match="gpt2.*ModernBERT"):
         load_model(str(tmp_path))
+    # a BERT configured as a decoder (causal attention) and an encoder of a family not read here
+    from transformers import BertConfig, BertModel, DebertaV2Config, DebertaV2Model
+
+    decoder = BertModel(BertConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=16, intermediate_size=32,
+                                   vocab_size=50, is_decoder=True))
+    with pytest.raises(ArchitectureError, match="^This is a decoder; bertgeom reads BERT .*ModernBERT encoders.$"):
+        adapter_of(decoder)
+    deberta = DebertaV2Model(DebertaV2Config(num_hidden_layers=1, num_attention_heads=2, hidden_size=16,
+                                             intermediate_size=32, vocab_size=50))
+    with pytest.raises(ArchitectureError, match="^This is a 'deberta-v2' model; bertgeom"
+                       " reads .*ModernBERT encoders.$"):
+        adapter_of(deberta)
 
 
 EXPECTED_SPECIALS = {  # (pad id, subword marker) of each family's tiny tokenizer
