@@ -20,8 +20,8 @@ PROTEIN = "MKTAYIAKQRQISFVKSHFSRQ"
 
 #: The sentence of bertgeom.weights.weight_geometry_notes each family must show on Subspace Directions
 #: (a phrase of each; none for the post-LN, absolute-position families).
-NOTES = {"rotary": "rotates queries and keys", "local": "attend locally", "shared": "shares one set of weights",
-         "pre": "pre-LayerNorm"}
+NOTES = {"rotary": "rotates queries and keys", "local": "locally: each token sees only the keys",
+         "shared": "shares one set of weights", "pre": "pre-LayerNorm"}
 EXPECTED_NOTES = {"BERT": set(), "RoBERTa": set(), "ELECTRA": set(), "DistilBERT": set(), "ALBERT": {"shared"},
                   "ESM-2": {"rotary", "pre"}, "ModernBERT": {"rotary", "local", "pre"}}
 
