@@ -204,6 +204,10 @@ def test_each_family_loads_from_a_saved_checkpoint_with_its_own_specials(family,
     text = "MKTAYIAKQR" if family == "ESM-2" else "The cat sat on the mat."
     enc = encode_input(loaded, text)
     assert enc.input_ids[0] == sp.cls_id and enc.input_ids[-1] == sp.sep_id
+    # the ends are marked as [CLS] and [SEP] (ESM-2's tokenizer names them BOS/EOS only), so the features'
+    # "attention to [SEP]" and the content tokens are the family's own
+    assert enc.is_cls.tolist() == [True] + [False] * (len(enc.input_ids) - 1)
+    assert enc.is_sep.tolist() == [False] * (len(enc.input_ids) - 1) + [True]
     assert loaded.max_tokens <= 512
 
 
