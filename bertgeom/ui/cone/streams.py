@@ -49,7 +49,10 @@ def streams_section(v: View) -> None:
     if faithful:
         keys += ["multihead_faithful"]
     streams = {k: cur[k + suffix] for k in keys}
-    chart(fc.stream_curves(streams, conesets.STREAM_LABELS, m, normalized=normalized, reference=unit or normalized,
+    labels = dict(conesets.STREAM_LABELS)
+    if pre_ln:  # no LayerNorm after the residual sum in a pre-LN layer
+        labels["post_attention"] = "after W_O + residual (U)"
+    chart(fc.stream_curves(streams, labels, m, normalized=normalized, reference=unit or normalized,
                            title=f"Cone index of the streams of each layer (m = {m})"), "w_cone_streams")
     st.markdown("##### Each head's output, layer × head")
     hcols = st.columns(2 if faithful else 1)
