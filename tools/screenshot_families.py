@@ -25,6 +25,12 @@ from tools.screenshots import CHROMIUM_ARGS, free_port, start_server, wait_idle,
 
 SENTENCE = "The cat sat on the mat because it was tired."
 PROTEIN = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ"  # a short made-up protein (ESM-2's input is amino acids)
+#: True once the page shows at least one chart, every chart has drawn its SVG and no element is still a skeleton.
+CHARTS_DRAWN = """() => {
+    const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
+    return charts.length > 0 && document.querySelectorAll('[data-testid="stSkeleton"]').length === 0
+        && charts.every(c => c.querySelector('svg.main-svg') !== null);
+}"""
 
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)
@@ -39,17 +45,15 @@ try:
         for fam, d in dirs.items():
             text = PROTEIN if fam == "ESM-2" else SENTENCE
             for view in ("heads", "subspace", "cone"):
-                page = b.new_page(viewport={"width": 1400, "height": int(os.environ.get("SHOT_HEIGHT", "1600"))})
+                page = b.new_page(viewport={"width": 1400, "height": int(os.environ.get("SHOT_HEIGHT", "2600"))})
                 page.set_default_timeout(600_000)
                 watch_runs(page)  # wait_idle then waits on the page's own script runs, not on time
                 page.goto(f"http://127.0.0.1:{port}/?{urlencode({'view': view, 'model': str(d), 'text': text})}")
                 wait_idle(page, 600_000)
-                # plotly draws after the script run ends: wait until every chart on the page has its SVG
-                try:
-                    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
-                                           ".every(c => c.querySelector('svg.main-svg'))", timeout=120_000)
+                try:  # plotly draws after the script run ends (its code loads lazily): wait for every chart's SVG
+                    page.wait_for_function(CHARTS_DRAWN, timeout=180_000, polling=200)
                 except PlaywrightTimeout:
-                    print(f"{fam} {view}: a chart had not drawn after 120 s; taken as it is", flush=True)
+                    print(f"{fam} {view}: a chart had not drawn after 180 s; taken as it is", flush=True)
                 name = f"screenshot_family_{fam.replace('-', '').lower()}_{view}.png"
                 page.screenshot(path=str(out / name), full_page=True)
                 print(out / name, flush=True)
