@@ -88,10 +88,12 @@ with left:
                          selected=(layer, head), hover_text=grid_hover)
     elif colour == IMPORTANCE_OPTION:  # a backward pass: computed only when picked
         from bertgeom.analysis.gradients import IMPORTANCE_DOCS
+        from bertgeom.architectures import adapter_of
 
         imp = input_importance(subject)
         doc_caption(IMPORTANCE_DOCS["importance"])
-        st.caption(objective_sentence(imp["objective"], imp["loss"], getattr(loaded.config, "vocab_size", None))
+        st.caption(objective_sentence(imp["objective"], imp["loss"], getattr(loaded.config, "vocab_size", None),
+                                      adapter_of(loaded).masked_lm)
                    + " Over a set: the *Gradient importance* tab.")
         grid = head_grid(imp["importance"], colour_label="|∂L/∂ξ|", selected=(layer, head), hover_text=grid_hover)
     elif colour == IMPORTANCE_SET_OPTION:  # the set view: prepared ahead for the bundled models, else a button

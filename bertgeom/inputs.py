@@ -204,8 +204,11 @@ def encode_text(loaded: LoadedModel, text: str) -> EncodedInput:
     tokens = tok.convert_ids_to_tokens(ids.tolist())
     special = set(tok.all_special_ids or [])
     is_special = np.array([i in special for i in ids.tolist()])
-    is_cls = ids == (-1 if tok.cls_token_id is None else tok.cls_token_id)
-    is_sep = ids == (-1 if tok.sep_token_id is None else tok.sep_token_id)
+    # a tokenizer without [CLS]/[SEP] names its ends BOS/EOS (ESM-2's <cls> ... <eos>: no sep_token)
+    cls_id = tok.cls_token_id if tok.cls_token_id is not None else getattr(tok, "bos_token_id", None)
+    sep_id = tok.sep_token_id if tok.sep_token_id is not None else getattr(tok, "eos_token_id", None)
+    is_cls = ids == (-1 if cls_id is None else cls_id)
+    is_sep = ids == (-1 if sep_id is None else sep_id)
     spans = offsets.copy()
     spans[is_special] = -1
     # Clark's "." and "," (what docs/methods.md and the labels say), not every punctuation token (issue 46)

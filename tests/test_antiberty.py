@@ -80,3 +80,23 @@ def test_every_page_opens_on_antiberty(antiberty_dir, monkeypatch):
         if errors or not at.markdown:
             failures[page] = errors or ["nothing drawn"]
     assert failures == {}
+
+
+def test_gradient_importance_on_antiberty_says_its_masked_word_head_is_not_loaded(antiberty_dir, monkeypatch):
+    """AntiBERTy's checkpoint ships a masked-word head that bertgeom does not load (it reads the bare
+    encoder): both parts of the tab say so, and neither says it has none or names another model."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.session_state["model_id"] = str(antiberty_dir)
+    at.session_state["text_value"] = SPACED
+    at.session_state["heads_tab"] = "Gradient importance"
+    at.run()
+    at.switch_page("app_pages/attention_heads.py").run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    said = "\n".join([c.value for c in at.caption] + [i.value for i in at.info])
+    assert "its checkpoint ships a masked-word head, which bertgeom does not load" in said  # |dL/dα|: no classifier
+    assert "this checkpoint's masked-LM head is not loaded here" in said  # head importance's stand-in
+    assert "ships no masked-LM head" not in said and "no masked-word head" not in said
+    assert "MiniLM" not in said

@@ -173,6 +173,18 @@ def test_a_decoder_or_an_unknown_model_gets_one_sentence_naming_the_families(tmp
     gpt.save_pretrained(str(tmp_path), safe_serialization=True)
     with pytest.raises(ModelLoadError, match="gpt2.*ModernBERT"):
         load_model(str(tmp_path))
+    # a BERT configured as a decoder (causal attention) and an encoder of a family not read here
+    from transformers import BertConfig, BertModel, DebertaV2Config, DebertaV2Model
+
+    decoder = BertModel(BertConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=16, intermediate_size=32,
+                                   vocab_size=50, is_decoder=True))
+    with pytest.raises(ArchitectureError, match="^This is a decoder; bertgeom reads BERT .*ModernBERT encoders.$"):
+        adapter_of(decoder)
+    deberta = DebertaV2Model(DebertaV2Config(num_hidden_layers=1, num_attention_heads=2, hidden_size=16,
+                                             intermediate_size=32, vocab_size=50))
+    with pytest.raises(ArchitectureError, match="^This is a 'deberta-v2' model; bertgeom"
+                       " reads .*ModernBERT encoders.$"):
+        adapter_of(deberta)
 
 
 EXPECTED_SPECIALS = {  # (pad id, subword marker) of each family's tiny tokenizer
@@ -192,6 +204,10 @@ def test_each_family_loads_from_a_saved_checkpoint_with_its_own_specials(family,
     text = "MKTAYIAKQR" if family == "ESM-2" else "The cat sat on the mat."
     enc = encode_input(loaded, text)
     assert enc.input_ids[0] == sp.cls_id and enc.input_ids[-1] == sp.sep_id
+    # the ends are marked as [CLS] and [SEP] (ESM-2's tokenizer names them BOS/EOS only), so the features'
+    # "attention to [SEP]" and the content tokens are the family's own
+    assert enc.is_cls.tolist() == [True] + [False] * (len(enc.input_ids) - 1)
+    assert enc.is_sep.tolist() == [False] * (len(enc.input_ids) - 1) + [True]
     assert loaded.max_tokens <= 512
 
 
@@ -219,3 +235,29 @@ def test_attention_rebuilt_from_the_weights_is_each_familys_own(family):
         for b, n in enumerate(mask.sum(1)):
             got = correct_attention(ref.hidden_states[l][b].numpy(), lw, attention_mask=mask[b])
             np.testing.assert_allclose(got[:, :n], ref.attentions[l][b, :, :n].numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_head_importance_is_the_derivative_of_the_loss_through_each_familys_own_gates(family):
+    """Michel et al.'s |dL/dξ_h| on every family (the engine's gates, never head_mask) equals the central
+    finite difference of the classifier's loss when one head's output is scaled by 1 ± ε (ε = 0.2)."""
+    import torch.nn.functional as F
+
+    from bertgeom.analysis.gradients import head_importance
+
+    model = _model(family, 2)
+    ids, _ = _batch(60, 1)
+    res = head_importance(model, ids[0], targets=1)
+    assert res.objective == "cross-entropy" and res.importance.shape == (3, 4)
+
+    def loss(gates):
+        out = run_forward(model, ids[:1], np.ones((1, 14), int), head_gates=gates, attention="eager")
+        return float(F.cross_entropy(out.logits, torch.tensor([1])))
+
+    eps = 0.2  # fp32 losses: a smaller step drowns the difference in rounding
+    for l, h in ((0, 0), (1, 2), (2, 3)):
+        up, down = np.ones((3, 4), np.float32), np.ones((3, 4), np.float32)
+        up[l, h], down[l, h] = 1 + eps, 1 - eps
+        fd = (loss(up) - loss(down)) / (2 * eps)
+        np.testing.assert_allclose(res.importance[l, h], abs(fd), rtol=2e-2, atol=1e-6)
+    assert res.importance.max() > 1e-6  # the gates reached the loss

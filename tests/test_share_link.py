@@ -80,6 +80,16 @@ def test_default_theta_never_blanks_a_long_input():
     theta = default_theta(long)
     assert 0.01 <= theta < 0.3
     assert (long >= theta).mean() >= 0.01 - 1e-9  # at least 1% of the weights stay visible
+    # heads that attend locally (ModernBERT's local layers) hold larger weights than global ones: θ stays at
+    # or below every head's largest weight, so no head's map opens blank
+    uniform = np.full((2, 4, 15, 15), 1 / 15)  # a global layer of a random model: 0.067 everywhere
+    local = np.zeros((1, 4, 15, 15))
+    for i in range(15):
+        keys = slice(max(0, i - 2), i + 3)
+        local[0, :, i, keys] = 1 / len(range(15)[keys])
+    both = np.concatenate([uniform, local])
+    theta = default_theta(both)
+    assert theta == 0.06 and all((both[l, h] >= theta).any() for l in range(3) for h in range(4))
 
 
 def test_a_link_made_on_the_flow_tab_reopens_it_with_its_settings():

@@ -41,12 +41,19 @@ def default_theta(attentions, *, cap: float = 0.3, quantile: float = 0.99) -> fl
     """A threshold θ for the attention maps of one input that never leaves them blank: the 2025
     paper's 0.3, or, when fewer than 1% of the weights reach it (long inputs such as a 427-token
     genome spread attention thin), the ``quantile`` of all weights of all heads, rounded down to
-    0.01 and at least 0.01 (docs/methods.md §5)."""
-    a = np.asarray(attentions, dtype=np.float32).ravel()
+    0.01 and at least 0.01 (docs/methods.md §5); and never above the largest weight of the head
+    that spreads its attention most (rounded down), so every head's map shows a cell when opened
+    (a model whose local-attention layers hold larger weights than its global ones: ModernBERT)."""
+    arr = np.asarray(attentions, dtype=np.float32)
+    a = arr.ravel()
     if a.size == 0:
         return cap
     q = float(np.quantile(a, quantile))
-    return float(min(cap, max(0.01, np.floor(q * 100) / 100)))
+    theta = min(cap, max(0.01, np.floor(q * 100) / 100))
+    if arr.ndim >= 2:
+        weakest = float(np.nanmin(arr.reshape(-1, arr.shape[-2] * arr.shape[-1]).max(axis=1)))
+        theta = min(theta, max(0.01, np.floor(weakest * 100) / 100))
+    return float(theta)
 
 
 def contrast_max(*maps, theta: float = 0.0, quantile: float = 0.995) -> float:

@@ -26,13 +26,17 @@ def streams_section(v: View) -> None:
     from bertgeom.ui.cache import cached_layer_weights
     from bertgeom.weights import weight_geometry_notes
 
-    for note in weight_geometry_notes(cached_layer_weights(v.model_id)):
+    lws = cached_layer_weights(v.model_id)
+    for note in weight_geometry_notes(lws):
         if "pre-LayerNorm" in note or "shares one set" in note:
             st.info(note, icon=":material/info:")
+    pre_ln = any(lw.placement == "pre" for lw in lws)  # the formulas this model computes (docs/methods.md)
     st.caption(
         "Per layer: its input X, each head's output Z_h = A_h V_h (band: lowest to highest head), the "
-        "post-attention sublayer U = LayerNorm(X + concat(Z) W_O + b) and the layer output after the MLP. "
-        "X → heads shows what attention does; heads → U what concatenation + W_O + residual do; U → output what "
+        + ("post-attention stream U = X + concat(Z) W_O + b (the heads read LN(X); no LayerNorm after the sum) "
+           "and the layer output U + MLP(LN(U)). " if pre_ln else
+           "post-attention sublayer U = LayerNorm(X + concat(Z) W_O + b) and the layer output after the MLP. ")
+        + "X → heads shows what attention does; heads → U what concatenation + W_O + residual do; U → output what "
         "the MLP does."
     )
     s1, s2 = st.columns(2)
@@ -45,7 +49,10 @@ def streams_section(v: View) -> None:
     if faithful:
         keys += ["multihead_faithful"]
     streams = {k: cur[k + suffix] for k in keys}
-    chart(fc.stream_curves(streams, conesets.STREAM_LABELS, m, normalized=normalized, reference=unit or normalized,
+    labels = dict(conesets.STREAM_LABELS)
+    if pre_ln:  # no LayerNorm after the residual sum in a pre-LN layer
+        labels["post_attention"] = "after W_O + residual (U)"
+    chart(fc.stream_curves(streams, labels, m, normalized=normalized, reference=unit or normalized,
                            title=f"Cone index of the streams of each layer (m = {m})"), "w_cone_streams")
     st.markdown("##### Each head's output, layer × head")
     hcols = st.columns(2 if faithful else 1)

@@ -44,13 +44,20 @@ IMPORTANCE_OPTION = "importance:michel"
 IMPORTANCE_SET_OPTION = "importance:michel-set"
 
 
-def objective_sentence(objective: str, loss: float, vocab: int | None) -> str:
-    """What loss the importance differentiates, in one sentence for the page."""
+def objective_sentence(objective: str, loss: float, vocab: int | None, checkpoint_has_mlm: bool = False) -> str:
+    """What loss the importance differentiates, in one sentence for the page, true for the model:
+    ``checkpoint_has_mlm`` when its checkpoint ships a masked-word head that is not loaded here
+    (:attr:`bertgeom.architectures.Adapter.masked_lm`; AntiBERTy), so the page does not say it has none."""
     if objective == "cross-entropy":
         return f"L = the classifier's cross-entropy (loss {loss:.3g})."
     chance = f"; ln V = {np.log(vocab):.2f} is a uniform guess" if vocab else ""
-    how = ("the model's own masked-LM head" if "model's head" in objective else
-           "the tied word embeddings (logits = h Eᵀ): this model ships no masked-LM head, so this stands in for one")
+    if "model's head" in objective:
+        how = "the model's own masked-LM head"
+    elif checkpoint_has_mlm:
+        how = ("the tied word embeddings (logits = h Eᵀ): this checkpoint's masked-LM head is not loaded here, so "
+               "this stands in for it")
+    else:
+        how = "the tied word embeddings (logits = h Eᵀ): this model ships no masked-LM head, so this stands in for one"
     return (f"L = a masked-word loss: 15 % of the content tokens replaced by [MASK] and predicted through {how} "
             f"(loss {loss:.3g}{chance}).")
 
@@ -74,6 +81,12 @@ def input_importance(subject: Subject) -> dict:
 
 def _vocab(v: View) -> int | None:
     return getattr(getattr(v.loaded.model, "config", None), "vocab_size", None)
+
+
+def _ships_mlm(v: View) -> bool:
+    from bertgeom.architectures import adapter_of
+
+    return adapter_of(v.loaded).masked_lm
 
 
 def _set_importance(loaded, model_id: str, items, seconds_per_input: float | None, place: str = "") -> dict | None:
@@ -146,7 +159,7 @@ def _head_importance_part(v: View) -> None:
         one = input_importance(v.subject)
         imp = normalise_per_layer(one["importance"]) if normed else one["importance"]
         st.markdown("**This input**; click a head.")
-        st.caption(objective_sentence(one["objective"], one["loss"], _vocab(v)))
+        st.caption(objective_sentence(one["objective"], one["loss"], _vocab(v), _ships_mlm(v)))
         chart(head_grid(imp, colour_label="I_h", selected=(v.layer, v.head), colorscale="Viridis"), "w_imp_grid",
               selects_head=True)
         columns["importance_input"] = one["importance"]

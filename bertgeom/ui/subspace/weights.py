@@ -47,8 +47,12 @@ def weights_tab(v: View) -> None:
         chart(fs.scalar_grid(wg.scalars[feature], label=label, selected=(layer, head)), "w_sub_wgrid", selects_head=True)
     with right:
         st.markdown(f"#### {HL} · weight geometry")
-        st.caption(f"d = {wg.d_model}, d_head = {wg.head_dim}. M_h ignores the biases; the query bias only "
-                   "adds a per-key prior (‖u_h‖ below), the other bias terms cancel in the softmax.")
+        no_bias = all(not np.any(lw.b_q) and not np.any(lw.b_k) for lw in lws)  # ModernBERT: no biases at all
+        st.caption(f"d = {wg.d_model}, d_head = {wg.head_dim}. "
+                   + ("This model's queries and keys have no biases, so M_h is the whole search form (‖u_h‖ "
+                      "below is 0)." if no_bias else
+                      "M_h ignores the biases; the query bias only adds a per-key prior (‖u_h‖ below), the other "
+                      "bias terms cancel in the softmax."))
         st.dataframe(
             pd.DataFrame({"quantity": [symbols(WEIGHT_FEATURE_DOCS[n][0]) for n in names],
                           "value": [float(wg.scalars[n][layer, head]) for n in names]}),
