@@ -97,12 +97,3 @@ def cached_head_features(subject: Subject):
 
     with heavy("per-head features"):
         return head_features(subject.trace.attentions, subject.trace.encoded)
-
-
-@st.cache_resource(max_entries=4, show_spinner="Reading the layer weights…")
-def cached_layer_weights(model_id: str):
-    """Every layer's weights as numpy arrays (:func:`bertgeom.weights.extract_layer_weights`), shared read-only."""
-    from bertgeom.weights import layer_weights_of
-
-    return layer_weights_of(cached_model(model_id).model)  # the copy the set views and traces share
-

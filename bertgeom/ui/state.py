@@ -59,15 +59,21 @@ def init_state() -> None:
 #: The longest typed text a share link carries (longer inputs are reported as not in the link).
 LINK_TEXT_MAX = 300
 #: The app's own link parameters and the longest value it reads of each (a longer one is ignored).
+#: (Each input kind's ``link_param`` carries an example's number, as ``example`` does: see :func:`link_value_max`.)
 LINK_VALUE_MAX = {"model": 256, "layer": 8, "head": 8, "text": LINK_TEXT_MAX, "colour": 80, "theta": 8,
-                  "input": 16, "example": 8, "genome": 8, "source": 16, "records": 16, "section": 80}
+                  "input": 16, "example": 8, "source": 16, "records": 16, "section": 80}
+
+
+def link_value_max() -> dict[str, int]:
+    """:data:`LINK_VALUE_MAX` with each registered input kind's ``link_param`` (an example's number)."""
+    return {**{k.link_param: LINK_VALUE_MAX["example"] for k in INPUT_KINDS.values()}, **LINK_VALUE_MAX}
 
 
 def _drop_ignored_link_values(qp) -> None:
     """Take out of the address bar every value of the app's own parameters that is longer than the
-    app reads (:data:`LINK_VALUE_MAX`): it was ignored, and a 30 kB payload must not stay in the URL a
+    app reads (:func:`link_value_max`): it was ignored, and a 30 kB payload must not stay in the URL a
     user copies (issue 46). The page's own values are written back by :func:`write_query_params`."""
-    for key, longest in LINK_VALUE_MAX.items():
+    for key, longest in link_value_max().items():
         if key in qp and len(str(qp.get(key) or "")) > longest:
             del qp[key]
 

@@ -23,10 +23,9 @@ def streams_section(v: View) -> None:
     """The section: the cone of each stream of every layer for this input, and every head's output."""
     L, m, cur, unit, norm_label = v.L, v.m, v.cur, v.unit, v.norm_label
     st.markdown("#### What each step of a layer does to the cone")
-    from bertgeom.ui.cache import cached_layer_weights
     from bertgeom.weights import weight_geometry_notes
 
-    for note in weight_geometry_notes(cached_layer_weights(v.model_id)):
+    for note in weight_geometry_notes(v.loaded.layer_weights):
         if "pre-LayerNorm" in note or "shares one set" in note:
             st.info(note, icon=":material/info:")
     st.caption(

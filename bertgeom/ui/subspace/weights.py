@@ -30,7 +30,7 @@ def weights_tab(v: View) -> None:
     model_id, wh, layer, head, HL, lws = v.model_id, v.wh, v.layer, v.head, v.HL, v.lws
     rank_rtol, sym_rtol = v.rank_rtol, v.sym_rtol
     try:
-        wg = sc.cached_weight_geometry(model_id, wh, rank_rtol, sym_rtol)
+        wg = sc.cached_weight_geometry(lws, wh, rank_rtol, sym_rtol)
     except (ValueError, np.linalg.LinAlgError) as exc:
         st.error(f"The weight geometry of this model could not be computed: {plain(error_text(exc))}")
         return
