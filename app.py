@@ -34,9 +34,12 @@ def main() -> None:
         "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
                   st.Page("app_pages/methods.py", title="Methods", icon=":material/menu_book:", url_path="methods")],
         "Explore": [
-            st.Page("app_pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:", url_path="heads"),
-            st.Page("app_pages/subspace_directions.py", title="Subspace Directions", icon=":material/explore:", url_path="subspace"),
-            st.Page("app_pages/cone_index.py", title="Cone Index per Layer", icon=":material/change_history:", url_path="cone"),
+            st.Page("app_pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:",
+                    url_path="heads"),
+            st.Page("app_pages/subspace_directions.py", title="Subspace Directions", icon=":material/explore:",
+                    url_path="subspace"),
+            st.Page("app_pages/cone_index.py", title="Cone Index per Layer", icon=":material/change_history:",
+                    url_path="cone"),
         ],
     }
     for page in registered_pages():  # plug-ins' pages (bertgeom.extensions.register_page), listed only where they can work

@@ -114,7 +114,8 @@ def preparation_markdown(prep: dict, forward_cpu_ms: float | None = None) -> str
     """The preparation's CPU per genome, before and now (same run), and, given the forward's CPU per
     genome, the end-to-end ceiling each leaves (forward CPU / (forward + preparation) CPU)."""
     ref, now = prep["preparation_reference_cpu_ms_per_genome"], prep["preparation_now_cpu_ms_per_genome"]
-    lines = ["| preparation of a genome from its FASTA text (CPU time) | ms/genome | ceiling of end to end / forward bound |",
+    lines = ["| preparation of a genome from its FASTA text (CPU time) | ms/genome | ceiling of end to end / forward "
+             "bound |",
              "|---|---|---|"]
     for label, ms in (("before (bench/reference_genome_prep.py, same run)", ref), ("now", now)):
         ceiling = f"{forward_cpu_ms / (forward_cpu_ms + ms):.2f} (forward {forward_cpu_ms:.0f} ms)" if forward_cpu_ms else "—"
@@ -213,7 +214,8 @@ def backend_table_markdown(out: dict) -> str:
         kept = f"{r['same_call']}/{r['agreement_genomes']}" if r.get("same_call") is not None else "—"
         dl = f"{r['max_abs_logit_diff']:.1e}" if r.get("max_abs_logit_diff") is not None else "—"
         lines.append(f"| {r['backend']}{mark} | {r['precision']} | {r['streams']} x {r['threads']} | {r['batch']} | "
-                     f"{r['genomes_per_s']:.1f} | {r['vs_torch_fp32']:.2f}x | {100 * r['share_of_peak']:.0f}% | {dl} | {kept} |")
+                     f"{r['genomes_per_s']:.1f} | {r['vs_torch_fp32']:.2f}x | {100 * r['share_of_peak']:.0f}% | {dl} | "
+                     f"{kept} |")
     return "\n".join(lines)
 
 
@@ -230,11 +232,12 @@ def summary_markdown(out: dict) -> str:
         f"{', '.join(f'{x:.2f}' for x in out.get('end_to_end_share_each_round', []))}; medians of the rates: "
         f"{out['end_to_end_genomes_per_s']:.1f} of {out['bound_genomes_per_s']:.1f} genomes/s) | "
         f"{'yes' if out['end_to_end_share_of_bound'] >= 0.85 else 'no'} |",
-        f"| (its ceiling here: a genome costs the cores {out['forward_cpu_ms_per_genome']:.0f} ms of CPU in the forward and "
-        f"{out['preparation_cpu_ms_per_genome']:.0f} ms in the preparation, so with every core busy end to end reaches at most "
-        f"{out['forward_cpu_ms_per_genome']:.0f} / {out['end_to_end_cpu_ms_per_genome']:.0f} of the bound) | "
-        f"ceiling {out['end_to_end_ceiling_share']:.2f}; cores busy {100 * out['forward_core_utilisation']:.0f}% in the "
-        f"forward, {100 * out['end_to_end_core_utilisation']:.0f}% end to end | "
+        f"| (its ceiling here: a genome costs the cores {out['forward_cpu_ms_per_genome']:.0f} ms of CPU in the "
+        "forward and "
+        f"{out['preparation_cpu_ms_per_genome']:.0f} ms in the preparation, so with every core busy end to end reaches "
+        f"at most {out['forward_cpu_ms_per_genome']:.0f} / {out['end_to_end_cpu_ms_per_genome']:.0f} of the bound) | "
+        f"ceiling {out['end_to_end_ceiling_share']:.2f}; cores busy {100 * out['forward_core_utilisation']:.0f}% in "
+        f"the forward, {100 * out['end_to_end_core_utilisation']:.0f}% end to end | "
         f"{'reachable' if out['end_to_end_ceiling_share'] >= 0.85 else 'out of reach'} |",
         f"| `--backend auto` runs the fastest path that keeps every call | auto runs {c} ({out['chosen_how']}); "
         f"fastest in this table: {out['fastest_kept']} | {'yes' if out['fastest_kept'] == c else 'no'} |",
@@ -250,7 +253,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--model", default="")
     ap.add_argument("--json", default="")
-    ap.add_argument("--device", default="auto", help="device of the classification copy (auto: a GPU when there is one)")
+    ap.add_argument("--device", default="auto",
+                    help="device of the classification copy (auto: a GPU when there is one)")
     ap.add_argument("--workers", type=int, default=2, help="preparation processes for the parallel end-to-end run")
     ap.add_argument("--precision", default="auto", help="precision of the end-to-end runs (auto: the policy's)")
     ap.add_argument("--backend", default="auto", help="backend of the end-to-end runs (auto: the policy's)")
@@ -517,7 +521,8 @@ def main(argv=None) -> dict:
         "validation_genomes": len(vpad),
         "fp32_bf16_same_call": torch_row["bf16"]["same_call"],
         "fp32_bf16_max_abs_logit_diff": torch_row["bf16"]["max_abs_logit_diff"],
-        "backends": [{k: v for k, v in r.items() if k not in ("fn", "times", "cpu")} | {"rounds_genomes_per_s": [n / t for t in r["times"]]}
+        "backends": [{k: v for k, v in r.items() if k not in ("fn", "times",
+                                                              "cpu")} | {"rounds_genomes_per_s": [n / t for t in r["times"]]}
                      for r in rows],
     }
     print(f"\n{'measure':40s} value")

@@ -359,7 +359,8 @@ def main(argv=None) -> int:
     if args.checkpoint:
         import tempfile
 
-        model_dir = export_checkpoint(Path(args.checkpoint), Path(args.base), Path(tempfile.mkdtemp()) / "checkpoint_model")
+        model_dir = export_checkpoint(Path(args.checkpoint), Path(args.base),
+                                      Path(tempfile.mkdtemp()) / "checkpoint_model")
     draws = {k: int(v) for k, _, v in (d.partition("=") for d in args.draws)}
     result = run(model_dir, args.max_per_class, args.seed, args.fit_temperature, args.write_calibration,
                  Path(args.plot) if args.plot else None, draws, args.cal_max_per_class or None, args.bf16,

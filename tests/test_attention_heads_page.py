@@ -93,7 +93,8 @@ def test_minilm_over_the_shipped_sentences_is_cached_on_disk(monkeypatch):
     HEADS_SET.memo.clear()
     from bertgeom.ui.cache import cached_model
 
-    summary = HEADS_SET.get(*hc.set_args(cached_model("minilm-l6")), around=lambda: pytest.fail("recomputed what is on disk"))
+    summary = HEADS_SET.get(*hc.set_args(cached_model("minilm-l6")),
+                            around=lambda: pytest.fail("recomputed what is on disk"))
     assert summary.n == 24 and summary.arrays["js"].shape == (72, 72)
 
 

@@ -158,7 +158,8 @@ def test_class_mean_attention_official_recipe(tiny_variant):
 def test_bench_model_pass_quick(tmp_path):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_cone", Path(__file__).resolve().parent.parent / "bench" / "bench_cone.py")
+    spec = importlib.util.spec_from_file_location("bench_cone",
+                                                  Path(__file__).resolve().parent.parent / "bench" / "bench_cone.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     res = bench.bench_model_pass(6, quick=True, which="tiny", tmp_dir=str(tmp_path))

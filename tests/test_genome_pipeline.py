@@ -66,7 +66,8 @@ def test_shipped_files_small_and_consistent():
 
 
 def test_split_rules_on_toy_rows():
-    rows = [{"name": f"a{i}", "label": "Alpha"} for i in range(7)] + [{"name": f"g{i}", "label": "other_preVOC"} for i in range(4)]
+    rows = [{"name": f"a{i}", "label": "Alpha"} for i in range(7)] + [{"name": f"g{i}",
+                                                                       "label": "other_preVOC"} for i in range(4)]
     rows += [{"name": "u", "label": "unassigned"}]
     tr, va = split_real_genomes(rows)
     assert len([n for n in tr if n.startswith("a")]) == 3 and len([n for n in tr if n.startswith("g")]) == 2

@@ -48,7 +48,8 @@ def test_scanner_sees_the_pages_and_the_library():
 def test_the_checks_catch_what_they_must():
     for bad in ("see notes §2.3", "(the notes f10, §1.7)", "as in §4 of the brief"):
         assert unsourced_citations(bad), bad
-    for good in ("docs/methods.md §5", "Clark et al. 2019 §3 and §6", "Bonino 2025 (arXiv:2502.12033) §5", "no section"):
+    for good in ("docs/methods.md §5", "Clark et al. 2019 §3 and §6", "Bonino 2025 (arXiv:2502.12033) §5",
+                 "no section"):
         assert not unsourced_citations(good), good
     for bad in ("../data/genomes.fasta", "open /work/data/x.tsv", "/root/models"):
         assert OUTSIDE_PATH.search(bad), bad

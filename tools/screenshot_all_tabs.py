@@ -48,7 +48,8 @@ PLAN = {
   "methods": [("?view=methods", [])],
   "rna": [("?view=classifier", ["rna", ">Attention Heads", ">Cone Index per Layer", ">Variant Classifier"])],
   "across": [("?view=subspace", ["Across inputs", "!Compute for"])],
-  "minilm": [("?view=heads&model=minilm-l6&layer=3&head=10", ["Head detail", "Over a set of inputs", "@Feature distributions"])],
+  "minilm": [("?view=heads&model=minilm-l6&layer=3&head=10", ["Head detail", "Over a set of inputs",
+                                                              "@Feature distributions"])],
 }
 port = free_port(); server = start_server(port)
 try:

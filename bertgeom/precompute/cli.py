@@ -70,8 +70,8 @@ def _cmd_precompute(args) -> int:
         return exc.code
     except KeyboardInterrupt:
         _close(bar)
-        print(f"interrupted: {counted(done[0], 'shard')} {word_for(done[0], 'is', 'are')} done and kept in '{args.out}'; rerun the same command "
-              "to resume.", file=sys.stderr)
+        print(f"interrupted: {counted(done[0], 'shard')} {word_for(done[0], 'is', 'are')} done and kept in "
+              f"'{args.out}'; rerun the same command to resume.", file=sys.stderr)
         return 130
     except OSError as exc:
         _close(bar)
@@ -128,11 +128,14 @@ def register(sub) -> None:
     p.add_argument("labels", help="TSV with 'name' and 'label' (or 'class') columns")
     p.add_argument("--out", required=True, help="results directory (created; rerun with the same one to resume)")
     p.add_argument("--model", dest="variant_model", default=None, metavar="ID|DIR",
-                   help="classifier id or directory; its input kind must support precompute (default: the plug-in's model, the shipped variant BERT)")
+                   help="classifier id or directory; its input kind must support precompute (default: the plug-in's "
+                        "model, the shipped variant BERT)")
     p.add_argument("--engine", choices=("local", "ray"), default="local")
     p.add_argument("--workers", type=_positive, default=None,
-                   help="processes (local, default: one per --threads cores on the CPU, 1 on a GPU) or model actors (ray, default: cluster CPUs / threads)")
-    p.add_argument("--address", default=None, help="Ray cluster to join: 'auto' from a cluster node (or 'ray://head:10001', Ray "
+                   help="processes (local, default: one per --threads cores on the CPU, 1 on a GPU) or model actors "
+                        "(ray, default: cluster CPUs / threads)")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster to join: 'auto' from a cluster node (or 'ray://head:10001', Ray "
                         "Client); default: start a local Ray instance")
     p.add_argument("--no-ship-code", action="store_true",
                    help="ray: the cluster has bertgeom installed; do not upload this package")

@@ -97,7 +97,8 @@ class PrecomputeConfig:
         object.__setattr__(self, "features", tuple(self.features))
         bad = [f for f in self.features if f not in FEATURE_DOCS]
         if bad:
-            raise PrecomputeError(f"unknown per-head {word_for(len(bad), 'feature')}: {', '.join(bad)} (see bertgeom.analysis.heads.FEATURE_DOCS).")
+            raise PrecomputeError(f"unknown per-head {word_for(len(bad), 'feature')}: {', '.join(bad)} (see "
+                                  "bertgeom.analysis.heads.FEATURE_DOCS).")
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -136,8 +136,8 @@ def missing_input_note(kind, source: str | None, records: int | None) -> str:
         what = f"{things} pasted into the box" if n and n > 1 else f"a pasted {kind.words.noun}"
         return (f"The shared link was made on {what}, which a link cannot carry: paste or upload {it} to see the "
                 "view it shows.")
-    return (f"The shared link was made on an input of its sender's own (not one of the example {kind.words.plural}), which "
-            "a link cannot carry: paste or upload it to see the view it shows.")
+    return (f"The shared link was made on an input of its sender's own (not one of the example {kind.words.plural}), "
+            "which a link cannot carry: paste or upload it to see the view it shows.")
 
 
 def _link_kind():

@@ -401,7 +401,8 @@ def _slide_deletion(out: np.ndarray, covered: np.ndarray, offset: int, deletion:
         span = out[lo - offset : hi + n - offset]
         bases = span[span != ord("-")]
         k = start - lo
-        out[lo - offset : hi + n - offset] = np.concatenate([bases[:k], np.full(n, ord("-"), dtype=np.uint8), bases[k:]])
+        out[lo - offset : hi + n - offset] = np.concatenate([bases[:k], np.full(n, ord("-"), dtype=np.uint8),
+                                                             bases[k:]])
     return start, n
 
 

@@ -187,7 +187,8 @@ class KmerVocab:
         hit = self._codes[pos] == codes
         return np.where(hit, self._code_ids[pos], UNK_ID)
 
-    def encode(self, seq: str, max_length: int | None = MAX_LENGTH, add_special_tokens: bool = True) -> tuple[np.ndarray, float]:
+    def encode(self, seq: str, max_length: int | None = MAX_LENGTH,
+               add_special_tokens: bool = True) -> tuple[np.ndarray, float]:
         """One sequence -> ``(ids, unk_rate)``; ``unk_rate`` = share of its k-mers unknown to the vocab.
         With ``max_length`` the ids are truncated/padded to exactly that length (paper: 512)."""
         ids, unk = self.encode_batch([seq], max_length, add_special_tokens)

@@ -312,7 +312,8 @@ def write_characteristic_table(markers: Iterable[Marker], path=None) -> None:
     path = path or data_path(*TABLE_FILE)
     lines = [
         f"# bertgeom characteristic spike mutations per class, table version {TABLE_VERSION}",
-        "# Built by `python -m bertgeom.sars_cov_2.genome.markers build` from definitions/nextstrain_clades.tsv (changes",
+        "# Built by `python -m bertgeom.sars_cov_2.genome.markers build` from definitions/nextstrain_clades.tsv "
+        "(changes",
         "# shared by every clade of a class) and the training-split developer genomes (spike changes of >= 75%",
         "# of a class's genomes), read codon by codon: one row per amino-acid change (aa, named as Nextclade",
         "# names it in gene S) with the nucleotides that make it; indels and synonymous changes as nucleotide",

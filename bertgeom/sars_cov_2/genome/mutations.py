@@ -154,7 +154,8 @@ class CladeDefinitions:
                   ("own_pos", own_pos), ("own_base", own_base), ("own_clade", own_clade))}
         for a in arrays.values():
             a.setflags(write=False)  # shared by every call (and thread) of the process
-        return {**arrays, "depth": [self.depth(c) for c in self.clades], "cls": [clade_to_class(c) for c in self.clades]}
+        return {**arrays, "depth": [self.depth(c) for c in self.clades],
+                "cls": [clade_to_class(c) for c in self.clades]}
 
     def __hash__(self) -> int:  # needed by functools.cache on a method
         return id(self)
@@ -1113,6 +1114,7 @@ def spike_sites_of(aligned_spike: str, sites: Iterable[tuple[int, str]]) -> dict
 __all__ = [
     "AaMutation", "CladeCall", "CladeDefinitions", "MutationReport", "NucMutation", "GH_SPIKE_MARKERS",
     "aa_effect_of_sub", "call_mutations", "class_defining_mutations", "class_expected_sites",
-    "load_clade_definitions", "load_spike_profiles", "ProfileEntry", "EXPECTED_MIN_FREQ", "nearest_clade", "parse_clade_definitions", "spike_sites_of", "sub_name",
+    "load_clade_definitions", "load_spike_profiles", "ProfileEntry", "EXPECTED_MIN_FREQ", "nearest_clade",
+    "parse_clade_definitions", "spike_sites_of", "sub_name",
     "INDEL_PLACES", "MUTATION_COLUMNS", "nextclade_columns",
 ]  # fmt: skip

@@ -435,13 +435,15 @@ def qc_score(report, aligned: str, private, gene_names=None, qc: dict | None = N
                          + (f" ({span[0] + 1:,}-{span[1] + 1:,}; the first {md['score_bias']} are free)" if span else "")),
         "mixed sites": (100 * mixed / p["mixed sites"]["threshold"], mixed, f"{mixed} mixed (ambiguous) sites"),
         "private mutations": (max(0.0, weighted - pm["typical"]) * 100 / pm["cutoff"], len(private.private),
-                              f"{counted(len(private.private), 'private nucleotide change')} against the nearest tree node "
-                              f"({private.clade}): {counted(len(labeled), 'labelled substitution')} (known from other clades), "
-                              f"{len(unlabeled)} unlabelled, {counted(n_del, 'deletion range')}; and "
+                              f"{counted(len(private.private), 'private nucleotide change')} against the nearest tree "
+                              "node "
+                              f"({private.clade}): {counted(len(labeled), 'labelled substitution')} (known from other "
+                              f"clades), {len(unlabeled)} unlabelled, {counted(n_del, 'deletion range')}; and "
                               f"{counted(len(private.reversions), 'reversion')}"),
         "snp clusters": (sc["per"] * len(clusters), len(clusters),
-                         f"{counted(len(clusters), 'cluster')} of more than {sc['cutoff']} private substitutions within "
-                         f"{sc['window']} nt" + (": " + ", ".join(f"{a}-{b}" for a, b in clusters[:5]) if clusters else "")),
+                         f"{counted(len(clusters), 'cluster')} of more than {sc['cutoff']} private substitutions "
+                         f"within {sc['window']} nt" + (": " + ", ".join(f"{a}-{b}" for a,
+                                                                  b in clusters[:5]) if clusters else "")),
         "frameshifts": (p["frameshifts"]["per"] * len(fs), len(fs),
                         counted(len(fs), "frameshift") + (": " + ", ".join(fs[:5]) if fs else "")
                         + (f" ({n_known[0]} known to the Nextclade dataset, no points)" if n_known[0] else "")),

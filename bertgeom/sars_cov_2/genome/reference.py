@@ -221,7 +221,8 @@ def translate_codon(codon: str) -> str:
         return "-"
     if len(codon) != 3 or "-" in codon or "N" in codon:
         return "X"
-    options = {CODON_TABLE[a + b + c] for a in IUPAC.get(codon[0], "") for b in IUPAC.get(codon[1], "") for c in IUPAC.get(codon[2], "")}
+    options = {CODON_TABLE[a + b + c] for a in IUPAC.get(codon[0], "") for b in IUPAC.get(codon[1],
+                                                                                          "") for c in IUPAC.get(codon[2], "")}
     return options.pop() if len(options) == 1 else "X"
 
 

@@ -240,7 +240,8 @@ def parse_genome_records(text: str) -> tuple[Record, ...]:
         raise InputError(str(exc)) from None
     if len(parsed) == 1 and isinstance(parsed[0], RecordError):
         raise InputError(parsed[0].message)
-    return tuple(Record(r.name, "", error=r.message) if isinstance(r, RecordError) else Record(r.name, r.sequence, r.notes)
+    return tuple(Record(r.name, "", error=r.message) if isinstance(r, RecordError) else Record(r.name, r.sequence,
+                                                                                               r.notes)
                  for r in parsed)
 
 

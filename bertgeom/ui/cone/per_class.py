@@ -77,7 +77,8 @@ def classes_section(v: View) -> None:
                                   reference=ref, reference_label=f"isotropic (median m = {mref:.0f})",
                                   x_title="layer (0 = embeddings)" if choice == "hidden" else "layer",
                                   title=f"{stream_label(choice, head)}: mean ± sd "
-                                        f"{'per class' if labelled else 'over the set'}, {counted(len(values), 'input')}"),
+                                        f"{'per class' if labelled else 'over the set'}, "
+                                        f"{counted(len(values), 'input')}"),
                   "w_cone_class_curves")
             st.markdown("##### Histograms per layer (20 bins, as the official code)")
             mode = st.radio("Compare in each layer", ["classes", "streams"], horizontal=True, key="w_cone_hist_mode",

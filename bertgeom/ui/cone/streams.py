@@ -36,7 +36,8 @@ def streams_section(v: View) -> None:
     )
     s1, s2 = st.columns(2)
     faithful = s1.toggle("Show the official code's “multihead output”", value=True, key="w_cone_faithful",
-                         help=STREAM_DOCS["multihead_faithful"].formula + ". It skips W_O and the trained LayerNorm, so "
+                         help=STREAM_DOCS["multihead_faithful"].formula + ". It skips W_O and the trained LayerNorm, "
+                                                                          "so "
                               "it differs from U.")
     normalized = s2.toggle(f"Normalised ({norm_label})", value=True, key="w_cone_stream_norm")
     suffix = "_norm" if normalized else ""

@@ -53,8 +53,8 @@ def compare_inputs_tab(v: View) -> None:
 
     layer, head, model_id = v.layer, v.head, v.model_id
     st.caption("**What this shows:** which heads react to a change of input, and where. Input A is the current "
-               "input; pick or type B. Tokens are paired (genomes by position on the reference, text by aligning the word "
-               "pieces; inserted tokens stay unpaired). Per head, the change is the mean total-variation distance "
+               "input; pick or type B. Tokens are paired (genomes by position on the reference, text by aligning the "
+               "word pieces; inserted tokens stay unpaired). Per head, the change is the mean total-variation distance "
                "between paired attention rows: 0 = identical, 1 = no shared mass.")
     kind = v.kind
     if kind.demo_set is not None:
@@ -83,7 +83,8 @@ def compare_inputs_tab(v: View) -> None:
         return
     if v.loaded.labels:
         chart(probability_bars(v.loaded.labels, {"A (current)": class_probabilities(v.loaded, v.trace.logits),
-                                                         "B": class_probabilities(v.loaded, tb.logits)}, display=INPUT_KINDS.all_class_names(),
+                                                         "B": class_probabilities(v.loaded, tb.logits)},
+                                                         display=INPUT_KINDS.all_class_names(),
                                title=f"Predicted: A {class_name(v.trace.predicted)}, B {class_name(tb.predicted)}"),
               "w_cmpin_probs")
     n_a, n_b = v.trace.encoded.n_tokens, tb.encoded.n_tokens

@@ -175,7 +175,8 @@ def _attention_gradient_part(v: View) -> None:
     res = cached_gradients(v.subject, int(target))
     kinds = res["kinds"]
     names = [k[5:] for k in kinds if k.startswith("grad ")]
-    kind = st.radio("Keys", names, horizontal=True, key="w_grad_kind", index=names.index("[SEP]") if "[SEP]" in names else 0)
+    kind = st.radio("Keys", names, horizontal=True, key="w_grad_kind",
+                    index=names.index("[SEP]") if "[SEP]" in names else 0)
     c1, c2 = st.columns([5, 4])
     with c1:
         st.markdown(f"**Mean |∂L/∂α| on {kind} keys** per head; click a head.")

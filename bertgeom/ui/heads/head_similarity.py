@@ -91,7 +91,8 @@ def similarity_tab(v: View) -> None:
     with c1:
         st.markdown(f"**MDS of the heads** ({method}{', √JS' if use_sqrt else ''}); click a point to select its head.")
         chart(fh.head_scatter(coords, H, categories=cats, values=values, colour_label="layer",
-                               selected=(layer, head), hover_text=hover, axis_titles=("MDS 1", "MDS 2")), "w_mds", selects_head=True)
+                               selected=(layer, head), hover_text=hover, axis_titles=("MDS 1", "MDS 2")), "w_mds",
+                               selects_head=True)
         st.caption(note)
     with c2:
         st.markdown(f"**k-means clusters** (k = {clus.k}, silhouette {clus.silhouette:.2f})")
@@ -116,7 +117,8 @@ def similarity_tab(v: View) -> None:
     cdf.insert(0, "cluster", list(cnames))
     cdf.insert(1, "heads", np.bincount(clus.labels, minlength=clus.k))
     cdf = cdf.iloc[order].reset_index(drop=True)
-    st.markdown("Cluster centres (feature units; names from the rules of [docs/methods.md §6](/?view=methods&section=6))")
+    st.markdown("Cluster centres (feature units; names from the rules of [docs/methods.md "
+                "§6](/?view=methods&section=6))")
     st.dataframe(cdf.round(3).rename(columns={n: feature_label(n) for n in clus.feature_names}), hide_index=True,
                  width="stretch")  # plain words on screen; the CSV keeps the variable names
     csv_button(cdf, "kmeans_centroids.csv", "w_centroid_csv")

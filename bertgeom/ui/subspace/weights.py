@@ -44,7 +44,8 @@ def weights_tab(v: View) -> None:
         label, formula, source = WEIGHT_FEATURE_DOCS[feature]
         label = symbols(label)
         st.caption(f"`{formula}` — {source}")
-        chart(fs.scalar_grid(wg.scalars[feature], label=label, selected=(layer, head)), "w_sub_wgrid", selects_head=True)
+        chart(fs.scalar_grid(wg.scalars[feature], label=label, selected=(layer, head)), "w_sub_wgrid",
+              selects_head=True)
     with right:
         st.markdown(f"#### {HL} · weight geometry")
         st.caption(f"d = {wg.d_model}, d_head = {wg.head_dim}. M_h ignores the biases; the query bias only "
