@@ -28,7 +28,8 @@ def main() -> None:
     """One script run: state, threads, background preparation, navigation, sidebar, the page."""
     init_state()
     configure_server_threads()  # torch threads per request, set deliberately (see bertgeom.runtime)
-    start_background()  # once per server: the shipped sets' summaries, prepared at low priority (bertgeom.ui.prepared_cache)
+    # once per server: the shipped sets' summaries, prepared at low priority (bertgeom.ui.prepared_cache)
+    start_background()
 
     PAGES = {
         "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
@@ -42,7 +43,8 @@ def main() -> None:
                     url_path="cone"),
         ],
     }
-    for page in registered_pages():  # plug-ins' pages (bertgeom.extensions.register_page), listed only where they can work
+    # plug-ins' pages (bertgeom.extensions.register_page), listed only where they can work
+    for page in registered_pages():
         if page_available(page.key):
             PAGES.setdefault(page.section, []).append(
                 st.Page(page.script, title=page.title, icon=page.icon or None, url_path=page.url_path))

@@ -1,4 +1,5 @@
-"""Cone Index per Layer: how narrow the cloud of token vectors is, layer by layer (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9).
+"""Cone Index per Layer: how narrow the cloud of token vectors is, layer by layer (Bonino 2025
+(arXiv:2502.12033); docs/methods.md §9).
 
 The page holds the settings every section shares and the current input's curve. Below them, one section
 at a time (only the shown one runs), one module each under :mod:`bertgeom.ui.cone`, listed in the order
@@ -102,5 +103,5 @@ with st.expander("Definitions and where they come from"):
                                       "multihead_faithful", "head_output_faithful"))
     st.markdown("Token sets: " + "; ".join(f"**{TOKEN_SET_LABELS[k]}** — {v}" for k, v in TOKEN_SETS.items()) + ".")
     st.caption("The cone index and the streams are concepts of Bonino et al. 2025 (arXiv:2502.12033); their recipes "
-               "follow the authors' released code, and our additions say so. Full definitions: [docs/methods.md "
-               "§9](/?view=methods&section=9).")
+               "follow the authors' released code, and our additions say so. Full definitions: "
+               "[docs/methods.md §9](/?view=methods&section=9).")

@@ -133,7 +133,8 @@ def main(argv=None) -> int:
             )
         )
 
-    hdr = f"{'input':16s} {'baseline loop s':>15s} {'per-head s':>10s} {'ours s':>8s} {'ours 1thr s':>11s} {'speed-up':>9s} {'(1 thr)':>8s} {'vs per-head':>11s} {'max|diff|':>10s}"
+    hdr = (f"{'input':16s} {'baseline loop s':>15s} {'per-head s':>10s} {'ours s':>8s} {'ours 1thr s':>11s} "
+           f"{'speed-up':>9s} {'(1 thr)':>8s} {'vs per-head':>11s} {'max|diff|':>10s}")
     print(f"head_features: L={L} H={H} T={T}, {results[0]['n_features']} features per head "
           f"(incl. histogram bins), numpy {np.__version__}, {os.cpu_count()} CPUs")
     print(hdr)

@@ -82,7 +82,8 @@ def markdown(result: dict) -> str:
                      f"{'—' if r['speedup_vs_1'] is None else format(r['speedup_vs_1'], '.2f') + 'x'} | "
                      f"{r['share_of_classify']:.2f} |")
     lines.append(f"| classify end to end ({result['classify_backend']}, same genomes, same run) | — | — | "
-                 f"{result['classify_genomes_per_s']:.2f} | {1 / result['classify_genomes_per_s']:.2f} | — | — | 1.00 |")
+                 f"{result['classify_genomes_per_s']:.2f} | {1 / result['classify_genomes_per_s']:.2f} | "
+                 "— | — | 1.00 |")
     return "\n".join(lines)
 
 

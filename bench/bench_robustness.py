@@ -167,7 +167,8 @@ def export_checkpoint(checkpoint: Path, base: Path, out: Path) -> Path:
     return out
 
 
-def fit_model_temperature(logits, labels, max_per_class: int, seed: int, draws: dict | None = None) -> tuple[float, dict]:
+def fit_model_temperature(logits, labels, max_per_class: int, seed: int,
+                          draws: dict | None = None) -> tuple[float, dict]:
     """The temperature fitted on the calibration genomes and their wide perturbations (half the
     weight on the plain genomes, half on the perturbed ones), and what it was fitted on."""
     from bertgeom.probabilities import scaled_softmax

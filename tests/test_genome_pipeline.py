@@ -181,6 +181,7 @@ def test_no_streamlit_import():
     import subprocess
     import sys
 
-    code = "import sys, bertgeom.sars_cov_2.genome.pipeline, bertgeom.sars_cov_2.genome.synth, bertgeom.sars_cov_2.genome.dataset; print('streamlit' in sys.modules)"
+    code = ("import sys, bertgeom.sars_cov_2.genome.pipeline, bertgeom.sars_cov_2.genome.synth, "
+            "bertgeom.sars_cov_2.genome.dataset; print('streamlit' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -24,7 +24,8 @@ def unsourced_citations(text: str, own_sections: bool = False) -> list[str]:
     the text is docs/methods.md itself, whose bare ``§`` are its own sections)."""
     if own_sections:
         return []
-    return [line.strip() for line in text.splitlines() if "§" in line and not NAMED_SOURCE.search(line.split("§", 1)[0])]
+    return [line.strip() for line in text.splitlines()
+            if "§" in line and not NAMED_SOURCE.search(line.split("§", 1)[0])]
 
 
 def _project_texts():
@@ -92,7 +93,8 @@ def test_pages_link_to_the_methods_document():
     (Attention Heads' tabs live in bertgeom/ui/heads/, one module each)."""
     drawn_by = {"app_pages/attention_heads.py": sorted((ROOT / "bertgeom" / "ui" / "heads").glob("*.py"))}
     for page in ("app_pages/attention_heads.py", "app_pages/subspace_directions.py", "app_pages/cone_index.py"):
-        texts = [(ROOT / page).read_text(encoding="utf-8")] + [f.read_text(encoding="utf-8") for f in drawn_by.get(page, [])]
+        texts = ([(ROOT / page).read_text(encoding="utf-8")]
+                 + [f.read_text(encoding="utf-8") for f in drawn_by.get(page, [])])
         assert any("docs/methods.md" in t for t in texts), page
     label_rules = (ROOT / "bertgeom" / "ui" / "heads" / "all_heads.py").read_text(encoding="utf-8")
     assert "docs/methods.md §4" in label_rules  # the reconstructed pattern rules say where they are defined

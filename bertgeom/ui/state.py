@@ -93,7 +93,8 @@ def _read_link_settings(qp) -> None:
     if value is not None and 0.0 <= value <= 1.0:
         st.session_state["w_theta"] = st.session_state["_theta_kept"] = round(value, 2)
         st.session_state["_theta_from_link"] = True
-    missing = "The shared link did not carry its input (it was too long or not an example); you see this server's current input instead."
+    missing = ("The shared link did not carry its input (it was too long or not an example); you see this server's "
+               "current input instead.")
     for kind in INPUT_KINDS.values():
         if kind.link_param in qp:
             examples = kind.examples()
@@ -131,7 +132,8 @@ def missing_input_note(kind, source: str | None, records: int | None) -> str:
     it = word_for(n or 1, "it", "them")
     if source == "upload":
         what = f"an uploaded file of {things}" if n and n > 1 else f"an uploaded {kind.words.noun}"
-        return f"The shared link was made on {what}, which a link cannot carry: upload the file to see the view it shows."
+        return (f"The shared link was made on {what}, which a link cannot carry: upload the file to see the view it "
+                "shows.")
     if source == "paste":
         what = f"{things} pasted into the box" if n and n > 1 else f"a pasted {kind.words.noun}"
         return (f"The shared link was made on {what}, which a link cannot carry: paste or upload {it} to see the "
@@ -218,7 +220,8 @@ def _missing_here_note(kind, source: str, n: int) -> str:
     """The sender's note under a link that does not hold its input: what it leaves out, and what to send."""
     it, are = word_for(n, "it", "them"), word_for(n, "is", "are")
     if source == "upload":
-        what = f"The uploaded file's {counted(n, kind.words.noun, kind.words.plural)}" if n > 1 else f"The uploaded {kind.words.noun}"
+        what = (f"The uploaded file's {counted(n, kind.words.noun, kind.words.plural)}" if n > 1
+                else f"The uploaded {kind.words.noun}")
         send = "the file"
     else:
         what = f"These {counted(n, kind.words.noun, kind.words.plural)}" if n > 1 else f"This {kind.words.noun}"

@@ -1,4 +1,5 @@
-"""The paper's overlapping k-mer tokenisation of the spike (Bonino 2025 (arXiv:2502.12033), case study; the authors' released code) and token coordinates.
+"""The paper's overlapping k-mer tokenisation of the spike (Bonino 2025 (arXiv:2502.12033), case
+study; the authors' released code) and token coordinates.
 
 ``seq2kmer``: right-pad with ``N`` to a multiple of K=12 (not of the stride), then 12-mers start at
 0, 9, 18, ... while ``start <= len - 12``: the 3,822-nt spike -> 3,828 -> **425 k-mers**.

@@ -414,7 +414,8 @@ class ClassEvidence:
         return len(self.present) - len(self.absent)
 
     def summary(self) -> str:
-        return f"{len(self.present)}/{self.n_markers} markers" + (f" ({len(self.missing)} unread)" if self.missing else "")
+        unread = f" ({len(self.missing)} unread)" if self.missing else ""
+        return f"{len(self.present)}/{self.n_markers} markers{unread}"
 
 
 @dataclass(frozen=True)
@@ -486,7 +487,8 @@ def apply_marker(arr: np.ndarray, insertions: dict[int, str], m: Marker, revert:
         return True
     if m.kind == "del":
         if revert:
-            if not (seg == ord("-")).all() or (a > 0 and arr[a - 1] == ord("-")) or (b < len(arr) and arr[b] == ord("-")):
+            if (not (seg == ord("-")).all() or (a > 0 and arr[a - 1] == ord("-"))
+                    or (b < len(arr) and arr[b] == ord("-"))):
                 return False
             arr[a:b] = np.frombuffer(m.ref.encode("ascii"), dtype=np.uint8)
             return True

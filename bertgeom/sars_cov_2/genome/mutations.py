@@ -1055,9 +1055,10 @@ def nearest_clade(aln: GenomeAlignment | SpikeCut, classes: Iterable[str] | None
     """The deepest clade the genome is consistent with: score = matches - ``mismatch_weight`` x
     mismatches over the clade's inherited sites (N or uncovered sites count neither way). Ties go to
     a clade one of whose own sites (those its parent lacks) the genome carries (a descendant whose
-    own sites are all N, e.g. outside a spike-only input, is not credited), then to the deeper clade, and between siblings of equal depth (23A and
-    23D, whose own sites an XBB.1.9 genome all carries: F486P and ORF8:G8* arose in both) to the
-    later-designated one, the more specific name (Nextstrain numbers clades in order of designation)."""
+    own sites are all N, e.g. outside a spike-only input, is not credited), then to the deeper clade,
+    and between siblings of equal depth (23A and 23D, whose own sites an XBB.1.9 genome all carries:
+    F486P and ORF8:G8* arose in both) to the later-designated one, the more specific name (Nextstrain
+    numbers clades in order of designation)."""
     defs = defs or load_clade_definitions()
     if isinstance(aln, GenomeAlignment):
         text, offset = aln.aligned, 1

@@ -36,7 +36,8 @@ def _confusion(report: dict) -> str:
 def _stage_line(stage: dict) -> str:
     summ = stage.get("summary") or {}
     src = f"continued from `{stage['init_from']}`" if stage.get("init_from") else "from the bundled MiniLM-L6"
-    aug = "no augmentation" if (stage.get("augment") or {}).get("off") or "augment" not in stage else "per-step augmentation"
+    off = (stage.get("augment") or {}).get("off") or "augment" not in stage
+    aug = "no augmentation" if off else "per-step augmentation"
     return (f"{src}; seed {stage.get('seed', 42)}; {stage.get('epochs')} "
             f"{word_for(1 if stage.get('epochs') == 1 else 2, 'epoch', 'epochs')} of batch {stage.get('batch_size')} "
             f"({summ.get('steps', 'n/a')} steps, {summ.get('train_examples', 'n/a')} pool examples), encoder lr "
@@ -153,7 +154,8 @@ def _robustness_section(model_dir: Path, robustness: dict) -> str:
 ## Robustness and calibration
 
 `python bench/bench_robustness.py` ({robustness.get('precision', 'fp32')} forward passes) on the
-{robustness['evaluation_genomes']} real evaluation genomes (the plain row) and {robustness['perturbations']} perturbations of {robustness['perturbed_bases']} of them (at most
+{robustness['evaluation_genomes']} real evaluation genomes (the plain row) and {robustness['perturbations']} \
+perturbations of {robustness['perturbed_bases']} of them (at most
 {robustness['max_per_class']} per class, seed {robustness['seed']}): two and three markers of **one** other
 class with every own marker kept (convergent evolution: a rule-based caller keeps the class), own
 markers reverted, 1-10 private substitutions at non-marker sites, real ARTIC V3/V4.1 amplicon
@@ -243,7 +245,8 @@ def _metrics_section(evaluation: dict) -> str:
     return f"""## Metrics on real held-out genomes
 
 Evaluated with `python -m bertgeom evaluate` on the {model['n']} real evaluation genomes (open data,
-not trained on, not used for calibration), next to the rule-based marker call (`bertgeom.sars_cov_2.genome.markers`, the second opinion the
+not trained on, not used for calibration), next to the rule-based marker call \
+(`bertgeom.sars_cov_2.genome.markers`, the second opinion the
 CLI and the page show) and a logistic regression on k-mer counts trained on the same recipe in the
 same run.
 
@@ -251,7 +254,8 @@ same run.
 |---|---|---|
 | BERT variant model | {model['accuracy']:.4f} | {model['macro_f1']:.4f} |
 """ + (f"| rule-based marker call | {rules['accuracy']:.4f} | {rules['macro_f1']:.4f} |\n" if rules else "") + (
-        f"| k-mer count logistic regression | {base['accuracy']:.4f} | {base['macro_f1']:.4f} |\n" if base else "") + f"""
+        f"| k-mer count logistic regression | {base['accuracy']:.4f} | {base['macro_f1']:.4f} |\n"
+        if base else "") + f"""
 Per class (BERT):
 
 {_table(model)}

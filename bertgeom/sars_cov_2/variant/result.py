@@ -329,7 +329,8 @@ def recombinant_sentence(placement) -> str:
     if not root or root == rec.designated:
         lineage = f"{rec.designated}, a designated recombinant lineage"
     else:
-        lineage = f"{rec.designated}{f' ({unaliased})' if unaliased else ''}, a descendant of the designated recombinant {root}"
+        lineage = (f"{rec.designated}{f' ({unaliased})' if unaliased else ''}, a descendant of the designated "
+                   f"recombinant {root}")
     return f"Recombinant: it sits on {lineage}" + (f"; {split}." if split else ".")
 
 

@@ -59,7 +59,8 @@ def distribution_section(v: View) -> None:
                      for n, lab, p in zip(data.names, data.labels, data.predicted)]
             if proj.explained_variance_ratio is not None:
                 ax = [f"PC{i + 1} ({100 * r:.1f}%)" for i, r in enumerate(proj.explained_variance_ratio)]
-                ptitle = f"PCA of {feat_opts[feature]}, {layer_name}: {100 * proj.total_explained_variance:.1f}% of the variance shown"
+                ptitle = (f"PCA of {feat_opts[feature]}, {layer_name}: "
+                          f"{100 * proj.total_explained_variance:.1f}% of the variance shown")
             else:
                 ax = [f"{method.upper()} {i + 1}" for i in range(dims)]
                 ptitle = f"{ 'UMAP' if method == 'umap' else 't-SNE'} of {feat_opts[feature]}, {layer_name} (seed 42)"

@@ -65,7 +65,8 @@ def entropy_section(v: View) -> None:
                 else:
                     f1, f2 = st.columns(2)
                     cls = f1.selectbox("Class", labels_present, key="w_cone_ent_class",
-                                       index=labels_present.index(kind.featured_class) if kind.featured_class in labels_present else 0,
+                                       index=(labels_present.index(kind.featured_class)
+                                              if kind.featured_class in labels_present else 0),
                                        format_func=lambda c: DISPLAY.get(c, c))
                     only = f2.checkbox("Correctly classified only (as the official code)", value=True,
                                        key="w_cone_ent_correct")

@@ -124,7 +124,8 @@ def class_mean_view(v: View, summary, sel: SetSelection) -> None:
     cm = hc.class_mean(loaded, names)
     st.markdown(f"#### {head_label(layer, head)} — mean map of {who_name} ({cm.n} inputs)")
     st.caption("Paper recipe ([docs/methods.md §5](/?view=methods&section=5)): "
-               + ("correct predictions only; " if summary.classifier else "every input (this model predicts no class); ")
+               + ("correct predictions only; " if summary.classifier
+                  else "every input (this model predicts no class); ")
                + "each map zeroed from the first [SEP] on "
                "([SEP] and [PAD] removed, [CLS] kept), then averaged. "
                + ("" if kind.can("aligned_positions") else
