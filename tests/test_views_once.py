@@ -125,11 +125,11 @@ def test_no_tab_resolves_the_model_or_the_input_again_from_strings():
     cache_tree = ast.parse((ROOT / "bertgeom" / "ui" / "cache.py").read_text())
     resolvers = {fn.name for fn in cache_tree.body if isinstance(fn, ast.FunctionDef)
                  and fn.args.args and fn.args.args[0].arg == "model_id"}
-    assert {"cached_model", "get_trace", "paste_records", "get_record_trace", "subject_of"} <= resolvers
+    assert {"cached_model", "get_trace", "subject_of"} <= resolvers
     # the resolvers themselves; the tour, which opens its own inputs
     allowed = {"bertgeom/ui/cache.py", "bertgeom/ui/sidebar.py", "bertgeom/ui/tour.py"}
     # another input or another model than the page's, each resolved once where it is named
-    elsewhere = {("bertgeom/ui/heads/compare_inputs.py", "text_b"), ("bertgeom/ui/heads_cache.py", "model_shape")}
+    elsewhere = {("bertgeom/ui/heads_cache.py", "model_shape")}
     found = []
     for path in sorted([*(ROOT / "bertgeom" / "ui").rglob("*.py"), *(ROOT / "app_pages").glob("*.py")]):
         rel = str(path.relative_to(ROOT))

@@ -136,7 +136,7 @@ if not text:  # only the genome in the box is ever shown: an empty box shows how
     st.stop()
 try:  # the paste read once into records (name, cleaned sequence, reading notes, digest): the table,
     # the trace and the notes below all read these, keyed by each record's digest
-    records = paste_records(model_id, text)
+    records = paste_records(loaded, text)
 except InputError as exc:
     st.error(plain(exc))
     st.stop()
@@ -186,7 +186,7 @@ else:
     record = records[0]
 
 try:
-    trace = get_record_trace(model_id, record)
+    trace = get_record_trace(loaded, record)
 except InputError as exc:
     st.error(plain(exc))
     st.stop()
