@@ -17,7 +17,7 @@ import streamlit as st
 
 from bertgeom.sets.inputs import InputItem, shipped_set
 from bertgeom.sets.heads import JS_MAX_ROWS, SET_THETA, ClassMean, SetSummary, js_rows_for
-from bertgeom.sets.views import COMPARE, CLASS_MEAN, HEADS_SET
+from bertgeom.sets.views import COMPARE, CLASS_MEAN, HEADS_SET, CosineArrays
 from bertgeom.subject import Subject
 from bertgeom.ui.cache import BY_SUBJECT, cached_model
 from bertgeom.ui.view_runner import run_view
@@ -106,7 +106,7 @@ def cached_sweep(subject: Subject, kind: str) -> dict:
         return sweep_single_heads(loaded, ids) if kind == "heads" else sweep_layers(loaded, ids)
 
 
-def cached_compare(subject: Subject, partner_id: str) -> dict:
+def cached_compare(subject: Subject, partner_id: str) -> CosineArrays:
     """Weight-space cosines (QK, OV) and map cosine on shared layer inputs, each ``[L, H]`` (the
     ``compare-checkpoints`` view), read from disk where ``prepare-sets`` wrote it (the examples), else
     computed in a heavy-work slot from the input's trace."""
