@@ -168,8 +168,9 @@ def qk_set_tab(v: View) -> None:
         name = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}[method]
         frame, c = waited(_qk_map, map_key, qk, method, normalise, text=f"Fitting the {name} map of {len(qk.rows)} "
                           "tokens…", key=f"qk-map-{method}", estimate_key=f"qk-map:{method}:{v.model_id}")
-        search = st.text_input("Search a token or k-mer (exact, case-insensitive)", key="w_qk_search",
-                               bind="query-params", placeholder="e.g. cat, or a 12-mer")
+        tokens = [str(t) for t in v.trace.tokens[1:-1]] or [""]  # an example in this kind's own tokens
+        search = st.text_input("Search a token (exact, case-insensitive)", key="w_qk_search",
+                               bind="query-params", placeholder=f"e.g. {tokens[len(tokens) // 2]}")
         hits = token_search(qk, search) if search.strip() else None
         mark = None
         if hits is not None and len(hits):
