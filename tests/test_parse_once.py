@@ -79,7 +79,7 @@ def test_a_paste_of_n_records_is_parsed_once_across_table_trace_and_notes(tiny_v
         trace = get_record_trace(loaded, record)
         assert trace.encoded.key == record.digest and (RNA_NOTE in trace.encoded.notes) == (RNA_NOTE in record.notes)
     (chunk,) = batch_chunks(records)
-    rows = classify_chunk(model_id, digests(chunk), chunk)
+    rows = classify_chunk(loaded, digests(chunk), chunk)
     assert [r["name"] for r in rows] == [r.name for r in records] and RNA_NOTE in rows[0]["notes"]
     assert len(parse_calls) == 1
 

@@ -153,7 +153,7 @@ if len(records) > 1:
     bar = st.progress(0.0, text=f"Classifying {n_rows} records…")
     rows: list[dict] = []
     for chunk in chunks:
-        rows += call_heavy(classify_chunk, model_id, digests(chunk), chunk, what="classifying the records",
+        rows += call_heavy(classify_chunk, loaded, digests(chunk), chunk, what="classifying the records",
                            priority=BATCH)
         bar.progress(len(rows) / n_rows, text=f"Classified {len(rows)} of {n_rows} records…")
     bar.empty()
@@ -325,7 +325,7 @@ with c2:
                                      "says how complete the result is.")
 tracks = {f"[CLS] attention, layer {layer}": cls_att[layer - 1], "attention rollout": rollout[-1]}
 if use_ig:
-    ig, ig_summary, ig_complete = call_heavy(integrated_gradients_for, model_id, trace.encoded.input_ids,
+    ig, ig_summary, ig_complete = call_heavy(integrated_gradients_for, loaded, trace.encoded.input_ids,
                                              labels.index(pred), min(16, ig_nodes), ig_nodes,
                                              what="integrated gradients")
     tracks["integrated gradients"] = ig
@@ -364,7 +364,7 @@ n_events += n_added
 for p in problems:
     st.warning(plain(p), icon=":material/edit_off:")  # one entry the box cannot read; the others still count
 if changes:
-    after_logits = logits_for(model_id, apply_changes(aligned, changes))
+    after_logits = logits_for(loaded, apply_changes(aligned, changes))
     st.dataframe(what_if_frame(loaded, trace.logits, after_logits, [CLASS_DISPLAY.get(c, c) for c in labels]),
                  hide_index=True, width="stretch")
     new_probs = class_probabilities(loaded, after_logits)

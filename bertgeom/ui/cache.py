@@ -53,22 +53,26 @@ def paste_records(loaded: LoadedModel, text: str) -> tuple[Record, ...]:
     return cached_records(loaded.spec.input_kind, normalise_text(text))
 
 
-@st.cache_resource(max_entries=24, show_spinner="Running the model…")
-def cached_trace(_loaded: LoadedModel, spec_id: str, digest: str, _record: Record) -> Trace:
-    """One forward pass for (model, record), keyed by the model's registry id ``spec_id`` and the
-    record's ``digest`` (neither the model nor the record is hashed), shared read-only; later reruns
-    read it from the cache. Pure: it takes a free slot or raises ``SlotBusy``; call it through
+#: How the Streamlit caches hash a loaded model: by its registry id and weights hash, never the
+#: model itself (a cached function takes the model the page resolved, not its id to resolve again).
+BY_MODEL = {LoadedModel: lambda m: (m.spec.id, m.weights_hash)}
+
+
+@st.cache_resource(max_entries=24, show_spinner="Running the model…", hash_funcs=BY_MODEL)
+def cached_trace(loaded: LoadedModel, digest: str, _record: Record) -> Trace:
+    """One forward pass for (model, record), keyed by the model (:data:`BY_MODEL`) and the record's
+    ``digest`` (the record itself is not hashed again), shared read-only; later reruns read it from
+    the cache. Pure: it takes a free slot or raises ``SlotBusy``; call it through
     :func:`get_record_trace`."""
     with free_slot_or_raise():
-        return run_trace(_loaded, _record).read_only()
+        return run_trace(loaded, _record).read_only()
 
 
 def get_record_trace(loaded: LoadedModel, record: Record) -> Trace:
     """Trace of one record of a paste (:func:`paste_records`) under the model the page resolved,
     keyed by the record's digest. A miss that finds the queue busy waits here, outside the cache,
     with the 'Queued' notice (see bertgeom.ui.workqueue)."""
-    return call_heavy(cached_trace, loaded, loaded.spec.id, record.digest, record,
-                      what="running the model on this input")
+    return call_heavy(cached_trace, loaded, record.digest, record, what="running the model on this input")
 
 
 def trace_of(loaded: LoadedModel, text: str) -> Trace:
