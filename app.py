@@ -28,18 +28,23 @@ def main() -> None:
     """One script run: state, threads, background preparation, navigation, sidebar, the page."""
     init_state()
     configure_server_threads()  # torch threads per request, set deliberately (see bertgeom.runtime)
-    start_background()  # once per server: the shipped sets' summaries, prepared at low priority (bertgeom.ui.prepared_cache)
+    # once per server: the shipped sets' summaries, prepared at low priority (bertgeom.ui.prepared_cache)
+    start_background()
 
     PAGES = {
         "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
                   st.Page("app_pages/methods.py", title="Methods", icon=":material/menu_book:", url_path="methods")],
         "Explore": [
-            st.Page("app_pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:", url_path="heads"),
-            st.Page("app_pages/subspace_directions.py", title="Subspace Directions", icon=":material/explore:", url_path="subspace"),
-            st.Page("app_pages/cone_index.py", title="Cone Index per Layer", icon=":material/change_history:", url_path="cone"),
+            st.Page("app_pages/attention_heads.py", title="Attention Heads", icon=":material/grid_view:",
+                    url_path="heads"),
+            st.Page("app_pages/subspace_directions.py", title="Subspace Directions", icon=":material/explore:",
+                    url_path="subspace"),
+            st.Page("app_pages/cone_index.py", title="Cone Index per Layer", icon=":material/change_history:",
+                    url_path="cone"),
         ],
     }
-    for page in registered_pages():  # plug-ins' pages (bertgeom.extensions.register_page), listed only where they can work
+    # plug-ins' pages (bertgeom.extensions.register_page), listed only where they can work
+    for page in registered_pages():
         if page_available(page.key):
             PAGES.setdefault(page.section, []).append(
                 st.Page(page.script, title=page.title, icon=page.icon or None, url_path=page.url_path))

@@ -14,7 +14,8 @@ from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid
 from bertgeom.analysis.tour_facts import behaviour_note
 from bertgeom.analysis.heads import FEATURE_DOCS
-from bertgeom.analysis.patterns import TAXONOMY_NAMES, classify_heads, display_label, display_labels, label_hover, rule_marks
+from bertgeom.analysis.patterns import (TAXONOMY_NAMES, classify_heads, display_label, display_labels, label_hover,
+                                       rule_marks)
 from bertgeom.inputs import input_kind_of
 from bertgeom.tables import head_label
 from bertgeom.ui.cache import cached_head_features

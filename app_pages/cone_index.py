@@ -1,4 +1,5 @@
-"""Cone Index per Layer: how narrow the cloud of token vectors is, layer by layer (Bonino 2025 (arXiv:2502.12033); docs/methods.md §9).
+"""Cone Index per Layer: how narrow the cloud of token vectors is, layer by layer (Bonino 2025
+(arXiv:2502.12033); docs/methods.md §9).
 
 The page holds the settings every section shares and the current input's curve. Below them, one section
 at a time (only the shown one runs), one module each under :mod:`bertgeom.ui.cone`, listed in the order
@@ -39,7 +40,8 @@ max_pos = min(int(loaded.max_tokens), 512)  # the paper's fixed length (or the m
 
 c1, c2, c3 = st.columns([3, 3, 3], vertical_alignment="bottom")
 token_set = c1.selectbox("Token set", list(TOKEN_SETS), key="w_cone_tokens", format_func=TOKEN_SET_LABELS.get,
-                         help="Which rows enter the cone index. " + " · ".join(f"{k}: {v}" for k, v in TOKEN_SETS.items()))
+                         help="Which rows enter the cone index. " + " · ".join(f"{k}: {v}" for k,
+                                                                               v in TOKEN_SETS.items()))
 pad_ok = token_set == "all" and trace.encoded.n_tokens < max_pos
 pad = c2.checkbox(f"Pad to {max_pos} as the paper (PAD rows included)", key="w_cone_pad", disabled=not pad_ok,
                   help=f"The official code read fixed-length inputs of {max_pos} positions and counted the padding "
@@ -101,4 +103,5 @@ with st.expander("Definitions and where they come from"):
                                       "multihead_faithful", "head_output_faithful"))
     st.markdown("Token sets: " + "; ".join(f"**{TOKEN_SET_LABELS[k]}** — {v}" for k, v in TOKEN_SETS.items()) + ".")
     st.caption("The cone index and the streams are concepts of Bonino et al. 2025 (arXiv:2502.12033); their recipes "
-               "follow the authors' released code, and our additions say so. Full definitions: [docs/methods.md §9](/?view=methods&section=9).")
+               "follow the authors' released code, and our additions say so. Full definitions: "
+               "[docs/methods.md §9](/?view=methods&section=9).")

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from bertgeom.examples import example_sentences
-from bertgeom.extensions import START_EXAMPLES, registered_page
+from bertgeom.extensions import START_EXAMPLES, registered_page, registered_pages
 from bertgeom.inputs import INPUT_KINDS
 from bertgeom.models import REGISTRY
 from bertgeom.ui.state import select_head, widget_key
@@ -47,9 +47,10 @@ def _use_example(model_id: str, index: int) -> None:
 
 st.title("bertgeom — the geometry of BERT's attention")
 tour_overview()
+PLUGGED = "".join(f"* **{page.title}** — {page.summary}\n" for page in registered_pages() if page.summary)
 st.markdown(
     """
-BERT reads a text — or a genome cut into 12-letter *k-mers* — as a row of **tokens**. In every
+BERT reads its input (a sentence, say) as a row of **tokens**. In every
 layer, each **attention head** lets every token look at the others and mix in what it finds.
 bertgeom opens that machinery up:
 
@@ -60,9 +61,7 @@ bertgeom opens that machinery up:
   projections, and whether its attention pushes all tokens in one direction.
 * **Cone Index per Layer** — how tightly the token vectors bunch into a narrow cone as they
   flow through the layers, and where the classes separate.
-* **Variant Classifier** — paste a SARS-CoV-2 genome: quality check, predicted variant,
-  mutations, and which parts of the spike drove the prediction.
-
+""" + PLUGGED + """
 The methods follow Bonino, Ghione & Cirrincione 2025 (*The geometry of BERT*, arXiv:2502.12033),
 Clark et al. 2019 (arXiv:1906.04341), Kovaleva et al. 2019 (arXiv:1908.08593) and Guan et al. 2020
 (arXiv:2011.00943). Where a paper's exact definition could not be

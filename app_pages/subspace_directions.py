@@ -8,7 +8,6 @@ import streamlit as st
 from bertgeom.safety import error_text, plain
 from bertgeom.tokens import TOKEN_SET_LABELS
 from bertgeom.sets.subspace import SUBSPACE_TOKEN_SETS
-from bertgeom.ui.cache import cached_layer_weights
 from bertgeom.ui.sidebar import current_subject
 from bertgeom.ui.subspace import TABS
 from bertgeom.ui.tabs import offered_tabs
@@ -49,7 +48,7 @@ st.caption(
 )
 
 subject = current_subject()  # the model and the input, resolved once for every tab
-loaded, trace, model_id = subject.loaded, subject.trace, subject.model_id
+loaded, trace = subject.loaded, subject.trace
 L, H = trace.num_layers, trace.num_heads
 
 teaching("subspace_directions", "What is a direction in a head's subspace? (two-minute read)")
@@ -78,7 +77,7 @@ with c4.expander("Thresholds and token set"):
                       help="The official code used 20 equal-width bins.")
 
 try:
-    lws = cached_layer_weights(model_id)
+    lws = subject.loaded.layer_weights
 except ValueError as exc:
     st.error(f"This model's attention weights cannot be read: {plain(error_text(exc))}")
     st.stop()

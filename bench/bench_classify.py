@@ -1,4 +1,5 @@
-"""Throughput of ``classify`` per backend, end to end vs the forward bound and the machine's own matmul peak, in one run.
+"""Throughput of ``classify`` per backend, end to end vs the forward bound and the machine's own matmul
+peak, in one run.
 
 End to end = parse -> align (minimap2) -> cut spike -> mutations/QC -> tokenise -> batched
 forward, exactly what ``python -m bertgeom classify`` does (:func:`classify_stream`, its backend and
@@ -15,8 +16,8 @@ optimisations) on the same exported graph when installed, torch.compile with ``-
 to compile), the chosen backend in one stream with every thread, and at other batch sizes. Each row:
 genomes/s, its speed relative to torch SDPA fp32 *of the same round* (the median of the per-round
 ratios, which a shared host's load moves far less than the rates), its FLOP/s as a share of the
-matmul peak in its precision measured in the same round (median over rounds), and, on the shipped validation genomes, max |Δlogit| and calls agreeing
-with torch fp32.
+matmul peak in its precision measured in the same round (median over rounds), and, on the shipped
+validation genomes, max |Δlogit| and calls agreeing with torch fp32.
 
 Measured in the same run, so that a shared, busy machine still gives honest ratios:
 
@@ -114,10 +115,12 @@ def preparation_markdown(prep: dict, forward_cpu_ms: float | None = None) -> str
     """The preparation's CPU per genome, before and now (same run), and, given the forward's CPU per
     genome, the end-to-end ceiling each leaves (forward CPU / (forward + preparation) CPU)."""
     ref, now = prep["preparation_reference_cpu_ms_per_genome"], prep["preparation_now_cpu_ms_per_genome"]
-    lines = ["| preparation of a genome from its FASTA text (CPU time) | ms/genome | ceiling of end to end / forward bound |",
+    lines = ["| preparation of a genome from its FASTA text (CPU time) | ms/genome | ceiling of end to end / forward "
+             "bound |",
              "|---|---|---|"]
     for label, ms in (("before (bench/reference_genome_prep.py, same run)", ref), ("now", now)):
-        ceiling = f"{forward_cpu_ms / (forward_cpu_ms + ms):.2f} (forward {forward_cpu_ms:.0f} ms)" if forward_cpu_ms else "—"
+        ceiling = (f"{forward_cpu_ms / (forward_cpu_ms + ms):.2f} (forward {forward_cpu_ms:.0f} ms)"
+                   if forward_cpu_ms else "—")
         lines.append(f"| {label} | {ms:.1f} | {ceiling} |")
     lines.append(f"| now vs before (median of {prep['preparation_rounds']} interleaved rounds) | "
                  f"{prep['preparation_speedup']:.2f}x less CPU | |")
@@ -213,13 +216,16 @@ def backend_table_markdown(out: dict) -> str:
         kept = f"{r['same_call']}/{r['agreement_genomes']}" if r.get("same_call") is not None else "—"
         dl = f"{r['max_abs_logit_diff']:.1e}" if r.get("max_abs_logit_diff") is not None else "—"
         lines.append(f"| {r['backend']}{mark} | {r['precision']} | {r['streams']} x {r['threads']} | {r['batch']} | "
-                     f"{r['genomes_per_s']:.1f} | {r['vs_torch_fp32']:.2f}x | {100 * r['share_of_peak']:.0f}% | {dl} | {kept} |")
+                     f"{r['genomes_per_s']:.1f} | {r['vs_torch_fp32']:.2f}x | {100 * r['share_of_peak']:.0f}% | {dl} | "
+                     f"{kept} |")
     return "\n".join(lines)
 
 
 def summary_markdown(out: dict) -> str:
     """Targets of issue 34 on this machine, from one run."""
     c = out["chosen"]
+    kept_all = (out['chosen_same_call'] == out['validation_genomes']
+                and out['chosen_max_abs_logit_diff'] <= 0.05)
     return "\n".join([
         "| target | measured | met |", "|---|---|---|",
         f"| forward >= 50% of the matmul peak in its precision ({c}) | {100 * out['chosen_share_of_peak']:.0f}% "
@@ -230,17 +236,18 @@ def summary_markdown(out: dict) -> str:
         f"{', '.join(f'{x:.2f}' for x in out.get('end_to_end_share_each_round', []))}; medians of the rates: "
         f"{out['end_to_end_genomes_per_s']:.1f} of {out['bound_genomes_per_s']:.1f} genomes/s) | "
         f"{'yes' if out['end_to_end_share_of_bound'] >= 0.85 else 'no'} |",
-        f"| (its ceiling here: a genome costs the cores {out['forward_cpu_ms_per_genome']:.0f} ms of CPU in the forward and "
-        f"{out['preparation_cpu_ms_per_genome']:.0f} ms in the preparation, so with every core busy end to end reaches at most "
-        f"{out['forward_cpu_ms_per_genome']:.0f} / {out['end_to_end_cpu_ms_per_genome']:.0f} of the bound) | "
-        f"ceiling {out['end_to_end_ceiling_share']:.2f}; cores busy {100 * out['forward_core_utilisation']:.0f}% in the "
-        f"forward, {100 * out['end_to_end_core_utilisation']:.0f}% end to end | "
+        f"| (its ceiling here: a genome costs the cores {out['forward_cpu_ms_per_genome']:.0f} ms of CPU in the "
+        "forward and "
+        f"{out['preparation_cpu_ms_per_genome']:.0f} ms in the preparation, so with every core busy end to end reaches "
+        f"at most {out['forward_cpu_ms_per_genome']:.0f} / {out['end_to_end_cpu_ms_per_genome']:.0f} of the bound) | "
+        f"ceiling {out['end_to_end_ceiling_share']:.2f}; cores busy {100 * out['forward_core_utilisation']:.0f}% in "
+        f"the forward, {100 * out['end_to_end_core_utilisation']:.0f}% end to end | "
         f"{'reachable' if out['end_to_end_ceiling_share'] >= 0.85 else 'out of reach'} |",
         f"| `--backend auto` runs the fastest path that keeps every call | auto runs {c} ({out['chosen_how']}); "
         f"fastest in this table: {out['fastest_kept']} | {'yes' if out['fastest_kept'] == c else 'no'} |",
         f"| every call kept, max \\|Δlogit\\| <= 0.05 vs torch fp32 | {out['chosen_same_call']}/"
         f"{out['validation_genomes']}, {out['chosen_max_abs_logit_diff']:.1e} | "
-        f"{'yes' if out['chosen_same_call'] == out['validation_genomes'] and out['chosen_max_abs_logit_diff'] <= 0.05 else 'no'} |",
+        f"{'yes' if kept_all else 'no'} |",
     ])
 
 
@@ -250,7 +257,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--model", default="")
     ap.add_argument("--json", default="")
-    ap.add_argument("--device", default="auto", help="device of the classification copy (auto: a GPU when there is one)")
+    ap.add_argument("--device", default="auto",
+                    help="device of the classification copy (auto: a GPU when there is one)")
     ap.add_argument("--workers", type=int, default=2, help="preparation processes for the parallel end-to-end run")
     ap.add_argument("--precision", default="auto", help="precision of the end-to-end runs (auto: the policy's)")
     ap.add_argument("--backend", default="auto", help="backend of the end-to-end runs (auto: the policy's)")
@@ -461,11 +469,13 @@ def main(argv=None) -> dict:
     for r in rows:
         r["share_of_peak"] = float(np.median([flop / t / p for t, p in zip(r["times"], peaks[r["precision"]])]))
     # the fastest row run the way classify runs (default streams, the batch size) that keeps every call
-    kept = [r for r in rows if r["streams"] == streams and r["batch"] == args.batch_size and r["backend"] != rows[0]["backend"]
+    kept = [r for r in rows if r["streams"] == streams and r["batch"] == args.batch_size
+            and r["backend"] != rows[0]["backend"]
             and r.get("same_call") == len(vpad) and r["max_abs_logit_diff"] <= 0.05]
     top = max(kept, key=lambda r: r["genomes_per_s"])
     fastest_kept = f"{top['backend'].replace(' SDPA', '')} {top['precision']}"
-    torch_row = {p: next(r for r in rows if r["backend"] == "torch SDPA" and r["precision"] == p) for p in ("fp32", "bf16")}
+    torch_row = {p: next(r for r in rows if r["backend"] == "torch SDPA" and r["precision"] == p)
+                 for p in ("fp32", "bf16")}
     crow = next(r for r in chosen_rows if r["streams"] == streams)
     out = {
         "machine": machine_line(info),
@@ -507,7 +517,8 @@ def main(argv=None) -> dict:
         "preparation_cpu_ms_per_genome": 1000 * (e2e_cpu_g - fwd_cpu),
         "end_to_end_ceiling_share": fwd_cpu / e2e_cpu_g,
         **prep,
-        "end_to_end_ceiling_share_from_preparation_now": fwd_cpu / (fwd_cpu + prep["preparation_now_cpu_ms_per_genome"] / 1000),
+        "end_to_end_ceiling_share_from_preparation_now":
+            fwd_cpu / (fwd_cpu + prep["preparation_now_cpu_ms_per_genome"] / 1000),
         "forward_core_utilisation": float(np.median(bound_row["cpu"])) / bound_row["seconds"] / cores_n,
         "end_to_end_core_utilisation": float(np.median(e2e_cpu)) / t_e2e / cores_n,
         "end_to_end_one_stream_genomes_per_s": n / t_e2e_one,
@@ -517,7 +528,8 @@ def main(argv=None) -> dict:
         "validation_genomes": len(vpad),
         "fp32_bf16_same_call": torch_row["bf16"]["same_call"],
         "fp32_bf16_max_abs_logit_diff": torch_row["bf16"]["max_abs_logit_diff"],
-        "backends": [{k: v for k, v in r.items() if k not in ("fn", "times", "cpu")} | {"rounds_genomes_per_s": [n / t for t in r["times"]]}
+        "backends": [{k: v for k, v in r.items() if k not in ("fn", "times", "cpu")}
+                     | {"rounds_genomes_per_s": [n / t for t in r["times"]]}
                      for r in rows],
     }
     print(f"\n{'measure':40s} value")

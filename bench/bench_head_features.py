@@ -78,7 +78,8 @@ def realistic_mix(seed: int = 1) -> np.ndarray:
 
 
 def per_head_calls(attn: np.ndarray, kinds: TokenKinds):
-    return [[head_features(attn[l:l + 1, h:h + 1], kinds, n_jobs=1) for h in range(attn.shape[1])] for l in range(attn.shape[0])]
+    return [[head_features(attn[l:l + 1, h:h + 1], kinds,
+                           n_jobs=1) for h in range(attn.shape[1])] for l in range(attn.shape[0])]
 
 
 def best_time(fn, repeat: int) -> tuple[float, object]:
@@ -132,15 +133,18 @@ def main(argv=None) -> int:
             )
         )
 
-    hdr = f"{'input':16s} {'baseline loop s':>15s} {'per-head s':>10s} {'ours s':>8s} {'ours 1thr s':>11s} {'speed-up':>9s} {'(1 thr)':>8s} {'vs per-head':>11s} {'max|diff|':>10s}"
+    hdr = (f"{'input':16s} {'baseline loop s':>15s} {'per-head s':>10s} {'ours s':>8s} {'ours 1thr s':>11s} "
+           f"{'speed-up':>9s} {'(1 thr)':>8s} {'vs per-head':>11s} {'max|diff|':>10s}")
     print(f"head_features: L={L} H={H} T={T}, {results[0]['n_features']} features per head "
           f"(incl. histogram bins), numpy {np.__version__}, {os.cpu_count()} CPUs")
     print(hdr)
     print("-" * len(hdr))
     for r in results:
         print(
-            f"{r['input']:16s} {r['loop_s']:15.3f} {r['per_head_s']:10.3f} {r['ours_s']:8.3f} {r['ours_1thread_s']:11.3f} "
-            f"{r['speedup_vs_loop']:8.1f}x {r['speedup_vs_loop_1thread']:7.1f}x {r['speedup_vs_per_head']:10.1f}x {r['max_abs_diff_vs_loop']:10.1e}"
+            f"{r['input']:16s} {r['loop_s']:15.3f} {r['per_head_s']:10.3f} {r['ours_s']:8.3f} "
+            f"{r['ours_1thread_s']:11.3f} "
+            f"{r['speedup_vs_loop']:8.1f}x {r['speedup_vs_loop_1thread']:7.1f}x {r['speedup_vs_per_head']:10.1f}x "
+            f"{r['max_abs_diff_vs_loop']:10.1e}"
         )
     ok = all(r["max_abs_diff_vs_loop"] < 1e-9 for r in results)
     print("agreement with the loop reference:", "OK" if ok else "MISMATCH")

@@ -71,17 +71,19 @@ def _model(arg: str, d: Path) -> tuple[str, str]:
 
 def markdown(result: dict) -> str:
     """The precompute table: each configuration and worker count beside classify on the same genomes."""
-    lines = ["| stored | engine | workers | genomes/s | s/genome | first shard s | vs 1 worker | share of classify's rate |",
+    lines = ["| stored | engine | workers | genomes/s | s/genome | first shard s | vs 1 worker | share of classify's "
+             "rate |",
              "|---|---|---|---|---|---|---|---|"]
     what = {"full": "maps + 8 head features + cone + [CLS] (default)", "slim": "cone + [CLS] (--no-attentions)",
             "slim-bf16": "cone + [CLS] in bf16 (--no-attentions --precision bf16)"}
     for r in result["rows"]:
-        lines.append(f"| {what.get(r['config'], r['config'])} | {r['engine']} | {r['workers']} | {r['genomes_per_s']:.2f} | "
-                     f"{r['s_per_genome']:.2f} | {r['first_shard_s'] or 0:.1f} | "
+        lines.append(f"| {what.get(r['config'], r['config'])} | {r['engine']} | {r['workers']} | "
+                     f"{r['genomes_per_s']:.2f} | {r['s_per_genome']:.2f} | {r['first_shard_s'] or 0:.1f} | "
                      f"{'—' if r['speedup_vs_1'] is None else format(r['speedup_vs_1'], '.2f') + 'x'} | "
                      f"{r['share_of_classify']:.2f} |")
     lines.append(f"| classify end to end ({result['classify_backend']}, same genomes, same run) | — | — | "
-                 f"{result['classify_genomes_per_s']:.2f} | {1 / result['classify_genomes_per_s']:.2f} | — | — | 1.00 |")
+                 f"{result['classify_genomes_per_s']:.2f} | {1 / result['classify_genomes_per_s']:.2f} | "
+                 "— | — | 1.00 |")
     return "\n".join(lines)
 
 

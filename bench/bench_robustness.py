@@ -167,7 +167,8 @@ def export_checkpoint(checkpoint: Path, base: Path, out: Path) -> Path:
     return out
 
 
-def fit_model_temperature(logits, labels, max_per_class: int, seed: int, draws: dict | None = None) -> tuple[float, dict]:
+def fit_model_temperature(logits, labels, max_per_class: int, seed: int,
+                          draws: dict | None = None) -> tuple[float, dict]:
     """The temperature fitted on the calibration genomes and their wide perturbations (half the
     weight on the plain genomes, half on the perturbed ones), and what it was fitted on."""
     from bertgeom.probabilities import scaled_softmax
@@ -359,7 +360,8 @@ def main(argv=None) -> int:
     if args.checkpoint:
         import tempfile
 
-        model_dir = export_checkpoint(Path(args.checkpoint), Path(args.base), Path(tempfile.mkdtemp()) / "checkpoint_model")
+        model_dir = export_checkpoint(Path(args.checkpoint), Path(args.base),
+                                      Path(tempfile.mkdtemp()) / "checkpoint_model")
     draws = {k: int(v) for k, _, v in (d.partition("=") for d in args.draws)}
     result = run(model_dir, args.max_per_class, args.seed, args.fit_temperature, args.write_calibration,
                  Path(args.plot) if args.plot else None, draws, args.cal_max_per_class or None, args.bf16,

@@ -26,7 +26,8 @@ class PageSpec:
     script's path (absolute: the plug-in's own file), where the navigation lists it and how.
 
     The app lists a registered page only while the chosen model's input kind names its key, so a
-    page that cannot work with the model at hand is never offered."""
+    page that cannot work with the model at hand is never offered. ``summary``: one line the home
+    page lists under the page's title, beside the core pages' (markdown; "" lists none)."""
 
     key: str
     title: str
@@ -34,6 +35,7 @@ class PageSpec:
     url_path: str
     icon: str = ""
     section: str = "Plug-ins"
+    summary: str = ""
 
 
 #: Pages registered by plug-ins, by key in registration order (:func:`register_page`); the app's

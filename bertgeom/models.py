@@ -331,6 +331,14 @@ class LoadedModel:
         return self.num_layers, self.num_heads, int(self.config.hidden_size)
 
     @property
+    def layer_weights(self):
+        """Every layer's weights as read-only numpy arrays (:func:`bertgeom.weights.layer_weights_of`):
+        extracted once per model object and shared, so whoever holds the model holds its weights."""
+        from bertgeom.weights import layer_weights_of
+
+        return layer_weights_of(self.model)
+
+    @property
     def head_dim(self) -> int:
         return int(self.config.hidden_size) // self.num_heads
 

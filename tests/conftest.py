@@ -181,6 +181,7 @@ SLOWEST_MODULES = {
     "test_clone_parent_folder.py": 45,  # serially, 2026-12-03: three real starts of python from a copied checkout
     "test_filled_cache.py": 95,  # serially, 2026-12-03: two modules in a pytest of their own, on a filled cache
     "test_issue36_sentences.py": 34,
+    "test_subject_once.py": 69,  # serially on a loaded machine, 2026-12-06: every tab of three pages, tiny-random
 }
 
 

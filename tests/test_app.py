@@ -38,6 +38,8 @@ def test_home_page_explains_and_offers_examples():
     assert not at.exception
     assert "bertgeom" in at.title[0].value
     assert any("The cat sat" in b.label for b in at.button)
+    # the plug-in's page is listed from its registration (PageSpec.summary), not named by the home page
+    assert any("**Variant Classifier** — paste a SARS-CoV-2 genome" in m.value for m in at.markdown)
     from bertgeom.models import REGISTRY
 
     assert at.sidebar.selectbox(key="w_model").value == REGISTRY.default_id

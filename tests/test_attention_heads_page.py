@@ -93,7 +93,8 @@ def test_minilm_over_the_shipped_sentences_is_cached_on_disk(monkeypatch):
     HEADS_SET.memo.clear()
     from bertgeom.ui.cache import cached_model
 
-    summary = HEADS_SET.get(*hc.set_args(cached_model("minilm-l6")), around=lambda: pytest.fail("recomputed what is on disk"))
+    summary = HEADS_SET.get(*hc.set_args(cached_model("minilm-l6")),
+                            around=lambda: pytest.fail("recomputed what is on disk"))
     assert summary.n == 24 and summary.arrays["js"].shape == (72, 72)
 
 
@@ -161,7 +162,8 @@ def test_variant_model_domains_set_statistics_ablation_and_comparison(tiny_varia
     heat = [s for s in _chart_specs(at) if s["data"][0]["type"] == "heatmap"][0]
     cats = heat["data"][0]["x"]
     assert len(cats) > 400 and any(c.endswith("· RBD") for c in cats)  # amino-acid ranges, domain on hover
-    assert "631-634" in heat["layout"]["xaxis"]["ticktext"] or any("-" in t for t in heat["layout"]["xaxis"]["ticktext"])
+    ticks = heat["layout"]["xaxis"]["ticktext"]
+    assert "631-634" in ticks or any("-" in t for t in ticks)
 
     at.session_state["heads_tab"] = "Over a set of inputs"
     at.run()

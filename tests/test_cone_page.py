@@ -158,7 +158,8 @@ def test_class_mean_attention_official_recipe(tiny_variant):
 def test_bench_model_pass_quick(tmp_path):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_cone", Path(__file__).resolve().parent.parent / "bench" / "bench_cone.py")
+    spec = importlib.util.spec_from_file_location("bench_cone",
+                                                  Path(__file__).resolve().parent.parent / "bench" / "bench_cone.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     res = bench.bench_model_pass(6, quick=True, which="tiny", tmp_dir=str(tmp_path))
@@ -232,7 +233,8 @@ def test_cone_page_minilm_sentence_all_sections(cache_dir):
     assert any(t.startswith("PCA of [CLS]") for t in _titles(at))
     _section(at, "entropy")
     titles = _titles(at)
-    assert any(t.startswith("Official code") for t in titles) and any(t.startswith("Properly normalised") for t in titles)
+    assert any(t.startswith("Official code") for t in titles)
+    assert any(t.startswith("Properly normalised") for t in titles)
 
 
 def test_cone_page_tiny_variant_model_per_class_and_projections(tiny_variant_dir, cache_dir, monkeypatch):
@@ -279,10 +281,11 @@ def test_cone_page_uploaded_labelled_fasta(tiny_variant_dir, cache_dir, monkeypa
     _section(at, "classes")
     at.radio(key="w_cone_set").set_value("upload").run()
     _ok(at)
-    assert any("Upload a FASTA" in i.value for i in at.info)
+    assert any("Upload your own labelled FASTA" in i.value for i in at.info)
     at.file_uploader(key="w_cone_fasta").set_value(("mine.fasta", fasta.encode(), "text/plain")).run()
     _ok(at)
-    curves = [c for c in _charts(at) if "mean ± sd per class, 3 inputs" in (c["layout"].get("title") or {}).get("text", "")]
+    curves = [c for c in _charts(at)
+              if "mean ± sd per class, 3 inputs" in (c["layout"].get("title") or {}).get("text", "")]
     assert curves and len([t for t in curves[0]["data"] if t.get("mode") == "lines+markers"]) == 3
     # a labels file with an unknown class: one sentence, no traceback
     tsv = f"name\tlabel\n{demo[0].name}|{demo[0].label}\tnot-a-variant\n".encode()

@@ -127,7 +127,7 @@ def test_every_text_box_renders_a_payload_as_text(app, watched):
     _own_set(page)
     lines = page.get_by_role("textbox", name="One input per line")
     _type(page, lines, f"A dog barked.\n{PAYLOAD}", "Control+Enter")
-    search = page.get_by_role("textbox", name="Search a token or k-mer")
+    search = page.get_by_role("textbox", name="Search a token")
     _type(page, search, PAYLOAD)
     expect(page.get_by_text("No token of the set is", exact=False)).to_be_visible(timeout=BOUND_MS)
     _nothing_formed(page, "Q&K lines and search")

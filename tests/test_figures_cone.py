@@ -38,7 +38,8 @@ def test_stream_curves_draw_per_head_streams_as_mean_with_band():
     ref = fig.data[-1]
     assert ref.name == "isotropic reference" and _y(ref)[0] == pytest.approx(0.2)
     assert list(fig.data[-2].x) == [1, 2]  # streams sit at layers 1..L
-    assert "isotropic reference" not in [t.name for t in fc.stream_curves({"x": np.ones(2)}, {}, 4, reference=False).data]
+    assert "isotropic reference" not in [t.name for t in fc.stream_curves({"x": np.ones(2)}, {}, 4,
+                                                                          reference=False).data]
 
 
 def test_head_heatmap_shape_and_axes():

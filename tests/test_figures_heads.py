@@ -69,7 +69,8 @@ def test_head_scatter_customdata_is_layer_head_and_a_click_selects_that_head():
     ring = spec["data"][-1]
     assert ring["customdata"] == [[1, 2]] and plotly_array(ring["x"])[0] == coords[6, 0]
     point = spec["data"][0]
-    assert picked_head({"selection": {"points": [{"customdata": point["customdata"][1]}]}}) == tuple(point["customdata"][1])
+    picked = picked_head({"selection": {"points": [{"customdata": point["customdata"][1]}]}})
+    assert picked == tuple(point["customdata"][1])
     # continuous colouring
     fig2 = fh.head_scatter(coords, 4, values=np.arange(12), colour_label="layer")
     assert len(fig2.data) == 1 and fig2.data[0].marker.colorbar.title.text == "layer"

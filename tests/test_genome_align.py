@@ -87,7 +87,8 @@ def test_partial_and_n_runs():
     holes = g[:22000] + "N" * 280 + g[22280:23500] + "N" * 250 + g[23750:]
     cut = align_spike(holes)
     assert cut.coverage == 1.0 and cut.aligned.count("N") == 530
-    assert cut.aligned.replace("N", "") == (spike[: 22000 - 21562] + spike[22280 - 21562 : 23500 - 21562] + spike[23750 - 21562 :])
+    assert cut.aligned.replace("N", "") == (spike[: 22000 - 21562] + spike[22280 - 21562 : 23500 - 21562]
+                                            + spike[23750 - 21562 :])
     frag = align_genome(g[22000:22080])
     assert frag.segments[0][2] == 22000
 

@@ -43,7 +43,8 @@ def test_genbank_numbering_and_gaps():
 
 
 def test_genbank_flat_file():
-    text = "LOCUS       MN908947  29903 bp\nACCESSION   MN908947\nVERSION     MN908947.3\nORIGIN\n        1 attaaaggtt\n//\n"
+    text = ("LOCUS       MN908947  29903 bp\nACCESSION   MN908947\nVERSION     MN908947.3\nORIGIN\n"
+            "        1 attaaaggtt\n//\n")
     rec = parse_single(text)
     assert rec.name == "MN908947.3" and rec.sequence == "ATTAAAGGTT"
 
@@ -93,9 +94,11 @@ def test_compressed_bytes():
 def test_iter_fasta_file_streams_and_reports_bad_records(tmp_path, opener, suffix):
     path = tmp_path / f"x{suffix}"
     with opener(path, "wt") as fh:
-        fh.write(">good\nACGT\nACGT\n>prot\nMFVFLVLLPLVSSQCVNLTTRTQLPP\n>empty\n>big\n" + "A" * 5000 + "\n>last\r\nGG\r\n")
+        fh.write(">good\nACGT\nACGT\n>prot\nMFVFLVLLPLVSSQCVNLTTRTQLPP\n>empty\n>big\n" + "A" * 5000
+                 + "\n>last\r\nGG\r\n")
     out = list(iter_fasta_file(path, max_record_len=1000))
-    assert [type(r).__name__ for r in out] == ["SequenceRecord", "RecordError", "RecordError", "RecordError", "SequenceRecord"]
+    assert [type(r).__name__ for r in out] == ["SequenceRecord", "RecordError", "RecordError", "RecordError",
+                                               "SequenceRecord"]
     assert out[0].sequence == "ACGTACGT" and out[-1].sequence == "GG"
     assert "protein" in out[1].message and out[2].index == 2
     assert all(r.ok for r in out if isinstance(r, SequenceRecord))
@@ -133,7 +136,8 @@ def test_fuzz_bytes_never_crashes(data):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.text(alphabet="abc >\r\n", max_size=10), st.text(alphabet="ACGTUNacgtu-. \n\r0123456789", max_size=60)), max_size=5))
+@given(st.lists(st.tuples(st.text(alphabet="abc >\r\n", max_size=10), st.text(alphabet="ACGTUNacgtu-. \n\r0123456789",
+                                                                              max_size=60)), max_size=5))
 def test_fuzz_fasta_like(parts):
     text = "".join(f">{h}\n{s}\n" for h, s in parts)
     try:

@@ -18,7 +18,8 @@ from bertgeom.sars_cov_2.genome.kmers import (
 )
 from bertgeom.sars_cov_2.genome.reference import reference_spike
 
-# The case study's token table (Bonino 2025, arXiv:2502.12033; the authors' released code), which the paper's code produced with its one-codon-short ends
+# The case study's token table (Bonino 2025, arXiv:2502.12033; the authors' released code), which the
+# paper's code produced with its one-codon-short ends
 PAPER_TOKENS = {
     "SP": (1, 4), "S1": (5, 228), "S2": (229, 424), "NTD": (5, 102), "no domain 1": (102, 106),
     "RBD": (106, 180), "no domain 2": (181, 262), "FP": (263, 269), "no domain 3": (269, 304),

@@ -66,7 +66,8 @@ def test_shipped_files_small_and_consistent():
 
 
 def test_split_rules_on_toy_rows():
-    rows = [{"name": f"a{i}", "label": "Alpha"} for i in range(7)] + [{"name": f"g{i}", "label": "other_preVOC"} for i in range(4)]
+    rows = [{"name": f"a{i}", "label": "Alpha"} for i in range(7)] + [{"name": f"g{i}",
+                                                                       "label": "other_preVOC"} for i in range(4)]
     rows += [{"name": "u", "label": "unassigned"}]
     tr, va = split_real_genomes(rows)
     assert len([n for n in tr if n.startswith("a")]) == 3 and len([n for n in tr if n.startswith("g")]) == 2
@@ -180,6 +181,7 @@ def test_no_streamlit_import():
     import subprocess
     import sys
 
-    code = "import sys, bertgeom.sars_cov_2.genome.pipeline, bertgeom.sars_cov_2.genome.synth, bertgeom.sars_cov_2.genome.dataset; print('streamlit' in sys.modules)"
+    code = ("import sys, bertgeom.sars_cov_2.genome.pipeline, bertgeom.sars_cov_2.genome.synth, "
+            "bertgeom.sars_cov_2.genome.dataset; print('streamlit' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -343,6 +343,7 @@ def test_class_mean_maps_zeroing_and_threshold_sum():
 
 
 def test_library_does_not_import_streamlit():
-    code = "import sys, bertgeom.analysis.heads, bertgeom.analysis.patterns, bertgeom.analysis.headsim; assert 'streamlit' not in sys.modules"
+    code = ("import sys, bertgeom.analysis.heads, bertgeom.analysis.patterns, bertgeom.analysis.headsim; "
+            "assert 'streamlit' not in sys.modules")
     root = Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)

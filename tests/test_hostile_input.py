@@ -81,7 +81,8 @@ def test_mixed_line_endings_and_rna_read_the_same_genome(tiny_variant):
     header, seq = text.split("\n", 1)
     seq = seq.replace("\n", "")
     lines = [seq[i:i + 70] for i in range(0, len(seq), 70)]
-    messy = header + "\r\n" + "\r".join(lines[:50]) + "\n" + "\r\n".join(x.lower().replace("t", "u") for x in lines[50:])
+    messy = header + "\r\n" + "\r".join(lines[:50]) + "\n" + "\r\n".join(x.lower().replace("t",
+                                                                                           "u") for x in lines[50:])
     a = encode_input(tiny_variant, text)
     b = encode_input(tiny_variant, messy)
     assert a.input_ids.tolist() == b.input_ids.tolist()

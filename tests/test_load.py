@@ -9,10 +9,11 @@ client is served while they work. The working clients' browsers run at low CPU p
 group with a small CPU share where the test may make one; at normal priority when other jobs already
 keep the cores busy, where the median is not judged), as if on their users' own computers: on
 one 2-core box they otherwise spend several times the server's CPU, and the light client's time would
-measure Chromium rather than the app (the scenario's docstring says more). The time target itself (a median under 3 s) is a benchmark figure, measured with its idle
-baseline by ``bench/bench_load.py`` for both browser priorities and recorded in the README; here
-the median is judged only against the same client's idle time, measured in the same run. Figures
-are printed and written to artifacts/load.json.
+measure Chromium rather than the app (the scenario's docstring says more). The time target itself (a
+median under 3 s) is a benchmark figure, measured with its idle baseline by ``bench/bench_load.py``
+for both browser priorities and recorded in the README; here the median is judged only against the
+same client's idle time, measured in the same run. Figures are printed and written to
+artifacts/load.json.
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ def unsourced_citations(text: str, own_sections: bool = False) -> list[str]:
     the text is docs/methods.md itself, whose bare ``§`` are its own sections)."""
     if own_sections:
         return []
-    return [line.strip() for line in text.splitlines() if "§" in line and not NAMED_SOURCE.search(line.split("§", 1)[0])]
+    return [line.strip() for line in text.splitlines()
+            if "§" in line and not NAMED_SOURCE.search(line.split("§", 1)[0])]
 
 
 def _project_texts():
@@ -48,7 +49,8 @@ def test_scanner_sees_the_pages_and_the_library():
 def test_the_checks_catch_what_they_must():
     for bad in ("see notes §2.3", "(the notes f10, §1.7)", "as in §4 of the brief"):
         assert unsourced_citations(bad), bad
-    for good in ("docs/methods.md §5", "Clark et al. 2019 §3 and §6", "Bonino 2025 (arXiv:2502.12033) §5", "no section"):
+    for good in ("docs/methods.md §5", "Clark et al. 2019 §3 and §6", "Bonino 2025 (arXiv:2502.12033) §5",
+                 "no section"):
         assert not unsourced_citations(good), good
     for bad in ("../data/genomes.fasta", "open /work/data/x.tsv", "/root/models"):
         assert OUTSIDE_PATH.search(bad), bad
@@ -91,7 +93,8 @@ def test_pages_link_to_the_methods_document():
     (Attention Heads' tabs live in bertgeom/ui/heads/, one module each)."""
     drawn_by = {"app_pages/attention_heads.py": sorted((ROOT / "bertgeom" / "ui" / "heads").glob("*.py"))}
     for page in ("app_pages/attention_heads.py", "app_pages/subspace_directions.py", "app_pages/cone_index.py"):
-        texts = [(ROOT / page).read_text(encoding="utf-8")] + [f.read_text(encoding="utf-8") for f in drawn_by.get(page, [])]
+        texts = ([(ROOT / page).read_text(encoding="utf-8")]
+                 + [f.read_text(encoding="utf-8") for f in drawn_by.get(page, [])])
         assert any("docs/methods.md" in t for t in texts), page
     label_rules = (ROOT / "bertgeom" / "ui" / "heads" / "all_heads.py").read_text(encoding="utf-8")
     assert "docs/methods.md §4" in label_rules  # the reconstructed pattern rules say where they are defined

@@ -147,6 +147,7 @@ def test_registry_has_the_bundled_default():
 
 
 def test_importing_bertgeom_does_not_import_streamlit():
-    code = "import sys, bertgeom, bertgeom.models, bertgeom.trace, bertgeom.figures.base, bertgeom.figures.heads; print('streamlit' in sys.modules)"
+    code = ("import sys, bertgeom, bertgeom.models, bertgeom.trace, bertgeom.figures.base, bertgeom.figures.heads; "
+            "print('streamlit' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -50,7 +50,7 @@ def parse_calls(monkeypatch) -> list[int]:
 def test_a_paste_of_n_records_is_parsed_once_across_table_trace_and_notes(tiny_variant_dir, monkeypatch,
                                                                           parse_calls):
     from bertgeom.sars_cov_2.ui.cache import batch_chunks, classify_chunk, digests
-    from bertgeom.ui.cache import get_record_trace, paste_records
+    from bertgeom.ui.cache import cached_model, get_record_trace, paste_records
 
     monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
     demo = genome_set("demo")
@@ -72,13 +72,14 @@ def test_a_paste_of_n_records_is_parsed_once_across_table_trace_and_notes(tiny_v
 
     # every other record's trace and the table's rows are keyed by the records read then
     model_id = str(tiny_variant_dir)
-    records = paste_records(model_id, text)
+    loaded = cached_model(model_id)
+    records = paste_records(loaded, text)
     assert [r.name for r in records] == [f"{nonce}alpha", f"{nonce}wt", f"{nonce}omicron"]
     for record in records:
-        trace = get_record_trace(model_id, record)
+        trace = get_record_trace(loaded, record)
         assert trace.encoded.key == record.digest and (RNA_NOTE in trace.encoded.notes) == (RNA_NOTE in record.notes)
     (chunk,) = batch_chunks(records)
-    rows = classify_chunk(model_id, digests(chunk), chunk)
+    rows = classify_chunk(loaded, digests(chunk), chunk)
     assert [r["name"] for r in rows] == [r.name for r in records] and RNA_NOTE in rows[0]["notes"]
     assert len(parse_calls) == 1
 

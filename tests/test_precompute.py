@@ -225,7 +225,8 @@ def test_heads_maps_and_reduced_cls(inputs, tiny_variant, local1, tmp_path):
     ok = res.ok()
     # PCA of the pilot: the reduced vectors keep the pairwise geometry of the leading components
     assert np.isfinite(res.cls[ok]).all() and res.cls[ok][:, -1].std(0).max() > 0
-    assert [c for c in res.genomes.columns if c.startswith("prev_")] == [f"prev_{l + 1}-{h + 1}" for l in range(L) for h in range(H)]
+    assert ([c for c in res.genomes.columns if c.startswith("prev_")]
+            == [f"prev_{l + 1}-{h + 1}" for l in range(L) for h in range(H)])
 
     cfg = PrecomputeConfig(shard_size=SHARD, maps="none", cls_dims=3, cls_reduce="random")
     _run(inputs, tmp_path / "rand", tiny_variant, config=cfg)

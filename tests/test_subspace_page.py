@@ -96,7 +96,8 @@ def test_minilm_page_shows_every_tab_for_the_example_sentence():
     assert len(d2["w_sub_attn_sv"]["data"]) == 2
     assert at.dataframe[0].value.columns.tolist() == ["quantity", "correct", "faithful"]
     a2 = _tab(at, TABS[2])
-    assert [t["name"].split(" (n=")[0] for t in a2["w_sub_hist_delta_A"]["data"]] == ["correct", "faithful (official code)"]
+    assert [t["name"].split(" (n=")[0] for t in a2["w_sub_hist_delta_A"]["data"]] == ["correct",
+                                                                                      "faithful (official code)"]
 
     # the head boxes select the head everywhere (0-based in the session)
     at.number_input(key="w_head").set_value(7).run()
@@ -177,7 +178,8 @@ def test_set_reducer_matches_the_per_input_geometry(tiny_bert):
 
     lws = extract_layer_weights(tiny_bert.model)
     items = (InputItem("a", SENTENCE), InputItem("b", "Dogs bark at night."), InputItem("bad", "   "))
-    res = sc.collect_set_result(map_over_set(tiny_bert, items, sc.head_set_reducer(lws, 1, 2, eps=1e-3, token_set="content"))).to_arrays()
+    res = sc.collect_set_result(map_over_set(tiny_bert, items, sc.head_set_reducer(lws, 1, 2, eps=1e-3,
+                                                                                   token_set="content"))).to_arrays()
     assert res["delta_A"].shape == (2, 2) and res["names"].tolist() == ["a", "b"]
     assert len(res["errors"]) == 1 and res["errors"][0].startswith("bad:")
 
@@ -189,14 +191,16 @@ def test_set_reducer_matches_the_per_input_geometry(tiny_bert):
         assert res[k][0, 0] == pytest.approx(correct.scalars[k][1, 2], rel=1e-4, abs=1e-6), k
         assert res[k][0, 1] == pytest.approx(faithful.scalars[k][1, 2], rel=1e-4, abs=1e-6), k
     assert res["n_tokens"][0] == trace.encoded.content_mask.sum()
-    assert res["row_tv"][0] == pytest.approx(sc.data_geometry(trace, lws, token_set="content", faithful=True)[1]["row_tv"][1, 2])
+    assert res["row_tv"][0] == pytest.approx(sc.data_geometry(trace, lws, token_set="content",
+                                                              faithful=True)[1]["row_tv"][1, 2])
 
     # faithful on the input padded to 512 positions, as the single-input tab computes it
     from bertgeom.sets.cone import padded_runner
 
     P = min(sc.FAITHFUL_PAD_TO, tiny_bert.max_tokens)
     padded = sc.collect_set_result(map_over_set(tiny_bert, items[:1], sc.head_set_reducer(
-        lws, 1, 2, eps=1e-3, token_set="all"), runner=padded_runner(P))).to_arrays()  # one padded pass serves both modes
+        lws, 1, 2, eps=1e-3, token_set="all"),
+        runner=padded_runner(P))).to_arrays()  # one padded pass serves both modes
     one, dev1 = sc.data_geometry(trace, lws, eps=1e-3, token_set="all", faithful=True,
                                  padded_hidden=sc.padded_hidden_states(tiny_bert, trace))
     plain_all, _ = sc.data_geometry(trace, lws, eps=1e-3, token_set="all")
@@ -204,7 +208,8 @@ def test_set_reducer_matches_the_per_input_geometry(tiny_bert):
         assert padded[k][0, 1] == pytest.approx(one.scalars[k][1, 2], rel=1e-4, abs=1e-6), k
         assert padded[k][0, 0] == pytest.approx(plain_all.scalars[k][1, 2], rel=1e-4, abs=1e-6), k
     assert padded["row_tv"][0] == pytest.approx(dev1["row_tv"][1, 2], rel=1e-5)
-    unpadded = sc.collect_set_result(map_over_set(tiny_bert, items[:1], sc.head_set_reducer(lws, 1, 2, token_set="all"))).to_arrays()
+    unpadded = sc.collect_set_result(map_over_set(tiny_bert, items[:1], sc.head_set_reducer(lws, 1, 2,
+                                                                                            token_set="all"))).to_arrays()
     assert padded["attn_rank_norm"][0, 1] != pytest.approx(unpadded["attn_rank_norm"][0, 1])  # padding changes D2
     assert padded["attn_rank_norm"][0, 0] == pytest.approx(unpadded["attn_rank_norm"][0, 0])  # the model's own does not
 

@@ -81,7 +81,8 @@ def test_integrated_gradients_satisfy_completeness(tiny_variant, omicron_trace):
     base_ids[1:-1] = 0
     with torch.inference_mode():
         f_x = tiny_variant.model(input_ids=torch.tensor(ids)[None]).logits[0, target].item()
-        f_b = tiny_variant.model(input_ids=torch.tensor(base_ids)[None], attention_mask=torch.ones(1, 427, dtype=torch.long)).logits[0, target].item()
+        f_b = tiny_variant.model(input_ids=torch.tensor(base_ids)[None],
+                                 attention_mask=torch.ones(1, 427, dtype=torch.long)).logits[0, target].item()
     assert attr.sum() == pytest.approx(f_x - f_b, abs=0.05 * max(1e-3, abs(f_x - f_b)) + 1e-3)
     assert not any(p.requires_grad for p in tiny_variant.model.parameters())
 

@@ -22,7 +22,8 @@ def test_tiny_variant_model_reads_a_genome_into_427_tokens(tiny_variant):
 
 def test_bad_genome_input_gets_one_clear_sentence(tiny_variant):
     with pytest.raises(InputError):
-        run_trace(tiny_variant, "MKFLVLLPLVSSQCVNLTTRTQLPPAYTNSFTRGVYYPDKVFRSSVLHSTQDLFLPFFSNVTWFHAIHVSGTNGTKRFDNPVLPFNDGVYFASTEK")
+        run_trace(tiny_variant,
+                  "MKFLVLLPLVSSQCVNLTTRTQLPPAYTNSFTRGVYYPDKVFRSSVLHSTQDLFLPFFSNVTWFHAIHVSGTNGTKRFDNPVLPFNDGVYFASTEK")
     with pytest.raises(InputError, match="empty"):
         run_trace(tiny_variant, "  ")
 

@@ -79,7 +79,8 @@ def test_the_rule_based_second_opinion_stands_beside_the_prediction(variant_app)
     table = at.dataframe[0].value
     assert {"mutation", "nucleotide", "domain", "carried by"} <= set(table.columns)
     assert any(c.startswith("private (vs. node ") for c in table.columns)
-    assert {"S:H69-", "S:V70-"} <= set(table["mutation"]) and "del69-70" not in set(table["mutation"])  # Nextclade: per residue
+    assert {"S:H69-",
+            "S:V70-"} <= set(table["mutation"]) and "del69-70" not in set(table["mutation"])  # Nextclade: per residue
 
 
 def test_markdown_in_a_fasta_header_is_shown_as_text(variant_app):
@@ -115,7 +116,8 @@ def test_a_ten_record_fasta_gives_a_batch_table_with_the_bad_record_explained(va
     assert any("10 records" in s.value for s in at.subheader)
     table = at.dataframe[0].value
     assert len(table) == 10
-    assert {"name", "BERT call", "confidence", "rule call", "agree", "spike QC", "genome QC", "error"} <= set(table.columns)
+    assert {"name", "BERT call", "confidence", "rule call", "agree", "spike QC", "genome QC",
+            "error"} <= set(table.columns)
     row = table[table["name"] == "not_a_genome"].iloc[0]
     assert "protein" in row["error"] and not row["BERT call"]
     assert (table["rule call"][table["error"] == ""] != "").all()
@@ -266,13 +268,15 @@ def test_a_delta_omicron_recombinant_shows_the_recombinant_line_and_its_breakpoi
     assert not at.exception, [e.value for e in at.exception]
     line = [w.value for w in at.warning if w.value.startswith("Recombinant")]
     assert len(line) == 1
-    assert "5\\' part nearest AY" in line[0] and "3\\' part nearest BA\\.2" in line[0] and "breakpoint between" in line[0]
+    assert "5\\' part nearest AY" in line[0] and "3\\' part nearest BA\\.2" in line[0]
+    assert "breakpoint between" in line[0]
     genome = next(json.loads(el.proto.spec) for el in at.get("plotly_chart")
                   if "genome position" in json.dumps(json.loads(el.proto.spec)["layout"].get("xaxis", {})))
     notes = genome["layout"]["annotations"]
     band = [n for n in notes if n.get("text", "").startswith("breakpoint ")]
     assert len(band) == 1 and 19_000 < band[0]["x"] < 22_000  # the interval holds the join at 21,000
-    assert any(n.get("text", "").startswith("AY") for n in notes) and any(n.get("text", "").startswith("BA.2") for n in notes)
+    assert any(n.get("text", "").startswith("AY") for n in notes) and any(n.get("text",
+                                                                                "").startswith("BA.2") for n in notes)
     orange = [s for s in genome["layout"]["shapes"] if s.get("fillcolor") == "#f4a63a"]
     assert len(orange) == 1 and orange[0]["x0"] <= 21_000 <= orange[0]["x1"] + 2
 
@@ -297,7 +301,8 @@ def test_a_batch_has_lineage_and_recombinant_columns_and_its_csv_names_the_datas
     parents = by_name.loc["delta_5prime_omicron_3prime", "recombinant"]  # the parents; the CSV adds the breakpoint
     assert parents.startswith("AY") and " / BA.2" in parents and "breakpoint" not in parents
     assert not by_name.loc[demo[5].name, "recombinant"]
-    assert by_name.loc["omicron_spike_all_N", "BERT call"] == "no call" and by_name.loc["omicron_spike_all_N", "lineage"]
+    assert by_name.loc["omicron_spike_all_N", "BERT call"] == "no call" and by_name.loc["omicron_spike_all_N",
+                                                                                        "lineage"]
     assert any("placement on Nextclade dataset" in c.value for c in at.caption)
     rows = [p.row(tiny_variant.labels, tiny_variant.weights_hash)
             for p in classify_stream(tiny_variant, parse_sequences(text, tolerant=True))]

@@ -16,7 +16,8 @@ from bertgeom.sars_cov_2.variant.result import defining_flag, mutation_rows, sec
 KNOWN = {
     "alpha": {"H69-", "V70-", "Y144-", "N501Y", "A570D", "D614G", "P681H", "T716I", "S982A", "D1118H"},
     "beta": {"D80A", "D215G", "K417N", "E484K", "N501Y", "D614G", "A701V"},
-    "gamma": {"L18F", "T20N", "P26S", "D138Y", "R190S", "K417T", "E484K", "N501Y", "D614G", "H655Y", "T1027I", "V1176F"},
+    "gamma": {"L18F", "T20N", "P26S", "D138Y", "R190S", "K417T", "E484K", "N501Y", "D614G", "H655Y", "T1027I",
+              "V1176F"},
     "delta": {"T19R", "E156G", "F157-", "R158-", "L452R", "T478K", "D614G", "P681R", "D950N"},
     "lambda": {"G75V", "T76I", "L452Q", "F490S", "D614G", "T859N"},
     "mu": {"T95I", "Y144S", "Y145N", "R346K", "E484K", "N501Y", "D614G", "P681H", "D950N"},
@@ -94,7 +95,8 @@ def test_the_genome_track_sorts_every_change_against_the_nearest_node(demo):
         m = genome_marks(a)
         private, path = m["marks"]["private"], m["marks"]["on the node's path"]
         assert len(private) + len(path) == len(a.mutations.nucleotide), cls
-        assert {lab.split(" ")[0] for _, lab in private} == set(a.private.private) & {n.name for n in a.mutations.nucleotide}
+        assert {lab.split(" ")[0] for _,
+                lab in private} == set(a.private.private) & {n.name for n in a.mutations.nucleotide}
         assert len(m["marks"]["reversion"]) == len(a.placement.private.reversions), cls
         n_unread = sum(b - a_ + 1 for a_, b in m["unread"])
         assert n_unread == a.alignment.aligned.count("N") + sum(a.alignment.aligned.count(c) for c in "RYSWKMBDHV")

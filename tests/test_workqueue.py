@@ -168,7 +168,8 @@ def _catch(fn, out):
 
 
 def test_notice_says_how_many_are_ahead():
-    assert queue_notice(1, 1).startswith("Queued: 1 heavy computation ahead of yours") and "one at a time" in queue_notice(1, 1)
+    assert queue_notice(1, 1).startswith("Queued: 1 heavy computation ahead of yours")
+    assert "one at a time" in queue_notice(1, 1)
     assert "3 heavy computations ahead" in queue_notice(3, 2) and "2 at a time" in queue_notice(3, 2)
 
 

@@ -3,8 +3,9 @@
 Usage: python tools/screenshot_all_tabs.py OUT_DIR [home heads subspace cone classifier methods rna across minilm]
 Starts the app on a free port, opens each page of PLAN (below) on the default models, clicks
 through its tabs and switches (the tabs and sections read from each page's registry), and saves one
-full-page PNG per step (``SHOT_HEIGHT`` px tall, default 3000). ``rna`` pastes a genome written with U and visits every page (the reading note must
-read the same on each). A step that fails is printed and skipped.
+full-page PNG per step (``SHOT_HEIGHT`` px tall, default 3000). ``rna`` pastes a genome written with
+U and visits every page (the reading note must read the same on each). A step that fails is printed
+and skipped.
 """
 import os
 import shutil
@@ -21,6 +22,9 @@ only = set(sys.argv[2:])
 from bertgeom.sars_cov_2.variant.spec import genome_set
 _g = genome_set("demo")[3].text.splitlines()
 RNA = "\n".join([_g[0]] + [ln.replace("T", "U") for ln in _g[1:]])
+#: A step's first character -> what it clicks (the rest of the step is the element's text).
+CLICKABLE = {"@": "[data-testid='stRadio'] label", "#": "[data-testid='stButtonGroup'] button",
+             "!": "[data-testid='stCheckbox'] label", ">": "[data-testid='stSidebarNav'] a"}
 
 def shot(page, name):
     wait_idle(page, 600_000)
@@ -48,7 +52,8 @@ PLAN = {
   "methods": [("?view=methods", [])],
   "rna": [("?view=classifier", ["rna", ">Attention Heads", ">Cone Index per Layer", ">Variant Classifier"])],
   "across": [("?view=subspace", ["Across inputs", "!Compute for"])],
-  "minilm": [("?view=heads&model=minilm-l6&layer=3&head=10", ["Head detail", "Over a set of inputs", "@Feature distributions"])],
+  "minilm": [("?view=heads&model=minilm-l6&layer=3&head=10", ["Head detail", "Over a set of inputs",
+                                                              "@Feature distributions"])],
 }
 port = free_port(); server = start_server(port)
 try:
@@ -65,18 +70,12 @@ try:
                 for i, s in enumerate(steps, 1):
                     t0 = time.time()
                     try:
-                        if s.startswith("@"):
-                            page.locator("[data-testid='stRadio'] label").filter(has_text=s[1:]).first.click(timeout=30000)
-                        elif s.startswith("#"):
-                            page.locator("[data-testid='stButtonGroup'] button").filter(has_text=s[1:]).first.click(timeout=30000)
-                        elif s.startswith("!"):
-                            page.locator("[data-testid='stCheckbox'] label").filter(has_text=s[1:]).first.click(timeout=30000)
+                        if s[:1] in CLICKABLE:
+                            page.locator(CLICKABLE[s[:1]]).filter(has_text=s[1:]).first.click(timeout=30000)
                         elif s.startswith("rna"):
                             box = page.locator("[data-testid='stSidebar'] textarea").first
                             box.fill(RNA)
                             box.press("Control+Enter")
-                        elif s.startswith(">"):
-                            page.locator("[data-testid='stSidebarNav'] a").filter(has_text=s[1:]).first.click(timeout=30000)
                         else:
                             page.get_by_role("tab", name=s).click(timeout=30000)
                         shot(page, f"{key}_{i:02d}_" + "".join(c if c.isalnum() else "_" for c in s.strip("@#"))[:40])

@@ -286,8 +286,10 @@ def _stack(weights, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Factors ``(A, B)`` ``[L, H, D(+1), d]`` with the head's bilinear form ``A B^T``."""
     if what == "qk":
         # scores = (x W_q^T + b_q)_h . (y W_k^T + b_k)_h = [x,1] Q~ K~^T [y,1]^T
-        A = np.stack([np.concatenate([lw.Wq_heads.transpose(0, 2, 1), lw.bq_heads[:, None, :]], axis=1) for lw in weights])
-        B = np.stack([np.concatenate([lw.Wk_heads.transpose(0, 2, 1), lw.bk_heads[:, None, :]], axis=1) for lw in weights])
+        A = np.stack([np.concatenate([lw.Wq_heads.transpose(0, 2, 1), lw.bq_heads[:, None, :]],
+                                     axis=1) for lw in weights])
+        B = np.stack([np.concatenate([lw.Wk_heads.transpose(0, 2, 1), lw.bk_heads[:, None, :]],
+                                     axis=1) for lw in weights])
     elif what == "ov":
         # head output written to the residual: W_O,h (W_V,h x): A = W_O,h [D, d], B = W_V,h^T [D, d]
         A = np.stack([lw.Wo_heads for lw in weights])

@@ -10,7 +10,8 @@ Per head, the change of the map is the mean over paired query rows of the **tota
 distance** between the two rows, each row read as a distribution over keys where an unpaired key
 is an outcome of its own side only:
 
-``TV_h = mean_i ½ (Σ_{j paired} |A_h[i, j] − B_h[i', j']| + Σ_{j unpaired in A} A_h[i, j] + Σ_{j' unpaired in B} B_h[i', j'])``
+``TV_h = mean_i ½ (Σ_{j paired} |A_h[i, j] − B_h[i', j']|``
+``+ Σ_{j unpaired in A} A_h[i, j] + Σ_{j' unpaired in B} B_h[i', j'])``
 
 0 means the head attends identically, 1 that the two rows share no mass.  This is the datapoint
 comparison of interpretability tools such as LIT (Tenney et al. 2020), applied to attention: it

@@ -16,8 +16,9 @@ to token i at layer l has capacity / weight ``Â_l[i, j]``.
   allows and spreads more evenly over the inputs than rollout.
 
 Both come from Abnar & Zuidema, "Quantifying Attention Flow in Transformers" (ACL 2020, §3);
-Bonino et al. 2025 (arXiv:2502.12033, §4) compute both beside the attention maps.  Rollout is a handful of matrix products; flow is one max-flow problem per (input
-token, layer), so long inputs prune weak edges (``min_weight``) and the caller reports it.
+Bonino et al. 2025 (arXiv:2502.12033, §4) compute both beside the attention maps.  Rollout is a
+handful of matrix products; flow is one max-flow problem per (input token, layer), so long inputs
+prune weak edges (``min_weight``) and the caller reports it.
 """
 
 from __future__ import annotations

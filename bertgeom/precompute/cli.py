@@ -40,13 +40,13 @@ def _cmd_precompute(args) -> int:
         if not args.quiet:
             from tqdm import tqdm
 
-            bar = tqdm(unit="genome", dynamic_ncols=True, file=sys.stderr)
+            bar = tqdm(unit="record", dynamic_ncols=True, file=sys.stderr)
 
-        def progress(n_done, n_shards, genomes):
+        def progress(n_done, n_shards, records):
             done[0] = n_done
             if bar is not None:
                 bar.set_postfix_str(f"shard {n_done}/{n_shards}")
-                bar.update(genomes - bar.n)
+                bar.update(records - bar.n)
 
         def on_wait(holder):
             print(f"waiting: another precompute run (pid {holder.get('pid', '?')} on host "
@@ -60,7 +60,7 @@ def _cmd_precompute(args) -> int:
                 raise PrecomputeError("--ray-split-prepare is a Ray engine switch: add --engine ray or drop it.")
             engine_kwargs["split_prepare"] = args.ray_split_prepare
         summary = precompute(
-            args.input, args.labels, args.out, model=args.variant_model, config=cfg, engine=args.engine,
+            args.input, args.labels, args.out, model=args.model, config=cfg, engine=args.engine,
             workers=_workers(args), address=args.address, max_shards=args.max_shards, progress=progress,
             engine_kwargs=engine_kwargs, device=args.device, wait=args.wait, on_wait=on_wait,
         )
@@ -70,8 +70,8 @@ def _cmd_precompute(args) -> int:
         return exc.code
     except KeyboardInterrupt:
         _close(bar)
-        print(f"interrupted: {counted(done[0], 'shard')} {word_for(done[0], 'is', 'are')} done and kept in '{args.out}'; rerun the same command "
-              "to resume.", file=sys.stderr)
+        print(f"interrupted: {counted(done[0], 'shard')} {word_for(done[0], 'is', 'are')} done and kept in "
+              f"'{args.out}'; rerun the same command to resume.", file=sys.stderr)
         return 130
     except OSError as exc:
         _close(bar)
@@ -119,20 +119,24 @@ def register(sub) -> None:
 
     p = sub.add_parser(
         "precompute",
-        help="precompute per-genome results and class-mean maps of a labelled FASTA (local or Ray, resumable)",
-        description="Per genome: prediction, QC, cone index per layer, [CLS] vectors, per-head features "
+        help="precompute per-record results and class-mean maps of a labelled set file (local or Ray, resumable)",
+        description="Per record: prediction, the input kind's own columns (genomes: QC), cone index per layer, "
+                    "[CLS] vectors, per-head features "
                     "(Parquet); per class: class-mean attention maps (NumPy); a manifest. Rerun the same "
                     "command to resume an interrupted run.",
     )
-    p.add_argument("input", help="FASTA file (.fasta, .gz, .xz)")
+    p.add_argument("input", help="the records, in the model's input kind's file format (genomes: FASTA, .gz, .xz)")
     p.add_argument("labels", help="TSV with 'name' and 'label' (or 'class') columns")
     p.add_argument("--out", required=True, help="results directory (created; rerun with the same one to resume)")
-    p.add_argument("--model", dest="variant_model", default=None, metavar="ID|DIR",
-                   help="classifier id or directory; its input kind must support precompute (default: the plug-in's model, the shipped variant BERT)")
+    p.add_argument("--model", default=None, metavar="ID|DIR",
+                   help="classifier id or directory; its input kind must support precompute (default: the plug-in's "
+                        "model, the shipped variant BERT)")
     p.add_argument("--engine", choices=("local", "ray"), default="local")
     p.add_argument("--workers", type=_positive, default=None,
-                   help="processes (local, default: one per --threads cores on the CPU, 1 on a GPU) or model actors (ray, default: cluster CPUs / threads)")
-    p.add_argument("--address", default=None, help="Ray cluster to join: 'auto' from a cluster node (or 'ray://head:10001', Ray "
+                   help="processes (local, default: one per --threads cores on the CPU, 1 on a GPU) or model actors "
+                        "(ray, default: cluster CPUs / threads)")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster to join: 'auto' from a cluster node (or 'ray://head:10001', Ray "
                         "Client); default: start a local Ray instance")
     p.add_argument("--no-ship-code", action="store_true",
                    help="ray: the cluster has bertgeom installed; do not upload this package")
@@ -142,7 +146,7 @@ def register(sub) -> None:
                         "forwards run on GPUs; --ray-split-prepare forces it (also on CPUs), --no-ray-split-prepare "
                         "keeps one actor doing both")
     p.add_argument("--shard-size", type=_positive, default=256, help="records per shard (the unit of resume)")
-    p.add_argument("--batch-size", type=_positive, default=4, help="genomes per forward pass")
+    p.add_argument("--batch-size", type=_positive, default=4, help="records per forward pass")
     p.add_argument("--threads", type=_positive, default=1, help="torch/BLAS threads per worker")
     p.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
                    help="where the forward passes run: cpu (default, bit-identical across engines), cuda, or "
@@ -165,7 +169,7 @@ def register(sub) -> None:
     p.add_argument("--cls-dims", type=int, default=0, help="reduce [CLS] vectors to K dims (0 = keep all)")
     p.add_argument("--cls-reduce", choices=("pca", "random"), default="pca",
                    help="pca: fitted on a pilot sample evenly spaced over the input; random: Gaussian projection")
-    p.add_argument("--pca-pilot", type=int, default=256, help="genomes of the PCA pilot sample")
+    p.add_argument("--pca-pilot", type=int, default=256, help="records of the PCA pilot sample")
     p.add_argument("--seed", type=int, default=0, help="seed of the random projection")
     p.add_argument("--max-shards", type=_positive, default=None,
                    help="compute at most N new shards, then stop (rerun to continue)")

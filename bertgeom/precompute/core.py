@@ -12,10 +12,11 @@ first as CPU tasks and the second on (GPU) actors. Either way a shard's files ar
 the CPU, and the driver is the only writer.
 
 Per record (one Parquet row): prediction, probabilities, the input kind's own columns (genomes: QC
-verdict, number of mutations, unknown k-mers), cone index of ``hidden_states[l]`` over the content tokens for ``l = 0..L`` (``cone_{l}`` = I/m and
-``cone_raw_{l}`` = I, rows unit-normalised as in the official code; ``cone_m`` = m), the
-selected per-head features ``{feature}_{layer}-{head}`` (1-based names as in the UI), and the
-[CLS] vector of every layer (separate ``.npy``, optionally reduced to ``cls_dims``).
+verdict, number of mutations, unknown k-mers), cone index of ``hidden_states[l]`` over the content
+tokens for ``l = 0..L`` (``cone_{l}`` = I/m and ``cone_raw_{l}`` = I, rows unit-normalised as in the
+official code; ``cone_m`` = m), the selected per-head features ``{feature}_{layer}-{head}`` (1-based
+names as in the UI), and the [CLS] vector of every layer (separate ``.npy``, optionally reduced to
+``cls_dims``).
 
 Per class (correct predictions only, docs/methods.md §5): the attention maps of the shard summed as
 **64-bit fixed-point integers** (``round(A * 2**32)``, [SEP]/[PAD] rows and columns zeroed). Integer
@@ -97,7 +98,8 @@ class PrecomputeConfig:
         object.__setattr__(self, "features", tuple(self.features))
         bad = [f for f in self.features if f not in FEATURE_DOCS]
         if bad:
-            raise PrecomputeError(f"unknown per-head {word_for(len(bad), 'feature')}: {', '.join(bad)} (see bertgeom.analysis.heads.FEATURE_DOCS).")
+            raise PrecomputeError(f"unknown per-head {word_for(len(bad), 'feature')}: {', '.join(bad)} (see "
+                                  "bertgeom.analysis.heads.FEATURE_DOCS).")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -255,7 +257,8 @@ def random_basis(dims: ModelDims, k: int, seed: int) -> ClsBasis:
     """A Gaussian random projection ``D -> k`` (Johnson-Lindenstrauss), the same for every layer."""
     rng = np.random.default_rng(seed)
     r = rng.standard_normal((dims.hidden, k)) / np.sqrt(k)
-    return ClsBasis("random", np.zeros((dims.layers + 1, dims.hidden)), np.broadcast_to(r, (dims.layers + 1,) + r.shape).copy())
+    return ClsBasis("random", np.zeros((dims.layers + 1, dims.hidden)),
+                    np.broadcast_to(r, (dims.layers + 1,) + r.shape).copy())
 
 
 def pca_basis(cls_vectors: np.ndarray, k: int) -> ClsBasis:
@@ -334,9 +337,10 @@ class PreparedShard:
     so that a Ray CPU task can hand it to a (GPU) forward actor through the object store cheaply.
 
     ``columns``: the :data:`PREPARED_COLUMNS` and the input kind's own columns per record (``error``
-    is "" for a tokenised record, the analysis error otherwise). ``rows``: positions in the shard of the tokenised records, in order;
-    their token ids are concatenated in ``ids`` (``bounds[j]:bounds[j+1]`` for ``rows[j]``), their
-    [CLS]/[SEP]/punctuation masks packed as bits in ``kinds``."""
+    is "" for a tokenised record, the analysis error otherwise). ``rows``: positions in the shard of
+    the tokenised records, in order; their token ids are concatenated in ``ids``
+    (``bounds[j]:bounds[j+1]`` for ``rows[j]``), their [CLS]/[SEP]/punctuation masks packed as bits in
+    ``kinds``."""
 
     shard: int
     start: int

@@ -56,8 +56,8 @@ class RunSummary:
     workers: int | None
 
     def line(self) -> str:
-        return (f"{self.status}: {counted(self.shards_computed, 'shard')} computed, {self.shards_skipped} already done, "
-                f"{self.n_shards} in all ({self.n_records} records) in {self.seconds:.1f} s -> {self.out}")
+        return (f"{self.status}: {counted(self.shards_computed, 'shard')} computed, {self.shards_skipped} already "
+                f"done, {self.n_shards} in all ({self.n_records} records) in {self.seconds:.1f} s -> {self.out}")
 
 
 def default_model_id() -> str:
@@ -171,7 +171,8 @@ def _pilot_records(path: Path, n_records: int, size: int, spec) -> list:
     return out
 
 
-def _basis(rd: ResultsDir, loaded, dims: ModelDims, cfg: PrecomputeConfig, inp: Path, n_records: int) -> ClsBasis | None:
+def _basis(rd: ResultsDir, loaded, dims: ModelDims, cfg: PrecomputeConfig, inp: Path,
+           n_records: int) -> ClsBasis | None:
     if cfg.cls_dims == 0 or cfg.cls_dims >= dims.hidden:
         return None
     p = rd.root / "cls_basis.npz"
@@ -262,7 +263,8 @@ def _precompute_locked(inp: Path, lab: Path, out: Path, loaded, dims: ModelDims,
     spec = precompute_spec(loaded)
     n_records = count_records(inp, spec)
     n_shards = math.ceil(n_records / cfg.shard_size)
-    in_meta = {"path": str(inp.resolve()), "sha256": sha256_file(inp), "bytes": inp.stat().st_size, "n_records": n_records}
+    in_meta = {"path": str(inp.resolve()), "sha256": sha256_file(inp), "bytes": inp.stat().st_size,
+               "n_records": n_records}
     lab_meta = {"path": str(lab.resolve()), "sha256": sha256_file(lab)}
     key = _key(loaded, dims, cfg, in_meta, lab_meta)
     rd = ResultsDir(out)

@@ -96,7 +96,8 @@ class ResultsDir:
         return json.loads(p.read_text()) if p.is_file() else None
 
     def write_manifest(self, manifest: dict) -> None:
-        write_bytes_atomically(self.root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode(), sync=False)
+        write_bytes_atomically(self.root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode(),
+                               sync=False)
 
     # -- shards --------------------------------------------------------------------------------
     def write_shard(self, shard: int, files: dict[str, bytes]) -> None:
@@ -116,7 +117,8 @@ class ResultsDir:
             sizes = json.loads(m.read_text())["sizes"]
         except (ValueError, KeyError):
             return False
-        return all(self.path(shard, s).is_file() and self.path(shard, s).stat().st_size == sizes[s] for s in SHARD_FILES)
+        return all(self.path(shard, s).is_file() and self.path(shard,
+                                                               s).stat().st_size == sizes[s] for s in SHARD_FILES)
 
     def undo_shard(self, shard: int) -> None:
         for suffix in ("done", *SHARD_FILES, "maps.npz"):
@@ -252,7 +254,8 @@ class PrecomputeResults:
         cols = [head_column(name, l, h) for l in range(L) for h in range(H)]
         missing = [c for c in cols if c not in self.records.columns]
         if missing:
-            raise KeyError(f"feature '{name}' was not precomputed (stored: {', '.join(self.manifest['params']['features'])})")
+            raise KeyError(f"feature '{name}' was not precomputed (stored: "
+                           f"{', '.join(self.manifest['params']['features'])})")
         return self.records[cols].to_numpy(np.float64).reshape(-1, L, H)
 
     def cone_curves(self, normalized: bool = True) -> np.ndarray:

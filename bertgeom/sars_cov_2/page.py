@@ -136,7 +136,7 @@ if not text:  # only the genome in the box is ever shown: an empty box shows how
     st.stop()
 try:  # the paste read once into records (name, cleaned sequence, reading notes, digest): the table,
     # the trace and the notes below all read these, keyed by each record's digest
-    records = paste_records(model_id, text)
+    records = paste_records(loaded, text)
 except InputError as exc:
     st.error(plain(exc))
     st.stop()
@@ -153,7 +153,7 @@ if len(records) > 1:
     bar = st.progress(0.0, text=f"Classifying {n_rows} records…")
     rows: list[dict] = []
     for chunk in chunks:
-        rows += call_heavy(classify_chunk, model_id, digests(chunk), chunk, what="classifying the records",
+        rows += call_heavy(classify_chunk, loaded, digests(chunk), chunk, what="classifying the records",
                            priority=BATCH)
         bar.progress(len(rows) / n_rows, text=f"Classified {len(rows)} of {n_rows} records…")
     bar.empty()
@@ -186,7 +186,7 @@ else:
     record = records[0]
 
 try:
-    trace = get_record_trace(model_id, record)
+    trace = get_record_trace(loaded, record)
 except InputError as exc:
     st.error(plain(exc))
     st.stop()
@@ -325,7 +325,7 @@ with c2:
                                      "says how complete the result is.")
 tracks = {f"[CLS] attention, layer {layer}": cls_att[layer - 1], "attention rollout": rollout[-1]}
 if use_ig:
-    ig, ig_summary, ig_complete = call_heavy(integrated_gradients_for, model_id, trace.encoded.input_ids,
+    ig, ig_summary, ig_complete = call_heavy(integrated_gradients_for, loaded, trace.encoded.input_ids,
                                              labels.index(pred), min(16, ig_nodes), ig_nodes,
                                              what="integrated gradients")
     tracks["integrated gradients"] = ig
@@ -364,7 +364,7 @@ n_events += n_added
 for p in problems:
     st.warning(plain(p), icon=":material/edit_off:")  # one entry the box cannot read; the others still count
 if changes:
-    after_logits = logits_for(model_id, apply_changes(aligned, changes))
+    after_logits = logits_for(loaded, apply_changes(aligned, changes))
     st.dataframe(what_if_frame(loaded, trace.logits, after_logits, [CLASS_DISPLAY.get(c, c) for c in labels]),
                  hide_index=True, width="stretch")
     new_probs = class_probabilities(loaded, after_logits)

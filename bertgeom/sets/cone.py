@@ -451,9 +451,7 @@ def cone_profiles_over_set(
         return res
 
     if layer_weights is None and streams:
-        from bertgeom.weights import layer_weights_of
-
-        layer_weights = layer_weights_of(loaded.model)  # the shared read-only copy
+        layer_weights = loaded.layer_weights  # the shared read-only copy
     per_item: list[dict] = []
     logits: list = []
     if pad_to is None:

@@ -47,42 +47,52 @@ def cached_records(kind_name: str, text: str) -> tuple[Record, ...]:
     return input_kind_of(kind_name).parse(text)
 
 
-def paste_records(model_id: str, text: str) -> tuple[Record, ...]:
-    """The records of the paste ``text`` as ``model_id``'s input kind reads them, parsed once per
+def paste_records(loaded: LoadedModel, text: str) -> tuple[Record, ...]:
+    """The records of the paste ``text`` as ``loaded``'s input kind reads them, parsed once per
     (kind, normalised paste): every page, the trace, the batch table and the notes read these."""
-    return cached_records(cached_model(model_id).spec.input_kind, normalise_text(text))
+    return cached_records(loaded.spec.input_kind, normalise_text(text))
 
 
-@st.cache_resource(max_entries=24, show_spinner="Running the model…")
-def cached_trace(model_id: str, digest: str, _record: Record) -> Trace:
-    """One forward pass for (model, record), keyed by the record's ``digest`` (the record itself is
-    not hashed again), shared read-only; later reruns read it from the cache. Pure: it takes a free
-    slot or raises ``SlotBusy``; call it through :func:`get_record_trace`."""
-    loaded = cached_model(model_id)  # loading is not queued
+#: How the Streamlit caches hash a loaded model: by its registry id and weights hash, never the
+#: model itself (a cached function takes the model the page resolved, not its id to resolve again).
+BY_MODEL = {LoadedModel: lambda m: (m.spec.id, m.weights_hash)}
+
+
+@st.cache_resource(max_entries=24, show_spinner="Running the model…", hash_funcs=BY_MODEL)
+def cached_trace(loaded: LoadedModel, digest: str, _record: Record) -> Trace:
+    """One forward pass for (model, record), keyed by the model (:data:`BY_MODEL`) and the record's
+    ``digest`` (the record itself is not hashed again), shared read-only; later reruns read it from
+    the cache. Pure: it takes a free slot or raises ``SlotBusy``; call it through
+    :func:`get_record_trace`."""
     with free_slot_or_raise():
         return run_trace(loaded, _record).read_only()
 
 
-def get_record_trace(model_id: str, record: Record) -> Trace:
-    """Trace of one record of a paste (:func:`paste_records`), keyed by its digest. A miss that
-    finds the queue busy waits here, outside the cache, with the 'Queued' notice (see
-    bertgeom.ui.workqueue)."""
-    return call_heavy(cached_trace, model_id, record.digest, record, what="running the model on this input")
+def get_record_trace(loaded: LoadedModel, record: Record) -> Trace:
+    """Trace of one record of a paste (:func:`paste_records`) under the model the page resolved,
+    keyed by the record's digest. A miss that finds the queue busy waits here, outside the cache,
+    with the 'Queued' notice (see bertgeom.ui.workqueue)."""
+    return call_heavy(cached_trace, loaded, record.digest, record, what="running the model on this input")
+
+
+def trace_of(loaded: LoadedModel, text: str) -> Trace:
+    """Trace of the first record of the paste ``text`` under ``loaded`` (the view every generic page
+    shows of a paste; :func:`bertgeom.inputs.records_note` says so when the paste holds more)."""
+    return get_record_trace(loaded, paste_records(loaded, text)[0])
 
 
 def get_trace(model_id: str, text: str) -> Trace:
-    """Trace of the current input's first record (the view every generic page shows of a paste;
-    :func:`bertgeom.inputs.records_note` says so when the paste holds more)."""
-    return get_record_trace(model_id, paste_records(model_id, text)[0])
+    """:func:`trace_of` under the registered model ``model_id`` (the tour, which opens its own)."""
+    return trace_of(cached_model(model_id), text)
 
 
 def subject_of(model_id: str, text: str) -> Subject:
-    """The :class:`~bertgeom.subject.Subject` of the paste ``text`` under ``model_id``: the model, the
-    paste's first record and its trace, each from its cache (:func:`paste_records`,
-    :func:`get_record_trace`). A page resolves it once and hands it to every tab."""
+    """The :class:`~bertgeom.subject.Subject` of the paste ``text`` under ``model_id``: the model
+    (resolved here, once), the paste's first record and its trace, each from its cache
+    (:func:`paste_records`, :func:`get_record_trace`). A page resolves it once and hands it to every tab."""
     loaded = cached_model(model_id)
-    record = paste_records(model_id, text)[0]
-    return Subject(loaded, record, get_record_trace(model_id, record), model_id, text)
+    record = paste_records(loaded, text)[0]
+    return Subject(loaded, record, get_record_trace(loaded, record), model_id, text)
 
 
 #: How the Streamlit caches hash a subject: by its key (weights hash, record digest), never the
@@ -97,12 +107,3 @@ def cached_head_features(subject: Subject):
 
     with heavy("per-head features"):
         return head_features(subject.trace.attentions, subject.trace.encoded)
-
-
-@st.cache_resource(max_entries=4, show_spinner="Reading the layer weights…")
-def cached_layer_weights(model_id: str):
-    """Every layer's weights as numpy arrays (:func:`bertgeom.weights.extract_layer_weights`), shared read-only."""
-    from bertgeom.weights import layer_weights_of
-
-    return layer_weights_of(cached_model(model_id).model)  # the copy the set views and traces share
-

@@ -20,7 +20,6 @@ from bertgeom.sets.views import CLASS_ENTROPY, CONE_SET
 from bertgeom.subject import Subject
 from bertgeom.ui.cache import BY_SUBJECT
 from bertgeom.ui.view_runner import run_view
-from bertgeom.weights import layer_weights_of
 from bertgeom.safety import plain
 from bertgeom.ui.workqueue import heavy
 from bertgeom.tables import counted
@@ -41,7 +40,7 @@ def input_cones(subject: Subject, token_set: str, pad_to: int | None, unit_rows:
     """Cone index per layer and stream of the subject's input (see :func:`bertgeom.sets.cone.input_cones`)."""
     enc, hidden, mask, attentions = _encoded_and_hidden(subject, pad_to)
     rows = conesets.rows_for(enc, token_set, hidden.shape[1])
-    res = conesets.input_cones(hidden, layer_weights_of(subject.loaded.model), rows, attention_mask=mask,
+    res = conesets.input_cones(hidden, subject.loaded.layer_weights, rows, attention_mask=mask,
                                attentions=attentions, faithful=True, unit_rows=unit_rows)
     res["n_positions"] = np.asarray(hidden.shape[1])
     return res

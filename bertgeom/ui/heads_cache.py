@@ -17,9 +17,9 @@ import streamlit as st
 
 from bertgeom.sets.inputs import InputItem, shipped_set
 from bertgeom.sets.heads import JS_MAX_ROWS, SET_THETA, ClassMean, SetSummary, js_rows_for
-from bertgeom.sets.views import COMPARE, CLASS_MEAN, HEADS_SET
+from bertgeom.sets.views import COMPARE, CLASS_MEAN, HEADS_SET, CosineArrays
 from bertgeom.subject import Subject
-from bertgeom.ui.cache import BY_SUBJECT, cached_layer_weights, cached_model
+from bertgeom.ui.cache import BY_SUBJECT, cached_model
 from bertgeom.ui.view_runner import run_view
 from bertgeom.ui.workqueue import heavy
 
@@ -106,7 +106,7 @@ def cached_sweep(subject: Subject, kind: str) -> dict:
         return sweep_single_heads(loaded, ids) if kind == "heads" else sweep_layers(loaded, ids)
 
 
-def cached_compare(subject: Subject, partner_id: str) -> dict:
+def cached_compare(subject: Subject, partner_id: str) -> CosineArrays:
     """Weight-space cosines (QK, OV) and map cosine on shared layer inputs, each ``[L, H]`` (the
     ``compare-checkpoints`` view), read from disk where ``prepare-sets`` wrote it (the examples), else
     computed in a heavy-work slot from the input's trace."""
@@ -123,11 +123,10 @@ def model_shape(model_id: str) -> tuple[int, int, int]:
 def cached_compare_layer(subject: Subject, partner_id: str, layer: int) -> tuple[np.ndarray, np.ndarray]:
     """Both checkpoints' maps ``[H, T, T]`` of one layer on the current model's layer input."""
     from bertgeom.attention import attention_from_weights
-    from bertgeom.weights import layer_weights_of
 
     from bertgeom.sets.cone import single_threaded
 
-    wa, wb = layer_weights_of(subject.loaded.model), cached_layer_weights(partner_id)
+    wa, wb = subject.loaded.layer_weights, cached_model(partner_id).layer_weights
     X = subject.trace.hidden_states[layer][None]
     with single_threaded():
         a = attention_from_weights([wa[layer]], X)[0].astype(np.float32)

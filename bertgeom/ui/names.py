@@ -61,7 +61,8 @@ def arc_table(df):
 
 
 #: Plain titles of the per-head table's label columns (the labels' own column names stay in the CSV).
-_LABEL_COLUMNS = {"layer": "layer", "head": "head", "kovaleva": "Kovaleva class", "kovaleva_conf": "Kovaleva confidence",
+_LABEL_COLUMNS = {"layer": "layer", "head": "head", "kovaleva": "Kovaleva class",
+                  "kovaleva_conf": "Kovaleva confidence",
                   "gate": "Bonino gate", "gate_conf": "gate confidence", "clark": "Clark behaviour",
                   "clark_conf": "Clark confidence"}
 

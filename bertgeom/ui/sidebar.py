@@ -156,8 +156,8 @@ def current_subject() -> Subject:
         st.info("Type or pick an input in the sidebar to start.")
         st.stop()
     try:
-        records = paste_records(model_id, text)  # the paste read once; every page views its first record
-        trace = get_record_trace(model_id, records[0])
+        records = paste_records(loaded, text)  # the paste read once; every page views its first record
+        trace = get_record_trace(loaded, records[0])
     except InputError as exc:
         st.error(plain(exc))
         st.stop()

@@ -59,15 +59,21 @@ def init_state() -> None:
 #: The longest typed text a share link carries (longer inputs are reported as not in the link).
 LINK_TEXT_MAX = 300
 #: The app's own link parameters and the longest value it reads of each (a longer one is ignored).
+#: (Each input kind's ``link_param`` carries an example's number, as ``example`` does: see :func:`link_value_max`.)
 LINK_VALUE_MAX = {"model": 256, "layer": 8, "head": 8, "text": LINK_TEXT_MAX, "colour": 80, "theta": 8,
-                  "input": 16, "example": 8, "genome": 8, "source": 16, "records": 16, "section": 80}
+                  "input": 16, "example": 8, "source": 16, "records": 16, "section": 80}
+
+
+def link_value_max() -> dict[str, int]:
+    """:data:`LINK_VALUE_MAX` with each registered input kind's ``link_param`` (an example's number)."""
+    return {**{k.link_param: LINK_VALUE_MAX["example"] for k in INPUT_KINDS.values()}, **LINK_VALUE_MAX}
 
 
 def _drop_ignored_link_values(qp) -> None:
     """Take out of the address bar every value of the app's own parameters that is longer than the
-    app reads (:data:`LINK_VALUE_MAX`): it was ignored, and a 30 kB payload must not stay in the URL a
+    app reads (:func:`link_value_max`): it was ignored, and a 30 kB payload must not stay in the URL a
     user copies (issue 46). The page's own values are written back by :func:`write_query_params`."""
-    for key, longest in LINK_VALUE_MAX.items():
+    for key, longest in link_value_max().items():
         if key in qp and len(str(qp.get(key) or "")) > longest:
             del qp[key]
 
@@ -87,7 +93,8 @@ def _read_link_settings(qp) -> None:
     if value is not None and 0.0 <= value <= 1.0:
         st.session_state["w_theta"] = st.session_state["_theta_kept"] = round(value, 2)
         st.session_state["_theta_from_link"] = True
-    missing = "The shared link did not carry its input (it was too long or not an example); you see this server's current input instead."
+    missing = ("The shared link did not carry its input (it was too long or not an example); you see this server's "
+               "current input instead.")
     for kind in INPUT_KINDS.values():
         if kind.link_param in qp:
             examples = kind.examples()
@@ -125,13 +132,14 @@ def missing_input_note(kind, source: str | None, records: int | None) -> str:
     it = word_for(n or 1, "it", "them")
     if source == "upload":
         what = f"an uploaded file of {things}" if n and n > 1 else f"an uploaded {kind.words.noun}"
-        return f"The shared link was made on {what}, which a link cannot carry: upload the file to see the view it shows."
+        return (f"The shared link was made on {what}, which a link cannot carry: upload the file to see the view it "
+                "shows.")
     if source == "paste":
         what = f"{things} pasted into the box" if n and n > 1 else f"a pasted {kind.words.noun}"
         return (f"The shared link was made on {what}, which a link cannot carry: paste or upload {it} to see the "
                 "view it shows.")
-    return (f"The shared link was made on an input of its sender's own (not one of the example {kind.words.plural}), which "
-            "a link cannot carry: paste or upload it to see the view it shows.")
+    return (f"The shared link was made on an input of its sender's own (not one of the example {kind.words.plural}), "
+            "which a link cannot carry: paste or upload it to see the view it shows.")
 
 
 def _link_kind():
@@ -212,7 +220,8 @@ def _missing_here_note(kind, source: str, n: int) -> str:
     """The sender's note under a link that does not hold its input: what it leaves out, and what to send."""
     it, are = word_for(n, "it", "them"), word_for(n, "is", "are")
     if source == "upload":
-        what = f"The uploaded file's {counted(n, kind.words.noun, kind.words.plural)}" if n > 1 else f"The uploaded {kind.words.noun}"
+        what = (f"The uploaded file's {counted(n, kind.words.noun, kind.words.plural)}" if n > 1
+                else f"The uploaded {kind.words.noun}")
         send = "the file"
     else:
         what = f"These {counted(n, kind.words.noun, kind.words.plural)}" if n > 1 else f"This {kind.words.noun}"

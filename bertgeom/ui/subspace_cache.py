@@ -26,9 +26,8 @@ from bertgeom.sets.keys import faithful_geometry_key
 from bertgeom.sets.subspace import AcrossInputs, data_geometry, faithful_input, padded_hidden_states
 from bertgeom.sets.views import SUBSPACE_ACROSS
 from bertgeom.subject import Subject
-from bertgeom.ui.cache import BY_SUBJECT, cached_layer_weights
+from bertgeom.ui.cache import BY_SUBJECT
 from bertgeom.ui.view_runner import run_view
-from bertgeom.weights import layer_weights_of
 from bertgeom.ui.widgets import progress
 from bertgeom.ui.workqueue import heavy
 
@@ -37,16 +36,17 @@ from bertgeom.ui.workqueue import heavy
 # Streamlit caches
 # -------------------------------------------------------------------------------------------
 @st.cache_data(max_entries=8, show_spinner="Computing the weight geometry of every head…")
-def cached_weight_geometry(model_id: str, weights_hash: str, rank_rtol: float | None, sym_rtol: float) -> sub.WeightGeometry:
-    """D4 and the weight spectra of every head (no input needed)."""
-    lws = cached_layer_weights(model_id)
-    return sub.weight_geometry(lws, rank_rtol=rank_rtol, sym_rtol=sym_rtol)
+def cached_weight_geometry(_lws, weights_hash: str, rank_rtol: float | None,
+                           sym_rtol: float) -> sub.WeightGeometry:
+    """D4 and the weight spectra of every head of the page's layer weights ``_lws`` (no input needed;
+    keyed by the model's weights hash, the weights themselves never hashed)."""
+    return sub.weight_geometry(_lws, rank_rtol=rank_rtol, sym_rtol=sym_rtol)
 
 
 def _data_geometry(subject: Subject, eps: float, token_set: str, faithful: bool, progress=None):
     """:func:`data_geometry` of the subject's input, uncached; ``progress(done, total)`` hears each layer done."""
     trace = subject.trace
-    lws = layer_weights_of(subject.loaded.model)
+    lws = subject.loaded.layer_weights
     with heavy("D1–D3 of every head"):
         padded = padded_hidden_states(subject.loaded, trace) if faithful else None
         if progress is not None:
@@ -92,7 +92,7 @@ def cached_faithful_layer(subject: Subject, layer: int) -> np.ndarray:
     """The official code's attention ``[H, T, T]`` (float32) of one layer for the current input,
     from the next layer's output as that code read it (unpadded, to sit beside the model's map)."""
     trace = subject.trace
-    lw = layer_weights_of(subject.loaded.model)[layer]
+    lw = subject.loaded.layer_weights[layer]
     return att.faithful_attention(faithful_input(trace.hidden_states, layer), lw).astype(np.float32)
 
 
@@ -100,7 +100,7 @@ def cached_faithful_layer(subject: Subject, layer: int) -> np.ndarray:
 def cached_joint_qk(subject: Subject, layer: int, head: int, normalize: bool, faithful: bool) -> sub.JointQKProjection:
     """Joint 2-D PCA of one head's queries and keys (correct, or the faithful projections)."""
     trace = subject.trace
-    lw = layer_weights_of(subject.loaded.model)[layer]
+    lw = subject.loaded.layer_weights[layer]
     if faithful:
         Q, K, _ = att.faithful_qkv(faithful_input(trace.hidden_states, layer), lw)
     else:

@@ -12,7 +12,8 @@ Insertions are not written into the text (that would shift coordinates); they ar
 the bases are inserted (Nextclade's convention, e.g. Omicron BA.1 ``(22204, "GAGCCAGAA")`` = S:214:EPE).
 
 This deviates from the paper (bwa mem on 150-nt chunks, deletions dropped, gaps filled from the
-reference, Bonino 2025 (arXiv:2502.12033), case study; the authors' released code); :meth:`SpikeCut.paper_sequence` rebuilds the paper's representation.
+reference, Bonino 2025 (arXiv:2502.12033), case study; the authors' released code);
+:meth:`SpikeCut.paper_sequence` rebuilds the paper's representation.
 
 Aligner: ``mappy`` with the ``map-ont`` preset. Tested on the developer genomes: the ``asm*``
 presets break alignments at every long N run (amplicon dropouts) and miss fragments shorter than
@@ -401,7 +402,8 @@ def _slide_deletion(out: np.ndarray, covered: np.ndarray, offset: int, deletion:
         span = out[lo - offset : hi + n - offset]
         bases = span[span != ord("-")]
         k = start - lo
-        out[lo - offset : hi + n - offset] = np.concatenate([bases[:k], np.full(n, ord("-"), dtype=np.uint8), bases[k:]])
+        out[lo - offset : hi + n - offset] = np.concatenate([bases[:k], np.full(n, ord("-"), dtype=np.uint8),
+                                                             bases[k:]])
     return start, n
 
 

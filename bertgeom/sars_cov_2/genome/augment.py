@@ -90,7 +90,8 @@ def private_substitutions(arr: np.ndarray, n: int, rng: np.random.Generator, avo
         b = chr(arr[i])
         if b not in _TRANSITION or i in avoid:
             continue
-        alt = _TRANSITION[b] if rng.random() < 0.7 else str(rng.choice([x for x in "ACGT" if x not in (b, _TRANSITION[b])]))
+        alt = (_TRANSITION[b] if rng.random() < 0.7
+               else str(rng.choice([x for x in "ACGT" if x not in (b, _TRANSITION[b])])))
         arr[i] = ord(alt)
         avoid.add(i)
         events.append(f"private {b}{SPIKE_START + i}{alt}")
@@ -210,7 +211,8 @@ def _draw(aligned: str, insertions, cls: str, rng: np.random.Generator, cfg: Aug
         b = chr(arr[i])
         if b not in _TRANSITION:
             continue
-        alt = _TRANSITION[b] if rng.random() < 0.7 else str(rng.choice([x for x in "ACGT" if x not in (b, _TRANSITION[b])]))
+        alt = (_TRANSITION[b] if rng.random() < 0.7
+               else str(rng.choice([x for x in "ACGT" if x not in (b, _TRANSITION[b])])))
         arr[i] = ord(alt)
         events.append(f"private {b}{SPIKE_START + i}{alt}")
     if cfg.private_burst_prob and rng.random() < cfg.private_burst_prob:

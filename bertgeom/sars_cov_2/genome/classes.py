@@ -1,6 +1,7 @@
 """The 8 variant classes of the paper and how Nextstrain clades / dataset labels map onto them.
 
-Class ids follow the paper's ``config/general_config.yaml`` (Bonino 2025 (arXiv:2502.12033), case study; the authors' released code):
+Class ids follow the paper's ``config/general_config.yaml`` (Bonino 2025 (arXiv:2502.12033), case
+study; the authors' released code):
 ``gh:0, lambda:1, mu:2, alpha:3, beta:4, delta:5, gamma:6, omicron:7``.
 
 ``gh`` means "pre-VOC": the GISAID clade GH *and* every other pre-VOC lineage, because GH's

@@ -6,11 +6,12 @@ go to training (so at most half of each class trains), the rest to validation. `
 genomes are dropped. :func:`split_calibration` divides the validation part once more, per class
 and by another hash, into a **calibration** third (fits the variant model's temperature, never
 scored) and the **evaluation** rest (every reported metric), so confidence is calibrated on genomes
-kept apart from both training and evaluation. ``validation_small`` and the demo genomes are taken from the validation part
-only, so a model trained on the training part never saw them.
+kept apart from both training and evaluation. ``validation_small`` and the demo genomes are taken from
+the validation part only, so a model trained on the training part never saw them.
 
 The shipped files (``bertgeom/data/genomes`` and the spike profiles) are rebuilt by
-:mod:`bertgeom.sars_cov_2.genome.shipped_files` (``python -m bertgeom.sars_cov_2.genome.shipped_files build bertgeom/data``).
+:mod:`bertgeom.sars_cov_2.genome.shipped_files`
+(``python -m bertgeom.sars_cov_2.genome.shipped_files build bertgeom/data``).
 """
 
 from __future__ import annotations

@@ -125,7 +125,8 @@ def clean_sequence(raw: str, name: str = "sequence", max_len: int = MAX_RECORD_L
         distinct = set(s.translate(_COMMON_TABLE)) | {c for c in "ACGTN" if c in s}
         counts = {c: s.count(c) for c in distinct} if len(distinct) <= 40 else {}
     if len(distinct) > 40:
-        raise SequenceInputError(f"Record '{name}' is not a nucleotide sequence (it uses {len(distinct)} different characters).")
+        raise SequenceInputError(f"Record '{name}' is not a nucleotide sequence (it uses {len(distinct)} different "
+                                 "characters).")
     nuc = sum(counts.get(c, 0) for c in _NUC_LETTERS)
     if nuc < MIN_NUCLEOTIDE_SHARE * len(s):
         if distinct <= _VALID | {"U", "X"}:  # every letter is a nucleotide code: ambiguity codes, not protein

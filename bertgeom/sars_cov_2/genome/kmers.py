@@ -1,4 +1,5 @@
-"""The paper's overlapping k-mer tokenisation of the spike (Bonino 2025 (arXiv:2502.12033), case study; the authors' released code) and token coordinates.
+"""The paper's overlapping k-mer tokenisation of the spike (Bonino 2025 (arXiv:2502.12033), case
+study; the authors' released code) and token coordinates.
 
 ``seq2kmer``: right-pad with ``N`` to a multiple of K=12 (not of the stride), then 12-mers start at
 0, 9, 18, ... while ``start <= len - 12``: the 3,822-nt spike -> 3,828 -> **425 k-mers**.
@@ -187,7 +188,8 @@ class KmerVocab:
         hit = self._codes[pos] == codes
         return np.where(hit, self._code_ids[pos], UNK_ID)
 
-    def encode(self, seq: str, max_length: int | None = MAX_LENGTH, add_special_tokens: bool = True) -> tuple[np.ndarray, float]:
+    def encode(self, seq: str, max_length: int | None = MAX_LENGTH,
+               add_special_tokens: bool = True) -> tuple[np.ndarray, float]:
         """One sequence -> ``(ids, unk_rate)``; ``unk_rate`` = share of its k-mers unknown to the vocab.
         With ``max_length`` the ids are truncated/padded to exactly that length (paper: 512)."""
         ids, unk = self.encode_batch([seq], max_length, add_special_tokens)

@@ -312,7 +312,8 @@ def write_characteristic_table(markers: Iterable[Marker], path=None) -> None:
     path = path or data_path(*TABLE_FILE)
     lines = [
         f"# bertgeom characteristic spike mutations per class, table version {TABLE_VERSION}",
-        "# Built by `python -m bertgeom.sars_cov_2.genome.markers build` from definitions/nextstrain_clades.tsv (changes",
+        "# Built by `python -m bertgeom.sars_cov_2.genome.markers build` from definitions/nextstrain_clades.tsv "
+        "(changes",
         "# shared by every clade of a class) and the training-split developer genomes (spike changes of >= 75%",
         "# of a class's genomes), read codon by codon: one row per amino-acid change (aa, named as Nextclade",
         "# names it in gene S) with the nucleotides that make it; indels and synonymous changes as nucleotide",
@@ -413,7 +414,8 @@ class ClassEvidence:
         return len(self.present) - len(self.absent)
 
     def summary(self) -> str:
-        return f"{len(self.present)}/{self.n_markers} markers" + (f" ({len(self.missing)} unread)" if self.missing else "")
+        unread = f" ({len(self.missing)} unread)" if self.missing else ""
+        return f"{len(self.present)}/{self.n_markers} markers{unread}"
 
 
 @dataclass(frozen=True)
@@ -485,7 +487,8 @@ def apply_marker(arr: np.ndarray, insertions: dict[int, str], m: Marker, revert:
         return True
     if m.kind == "del":
         if revert:
-            if not (seg == ord("-")).all() or (a > 0 and arr[a - 1] == ord("-")) or (b < len(arr) and arr[b] == ord("-")):
+            if (not (seg == ord("-")).all() or (a > 0 and arr[a - 1] == ord("-"))
+                    or (b < len(arr) and arr[b] == ord("-"))):
                 return False
             arr[a:b] = np.frombuffer(m.ref.encode("ascii"), dtype=np.uint8)
             return True

@@ -154,7 +154,8 @@ class CladeDefinitions:
                   ("own_pos", own_pos), ("own_base", own_base), ("own_clade", own_clade))}
         for a in arrays.values():
             a.setflags(write=False)  # shared by every call (and thread) of the process
-        return {**arrays, "depth": [self.depth(c) for c in self.clades], "cls": [clade_to_class(c) for c in self.clades]}
+        return {**arrays, "depth": [self.depth(c) for c in self.clades],
+                "cls": [clade_to_class(c) for c in self.clades]}
 
     def __hash__(self) -> int:  # needed by functools.cache on a method
         return id(self)
@@ -1054,9 +1055,10 @@ def nearest_clade(aln: GenomeAlignment | SpikeCut, classes: Iterable[str] | None
     """The deepest clade the genome is consistent with: score = matches - ``mismatch_weight`` x
     mismatches over the clade's inherited sites (N or uncovered sites count neither way). Ties go to
     a clade one of whose own sites (those its parent lacks) the genome carries (a descendant whose
-    own sites are all N, e.g. outside a spike-only input, is not credited), then to the deeper clade, and between siblings of equal depth (23A and
-    23D, whose own sites an XBB.1.9 genome all carries: F486P and ORF8:G8* arose in both) to the
-    later-designated one, the more specific name (Nextstrain numbers clades in order of designation)."""
+    own sites are all N, e.g. outside a spike-only input, is not credited), then to the deeper clade,
+    and between siblings of equal depth (23A and 23D, whose own sites an XBB.1.9 genome all carries:
+    F486P and ORF8:G8* arose in both) to the later-designated one, the more specific name (Nextstrain
+    numbers clades in order of designation)."""
     defs = defs or load_clade_definitions()
     if isinstance(aln, GenomeAlignment):
         text, offset = aln.aligned, 1
@@ -1113,6 +1115,7 @@ def spike_sites_of(aligned_spike: str, sites: Iterable[tuple[int, str]]) -> dict
 __all__ = [
     "AaMutation", "CladeCall", "CladeDefinitions", "MutationReport", "NucMutation", "GH_SPIKE_MARKERS",
     "aa_effect_of_sub", "call_mutations", "class_defining_mutations", "class_expected_sites",
-    "load_clade_definitions", "load_spike_profiles", "ProfileEntry", "EXPECTED_MIN_FREQ", "nearest_clade", "parse_clade_definitions", "spike_sites_of", "sub_name",
+    "load_clade_definitions", "load_spike_profiles", "ProfileEntry", "EXPECTED_MIN_FREQ", "nearest_clade",
+    "parse_clade_definitions", "spike_sites_of", "sub_name",
     "INDEL_PLACES", "MUTATION_COLUMNS", "nextclade_columns",
 ]  # fmt: skip

@@ -127,7 +127,8 @@ def spike_qc(cut: SpikeCut, mutations: MutationReport, cls: str | None = None, p
         "ambiguous bases": "fail" if amb > AMBIGUOUS_FAIL else ("warn" if amb > AMBIGUOUS_WARN else "pass"),
         "frameshifts": _grade(len(fs), FRAMESHIFT_WARN, FRAMESHIFT_FAIL),
         "stop codons": _grade(len(stops), STOP_WARN, STOP_FAIL),
-        "private mutations": "fail" if len(private) > PRIVATE_FAIL else ("warn" if len(private) > PRIVATE_WARN else "pass"),
+        "private mutations": ("fail" if len(private) > PRIVATE_FAIL
+                              else "warn" if len(private) > PRIVATE_WARN else "pass"),
     }
     verdict, reasons = _judge(checks, {
         "coverage": f"only {coverage:.1%} of the spike is called (the rest is N or not covered)",
@@ -290,7 +291,8 @@ def rule_parameters(qc: dict | None = None) -> dict:
         "private mutations": {"typical": pm.get("typical", 8), "cutoff": pm.get("cutoff", 24),
                               "labeled": pm.get("weightLabeledSubstitutions", 4),
                               "unlabeled": pm.get("weightUnlabeledSubstitutions", 1),
-                              "reversion": pm.get("weightReversionSubstitutions", 6), "enabled": pm.get("enabled", True)},
+                              "reversion": pm.get("weightReversionSubstitutions", 6),
+                              "enabled": pm.get("enabled", True)},
         "snp clusters": {"window": sc.get("windowSize", 100), "cutoff": sc.get("clusterCutOff", 6),
                          "per": sc.get("scoreWeight", 50), "enabled": sc.get("enabled", True)},
         "frameshifts": {"per": 75, "enabled": q.get("frameShifts", {}).get("enabled", True)},
@@ -432,16 +434,19 @@ def qc_score(report, aligned: str, private, gene_names=None, qc: dict | None = N
     scores = {
         "missing data": (max(0.0, (missing - md["score_bias"]) * 100 / md["threshold"]), missing,
                          f"{missing:,} N inside the aligned part"
-                         + (f" ({span[0] + 1:,}-{span[1] + 1:,}; the first {md['score_bias']} are free)" if span else "")),
+                         + (f" ({span[0] + 1:,}-{span[1] + 1:,}; the first {md['score_bias']} are free)"
+                            if span else "")),
         "mixed sites": (100 * mixed / p["mixed sites"]["threshold"], mixed, f"{mixed} mixed (ambiguous) sites"),
         "private mutations": (max(0.0, weighted - pm["typical"]) * 100 / pm["cutoff"], len(private.private),
-                              f"{counted(len(private.private), 'private nucleotide change')} against the nearest tree node "
-                              f"({private.clade}): {counted(len(labeled), 'labelled substitution')} (known from other clades), "
-                              f"{len(unlabeled)} unlabelled, {counted(n_del, 'deletion range')}; and "
+                              f"{counted(len(private.private), 'private nucleotide change')} against the nearest tree "
+                              "node "
+                              f"({private.clade}): {counted(len(labeled), 'labelled substitution')} (known from other "
+                              f"clades), {len(unlabeled)} unlabelled, {counted(n_del, 'deletion range')}; and "
                               f"{counted(len(private.reversions), 'reversion')}"),
         "snp clusters": (sc["per"] * len(clusters), len(clusters),
-                         f"{counted(len(clusters), 'cluster')} of more than {sc['cutoff']} private substitutions within "
-                         f"{sc['window']} nt" + (": " + ", ".join(f"{a}-{b}" for a, b in clusters[:5]) if clusters else "")),
+                         f"{counted(len(clusters), 'cluster')} of more than {sc['cutoff']} private substitutions "
+                         f"within {sc['window']} nt" + (": " + ", ".join(f"{a}-{b}" for a,
+                                                                  b in clusters[:5]) if clusters else "")),
         "frameshifts": (p["frameshifts"]["per"] * len(fs), len(fs),
                         counted(len(fs), "frameshift") + (": " + ", ".join(fs[:5]) if fs else "")
                         + (f" ({n_known[0]} known to the Nextclade dataset, no points)" if n_known[0] else "")),

@@ -78,7 +78,8 @@ class Domain:
         return self.start <= aa <= self.end
 
 
-#: The table of ``config/bio_config.yaml`` exactly as the paper's code reads it (Bonino 2025 (arXiv:2502.12033), case study; the authors' released code).
+#: The table of ``config/bio_config.yaml`` exactly as the paper's code reads it (Bonino 2025
+#: (arXiv:2502.12033), case study; the authors' released code).
 #: Its ends overlap at 1213 (HR2/TM) and 1237 (TM/CT), and the code then converts an end ``b`` to the
 #: spike base ``3(b-1)-1``, i.e. the last base of codon ``b-1``: every domain loses its last residue.
 PAPER_DOMAIN_TABLE: tuple[tuple[str, int, int], ...] = (
@@ -221,7 +222,8 @@ def translate_codon(codon: str) -> str:
         return "-"
     if len(codon) != 3 or "-" in codon or "N" in codon:
         return "X"
-    options = {CODON_TABLE[a + b + c] for a in IUPAC.get(codon[0], "") for b in IUPAC.get(codon[1], "") for c in IUPAC.get(codon[2], "")}
+    options = {CODON_TABLE[a + b + c] for a in IUPAC.get(codon[0], "") for b in IUPAC.get(codon[1], "")
+               for c in IUPAC.get(codon[2], "")}
     return options.pop() if len(options) == 1 else "X"
 
 

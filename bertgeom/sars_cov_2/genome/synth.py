@@ -137,7 +137,8 @@ def _apply_class_mutations(arr: np.ndarray, ins: dict[int, str], clade: str, rng
             arr[i] = ord(e.alt)
         elif e.kind == "del":
             i, n = e.pos - SPIKE_START, len(e.ref)
-            if (arr[max(i - 1, 0) : i + n + 1] == ord("-")).any() or any(i - 1 <= p - SPIKE_START <= i + n for p in ins):
+            if (arr[max(i - 1,
+                        0) : i + n + 1] == ord("-")).any() or any(i - 1 <= p - SPIKE_START <= i + n for p in ins):
                 continue  # do not merge with another deletion or touch an insertion
             if any(SPIKE_START + j in fixed_sites for j in range(i, i + n)):
                 continue
@@ -304,7 +305,8 @@ def synth_spike(cls: str, rng: np.random.Generator | int | None = None, config: 
 
 
 def synth_from_template(template: SpikeCut, cls: str, rng: np.random.Generator | int | None = None,
-                        config: SynthConfig | None = None, name: str | None = None, exact: bool = True) -> SyntheticSpike:
+                        config: SynthConfig | None = None, name: str | None = None,
+                        exact: bool = True) -> SyntheticSpike:
     """A noised copy of a real genome's spike (its own mutations kept, new noise added)."""
     rng = _rng(rng)
     cfg = config or SynthConfig()
@@ -316,7 +318,8 @@ def synth_from_template(template: SpikeCut, cls: str, rng: np.random.Generator |
     return _exactify(out) if exact else out
 
 
-def synth_batch(n_per_class: int | dict[str, int], seed: int = 0, config: SynthConfig | None = None) -> list[SyntheticSpike]:
+def synth_batch(n_per_class: int | dict[str, int], seed: int = 0,
+                config: SynthConfig | None = None) -> list[SyntheticSpike]:
     """``n_per_class`` synthetic spikes of each class (or ``{cls: n}``), reproducible from ``seed``;
     each class uses its own child generator so adding a class does not change the others."""
     counts = n_per_class if isinstance(n_per_class, dict) else {c: n_per_class for c in CLASSES}

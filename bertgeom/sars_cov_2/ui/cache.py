@@ -16,7 +16,8 @@ import numpy as np
 import streamlit as st
 
 from bertgeom.inputs import Record
-from bertgeom.ui.cache import cached_model
+from bertgeom.models import LoadedModel
+from bertgeom.ui.cache import BY_MODEL
 from bertgeom.ui.workqueue import BATCH, free_slot_or_raise
 
 #: Records one request classifies on the page (the CLI has no limit): ~2 s each on a 2-core server.
@@ -38,8 +39,8 @@ def digests(chunk: Sequence[Record]) -> tuple[str, ...]:
     return tuple(r.digest for r in chunk)
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def classify_chunk(model_id: str, chunk_digests: tuple[str, ...], _chunk: tuple[Record, ...]) -> list[dict]:
+@st.cache_data(max_entries=256, show_spinner=False, hash_funcs=BY_MODEL)
+def classify_chunk(loaded: LoadedModel, chunk_digests: tuple[str, ...], _chunk: tuple[Record, ...]) -> list[dict]:
     """One CSV-ready row per record of ``_chunk`` (bad records carry their error; the reading notes
     of the others are in their ``notes``), keyed by the records' digests (:func:`digests`), computed
     in a heavy-work slot of :data:`~bertgeom.ui.workqueue.BATCH` priority, so a single genome that
@@ -51,7 +52,6 @@ def classify_chunk(model_id: str, chunk_digests: tuple[str, ...], _chunk: tuple[
         raise ValueError("classify_chunk's key is not its records' digests")
     recs = [RecordError(r.name, i, r.error) if r.error else SequenceRecord(r.name, r.content, list(r.notes))
             for i, r in enumerate(_chunk)]
-    loaded = cached_model(model_id)  # before the slot: loading is not queued
     fc = fast_classifier(loaded, "cpu")  # the policy's backend and precision for this CPU (docs/speed.md)
     precision, backend = fc.precision, fc.backend
     with free_slot_or_raise(BATCH):
@@ -73,8 +73,9 @@ def name_rows_apart(rows: list[dict]) -> tuple[list[dict], str]:
     return [names.row(dict(r)) for r in rows], names.notice()
 
 
-@st.cache_data(max_entries=16, show_spinner="Integrated gradients (a few forward and backward passes)…")
-def integrated_gradients_for(model_id: str, input_ids: np.ndarray, target: int, steps: int,
+@st.cache_data(max_entries=16, show_spinner="Integrated gradients (a few forward and backward passes)…",
+               hash_funcs=BY_MODEL)
+def integrated_gradients_for(loaded: LoadedModel, input_ids: np.ndarray, target: int, steps: int,
                              max_steps: int = 128) -> tuple[np.ndarray, str, bool]:
     """``(attributions, completeness summary, complete)`` of the record's token ids: see
     ``integrated_gradients_checked`` (``steps`` nodes first, refined up to ``max_steps``). Keyed by
@@ -82,25 +83,16 @@ def integrated_gradients_for(model_id: str, input_ids: np.ndarray, target: int, 
     bertgeom.ui.workqueue). Call it through ``call_heavy``."""
     from bertgeom.analysis.attributions import integrated_gradients_checked
 
-    loaded = cached_model(model_id)
     with free_slot_or_raise():
         res = integrated_gradients_checked(loaded, input_ids, target, steps=steps, max_steps=max(steps, max_steps))
     return res.attributions, res.summary(), res.complete
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def logits_for(model_id: str, aligned_spike: str) -> np.ndarray:
+@st.cache_data(max_entries=64, show_spinner=False, hash_funcs=BY_MODEL)
+def logits_for(loaded: LoadedModel, aligned_spike: str) -> np.ndarray:
     """Logits ``[C]`` of an edited aligned spike (the what-if; one light forward pass): the page
     turns them into calibrated probabilities and log-odds (:mod:`bertgeom.sars_cov_2.variant.predict`)."""
     from bertgeom.sars_cov_2.variant.predict import logits_for_ids
 
-    loaded = cached_model(model_id)
     ids, _ = loaded.tokenizer.encode(aligned_spike, max_length=None)
     return logits_for_ids(loaded, ids[None, :])[0]
-
-
-def probabilities_for(model_id: str, aligned_spike: str) -> np.ndarray:
-    """Calibrated class probabilities of an edited aligned spike (:func:`logits_for`)."""
-    from bertgeom.probabilities import class_probabilities
-
-    return class_probabilities(cached_model(model_id), logits_for(model_id, aligned_spike))

@@ -2,7 +2,8 @@
 
 The shipped model (``bertgeom/data/variant_model/``) is a 6 x 12-head BERT initialised from
 the bundled MiniLM, whose English vocabulary was replaced by the spike 12-mers of its
-training set (stride 9), fine-tuned end to end on 8 classes (Bonino 2025 (arXiv:2502.12033), case study; the authors' released code). Files:
+training set (stride 9), fine-tuned end to end on 8 classes (Bonino 2025 (arXiv:2502.12033), case
+study; the authors' released code). Files:
 ``config.json`` (a BertConfig), ``model.safetensors`` (fp16), ``kmer_vocab.json``,
 ``calibration.json`` (the softmax temperature, :mod:`.calibration`) and ``MODEL_CARD.md``.
 :func:`load_variant` reads them without the hub and without pickle. The family's input kind (the
@@ -148,7 +149,8 @@ def load_variant(spec: ModelSpec) -> LoadedModel:
     try:
         vocab = KmerVocab.load(path / "kmer_vocab.json")
     except Exception as exc:
-        raise ModelLoadError(f"The variant model at '{path}' has an unreadable kmer_vocab.json ({str(exc)[:120]}).") from None
+        raise ModelLoadError(f"The variant model at '{path}' has an unreadable kmer_vocab.json "
+                             f"({str(exc)[:120]}).") from None
     if len(vocab) != model.config.vocab_size:
         raise ModelLoadError(f"The variant model at '{path}' has a vocabulary that does not match its weights.")
     labels = tuple(model.config.id2label[i] for i in range(model.config.num_labels))
@@ -240,7 +242,8 @@ def parse_genome_records(text: str) -> tuple[Record, ...]:
         raise InputError(str(exc)) from None
     if len(parsed) == 1 and isinstance(parsed[0], RecordError):
         raise InputError(parsed[0].message)
-    return tuple(Record(r.name, "", error=r.message) if isinstance(r, RecordError) else Record(r.name, r.sequence, r.notes)
+    return tuple(Record(r.name, "", error=r.message) if isinstance(r, RecordError) else Record(r.name, r.sequence,
+                                                                                               r.notes)
                  for r in parsed)
 
 

@@ -36,12 +36,15 @@ def _confusion(report: dict) -> str:
 def _stage_line(stage: dict) -> str:
     summ = stage.get("summary") or {}
     src = f"continued from `{stage['init_from']}`" if stage.get("init_from") else "from the bundled MiniLM-L6"
-    aug = "no augmentation" if (stage.get("augment") or {}).get("off") or "augment" not in stage else "per-step augmentation"
-    return (f"{src}; seed {stage.get('seed', 42)}; {stage.get('epochs')} {word_for(1 if stage.get('epochs') == 1 else 2, 'epoch', 'epochs')} of batch {stage.get('batch_size')} "
+    off = (stage.get("augment") or {}).get("off") or "augment" not in stage
+    aug = "no augmentation" if off else "per-step augmentation"
+    return (f"{src}; seed {stage.get('seed', 42)}; {stage.get('epochs')} "
+            f"{word_for(1 if stage.get('epochs') == 1 else 2, 'epoch', 'epochs')} of batch {stage.get('batch_size')} "
             f"({summ.get('steps', 'n/a')} steps, {summ.get('train_examples', 'n/a')} pool examples), encoder lr "
             f"{stage.get('lr_encoder')}, new-parameter lr {stage.get('lr_new')}, {aug}; "
             f"{summ.get('train_seconds', 'n/a')} s on {summ.get('device', 'cpu')}"
-            f"{' (bf16)' if summ.get('bf16') else ''} with {counted(stage['threads'], 'thread') if stage.get('threads') else 'all threads'}"
+            f"{' (bf16)' if summ.get('bf16') else ''} with "
+            f"{counted(stage['threads'], 'thread') if stage.get('threads') else 'all threads'}"
             + (f" ({', '.join(f'{k}={v}' for k, v in overrides.items())})" if (overrides := {
                 k: v for k, v in (stage.get("augment") or {}).items() if k != "off"}) else "")
             + (f". {(stage.get('extra') or {}).get('note')}" if (stage.get("extra") or {}).get("note") else ""))
@@ -56,7 +59,8 @@ def _held_out_sentence(train_cfg: dict) -> str:
         return "The model never saw an evaluation or calibration genome."
     names = ", ".join(f"{n} ({part})" for n, part in seen["genomes"].items())
     return (f"Stages {seen.get('stages', '')} trained on the split of the labels before the placement, whose "
-            f"training part held {counted(len(seen['genomes']), 'genome')} that {word_for(len(seen['genomes']), 'is', 'are')} held out now: {names}; the figures "
+            f"training part held {counted(len(seen['genomes']), 'genome')} that "
+            f"{word_for(len(seen['genomes']), 'is', 'are')} held out now: {names}; the figures "
             "below count them.")
 
 
@@ -116,8 +120,10 @@ def _training_command(train_cfg: dict) -> str:
     cmd = "python -m bertgeom train"
     if train_cfg.get("init_from"):
         cmd += f" --init-from {train_cfg['init_from'].split(' ')[0]}"
-    cmd += (f" --seed {train_cfg.get('seed', 42)} --epochs {train_cfg.get('epochs')} --batch-size {train_cfg.get('batch_size')} --lr-encoder "
-            f"{train_cfg.get('lr_encoder')} --lr-new {train_cfg.get('lr_new')} --threads {train_cfg.get('threads') or 0}")
+    cmd += (f" --seed {train_cfg.get('seed', 42)} --epochs {train_cfg.get('epochs')} --batch-size "
+            f"{train_cfg.get('batch_size')} --lr-encoder "
+            f"{train_cfg.get('lr_encoder')} --lr-new {train_cfg.get('lr_new')} --threads "
+            f"{train_cfg.get('threads') or 0}")
     return cmd + "".join(f" --augment {k}={json.dumps(v, separators=(',', ':'))}"
                          for k, v in (train_cfg.get("augment") or {}).items() if k != "off")
 
@@ -130,8 +136,10 @@ def _calibration_paragraph(robustness: dict) -> str:
     return (f"\n**Calibration.** Temperature scaling (Guo et al. 2017, arXiv:1706.04599): the logits are "
             f"divided by T = {robustness['temperature']:.3f} (`calibration.json`, tied to the weights' hash), "
             f"fitted by NLL on the {cal.get('genomes')} real **calibration** genomes (never trained on, never "
-            f"evaluated; retraining candidates are compared on them too, `--split calibration`) and {cal.get('perturbed')} perturbations of them (half the weight each), in "
-            f"{cal.get('seconds', 'n/a')} s on {cal.get('device', 'cpu')} ({robustness.get('precision', 'fp32')}). Every probability the CLI, the page "
+            "evaluated; retraining candidates are compared on them too, `--split calibration`) and "
+            f"{cal.get('perturbed')} perturbations of them (half the weight each), in "
+            f"{cal.get('seconds', 'n/a')} s on {cal.get('device', 'cpu')} ({robustness.get('precision', 'fp32')}). "
+            "Every probability the CLI, the page "
             "and its low-confidence warning show is the calibrated one; the call itself does not change.\n")
 
 
@@ -146,7 +154,8 @@ def _robustness_section(model_dir: Path, robustness: dict) -> str:
 ## Robustness and calibration
 
 `python bench/bench_robustness.py` ({robustness.get('precision', 'fp32')} forward passes) on the
-{robustness['evaluation_genomes']} real evaluation genomes (the plain row) and {robustness['perturbations']} perturbations of {robustness['perturbed_bases']} of them (at most
+{robustness['evaluation_genomes']} real evaluation genomes (the plain row) and {robustness['perturbations']} \
+perturbations of {robustness['perturbed_bases']} of them (at most
 {robustness['max_per_class']} per class, seed {robustness['seed']}): two and three markers of **one** other
 class with every own marker kept (convergent evolution: a rule-based caller keeps the class), own
 markers reverted, 1-10 private substitutions at non-marker sites, real ARTIC V3/V4.1 amplicon
@@ -236,7 +245,8 @@ def _metrics_section(evaluation: dict) -> str:
     return f"""## Metrics on real held-out genomes
 
 Evaluated with `python -m bertgeom evaluate` on the {model['n']} real evaluation genomes (open data,
-not trained on, not used for calibration), next to the rule-based marker call (`bertgeom.sars_cov_2.genome.markers`, the second opinion the
+not trained on, not used for calibration), next to the rule-based marker call \
+(`bertgeom.sars_cov_2.genome.markers`, the second opinion the
 CLI and the page show) and a logistic regression on k-mer counts trained on the same recipe in the
 same run.
 
@@ -244,7 +254,8 @@ same run.
 |---|---|---|
 | BERT variant model | {model['accuracy']:.4f} | {model['macro_f1']:.4f} |
 """ + (f"| rule-based marker call | {rules['accuracy']:.4f} | {rules['macro_f1']:.4f} |\n" if rules else "") + (
-        f"| k-mer count logistic regression | {base['accuracy']:.4f} | {base['macro_f1']:.4f} |\n" if base else "") + f"""
+        f"| k-mer count logistic regression | {base['accuracy']:.4f} | {base['macro_f1']:.4f} |\n"
+        if base else "") + f"""
 Per class (BERT):
 
 {_table(model)}

@@ -151,7 +151,8 @@ def _output_target(out: str) -> Path | None:
         return None
     final = Path(out)
     if final.is_dir():
-        raise CliError(f"--out '{out}' is a folder; give a file name such as '{Path(out) / 'predictions.csv'}'.", EXIT_OUTPUT)
+        raise CliError(f"--out '{out}' is a folder; give a file name such as '{Path(out) / 'predictions.csv'}'.",
+                       EXIT_OUTPUT)
     if not final.parent.is_dir():
         raise CliError(f"The folder of --out '{out}' does not exist.", EXIT_OUTPUT)
     return final
@@ -433,7 +434,8 @@ def _classify_into(args, loaded, device, precision, backend, final, out, side: _
     for note in notices + ([names.notice()] if names.renamed else []):
         print(f"note: {note}", file=sys.stderr)
     if n_gated:  # the gate (bertgeom.sars_cov_2.genome.gate): outside the model's world, no call
-        print(f"note: {counted(n_gated, 'record')} {word_for(n_gated, 'gets', 'get')} no call from the variant model: not SARS-CoV-2, too divergent, or a "
+        print(f"note: {counted(n_gated, 'record')} {word_for(n_gated, 'gets', 'get')} no call from the variant model: "
+              "not SARS-CoV-2, too divergent, or a "
               "spike it cannot read (their 'gate' and 'notes' columns say why).", file=sys.stderr)
     print(f"classified {n - n_err - n_gated} of {n} records{where} ({n_err} could not be read or aligned; see their "
           "'error' column)", file=sys.stderr)
@@ -548,7 +550,8 @@ def _cmd_evaluate(args) -> int:
         print()
         print(result["baseline"].table())
     if result["skipped"]:
-        print(f"\nskipped {counted(len(result['skipped']), 'record')}: " + "; ".join(f"{n}: {e}" for n, e in result["skipped"][:5]))
+        print(f"\nskipped {counted(len(result['skipped']), 'record')}: " + "; ".join(f"{n}: {e}" for n,
+                                                                                     e in result["skipped"][:5]))
     if args.json:
         payload = {k: (v.__dict__ if hasattr(v, "__dict__") else v) for k, v in result.items()}
         from bertgeom.safety import AtomicFile
@@ -618,7 +621,8 @@ def _add_runtime_arguments(p) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--workers", type=int, default=1, help="processes that parse, align and tokenise (default 1)")
     p.add_argument("--streams", type=_streams_arg, default="auto", help=_STREAMS_HELP)
-    p.add_argument("--device", default="auto", help="where the forward passes run: auto (a GPU when there is one), cpu, cuda, mps")
+    p.add_argument("--device", default="auto",
+                   help="where the forward passes run: auto (a GPU when there is one), cpu, cuda, mps")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
                    help="auto: with --backend auto on a measured CPU, the precision measured fastest there "
                         "(choose-backend); else bf16 where the device has bf16 units (a GPU, or a CPU with "
@@ -633,18 +637,22 @@ def register(sub) -> None:
     p.set_defaults(func=_cmd_tour)
     p = sub.add_parser("train", help="train the SARS-CoV-2 variant model from a seed (resumable)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--data", default="", help="folder with genomes/open_genomes_dev.* (default: the copy shipped in the package)")
-    p.add_argument("--init-from", default="", help="continue from this variant model directory (default: start from MiniLM)")
+    p.add_argument("--data", default="",
+                   help="folder with genomes/open_genomes_dev.* (default: the copy shipped in the package)")
+    p.add_argument("--init-from", default="",
+                   help="continue from this variant model directory (default: start from MiniLM)")
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--batch-size", type=int, default=0, help="examples per step (default 8)")
     p.add_argument("--lr-encoder", type=float, default=0.0, help="encoder learning rate (default 1.5e-4)")
-    p.add_argument("--lr-new", type=float, default=0.0, help="k-mer embedding and classifier learning rate (default 3e-3)")
+    p.add_argument("--lr-new", type=float, default=0.0,
+                   help="k-mer embedding and classifier learning rate (default 3e-3)")
     p.add_argument("--synth-per-class", type=int, default=120)
     p.add_argument("--copies-per-class", type=int, default=100)
     p.add_argument("--max-real-per-class", type=int, default=250, help="cap on real training genomes per class")
     p.add_argument("--no-augment", action="store_true", help="train without the label-preserving augmentation")
     p.add_argument("--augment", action="append", default=[], metavar="NAME=VALUE",
-                   help="override one augmentation setting (bertgeom.sars_cov_2.genome.augment.AugmentConfig), e.g. foreign_prob=0.8")
+                   help="override one augmentation setting (bertgeom.sars_cov_2.genome.augment.AugmentConfig), e.g. "
+                        "foreign_prob=0.8")
     p.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda or mps")
     p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
                    help="auto: bf16 autocast where the device supports it")
@@ -681,12 +689,13 @@ def register(sub) -> None:
     p.add_argument("--again", action="store_true", help="measure anew even when this machine was measured before")
     p.set_defaults(func=_cmd_choose_backend)
 
-    p = sub.add_parser("evaluate", help="accuracy, macro-F1, per-class metrics and confusion matrix on labelled genomes")
+    p = sub.add_parser("evaluate",
+                       help="accuracy, macro-F1, per-class metrics and confusion matrix on labelled genomes")
     p.add_argument("fasta", nargs="?", default="", help="FASTA of labelled genomes (any compression)")
     p.add_argument("labels", nargs="?", default="", help="TSV with 'name' and 'label' (or 'class') columns")
     p.add_argument("--held-out", action="store_true",
-                   help="evaluate on the shipped open developer genomes held out for evaluation (191: never trained on, "
-                        "not used for calibration)")
+                   help="evaluate on the shipped open developer genomes held out for evaluation (191: never trained "
+                        "on, not used for calibration)")
     p.add_argument("--model", default=None)
     p.add_argument("--data", default="",
                    help="folder with the open developer set used to regenerate the recipe for the baseline "

@@ -53,7 +53,8 @@ class Prediction:
     spike: str = field(default="", repr=False)  #: the aligned spike read (not a CSV column)
     #: the record as a row of Nextclade's own output (genome.nextclade_output), when asked for; not a CSV column
     nextclade: dict = field(default_factory=dict, repr=False)
-    gate: str = ""  #: SARS-CoV-2 / too divergent / not SARS-CoV-2 (bertgeom.sars_cov_2.genome.gate); no call unless SARS-CoV-2
+    #: SARS-CoV-2 / too divergent / not SARS-CoV-2 (bertgeom.sars_cov_2.genome.gate); no call unless SARS-CoV-2
+    gate: str = ""
     notes: str = ""  #: what was done to the input (reverse complement, U->T, trimmed, cut spike) and, with no call, why
     error: str = ""
     #: the forward's precision (fp32 / bf16) and runtime: what produced ``probs`` (issue 46: bf16 moves them)

@@ -107,7 +107,8 @@ def batch_table(rows: list[dict]):
             "recombinant": recombinant_short(r.get("recombinant", "")),
             "QC score": qc_score_shown(r["qc_score"]) if r.get("qc_score") not in ("", None) else None,
             "QC status": r.get("qc_status", ""),
-            "spike QC": r["qc"], "genome QC": r["genome_qc"], "mutations": r["n_mutations"] if r["n_mutations"] != "" else None,
+            "spike QC": r["qc"], "genome QC": r["genome_qc"],
+            "mutations": r["n_mutations"] if r["n_mutations"] != "" else None,
             "gate": r.get("gate", ""), "notes": r.get("notes", ""), "error": r["error"]} for r in rows]
     return pd.DataFrame(out)
 
@@ -229,7 +230,8 @@ def result_record(loaded, analysis, pred: str, labels, probs, *, notes=(), what_
            if gate is not None else {}),
         "qc": {"verdict": qc.verdict, "reasons": qc.reasons, "coverage": qc.coverage, "n_share": qc.n_share,
                "frameshifts": [f"S:{f}" for f in qc.frameshifts], "private": qc.private},
-        "mutations": [m.qualified for m in report.amino_acid], "nucleotide_mutations": report.nuc_names(spike_only=True),
+        "mutations": [m.qualified for m in report.amino_acid],
+        "nucleotide_mutations": report.nuc_names(spike_only=True),
         **_genome_fields(analysis),
     }
 
@@ -327,7 +329,8 @@ def recombinant_sentence(placement) -> str:
     if not root or root == rec.designated:
         lineage = f"{rec.designated}, a designated recombinant lineage"
     else:
-        lineage = f"{rec.designated}{f' ({unaliased})' if unaliased else ''}, a descendant of the designated recombinant {root}"
+        lineage = (f"{rec.designated}{f' ({unaliased})' if unaliased else ''}, a descendant of the designated "
+                   f"recombinant {root}")
     return f"Recombinant: it sits on {lineage}" + (f"; {split}." if split else ".")
 
 

@@ -243,7 +243,10 @@ def _add_commands(sub) -> None:
 #: The Variant Classifier page (``bertgeom/sars_cov_2/page.py``), offered with the genome models.
 CLASSIFIER_PAGE = PageSpec(key="classifier", title="Variant Classifier", url_path="classifier",
                            script=str(Path(__file__).resolve().parents[1] / "page.py"),
-                           icon=":material/coronavirus:", section="Classify")
+                           icon=":material/coronavirus:", section="Classify",
+                           summary="paste a SARS-CoV-2 genome (BERT reads it cut into 12-letter *k-mers*, its "
+                                   "tokens): quality check, predicted variant, mutations, and which parts of the "
+                                   "spike drove the prediction.")
 
 
 #: The home page's one-click starts: the shipped Omicron genome on the classifier, an Alpha genome on

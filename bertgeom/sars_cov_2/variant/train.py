@@ -179,7 +179,8 @@ def build_examples(cfg: TrainConfig) -> tuple[list[Example], list]:
             examples.append(Example(g.name, a.spike.aligned, g.cls, "real", list(a.spike.insertions)))
             templates[g.cls].append((g.name, a.spike))
     _log(f"real training genomes: {len(examples)} " + str({c: len(v) for c, v in templates.items()})
-         + (f"; left out {len(dropped)} whose spike markers contradict their label: {', '.join(dropped)}" if dropped else ""))
+         + (f"; left out {len(dropped)} whose spike markers contradict their label: {', '.join(dropped)}"
+            if dropped else ""))
     noise = SynthConfig(dropout_rate=cfg.dropout_rate)
     for s in synth_batch(cfg.synth_per_class, seed=cfg.seed, config=noise):
         examples.append(Example(f"synth-{s.clade}", s.aligned, s.cls, "synthetic", list(s.insertions)))
@@ -275,7 +276,8 @@ class CorruptPool(Exception):
 
 def _save_pool(path: Path, examples: list[Example]) -> None:
     """Write the pool atomically (:func:`bertgeom.safety.write_atomically`)."""
-    spikes = np.frombuffer("".join(e.spike for e in examples).encode("ascii"), dtype=np.uint8).reshape(len(examples), -1)
+    spikes = np.frombuffer("".join(e.spike for e in examples).encode("ascii"),
+                           dtype=np.uint8).reshape(len(examples), -1)
     meta = [[e.name, e.cls, e.origin, e.insertions] for e in examples]
     from bertgeom.safety import write_atomically
 
@@ -373,7 +375,8 @@ def threading_main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def step_batch(pool: list[Example], idx: np.ndarray, vocab, seed: int, step: int, augment) -> tuple[np.ndarray, np.ndarray]:
+def step_batch(pool: list[Example], idx: np.ndarray, vocab, seed: int, step: int,
+               augment) -> tuple[np.ndarray, np.ndarray]:
     """Token ids and labels of one training step: the pool examples ``idx``, each freshly augmented
     with a generator seeded by ``(seed, step)`` (so a resumed run draws the same batches)."""
     from bertgeom.sars_cov_2.genome.augment import augment_spike

@@ -25,7 +25,8 @@ def distribution_section(v: View) -> None:
     L, DISPLAY = v.L, v.display
     st.markdown("#### Where the classes separate: the [CLS] vectors of the set, layer by layer")
     st.caption("Each point is one input's [CLS] vector (or the mean of its content tokens) after the chosen layer, "
-               "projected to 2 or 3 dimensions; colour = the input's labelled class (one colour when the set has no labels). PCA is exact and fast; UMAP and t-SNE "
+               "projected to 2 or 3 dimensions; colour = the input's labelled class (one colour when the set has no "
+               "labels). PCA is exact and fast; UMAP and t-SNE "
                "(seed 42) are slower and only run when you pick them.")
     with guarded("The data-distribution analysis"):
         loaded_set = load_set(v)
@@ -58,7 +59,8 @@ def distribution_section(v: View) -> None:
                      for n, lab, p in zip(data.names, data.labels, data.predicted)]
             if proj.explained_variance_ratio is not None:
                 ax = [f"PC{i + 1} ({100 * r:.1f}%)" for i, r in enumerate(proj.explained_variance_ratio)]
-                ptitle = f"PCA of {feat_opts[feature]}, {layer_name}: {100 * proj.total_explained_variance:.1f}% of the variance shown"
+                ptitle = (f"PCA of {feat_opts[feature]}, {layer_name}: "
+                          f"{100 * proj.total_explained_variance:.1f}% of the variance shown")
             else:
                 ax = [f"{method.upper()} {i + 1}" for i in range(dims)]
                 ptitle = f"{ 'UMAP' if method == 'umap' else 't-SNE'} of {feat_opts[feature]}, {layer_name} (seed 42)"
@@ -80,7 +82,8 @@ def distribution_section(v: View) -> None:
                                            y_title="silhouette",
                                            title="Separability of the classes per layer (silhouette, full dimension)"),
                       "w_cone_silhouette")
-                st.caption("Silhouette (our additions, [docs/methods.md §9](/?view=methods&section=9)): for each input, how much closer it is to its own class than "
+                st.caption("Silhouette (our additions, [docs/methods.md §9](/?view=methods&section=9)): for each "
+                           "input, how much closer it is to its own class than "
                            "to the nearest other class, averaged; near 0 = classes overlap, near 1 = well separated.")
                 sep_df = pd.DataFrame({"layer": np.arange(L + 1), "silhouette": sep["silhouette"],
                                        "between_within_variance_ratio": sep["variance_ratio"]})
@@ -113,7 +116,8 @@ def probe_block(feats: np.ndarray, groups: np.ndarray, order: list[str], layer: 
                "notebook trained one on one token of one variant); see docs/methods.md.")
     c1, _ = st.columns([2, 3])
     pos = c1.selectbox("Class", list(counts), key="w_cone_probe_cls",
-                       format_func=lambda c: f"{display.get(c, c)} ({counts[c]}) vs the rest ({len(groups) - counts[c]})")
+                       format_func=lambda c: f"{display.get(c, c)} ({counts[c]}) vs the rest "
+                                             f"({len(groups) - counts[c]})")
     res = cone_cache.probe(feats, groups, pos)
     chart(fc.layer_score_curve({"balanced accuracy": res["balanced_accuracy"], "ROC AUC": res["auc"]},
                                selected=layer, y_title="held-out score", chance=0.5,

@@ -27,7 +27,8 @@ def entropy_section(v: View) -> None:
     st.caption("Left: exactly as the official code computes them — its “von Neumann” entropy scales the "
                "|eigenvalues| to unit L2 norm (so they do not sum to 1), and its Shannon entropy puts the values of "
                "all entries into 20 bins (it describes how attention values are spread, not where a token looks). "
-               "Right: properly normalised versions (our additions, [docs/methods.md §9](/?view=methods&section=9)): eigenvalues and squared singular "
+               "Right: properly normalised versions (our additions, [docs/methods.md §9](/?view=methods&section=9)): "
+               "eigenvalues and squared singular "
                "values scaled to sum 1, and the mean entropy of each token's attention row.")
     with guarded("The entropy computation"):
         sources = {"input": "this input"}
@@ -35,13 +36,15 @@ def entropy_section(v: View) -> None:
             sources["class"] = "class-mean attention over the set (official code's recipe)"
         e1, e2 = st.columns([3, 3], vertical_alignment="bottom")
         if len(sources) > 1:
-            src = e1.radio("Attention of", list(sources), format_func=sources.get, horizontal=True, key="w_cone_ent_src")
+            src = e1.radio("Attention of", list(sources), format_func=sources.get, horizontal=True,
+                           key="w_cone_ent_src")
         else:
             src = "input"
             e1.caption("Attention of this input (the class-mean recipe needs a classifier and a labelled set).")
-        pad512 = e2.checkbox(f"{max_pos} × {max_pos} matrix as the official code", value=kind.can("official_padding"), key="w_cone_ent_pad",
-                             help="The code's matrices had 512 rows and columns, every row and column from the first [SEP] on "
-                                  "(the [SEP]s, a second sentence, the padding) zeroed. The zeros "
+        pad512 = e2.checkbox(f"{max_pos} × {max_pos} matrix as the official code", value=kind.can("official_padding"),
+                             key="w_cone_ent_pad",
+                             help="The code's matrices had 512 rows and columns, every row and column from the first "
+                                  "[SEP] on (the [SEP]s, a second sentence, the padding) zeroed. The zeros "
                                   "change the binned Shannon entropy a lot; the eigenvalue entropy not at all.",
                              disabled=trace.encoded.n_tokens > max_pos)
         epad = max_pos if pad512 and trace.encoded.n_tokens <= max_pos else None
@@ -62,7 +65,8 @@ def entropy_section(v: View) -> None:
                 else:
                     f1, f2 = st.columns(2)
                     cls = f1.selectbox("Class", labels_present, key="w_cone_ent_class",
-                                       index=labels_present.index(kind.featured_class) if kind.featured_class in labels_present else 0,
+                                       index=(labels_present.index(kind.featured_class)
+                                              if kind.featured_class in labels_present else 0),
                                        format_func=lambda c: DISPLAY.get(c, c))
                     only = f2.checkbox("Correctly classified only (as the official code)", value=True,
                                        key="w_cone_ent_correct")
@@ -84,7 +88,8 @@ def entropy_section(v: View) -> None:
             with g2:
                 chart(fc.entropy_figure(proper, lbl, title=f"Properly normalised — {where}",
                                         y_title="entropy / ln n" if scaled else "entropy (nats)",
-                                        reference={("maximum 1" if scaled else f"maximum ln n = {float(ent['ln_n']):.2f}"):
+                                        reference={("maximum 1" if scaled else "maximum ln n = "
+                                                                               f"{float(ent['ln_n']):.2f}"):
                                                    1.0 if scaled else float(ent["ln_n"])}),
                       "w_cone_ent_proper")
             with st.expander("How each entropy is computed"):

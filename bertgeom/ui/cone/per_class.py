@@ -65,7 +65,8 @@ def classes_section(v: View) -> None:
                                    else " This model's inputs come without class labels here."))
             a1, a2, a3 = st.columns([4, 2, 2])
             streams_here = available_streams(data)
-            choice = a1.selectbox("Stream", streams_here, format_func=lambda c: STREAM_CHOICES[c].replace("…L", f"…{L}"), key="w_cone_set_stream")
+            choice = a1.selectbox("Stream", streams_here, key="w_cone_set_stream",
+                                  format_func=lambda c: STREAM_CHOICES[c].replace("…L", f"…{L}"))
             head = a2.number_input("Head (one-head streams)", 1, H, min(5, H), key="w_cone_set_head",
                                    help="For the streams of one head. The official code used head 5 (index 4).") - 1
             normalized = a3.toggle("Normalised (I / m)", value=True, key="w_cone_set_norm")
@@ -77,7 +78,8 @@ def classes_section(v: View) -> None:
                                   reference=ref, reference_label=f"isotropic (median m = {mref:.0f})",
                                   x_title="layer (0 = embeddings)" if choice == "hidden" else "layer",
                                   title=f"{stream_label(choice, head)}: mean ± sd "
-                                        f"{'per class' if labelled else 'over the set'}, {counted(len(values), 'input')}"),
+                                        f"{'per class' if labelled else 'over the set'}, "
+                                        f"{counted(len(values), 'input')}"),
                   "w_cone_class_curves")
             st.markdown("##### Histograms per layer (20 bins, as the official code)")
             mode = st.radio("Compare in each layer", ["classes", "streams"], horizontal=True, key="w_cone_hist_mode",

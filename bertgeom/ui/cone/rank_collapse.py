@@ -148,4 +148,5 @@ def rank_collapse_section(v: View) -> None:
                 for n in names for i in x]
         csv_button(pd.DataFrame(rows), "rank_collapse_over_set.csv", "w_rc_set_csv")
         if len(data["errors"]):
-            st.caption(f"{len(data['errors'])} inputs could not be analysed: " + "; ".join(map(str, data["errors"][:3])))
+            st.caption(f"{len(data['errors'])} inputs could not be analysed: " + "; ".join(map(str,
+                                                                                               data["errors"][:3])))

@@ -46,9 +46,9 @@ def choose_set(v: View):
         fasta = u1.file_uploader(kind.words.set_upload_label.capitalize(), type=list(kind.set_upload_types),
                                  key="w_cone_fasta")
         tsv = u2.file_uploader("Labels (optional TSV: name + label)", type=["tsv", "txt", "csv"], key="w_cone_labels",
-                               help="Without it, labels are read from a '|label' suffix of each header (>seq1|omicron).")
+                               help="Without it, labels are read from a '|label' suffix of each record's name.")
         if fasta is None:
-            st.info("Upload a FASTA file to analyse your own set.")
+            st.info(f"Upload {kind.words.set_upload_label} to analyse it.")
             return None
         items = read_set_upload(kind, fasta.name, fasta.getvalue(), tsv.getvalue() if tsv is not None else b"")
         if items is None:

@@ -23,10 +23,9 @@ def streams_section(v: View) -> None:
     """The section: the cone of each stream of every layer for this input, and every head's output."""
     L, m, cur, unit, norm_label = v.L, v.m, v.cur, v.unit, v.norm_label
     st.markdown("#### What each step of a layer does to the cone")
-    from bertgeom.ui.cache import cached_layer_weights
     from bertgeom.weights import weight_geometry_notes
 
-    lws = cached_layer_weights(v.model_id)
+    lws = v.loaded.layer_weights
     for note in weight_geometry_notes(lws):
         if "pre-LayerNorm" in note or "shares one set" in note:
             st.info(note, icon=":material/info:")
@@ -41,7 +40,8 @@ def streams_section(v: View) -> None:
     )
     s1, s2 = st.columns(2)
     faithful = s1.toggle("Show the official code's “multihead output”", value=True, key="w_cone_faithful",
-                         help=STREAM_DOCS["multihead_faithful"].formula + ". It skips W_O and the trained LayerNorm, so "
+                         help=STREAM_DOCS["multihead_faithful"].formula + ". It skips W_O and the trained LayerNorm, "
+                                                                          "so "
                               "it differs from U.")
     normalized = s2.toggle(f"Normalised ({norm_label})", value=True, key="w_cone_stream_norm")
     suffix = "_norm" if normalized else ""

@@ -25,8 +25,8 @@ CAVEAT = (
     "**How to read the labels.** They come from deterministic rules on the features, not from the papers' "
     "own classifiers: Kovaleva et al. 2019 (arXiv:1908.08593) labelled maps with a CNN that was never "
     "released, and Bonino et al. 2025 (arXiv:2502.12033) name their gates without a rule a program can apply, "
-    "so both rule sets here are *reconstructions* ([docs/methods.md §4](/?view=methods&section=4)) whose thresholds you can move. "
-    "Clark et al. 2019 (arXiv:1906.04341) behaviour thresholds are those of their notebook, with the "
+    "so both rule sets here are *reconstructions* ([docs/methods.md §4](/?view=methods&section=4)) whose thresholds "
+    "you can move. Clark et al. 2019 (arXiv:1906.04341) behaviour thresholds are those of their notebook, with the "
     "'broad' entropy cut as a share of ln n. Confidence is a soft margin to the thresholds (0.5 = on the edge)."
 )
 
@@ -37,7 +37,8 @@ def all_heads_tab(v: View) -> None:
     show_clark_findings(labels, table)
     c1, c2 = st.columns(2)
     with c1:
-        chart(fh.label_counts(labels["kovaleva"].counts(), display=DISPLAY_NAMES, title="Kovaleva classes"), "w_counts_kov")
+        chart(fh.label_counts(labels["kovaleva"].counts(), display=DISPLAY_NAMES, title="Kovaleva classes"),
+              "w_counts_kov")
     with c2:
         chart(fh.label_counts(labels["gates"].counts(), display=DISPLAY_NAMES, title="Bonino gates"), "w_counts_gate")
     st.markdown("##### Every head: labels and features")

@@ -38,7 +38,8 @@ def flow_tab(v: View) -> None:
                "add the residual connection (Abnar & Zuidema 2020).")
     T = trace.encoded.n_tokens
     c1, c2, c3 = st.columns(3)
-    residual = c1.slider("Attention's weight against the residual (r)", 0.0, 1.0, FLOW_RESIDUAL, 0.05, key="w_flow_r", bind="query-params",
+    residual = c1.slider("Attention's weight against the residual (r)", 0.0, 1.0, FLOW_RESIDUAL, 0.05, key="w_flow_r",
+                         bind="query-params",
                          help="Each layer's graph is r · mean-head attention + (1 − r) · identity, rows summing to 1; "
                               "0.5 as in Abnar & Zuidema (attention plus identity, renormalised).")
     if T > FLOW_MAX_TOKENS:

@@ -30,8 +30,8 @@ def no_partner_sentence(shape: tuple[int, int, int], n_others: int, custom: bool
            "this server reads installed checkpoints only (BERTGEOM_ALLOW_CUSTOM_MODELS=1 lets it read one from a "
            "hub id or a directory)")
     return (f"Heads are compared one to one between checkpoints of the same shape, and {what} (this model: "
-            f"{shape[0]} layers × {shape[1]} heads, hidden {shape[2]}). A fine-tuned model and the checkpoint it started from share "
-            f"their shape: {how}.")
+            f"{shape[0]} layers × {shape[1]} heads, hidden {shape[2]}). A fine-tuned model and the checkpoint it "
+            f"started from share their shape: {how}.")
 
 
 def compare_tab(v: View) -> None:
@@ -86,7 +86,8 @@ def compare_tab(v: View) -> None:
                                  colorscale="Viridis"), "w_cmp_grid", selects_head=True)
     with c2:
         chart(fh.layer_lines({metrics[m]: np.nanmean(res[m], axis=1) for m in metrics}, title="Layer mean",
-                              ylabel="cosine", yrange=(min(0.0, float(np.nanmin([np.nanmin(res[m]) for m in metrics]))), 1.02)), "w_cmp_layers")
+                              ylabel="cosine", yrange=(min(0.0, float(np.nanmin([np.nanmin(res[m]) for m in metrics]))),
+                                                       1.02)), "w_cmp_layers")
     a, b = hc.cached_compare_layer(v.subject, partner, layer)
     st.markdown(f"#### {head_label(layer, head)} on the same layer input: this model vs "
                 f"{REGISTRY[partner].display_name if partner in REGISTRY else partner}")

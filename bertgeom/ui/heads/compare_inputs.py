@@ -14,7 +14,7 @@ from bertgeom.inputs import INPUT_KINDS
 from bertgeom.probabilities import class_probabilities
 from bertgeom.tables import counted, head_label, per_head_frame, word_for
 from bertgeom.subject import Subject
-from bertgeom.ui.cache import BY_SUBJECT, get_trace
+from bertgeom.ui.cache import BY_SUBJECT, trace_of
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.names import class_name
 from bertgeom.ui.widgets import chart, csv_button, waited
@@ -41,7 +41,7 @@ def cached_pair(subject: Subject, text_b: str) -> dict:
     """Tokens of the subject's input paired with those of ``text_b``, and each head's map change."""
     from bertgeom.analysis.compare import map_change, pair_tokens
 
-    ta, tb = subject.trace, get_trace(subject.model_id, text_b)
+    ta, tb = subject.trace, trace_of(subject.loaded, text_b)
     key_a = ta.encoded.axis_labels or ta.tokens  # genomes: amino-acid ranges on the reference; text: word pieces
     key_b = tb.encoded.axis_labels or tb.tokens
     ia, ib = pair_tokens([str(x) for x in key_a], [str(x) for x in key_b])
@@ -53,8 +53,8 @@ def compare_inputs_tab(v: View) -> None:
 
     layer, head, model_id = v.layer, v.head, v.model_id
     st.caption("**What this shows:** which heads react to a change of input, and where. Input A is the current "
-               "input; pick or type B. Tokens are paired (genomes by position on the reference, text by aligning the word "
-               "pieces; inserted tokens stay unpaired). Per head, the change is the mean total-variation distance "
+               "input; pick or type B. Tokens are paired (genomes by position on the reference, text by aligning the "
+               "word pieces; inserted tokens stay unpaired). Per head, the change is the mean total-variation distance "
                "between paired attention rows: 0 = identical, 1 = no shared mass.")
     kind = v.kind
     if kind.demo_set is not None:
@@ -74,7 +74,7 @@ def compare_inputs_tab(v: View) -> None:
         if not text_b.strip():
             st.info("Type a second input.")
             return
-    tb, res = waited(lambda: (get_trace(model_id, text_b), cached_pair(v.subject, text_b)),
+    tb, res = waited(lambda: (trace_of(v.loaded, text_b), cached_pair(v.subject, text_b)),
                      text="Comparing the two inputs head by head…", key="compare-inputs",
                      estimate_key=f"compare-inputs:{model_id}")
     ia, ib, tv = res["ia"], res["ib"], res["tv"]
@@ -83,7 +83,8 @@ def compare_inputs_tab(v: View) -> None:
         return
     if v.loaded.labels:
         chart(probability_bars(v.loaded.labels, {"A (current)": class_probabilities(v.loaded, v.trace.logits),
-                                                         "B": class_probabilities(v.loaded, tb.logits)}, display=INPUT_KINDS.all_class_names(),
+                                                         "B": class_probabilities(v.loaded, tb.logits)},
+                                                         display=INPUT_KINDS.all_class_names(),
                                title=f"Predicted: A {class_name(v.trace.predicted)}, B {class_name(tb.predicted)}"),
               "w_cmpin_probs")
     n_a, n_b = v.trace.encoded.n_tokens, tb.encoded.n_tokens

@@ -28,7 +28,8 @@ from bertgeom.ui.workqueue import heavy
 def disable_tab(v: View) -> None:
     model_id, text, loaded, layer, head, L, H = v.model_id, v.text, v.loaded, v.layer, v.head, v.L, v.H
     st.caption(
-        "Kovaleva et al. §4.6: a disabled head attends uniformly (weight 1/n on each of the input's n real tokens) to every real token; nothing is retrained. "
+        "Kovaleva et al. §4.6: a disabled head attends uniformly (weight 1/n on each of the input's n real tokens) to "
+        "every real token; nothing is retrained. "
         "bertgeom recomputes the forward pass from the shared model's own layers with those heads swapped for the "
         "uniform map — no hooks, no copies, nothing in the shared model changes."
     )
@@ -64,7 +65,8 @@ def disable_tab(v: View) -> None:
             c1.metric("Predicted with all heads", f"{class_name(loaded.labels[top])} ({pb[top]:.3f})")
             c2.metric("Predicted with the heads disabled", f"{class_name(loaded.labels[after])} ({pa[after]:.3f})")
             c3.metric(f"Change of p({class_name(loaded.labels[top])})", f"{pa[top] - pb[top]:+.4f}")
-            chart(probability_bars(loaded.labels, {"all heads": pb, "heads disabled": pa}, display=INPUT_KINDS.all_class_names(),
+            chart(probability_bars(loaded.labels, {"all heads": pb, "heads disabled": pa},
+                                   display=INPUT_KINDS.all_class_names(),
                                    title=f"Class probabilities, {counted(len(heads), 'head')} disabled"), "w_abl_probs")
             pdf = pd.DataFrame({"class": loaded.labels, "p_before": pb, "p_after": pa, "change": pa - pb})
             csv_button(pdf, "ablation_probabilities.csv", "w_abl_csv")
@@ -161,7 +163,8 @@ def set_disable_section(v: View) -> None:
         what = st.radio("Show", ["change of mean true-class probability", "change of accuracy"], horizontal=True,
                         key="w_abl_set_what")
         grid = s["d_true_prob"] if what.startswith("change of mean") else s["d_accuracy"]
-        st.markdown(f"**{what.capitalize()}** over {s['n']} {v.kind.words.plural} when each head alone is disabled; click a head.")
+        st.markdown(f"**{what.capitalize()}** over {s['n']} {v.kind.words.plural} when each head alone is disabled; "
+                    "click a head.")
         c1, c2 = st.columns([5, 4])
         with c1:
             chart(fh.diverging_grid(grid, colour_label="Δ", selected=(layer, head)), "w_abl_set_grid",

@@ -136,7 +136,8 @@ def set_task_sentence(data: dict) -> str:
 
     used = np.asarray(data["used_label"], dtype=bool)
     if str(data["objective"]) == "cross-entropy":
-        return f"The set's task: the cross-entropy of each input's own class ({int(used.sum())} of {len(used)} labelled)."
+        return (f"The set's task: the cross-entropy of each input's own class "
+                f"({int(used.sum())} of {len(used)} labelled).")
     how = str(data["objective"]).removeprefix("masked-word").strip(" ()") or "masked words"
     return (f"The set's task: a masked-word loss ({how}), {MASK_SHARE:.0%} of each input's content tokens "
             "replaced by [MASK].")
@@ -221,7 +222,8 @@ def _attention_gradient_part(v: View) -> None:
     res = cached_gradients(v.subject, int(target))
     kinds = res["kinds"]
     names = [k[5:] for k in kinds if k.startswith("grad ")]
-    kind = st.radio("Keys", names, horizontal=True, key="w_grad_kind", index=names.index("[SEP]") if "[SEP]" in names else 0)
+    kind = st.radio("Keys", names, horizontal=True, key="w_grad_kind",
+                    index=names.index("[SEP]") if "[SEP]" in names else 0)
     c1, c2 = st.columns([5, 4])
     with c1:
         st.markdown(f"**Mean |∂L/∂α| on {kind} keys** per head; click a head.")

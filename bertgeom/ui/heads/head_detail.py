@@ -63,7 +63,9 @@ def head_detail_tab(v: View) -> None:
     theta = st.slider("Threshold θ (hide weights below)", 0.0, 1.0, step=0.01, key="w_theta",
                       help="Entries below θ are hidden; for each new input θ starts at 0.3, or lower when fewer "
                            "than 1% of its weights reach 0.3 (long inputs spread attention thin) or when a head's "
-                           "largest weight is below it (so no head's map opens blank). The 2025 paper's heatmaps hid entries below 0.01; θ = 0.3 is the threshold of its thresholded class sum ([docs/methods.md §5](/?view=methods&section=5)).")
+                           "largest weight is below it (so no head's map opens blank). The 2025 paper's heatmaps "
+                           "hid entries below 0.01; θ = 0.3 is the threshold of its thresholded class sum "
+                           "([docs/methods.md §5](/?view=methods&section=5)).")
     st.session_state["_theta_kept"] = theta
     if float(attention.max()) < theta:
         st.info(f"No weight of this head reaches θ = {theta:.2f} (its largest is {attention.max():.3f}): "

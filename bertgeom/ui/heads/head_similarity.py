@@ -60,7 +60,8 @@ def similarity_tab(v: View) -> None:
         lab = classify_heads(feats, th)
         long = summary.arrays["js_rows"] < summary.arrays["ntok"]
         note = (f"JS summed over {summary.n} inputs" +
-                (f" ({int(long.sum())} long inputs contribute {hc.JS_MAX_ROWS} evenly spaced rows each)" if long.any() else "")
+                (f" ({int(long.sum())} long inputs contribute {hc.JS_MAX_ROWS} evenly spaced rows each)"
+                 if long.any() else "")
                 + "; features are means over the set.")
     coords = hc.cached_mds(D, method, use_sqrt)
     fnames = [n for n in (feats.names if hasattr(feats, "names") else list(feats)) if n in FEATURE_DOCS]
@@ -91,7 +92,8 @@ def similarity_tab(v: View) -> None:
     with c1:
         st.markdown(f"**MDS of the heads** ({method}{', √JS' if use_sqrt else ''}); click a point to select its head.")
         chart(fh.head_scatter(coords, H, categories=cats, values=values, colour_label="layer",
-                               selected=(layer, head), hover_text=hover, axis_titles=("MDS 1", "MDS 2")), "w_mds", selects_head=True)
+                               selected=(layer, head), hover_text=hover, axis_titles=("MDS 1", "MDS 2")), "w_mds",
+                               selects_head=True)
         st.caption(note)
     with c2:
         st.markdown(f"**k-means clusters** (k = {clus.k}, silhouette {clus.silhouette:.2f})")
@@ -116,7 +118,8 @@ def similarity_tab(v: View) -> None:
     cdf.insert(0, "cluster", list(cnames))
     cdf.insert(1, "heads", np.bincount(clus.labels, minlength=clus.k))
     cdf = cdf.iloc[order].reset_index(drop=True)
-    st.markdown("Cluster centres (feature units; names from the rules of [docs/methods.md §6](/?view=methods&section=6))")
+    st.markdown("Cluster centres (feature units; names from the rules of "
+                "[docs/methods.md §6](/?view=methods&section=6))")
     st.dataframe(cdf.round(3).rename(columns={n: feature_label(n) for n in clus.feature_names}), hide_index=True,
                  width="stretch")  # plain words on screen; the CSV keeps the variable names
     csv_button(cdf, "kmeans_centroids.csv", "w_centroid_csv")

@@ -124,11 +124,13 @@ def class_mean_view(v: View, summary, sel: SetSelection) -> None:
     cm = hc.class_mean(loaded, names)
     st.markdown(f"#### {head_label(layer, head)} — mean map of {who_name} ({cm.n} inputs)")
     st.caption("Paper recipe ([docs/methods.md §5](/?view=methods&section=5)): "
-               + ("correct predictions only; " if summary.classifier else "every input (this model predicts no class); ")
+               + ("correct predictions only; " if summary.classifier
+                  else "every input (this model predicts no class); ")
                + "each map zeroed from the first [SEP] on "
                "([SEP] and [PAD] removed, [CLS] kept), then averaged. "
                + ("" if kind.can("aligned_positions") else
-                  f"{kind.words.plural.capitalize()} differ in length and content, so positions, not tokens, are averaged."))
+                  f"{kind.words.plural.capitalize()} differ in length and content, so positions, not tokens, are "
+                  "averaged."))
     c1, c2 = st.columns(2)
     theta_plot = c1.slider("Hide mean weights below", 0.0, 0.5, 0.01, 0.005, key="w_cm_theta",
                            help="The paper's plots hide entries below theta_plot = 0.01.")
@@ -179,7 +181,8 @@ def feature_distributions_view(v: View, summary, sel: SetSelection) -> None:
         classes_t, frac = label_distribution(per_input, tax, th)
         rows[TAXONOMIES[tax]] = (classes_t, frac[layer, head])
     chart(fh.label_shares(rows, display=DISPLAY_NAMES,
-                          title=f"{head_label(layer, head)}: labels over the inputs (one label per input)"), "w_set_shares")
+                          title=f"{head_label(layer, head)}: labels over the inputs (one label per input)"),
+                          "w_set_shares")
     set_labels = classify_heads(mean, th)
     show_clark_findings(set_labels, mean, what=f"the mean over {who_name}")
     std = summary.arrays["feats"][mask].astype(np.float64).std(axis=0)
@@ -202,12 +205,13 @@ def domain_proportions_view(v: View, summary, sel: SetSelection) -> None:
     prop = summary.domain_proportions(mask, high=high) * 100  # [L, H, D] in %
     p = prop[..., dnames.index(dom)]
     st.caption("Share of the class-mean attention (zeroed from [SEP] on) that falls on keys in the domain, per "
-               "head ([docs/methods.md §5](/?view=methods&section=5), after Vig et al. 2021). For reference, the domain holds "
-               f"{_domain_share(kind, dom, summary):.1f}% of the tokens.")
+               "head ([docs/methods.md §5](/?view=methods&section=5), after Vig et al. 2021). For reference, the "
+               f"domain holds {_domain_share(kind, dom, summary):.1f}% of the tokens.")
     c1, c2 = st.columns([5, 4])
     with c1:
         # one light-to-dark scale, as the attention maps: the lowest head is the palest, the highest the darkest
-        chart(head_grid(p, colour_label=f"% on {dom}", selected=(layer, head), colorscale="Blues"), "w_dom_grid", selects_head=True)
+        chart(head_grid(p, colour_label=f"% on {dom}", selected=(layer, head), colorscale="Blues"), "w_dom_grid",
+              selects_head=True)
     with c2:
         chart(fh.layer_bars(np.nanmax(p, axis=1), title=f"Per-layer maximum, % on {dom}", ylabel="%"), "w_dom_bars")
     ddf = per_head_frame({f"{d} %": prop[..., i] for i, d in enumerate(dnames)})

@@ -15,7 +15,6 @@ from bertgeom.cache import Memo, cached
 from bertgeom.figures import headview as hv
 from bertgeom.inputs import input_kind_of
 from bertgeom.sets.inputs import InputItem, set_fingerprint, shipped_set
-from bertgeom.ui.cache import cached_layer_weights
 from bertgeom.ui.heads.view import View, token_groups
 from bertgeom.safety import plain
 from bertgeom.ui.state import widget_key
@@ -129,7 +128,7 @@ def qk_set_tab(v: View) -> None:
                "only as far as the norms of queries and keys are alike: the correlation below says how far it "
                "holds for this head, normalised and not. **Click a point to open its input** "
                "in the sidebar.")
-    if any(lw.rotary for lw in cached_layer_weights(v.model_id)):
+    if any(lw.rotary for lw in v.loaded.layer_weights):
         st.info("This model rotates queries and keys by position (rotary embeddings), so q·k of two tokens also "
                 "depends on how far apart they are. The points are the queries and keys before that rotation "
                 "(W_Q x + b, W_K x + b): their distances read as attention only for tokens at the same offset.",
@@ -160,7 +159,7 @@ def qk_set_tab(v: View) -> None:
             st.warning("No input of the set could be read.")
             return
         st.session_state["_qk_items"] = ok_items
-        qk = collect_head_qk(records, cached_layer_weights(v.model_id), layer, head,
+        qk = collect_head_qk(records, v.loaded.layer_weights, layer, head,
                              labels=[it.label for it in ok_items], names=[it.name for it in ok_items],
                              texts=[it.text for it in ok_items])
         from bertgeom.sets.keys import qk_map_key
@@ -169,8 +168,9 @@ def qk_set_tab(v: View) -> None:
         name = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}[method]
         frame, c = waited(_qk_map, map_key, qk, method, normalise, text=f"Fitting the {name} map of {len(qk.rows)} "
                           "tokens…", key=f"qk-map-{method}", estimate_key=f"qk-map:{method}:{v.model_id}")
-        search = st.text_input("Search a token or k-mer (exact, case-insensitive)", key="w_qk_search",
-                               bind="query-params", placeholder="e.g. cat, or a 12-mer")
+        tokens = [str(t) for t in v.trace.tokens[1:-1]] or [""]  # an example in this kind's own tokens
+        search = st.text_input("Search a token (exact, case-insensitive)", key="w_qk_search",
+                               bind="query-params", placeholder=f"e.g. {tokens[len(tokens) // 2]}")
         hits = token_search(qk, search) if search.strip() else None
         mark = None
         if hits is not None and len(hits):

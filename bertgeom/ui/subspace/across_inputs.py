@@ -30,7 +30,8 @@ def _user_set(kind) -> tuple[InputItem, ...] | None:
     """A set the user uploads, read by the input kind's own reader (None: no upload, or unreadable)."""
     if kind.read_set is None:
         return None
-    up = st.file_uploader(f"…or {kind.words.set_upload_label}", type=list(kind.set_upload_types), key="w_sub_set_upload")
+    up = st.file_uploader(f"…or {kind.words.set_upload_label}", type=list(kind.set_upload_types),
+                          key="w_sub_set_upload")
     if up is None:
         return None
     return read_set_upload(kind, up.name, up.getvalue())
@@ -44,7 +45,8 @@ def across_tab(v: View) -> None:
     desc = kind.words.shipped_set_description
     st.markdown(f"D1–D3 of **{HL}** over many inputs (the paper's figure showed one head of its "
                 f"12-layer genome BERT, its layer 11 head 1, over 30 Omicron test sequences; this model has "
-                f"{v.trace.num_layers} layers, so pick the head to study on the D1 grid). Default set: {desc}, {len(shipped)} inputs.")
+                f"{v.trace.num_layers} layers, so pick the head to study on the D1 grid). Default set: {desc}, "
+                f"{len(shipped)} inputs.")
     with st.expander("Use your own set instead"):
         user = _user_set(kind)
     items = user or shipped
@@ -113,11 +115,13 @@ def across_tab(v: View) -> None:
         else:
             groups = {"all inputs": v[:, 0]}
         with cols[i % 2]:
-            chart(fs.histogram_figure(groups, title=f"{HL}: {title}", x_title=title, nbins=nbins, x_range=xr), f"w_sub_hist_{q}")
+            chart(fs.histogram_figure(groups, title=f"{HL}: {title}", x_title=title, nbins=nbins, x_range=xr),
+                  f"w_sub_hist_{q}")
     if faithful:
         st.caption("Faithful mode: both attentions are shown; the paper's figures used the faithful one. As on "
                    "the single-input tabs, it reads the next layer's output on each input padded to 512 positions "
-                   "([docs/methods.md §8.3](/?view=methods&section=8.3)), so these values are that tab's faithful values, input by input.")
+                   "([docs/methods.md §8.3](/?view=methods&section=8.3)), so these values are that tab's faithful "
+                   "values, input by input.")
     if has_labels:
         q = st.selectbox("Per-class comparison of", list(quantities), key="w_sub_box_q",
                          format_func=lambda k: quantities[k][0])
@@ -126,7 +130,8 @@ def across_tab(v: View) -> None:
             series["faithful (official code)"] = res.measures[q][keep, 1]
         order = [c for c in CLASSES if c in set(labels[keep].tolist())]
         order += sorted(set(labels[keep].tolist()) - set(order))
-        chart(fs.class_box_figure(labels[keep], series, order=order, names=res.names[keep], display=INPUT_KINDS.all_class_names(),
+        chart(fs.class_box_figure(labels[keep], series, order=order, names=res.names[keep],
+                                  display=INPUT_KINDS.all_class_names(),
                                   title=f"{HL}: {quantities[q][0]} per class",
                                   y_title=DATA_SHORT.get(q, quantities[q][0]),  # the full name is the title above
                                   hover_name=q), "w_sub_box")

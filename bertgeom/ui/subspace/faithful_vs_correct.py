@@ -24,8 +24,8 @@ def faithful_tab(v: View) -> None:
     layer, head, HL, trace = v.layer, v.head, v.HL, v.trace
     st.caption("The official code recomputed attention by hand with the *transposed* head slices X·W[:, s], "
                "without biases or padding mask, feeding each layer the **next** layer's output, on inputs "
-               "**padded to 512** positions ([docs/methods.md §8.3](/?view=methods&section=8.3)). Faithful mode does all four. "
-               "Switch on *Faithful mode* above to see the faithful values in the other tabs too.")
+               "**padded to 512** positions ([docs/methods.md §8.3](/?view=methods&section=8.3)). Faithful mode does "
+               "all four. Switch on *Faithful mode* above to see the faithful values in the other tabs too.")
     try:
         _, dev = sc.data_geometry_for(v.subject, eps, token_set, True)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:

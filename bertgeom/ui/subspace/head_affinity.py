@@ -44,13 +44,14 @@ EXPLAIN = (
 
 
 @st.cache_data(max_entries=16, show_spinner="Comparing the subspaces of every pair of heads…")
-def _affinity_map(model_id: str, weights_hash: str, pair: str) -> np.ndarray:
+def _affinity_map(_lws, weights_hash: str, pair: str) -> np.ndarray:
+    """The projection kernels of every pair of heads of the layer weights ``_lws`` (the page's model:
+    keyed by its weights hash, the weights themselves never hashed)."""
     from bertgeom.analysis.head_affinity import projection_kernel_map
-    from bertgeom.ui.cache import cached_layer_weights
     from bertgeom.ui.workqueue import heavy
 
     with heavy("the head-to-head projection kernels"):
-        return projection_kernel_map(cached_layer_weights(model_id), pair)
+        return projection_kernel_map(_lws, pair)
 
 
 def affinity_tab(v: View) -> None:
@@ -66,7 +67,7 @@ def affinity_tab(v: View) -> None:
                                key="w_pk_earlier_" + ("composition" if composition else "same_kind"),
                                help="A head can only feed heads of later layers; the other cells are left blank.")
     st.caption(f"**{pair}**: {PAIR_HELP[pair]}.")
-    M = _affinity_map(v.model_id, v.wh, pair)
+    M = _affinity_map(v.lws, v.wh, pair)
     lw = v.lws[0]
     H, dh, d = lw.num_heads, lw.head_dim, lw.d_model
     base = random_baseline(dh, dh, d)

@@ -69,7 +69,8 @@ def data_tab(v: View) -> None:
         if source == "difference":
             m = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
             zr = (-m, m) if m > 0 else (-1.0, 1.0)
-        chart(fs.scalar_grid(values, label=DATA_SHORT.get(feature, label), selected=(layer, head), colorscale=cs, zrange=zr),
+        chart(fs.scalar_grid(values, label=DATA_SHORT.get(feature, label), selected=(layer, head), colorscale=cs,
+                             zrange=zr),
               "w_sub_dgrid", selects_head=True)
     with right:
         st.markdown(f"#### {HL} · this input")

@@ -30,7 +30,7 @@ def weights_tab(v: View) -> None:
     model_id, wh, layer, head, HL, lws = v.model_id, v.wh, v.layer, v.head, v.HL, v.lws
     rank_rtol, sym_rtol = v.rank_rtol, v.sym_rtol
     try:
-        wg = sc.cached_weight_geometry(model_id, wh, rank_rtol, sym_rtol)
+        wg = sc.cached_weight_geometry(lws, wh, rank_rtol, sym_rtol)
     except (ValueError, np.linalg.LinAlgError) as exc:
         st.error(f"The weight geometry of this model could not be computed: {plain(error_text(exc))}")
         return
@@ -44,7 +44,8 @@ def weights_tab(v: View) -> None:
         label, formula, source = WEIGHT_FEATURE_DOCS[feature]
         label = symbols(label)
         st.caption(f"`{formula}` — {source}")
-        chart(fs.scalar_grid(wg.scalars[feature], label=label, selected=(layer, head)), "w_sub_wgrid", selects_head=True)
+        chart(fs.scalar_grid(wg.scalars[feature], label=label, selected=(layer, head)), "w_sub_wgrid",
+              selects_head=True)
     with right:
         st.markdown(f"#### {HL} · weight geometry")
         no_bias = all(not np.any(lw.b_q) and not np.any(lw.b_k) for lw in lws)  # ModernBERT: no biases at all
