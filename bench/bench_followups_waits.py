@@ -3,7 +3,7 @@ section, the head-to-head affinity tab and the head grid coloured by head import
 
 Usage: ``python bench/bench_followups_waits.py [--models minilm-l6 sars-cov-2-variant] [--update-docs]``
 
-The same measurement as ``bench/bench_waits.py`` (its ``_measure`` and ``table``): a server on a fresh
+The same measurement as ``bench/bench_waits.py`` (its ``run`` loop and ``table``): a server on a fresh
 cache, each view opened by its link once (cold: first use) and once more in a new browser session
 (warm: the server has it), timed from the action to the end of the script runs it started, with the
 time the page's spinner or progress bar first showed. The baseline in the same run is the Attention
@@ -17,7 +17,6 @@ and ``<!-- followups-waits:end -->``.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -26,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_waits import BOUND_MS, _measure, table  # noqa: E402
-from screenshots import CHROMIUM_ARGS, WAIT_WATCH_JS, Runs, free_port, start_server  # noqa: E402
+from bench_waits import run as run_views  # noqa: E402
+from bench_waits import table  # noqa: E402
 
 
 def views(model: str) -> list[tuple[str, str]]:
@@ -43,36 +42,8 @@ def views(model: str) -> list[tuple[str, str]]:
 
 
 def run(models: list[str]) -> list[dict]:
-    from playwright.sync_api import sync_playwright
-
-    port = free_port()
-    cache = tempfile.mkdtemp(prefix="bench_followups_")
-    server = start_server(port, {"BERTGEOM_CACHE_DIR": cache})
-    base = f"http://127.0.0.1:{port}"
-    rows = []
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-            for model in models:
-                warmup = browser.new_page()
-                Runs(warmup).after(lambda: warmup.goto(f"{base}/?view=heads&model={model}"), BOUND_MS)  # model loaded
-                warmup.close()
-                for label in ("cold", "warm"):
-                    for name, query in views(model):
-                        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-                        ctx.add_init_script(script=WAIT_WATCH_JS)
-                        page = ctx.new_page()
-                        page.set_default_timeout(BOUND_MS)
-                        total, seen = _measure(page, Runs(page), lambda: page.goto(f"{base}/?{query}"))
-                        rows.append({"model": model, "view": name, "when": label, "s": total, "sign": seen})
-                        print(f"{model:20s} {label} {total:6.1f} s  sign {seen}  {name}", flush=True)
-                        ctx.close()
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-        shutil.rmtree(cache, ignore_errors=True)
-    return rows
+    """bench_waits' loop (one server, each view cold then warm) over this issue's views."""
+    return run_views(models, views_of=lambda model: [(name, query, []) for name, query in views(model)])
 
 
 #: The same views as AppTest sets them: (name, page file, session state).

@@ -56,9 +56,11 @@ def _measure(page, runs: Runs, action) -> tuple[float, float | None]:
     return total, (min(seen) if seen else None)
 
 
-def run(models: list[str]) -> list[dict]:
+def run(models: list[str], views_of=None) -> list[dict]:
+    """Each model's views (``views_of(model)``, default :func:`views`) cold, then warm, on one server."""
     from playwright.sync_api import sync_playwright
 
+    views_of = views_of or views
     port = free_port()
     cache = tempfile.mkdtemp(prefix="bench_waits_")
     server = start_server(port, {"BERTGEOM_CACHE_DIR": cache})
@@ -72,7 +74,7 @@ def run(models: list[str]) -> list[dict]:
                 Runs(warmup).after(lambda: warmup.goto(f"{base}/?view=heads&model={model}"), BOUND_MS)  # model loaded
                 warmup.close()
                 for label in ("cold", "warm"):
-                    for name, query, steps in views(model):
+                    for name, query, steps in views_of(model):
                         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
                         ctx.add_init_script(script=WAIT_WATCH_JS)
                         page = ctx.new_page()
