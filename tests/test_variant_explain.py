@@ -148,7 +148,8 @@ def test_checked_integrated_gradients_report_their_completeness_gap(tiny_variant
     loose = integrated_gradients_checked(tiny_variant, ids, target, steps=2, tolerance=1e-9, max_steps=4)
     assert loose.steps <= 4 and not loose.complete and "read the track with care" in loose.summary()
     # the refinement ran (2 -> 4 nodes); when it made the gap worse, the 2-node attempt is the one kept, and said so
-    assert "refin" in loose.note and ((loose.steps == 2) == ("is kept" in loose.note))
+    # (on a CPU with bf16 units the note may also say which precision's run is kept: not this sentence)
+    assert "refin" in loose.note and ((loose.steps == 2) == ("made the gap worse" in loose.note)), loose.note
 
 
 def test_first_segments_narrow_where_the_logit_moves_and_stay_equal_on_a_flat_path():
