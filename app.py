@@ -13,19 +13,31 @@ rest of the process (``PagesManager.uses_pages_directory``; streamlit/streamlit#
 
 import streamlit as st
 
-from bertgeom.extensions import registered_pages
-from bertgeom.runtime import SERVER_WARM_IMPORTS, configure_server_threads, import_in_background, script_run
-
-from bertgeom.ui.prepared_cache import start_background
-from bertgeom.ui.sidebar import render_sidebar
-from bertgeom.ui.state import follow_view_link, init_state, page_available, write_query_params
-from bertgeom.ui.tour import tour_bar
-
 st.set_page_config(page_title="bertgeom · geometry of BERT attention", page_icon="🧭", layout="wide")
+
+#: The page's sign of work for the whole script run, in the top right corner where Streamlit's own
+#: running indicator would be (``toolbarMode = "minimal"`` hides it): a spinner with the seconds so far
+#: that appears once a run has lasted 0.5 s (Streamlit's spinner delay, so a quick click shows nothing)
+#: and goes when the run ends or is stopped. Drawn before any bertgeom import, so even a server's first
+#: run, which imports the package, shows it. A view's own spinner or progress bar (``waited``,
+#: ``progress``) says what it computes; this one says only that the page works (#45: a walk of waits
+#: on a busy 2-core machine found views of 1.7-3 s, a different few each time, with nothing on screen).
+RUN_SIGN_CSS = """<style>
+.st-key-run_sign { position: fixed; top: 0.7rem; right: 4rem; z-index: 999990; width: auto; }
+</style>"""
+st.html(RUN_SIGN_CSS)
+RUN_SIGN = st.container(key="run_sign")
 
 
 def main() -> None:
     """One script run: state, threads, background preparation, navigation, sidebar, the page."""
+    from bertgeom.extensions import registered_pages
+    from bertgeom.runtime import SERVER_WARM_IMPORTS, configure_server_threads, import_in_background
+    from bertgeom.ui.prepared_cache import start_background
+    from bertgeom.ui.sidebar import render_sidebar
+    from bertgeom.ui.state import follow_view_link, init_state, page_available, write_query_params
+    from bertgeom.ui.tour import tour_bar
+
     init_state()
     configure_server_threads()  # torch threads per request, set deliberately (see bertgeom.runtime)
     start_background()  # once per server: the shipped sets' summaries, prepared at low priority (bertgeom.ui.prepared_cache)
@@ -60,5 +72,12 @@ def main() -> None:
     import_in_background(*SERVER_WARM_IMPORTS)
 
 
-with script_run():  # counted, so a heavy computation alone on the server may take every core (bertgeom.runtime)
-    main()
+def counted_run() -> None:
+    from bertgeom.runtime import script_run
+
+    with script_run():  # counted, so a heavy computation alone on the server may take every core (bertgeom.runtime)
+        main()
+
+
+with RUN_SIGN.spinner("Working…", show_time=True):
+    counted_run()
