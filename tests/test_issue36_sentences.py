@@ -280,6 +280,20 @@ def test_the_tours_genome_sentence_follows_its_numbers(p_after, new_call, n, wor
     assert words in text
 
 
+def test_the_tours_genome_sentence_rises_when_its_pick_raises_the_call():
+    """The third direction of #45's sentence rule: a pick after which the call's probability prints higher
+    "rises" and is not called the change that lowers it (it printed "lowers it most ... Alpha falls" for
+    any pick that kept the call)."""
+    from bertgeom.sars_cov_2.variant.whatif import genome_sentence
+
+    pick = {"change": "S:N501Y", "new_call": "alpha", "n_entries": 1, "n_markers": 1, "p_after": 0.81,
+            "p_new_call": 0.81}
+    text = genome_sentence({"pred": "alpha", "p": 0.55, "logodds": 0.2, "pick": pick, "best_single": None})
+    assert "the smallest that moves it most is to **S:N501Y**" in text
+    assert "Alpha rises to 81.0% and the call stays **Alpha**" in text
+    assert "lowers" not in text and "falls" not in text
+
+
 def _cls_map(n: int = 6) -> np.ndarray:
     a = np.full((n, n), 0.02)
     a[:, 0] = 1.0
