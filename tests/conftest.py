@@ -181,6 +181,7 @@ SLOWEST_MODULES = {
     "test_clone_parent_folder.py": 45,  # serially, 2026-12-03: three real starts of python from a copied checkout
     "test_filled_cache.py": 95,  # serially, 2026-12-03: two modules in a pytest of their own, on a filled cache
     "test_issue36_sentences.py": 34,
+    "test_e2e_layout_45.py": 132,  # serially, 2026-12-06, load 17
     "test_e2e_waits.py": 360,  # serially, 2026-12-06, under a load of 8-14 on the 2 cores: the walk of waits
 }
 
