@@ -182,6 +182,8 @@ SLOWEST_MODULES = {
     "test_filled_cache.py": 95,  # serially, 2026-12-03: two modules in a pytest of their own, on a filled cache
     "test_issue36_sentences.py": 34,
     "test_subject_once.py": 69,  # serially on a loaded machine, 2026-12-06: every tab of three pages, tiny-random
+    "test_e2e_layout_45.py": 132,  # serially, 2026-12-06, load 17
+    "test_e2e_waits.py": 360,  # serially, 2026-12-06, under a load of 8-14 on the 2 cores: the walk of waits
 }
 
 

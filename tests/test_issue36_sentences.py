@@ -280,6 +280,20 @@ def test_the_tours_genome_sentence_follows_its_numbers(p_after, new_call, n, wor
     assert words in text
 
 
+def test_the_tours_genome_sentence_rises_when_its_pick_raises_the_call():
+    """The third direction of #45's sentence rule: a pick after which the call's probability prints higher
+    "rises" and is not called the change that lowers it (it printed "lowers it most ... Alpha falls" for
+    any pick that kept the call)."""
+    from bertgeom.sars_cov_2.variant.whatif import genome_sentence
+
+    pick = {"change": "S:N501Y", "new_call": "alpha", "n_entries": 1, "n_markers": 1, "p_after": 0.81,
+            "p_new_call": 0.81}
+    text = genome_sentence({"pred": "alpha", "p": 0.55, "logodds": 0.2, "pick": pick, "best_single": None})
+    assert "the smallest that moves it most is to **S:N501Y**" in text
+    assert "Alpha rises to 81.0% and the call stays **Alpha**" in text
+    assert "lowers" not in text and "falls" not in text
+
+
 def _cls_map(n: int = 6) -> np.ndarray:
     a = np.full((n, n), 0.02)
     a[:, 0] = 1.0
@@ -488,3 +502,25 @@ def test_a_deleted_residue_is_carried_only_by_classes_with_the_same_deletion():
     # one event placed at either end of a repeat (the characteristic table's 22281-22289) is the same deletion
     assert same_deletion("22281-22289", "22283-22291") and not same_deletion("22289-22294", "22283-22291")
     assert not same_deletion("22281-22289", "22289-22297")
+
+
+def test_the_qc_score_reads_the_same_in_the_batch_table_and_the_genome_views_verdicts(tiny_variant):
+    """Item 5 of #45: the batch table said 11.6 where the genome view said 12. The genome view's table of
+    three verdicts still printed the score with no decimal ("good, 2" under Lambda's 1.6) after the batch
+    table and the score's heading moved to one decimal."""
+    from bertgeom.inputs import encode_input
+    from bertgeom.sars_cov_2.genome.fasta import parse_sequences
+    from bertgeom.sars_cov_2.variant.predict import classify_stream
+    from bertgeom.sars_cov_2.variant.result import batch_table, qc_score_shown, qc_verdicts
+    from bertgeom.sars_cov_2.variant.spec import demo_genomes
+
+    lam = next(g for g in demo_genomes() if g["class"] == "lambda")
+    analysis = genome_analysis(encode_input(tiny_variant, lam["text"]))
+    score = analysis.qc_score.score
+    assert score != round(score)  # a score with a fraction: where a rounded copy differs
+    rows = [p.row(tiny_variant.labels, tiny_variant.weights_hash)
+            for p in classify_stream(tiny_variant, parse_sequences(lam["text"], tolerant=True))]
+    in_batch = batch_table(rows)["QC score"][0]
+    verdict = {r["check"]: r["verdict"] for r in qc_verdicts(analysis)}["QC score (Nextclade-like)"]
+    assert in_batch == qc_score_shown(score)
+    assert verdict.endswith(f"({analysis.qc_score.status}, {in_batch:.1f})"), (verdict, in_batch)

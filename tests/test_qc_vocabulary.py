@@ -34,5 +34,5 @@ def test_the_side_by_side_table_speaks_the_one_vocabulary(tiny_variant):
     analysis = genome_analysis(encode_input(tiny_variant, demo_genomes()[7]["text"]))
     rows = {r["check"]: r["verdict"] for r in qc_verdicts(analysis)}
     score = analysis.qc_score
-    assert rows["QC score (Nextclade-like)"] == f"{VERDICT_OF_STATUS[score.status]} ({score.status}, {score.score:.0f})"
+    assert rows["QC score (Nextclade-like)"] == f"{VERDICT_OF_STATUS[score.status]} ({score.status}, {score.score:.1f})"
     assert all(v.split(" ")[0] in (*VERDICTS, "partial") for v in rows.values())

@@ -28,7 +28,8 @@ def test_no_source_enables_remote_code_pickle_or_raw_html():
     for path in SOURCES:
         # the one raw-HTML call allowed: the tab strip's constant style sheet (no user text reaches it)
         text = path.read_text()
-        for fixed in ("st.html(TAB_STRIP_CSS)", "st.html(SHARE_CODE_CSS)", "st.html(counter_hidden_css(key))"):
+        for fixed in ("st.html(TAB_STRIP_CSS)", "st.html(SHARE_CODE_CSS)", "st.html(counter_hidden_css(key))",
+                      "st.html(RUN_SIGN_CSS)"):
             text = text.replace(fixed, "")  # the app's own CSS constants, no user text
         for pattern in (r"trust_remote_code\s*=\s*True", r"unsafe_allow_html\s*=\s*True", r"allow_pickle\s*=\s*True",
                         r"weights_only\s*=\s*False", r"pickle\.loads?\(", r"st\.html\("):

@@ -201,20 +201,33 @@ WATCH_RUNS_JS = """(() => {
 
 #: Installed like WATCH_RUNS_JS: per script run (the app's ``data-test-script-state``, polled every 50 ms),
 #: its length in ms and when a spinner (``stSpinner``) or progress bar (``stProgress``) was first
-#: visible (``seen``, null when never), under the label the driver set last (``__bertgeomWaits.label``).
+#: visible (``seen``, null when never; ``view``: the same, leaving out the run-wide sign in the corner,
+#: app.py's ``run_sign``, so a view's own spinner or bar), under the label the driver set last
+#: (``__bertgeomWaits.label``). ``awake`` and ``seenAwake`` are the same times counting only what the
+#: page's own thread was free for: a poll that comes more than 150 ms after the last one counts 150 ms,
+#: since in the rest the browser could draw nothing, a sign or any other (Chromium starved on a busy
+#: machine, or busy drawing), which no page can change.
 #: Read by the walk of waits (tests/test_e2e_waits.py) and bench/bench_waits.py.
 WAIT_WATCH_JS = """(() => {
   if (window.__bertgeomWaits) return;
-  const w = window.__bertgeomWaits = {runs: [], cur: null, label: window.__bertgeomWaitLabel || ""};
-  const sign = () => [...document.querySelectorAll('[data-testid="stSpinner"], [data-testid="stProgress"]')]
-      .some(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; });
+  const w = window.__bertgeomWaits = {runs: [], cur: null, label: window.__bertgeomWaitLabel || "", last: null};
+  const shown = (views) => [...document.querySelectorAll('[data-testid="stSpinner"], [data-testid="stProgress"]')]
+      .some(e => { const r = e.getBoundingClientRect();
+                   return r.width > 0 && r.height > 0 && !(views && e.closest('.st-key-run_sign')); });
   setInterval(() => {
+    const now = performance.now();
+    const step = w.last === null ? 50 : Math.min(now - w.last, 150);
+    w.last = now;
     const app = document.querySelector('[data-testid="stApp"]');
     if (!app) return;
     const running = app.getAttribute('data-test-script-state') === 'running';
-    const now = performance.now();
-    if (running && w.cur === null) w.cur = {label: w.label, start: now, seen: null};
-    if (w.cur !== null && w.cur.seen === null && sign()) w.cur.seen = now - w.cur.start;
+    if (running && w.cur === null) w.cur = {label: w.label, start: now, seen: null, view: null, awake: 0,
+                                            seenAwake: null};
+    else if (w.cur !== null) w.cur.awake += step;
+    if (w.cur !== null && w.cur.seen === null && shown(false)) {
+      w.cur.seen = now - w.cur.start; w.cur.seenAwake = w.cur.awake;
+    }
+    if (w.cur !== null && w.cur.view === null && shown(true)) w.cur.view = now - w.cur.start;
     if (!running && w.cur !== null) {
       w.cur.ms = now - w.cur.start; w.runs.push(w.cur); w.cur = null;
     }

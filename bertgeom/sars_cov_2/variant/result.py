@@ -424,7 +424,9 @@ def qc_verdicts(analysis) -> list[dict]:
         from bertgeom.sars_cov_2.genome.qc import VERDICT_OF_STATUS
 
         verdict = VERDICT_OF_STATUS.get(score.status, score.status)  # one vocabulary; Nextclade's word beside it
-        rows.append({"check": "QC score (Nextclade-like)", "verdict": f"{verdict} ({score.status}, {score.score:.0f})",
+        # the score as the batch table and the score's heading print it (one decimal: 1.6, never 2 beside 1.6)
+        rows.append({"check": "QC score (Nextclade-like)",
+                     "verdict": f"{verdict} ({score.status}, {qc_score_shown(score.score):.1f})",
                      "reads": "Nextclade's rules over the whole genome: missing data, mixed sites, private "
                               "mutations, frameshifts, stop codons",
                      "for the call": "none directly; the number to set beside Nextclade's own qc.overallScore"})

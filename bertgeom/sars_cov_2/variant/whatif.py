@@ -345,9 +345,11 @@ def genome_sentence(facts: dict) -> str:
     new = INPUT_KINDS.class_name(pick["new_call"])
     n = pick.get("n_entries", pick["n_markers"])
     changed = pick["new_call"] != facts["pred"]
-    verb = "changes the call" if changed else "lowers it most"
-    # the verbs follow the numbers as printed: a probability that prints the same "stays"
+    # the verbs follow the numbers as printed: a probability that prints the same "stays"; a pick that
+    # raises it (no change tried lowers it) is not said to lower it
     before, after = probability_label(facts["p"]), probability_label(pick["p_after"])
+    verb = ("changes the call" if changed else
+            "moves it most" if after != before and pick["p_after"] > facts["p"] else "lowers it most")
     moves = (f"stays at {after}" if after == before else
              f"{'falls' if pick['p_after'] < facts['p'] else 'rises'} to {after}")
     text += (f" Of the marker changes tried with the model, the smallest that {verb} is to "
