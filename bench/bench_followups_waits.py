@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_waits import run as run_views  # noqa: E402
-from bench_waits import table  # noqa: E402
+from bench_waits import table, write_docs_table  # noqa: E402
 
 
 def views(model: str) -> list[tuple[str, str]]:
@@ -110,14 +110,7 @@ def main() -> None:
                                            "bench/bench_followups_waits.py --update-docs")
     print(text)
     if args.update_docs:
-        doc = ROOT / "docs" / "benchmarks.md"
-        body = doc.read_text()
-        start, end = "<!-- followups-waits:start -->", "<!-- followups-waits:end -->"
-        if start in body:
-            body = body[: body.index(start) + len(start)] + "\n" + text + "\n" + body[body.index(end):]
-        else:
-            body += f"\n## Issue 44's views in Chromium, cold and warm\n\n{start}\n{text}\n{end}\n"
-        doc.write_text(body)
+        write_docs_table("followups-waits", "Issue 44's views in Chromium, cold and warm", text)
 
 
 if __name__ == "__main__":

@@ -129,14 +129,20 @@ def main() -> None:
     text = table(run(args.models))
     print(text)
     if args.update_docs:
-        doc = ROOT / "docs" / "benchmarks.md"
-        body = doc.read_text()
-        start, end = "<!-- waits:start -->", "<!-- waits:end -->"
-        if start in body:
-            body = body[: body.index(start) + len(start)] + "\n" + text + "\n" + body[body.index(end):]
-        else:
-            body += f"\n## Waits with a sign of work (#45)\n\n{start}\n{text}\n{end}\n"
-        doc.write_text(body)
+        write_docs_table("waits", "Waits with a sign of work (#45)", text)
+
+
+def write_docs_table(marker: str, heading: str, text: str) -> None:
+    """Put ``text`` into docs/benchmarks.md between ``<!-- MARKER:start -->`` and ``<!-- MARKER:end -->``,
+    or append it under ``heading`` when the markers are not there yet."""
+    doc = ROOT / "docs" / "benchmarks.md"
+    body = doc.read_text()
+    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
+    if start in body:
+        body = body[: body.index(start) + len(start)] + "\n" + text + "\n" + body[body.index(end):]
+    else:
+        body += f"\n## {heading}\n\n{start}\n{text}\n{end}\n"
+    doc.write_text(body)
 
 
 if __name__ == "__main__":
