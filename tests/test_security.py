@@ -111,7 +111,7 @@ def test_the_results_root_cannot_be_escaped_by_its_contents(tmp_path, monkeypatc
 
     from bertgeom.precompute.core import PrecomputeError
     from bertgeom.precompute.store import inside_root, safe_class_name
-    from bertgeom.ui.cone_cache import results_dirs
+    from bertgeom.ui.cone.results_folders import results_dirs
 
     root, outside = tmp_path / "results", tmp_path / "elsewhere"
     (root / "run1").mkdir(parents=True)

@@ -454,30 +454,20 @@ def cone_profiles_over_set(
         layer_weights = loaded.layer_weights  # the shared read-only copy
     per_item: list[dict] = []
     logits: list = []
-    if pad_to is None:
 
-        def reduce(trace, item):
-            enc = trace.encoded
-            res = profile(trace.hidden_states, layer_weights, rows_for(enc, token_set), enc.content_mask,
-                           np.ones(enc.n_tokens, np.int64), trace.attentions, streams, faithful)
-            per_item.append(res)
-            logits.append(trace.logits)
-            return None
-
-        sr = map_over_set(loaded, items, reduce, batch_size=batch_size, progress=progress)
-        if timings is not None:
-            timings.update(clock)
-        return _stack_results([it.name for it in sr.items], sr.labels, sr.predicted, per_item, logits, sr.errors)
+    def reduce(trace, item):
+        enc = trace.encoded
+        per_item.append(profile(trace.hidden_states, layer_weights, rows_for(enc, token_set), enc.content_mask,
+                                np.ones(enc.n_tokens, np.int64), trace.attentions, streams, faithful))
+        logits.append(trace.logits)
 
     def reduce_padded(p: PaddedPass, item: InputItem):
-        content = rows_for(p.encoded, "content", pad_to)
-        per_item.append(profile(p.hidden, layer_weights, rows_for(p.encoded, token_set, pad_to), content,
-                                p.attention_mask, None, streams, faithful))
+        per_item.append(profile(p.hidden, layer_weights, rows_for(p.encoded, token_set, pad_to),
+                                rows_for(p.encoded, "content", pad_to), p.attention_mask, None, streams, faithful))
         logits.append(p.logits)
-        return None
 
-    sr = map_over_set(loaded, items, reduce_padded, batch_size=batch_size, progress=progress,
-                      runner=padded_runner(pad_to), max_tokens=pad_to)
+    sr = map_over_set(loaded, items, reduce if pad_to is None else reduce_padded, batch_size=batch_size,
+                      progress=progress, runner=padded_runner(pad_to) if pad_to else None, max_tokens=pad_to)
     if timings is not None:
         timings.update(clock)
     return _stack_results([it.name for it in sr.items], sr.labels, sr.predicted, per_item, logits, sr.errors)

@@ -1,6 +1,7 @@
 """The set the Cone Index page's set sections read (shipped, uploaded, or a precomputed results
-directory), chosen with one widget row and loaded through :mod:`bertgeom.ui.cone_cache`; shared by
-the sections *Per class*, *Data distribution*, *Attention entropies* and *IsoScore*."""
+directory), chosen with one widget row and loaded through :mod:`bertgeom.ui.cone_cache` (a precomputed
+folder through :mod:`bertgeom.ui.cone.results_folders`); shared by the sections *Per class*, *Data
+distribution*, *Attention entropies* and *IsoScore*."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from bertgeom.safety import plain
 from bertgeom.sets import cone as conesets
 from bertgeom.sets.inputs import set_fingerprint, shipped_set
 from bertgeom.ui import cone_cache
+from bertgeom.ui.cone import results_folders
 from bertgeom.ui.cone.view import View
 from bertgeom.ui.widgets import errors_expander, read_set_upload
 from bertgeom.tables import counted, word_for
@@ -22,7 +24,7 @@ MAX_SET = 400
 def choose_set(v: View):
     """Set source widgets; returns (items, fingerprint, note) or None."""
     loaded, kind = v.loaded, v.kind
-    results = cone_cache.results_dirs() if kind.can("precomputed_results") else []
+    results = results_folders.results_dirs() if kind.can("precomputed_results") else []
     if kind.labelled_uploads:
         sources = ["shipped", "upload"] + (["precomputed"] if results else [])
         src = st.radio("Set", sources, horizontal=True, key="w_cone_set",
@@ -33,7 +35,7 @@ def choose_set(v: View):
         src = "shipped"
     if src == "precomputed":
         path = st.selectbox("Results directory (from `python -m bertgeom precompute`)", results, key="w_cone_results")
-        note = cone_cache.results_note(path, loaded.weights_hash, v.kind.words.noun)
+        note = results_folders.results_note(path, loaded.weights_hash, v.kind.words.noun)
         st.caption(note)
         return (), f"precomputed:{path}", note
     if src == "shipped":
@@ -76,7 +78,7 @@ def load_set(v: View):
         return None
     items, fp, _ = chosen
     if fp.startswith("precomputed:"):  # computed elsewhere (e.g. on a Ray cluster): read, don't run the model
-        data = cone_cache.precomputed_set(fp.split(":", 1)[1])
+        data = results_folders.precomputed_set(fp.split(":", 1)[1])
     else:
         data = cone_cache.set_cones(loaded, items, token_set, pad_to)
     errors_expander(zip(data.error_names.tolist(), data.error_messages.tolist()))
