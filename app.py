@@ -84,6 +84,7 @@ def main() -> None:
     from bertgeom.ui.tour import tour_bar
 
     init_state()
+    _say_when_started_without_the_settings()
     configure_server_threads()  # torch threads per request, set deliberately (see bertgeom.runtime)
     # once per server: the shipped sets' summaries, prepared at low priority (bertgeom.ui.prepared_cache)
     start_background()
@@ -120,6 +121,21 @@ def main() -> None:
     # from 1.9 s to 3.5 s); the model loader waits for that import rather than racing it
     # (bertgeom.runtime.package_import_lock)
     import_in_background(*SERVER_WARM_IMPORTS)
+
+
+def _say_when_started_without_the_settings() -> None:
+    """A notice on every page when the server runs without the checkout's ``.streamlit/config.toml``
+    (Streamlit reads it only from the folder it was started in: ``streamlit run bertgeom/app.py`` from
+    the folder above a clone): it then listens on every network interface and shows visitors tracebacks."""
+    from bertgeom.launch import settings_not_read
+
+    missing = settings_not_read(st.get_option)
+    if missing:
+        st.warning("This server was started without the app's settings (Streamlit reads `.streamlit/config.toml` "
+                   f"only from the folder it is started in), so these differ: {', '.join(missing)}. It may "
+                   "listen on every network interface and show error details to visitors. Stop it and start "
+                   "it with `python -m bertgeom app` (from any folder) or `streamlit run app.py` from the "
+                   "repository root.", icon=":material/warning:")
 
 
 def counted_run() -> None:

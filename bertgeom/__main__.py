@@ -66,20 +66,30 @@ def _precompute_commands(sub) -> None:
     register(sub)
 
 
+def _app_command(sub) -> None:
+    from bertgeom.launch import register
+
+    register(sub)
+
+
 def _prepared_commands(sub) -> None:
     from bertgeom.sets.prepared import register
 
     register(sub)
 
 
-#: Functions ``f(subparsers)`` that add the core's other commands (precompute, prepare-sets).
-_EXTRA_COMMANDS: list = [_precompute_commands, _prepared_commands]
+#: Functions ``f(subparsers)`` that add the core's other commands (app, precompute, prepare-sets).
+_EXTRA_COMMANDS: list = [_app_command, _precompute_commands, _prepared_commands]
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "takes_unknown_flags", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if unknown:  # a command that hands its other arguments on (``app``: Streamlit's flags)
+        args.streamlit_flags = unknown
     if getattr(args, "model", "x") is None:
         from bertgeom.models import REGISTRY
 

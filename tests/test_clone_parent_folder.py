@@ -102,3 +102,93 @@ def test_a_classify_that_fails_unexpectedly_leaves_no_partial_file(tmp_path, tin
     assert r.returncode == 1 and "TypeError: MultiplexedPath" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.fasta", "y.csv"]
     assert (tmp_path / "y.csv").read_text() == "previous results\n"
+
+
+def _readme_commands() -> list[str]:
+    import re
+
+    return re.findall(r"```bash\n(.*?)\n```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)[:2]
+
+
+def _from_the_parent(pip_part: str) -> list[str]:
+    """A README ``pip install`` as the README says to type it from the folder above the clone
+    (``-r bertgeom/…``, ``-e bertgeom``), as a dry run that installs nothing and reads no index."""
+    words = pip_part.split()
+    assert words[:4] == ["python", "-m", "pip", "install"] and "-e" in words, pip_part
+    args = [("bertgeom/" + w if words[i - 1] == "-r" else "bertgeom" if w == "." and words[i - 1] == "-e" else w)
+            for i, w in enumerate(words)][1:]
+    return [*args, "--dry-run", "--no-deps", "--no-index", "--no-build-isolation", "--quiet"]
+
+
+def test_the_readme_set_up_installs_from_the_parent_folder(parent):
+    """Both README commands' ``pip install`` halves, typed from the parent folder, resolve: no path in the
+    requirements files is read from the current folder (a ``-e .`` there once named the parent)."""
+    for command in _readme_commands():
+        done = _python(parent, *_from_the_parent(command.split(" && ")[0]))
+        assert done.returncode == 0, done.stderr
+        assert "does not appear to be a Python project" not in done.stderr
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """The local addresses of the sockets listening on ``port`` (Linux's ``/proc/net/tcp``, ``tcp6``)."""
+    import ipaddress
+
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not Path(table).exists():
+            pytest.skip("no /proc/net/tcp: the listening address cannot be read here")
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                raw = bytes.fromhex(address)
+                # the kernel writes each 32-bit word in host (little-endian) order
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                found.add(str(ipaddress.ip_address(raw)))
+    return found
+
+
+def test_the_app_command_starts_the_clones_app_with_its_settings_from_the_parent_folder(parent):
+    """``python -m bertgeom app`` from the parent folder (the README's app command) serves the clone's app
+    with the checkout's settings: Streamlit would read ``.streamlit/config.toml`` only from the current
+    folder, so without them the server would listen on every interface."""
+    import time
+    import urllib.request
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from screenshots import free_port
+
+    assert _readme_commands()[0].endswith("&& python -m bertgeom app")
+    shown = _python(parent, "-m", "bertgeom", "app", "--print-command", "--server.port", "8600")
+    assert shown.returncode == 0, shown.stderr
+    command = shown.stdout.split()
+    assert command[command.index("run") + 1] == str(parent / "bertgeom" / "app.py")
+    assert "--server.address=127.0.0.1" in command and "--server.fileWatcherType=none" in command
+    assert command[-2:] == ["--server.port", "8600"]  # the user's flags last: they win
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "bertgeom", "app", "--server.port", str(port)], cwd=parent,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 600  # a bound for a busy machine: the loop ends when the server answers
+        healthy = False
+        while not healthy and time.time() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    healthy = r.read().strip() == b"ok"
+            except OSError:
+                time.sleep(0.5)
+        assert healthy, f"the app did not start from the parent folder (exit {proc.poll()})"
+        listening = _listening_addresses(port)
+        assert listening and all(a in ("127.0.0.1", "::1") for a in listening), listening  # not 0.0.0.0 or ::
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_a_server_started_without_the_settings_says_so():
+    from bertgeom.launch import GUARDED_SETTINGS, settings_not_read
+
+    assert settings_not_read(GUARDED_SETTINGS.get) == []
+    streamlit_defaults = {"server.address": None, "server.fileWatcherType": "auto", "client.showErrorDetails": "full"}
+    assert settings_not_read(streamlit_defaults.get) == list(GUARDED_SETTINGS)

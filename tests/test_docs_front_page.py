@@ -16,8 +16,8 @@ def test_the_readme_fits_on_a_screen_and_keeps_the_two_commands():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.encode()) <= 10_000
     commands = re.findall(r"```bash\n(.*?)\n```", text, flags=re.S)
-    assert commands[:2] == ["python -m pip install -r requirements.txt && python -m streamlit run app.py",
-                            "python -m pip install -r requirements-dev.txt && python -m pytest -q"]
+    assert commands[:2] == ["python -m pip install -r requirements.txt -e . && python -m bertgeom app",
+                            "python -m pip install -r requirements-dev.txt -e . && python -m pytest -q"]
     assert ".ci/run" not in commands[1] and "python -m pytest -q" in (ROOT / ".ci" / "run").read_text()
 
 

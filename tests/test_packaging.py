@@ -17,8 +17,10 @@ def requirement_lines(name: str) -> list[str]:
 
 def test_runtime_requirements_are_the_same_in_both_places():
     req = requirement_lines("requirements.txt")
-    assert req[-1] == "-e .", "requirements.txt installs bertgeom itself, last"
-    assert sorted(req[:-1]) == sorted(PYPROJECT["project"]["dependencies"])
+    # no path inside: pip reads it from the current folder, which breaks the set-up from a clone's parent
+    # folder; the README's command installs bertgeom itself (-e .)
+    assert not any(r.startswith(("-e", ".", "/")) for r in req)
+    assert sorted(req) == sorted(PYPROJECT["project"]["dependencies"])
     assert "torch==2.13.0" in req  # pinned: a range may pull a multi-GB CUDA build
     assert not any(r.startswith("statsmodels") for r in req)  # only the tests use it
 
@@ -57,7 +59,7 @@ def test_floors_are_past_the_published_advisories_and_installed_here():
     from packaging.version import Version
 
     floors = {"streamlit": Version("1.54"), "transformers": Version("5.5")}
-    for line in requirement_lines("requirements.txt")[:-1]:
+    for line in requirement_lines("requirements.txt"):
         req = Requirement(line)
         if req.name in floors:
             lowest = min(Version(s.version) for s in req.specifier if s.operator == ">=")
@@ -76,7 +78,7 @@ def test_streamlit_stops_before_a_minor_release_the_suite_has_not_run_on():
     from packaging.requirements import Requirement
     from packaging.version import Version
 
-    for line in (requirement_lines("requirements.txt")[:-1], PYPROJECT["project"]["dependencies"]):
+    for line in (requirement_lines("requirements.txt"), PYPROJECT["project"]["dependencies"]):
         req = next(Requirement(r) for r in line if Requirement(r).name == "streamlit")
         caps = [Version(s.version) for s in req.specifier if s.operator == "<"]
         floors = [Version(s.version) for s in req.specifier if s.operator == ">="]
@@ -98,7 +100,7 @@ def test_round_four_floors_exclude_the_published_advisories():
     from packaging.version import Version
 
     floors = {"transformers": "5.10.0", "scikit-learn": "1.5.0", "starlette": "1.0.1", "python-multipart": "0.0.27"}
-    for lines in (requirement_lines("requirements.txt")[:-1], PYPROJECT["project"]["dependencies"]):
+    for lines in (requirement_lines("requirements.txt"), PYPROJECT["project"]["dependencies"]):
         reqs = {Requirement(r).name: Requirement(r) for r in lines}
         for name, floor in floors.items():
             assert name in reqs, f"{name} has no floor"

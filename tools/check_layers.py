@@ -34,7 +34,7 @@ from pathlib import Path
 # (``bertgeom.analysis``); ``app`` is app.py and ``app_pages`` the page files.
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"version", "examples", "metricdocs", "tables", "safety", "runtime", "cache", "tokens",
-               "attention", "architectures", "weights", "models", "forward", "probabilities",
+               "attention", "architectures", "weights", "models", "forward", "probabilities", "launch",
                "sars_cov_2.genome"}),
     frozenset({"analysis", "inputs", "backends", "extensions"}),
     frozenset({"trace", "figures", "subject"}),
