@@ -164,32 +164,86 @@ def own_server(tmp_path_factory, own_server_env):
     yield from _app_server(tmp_path_factory, "own_server_cache", own_server_env)
 
 
-#: Test modules that take longest (seconds of setup, calls and teardown, measured with two workers on
-#: 2 cores, 2026-12-02). Used only to *order* the run: with ``-n auto --dist loadfile`` (pytest.ini)
-#: each module goes whole to one worker, in collection order, so starting with the longest keeps one
-#: worker from being left alone with a long module at the end (longest-first scheduling: 12 min 35 s
-#: in alphabetical order, 10 min 30 s to 11 min 40 s in this one). A module not listed runs after
-#: these, in its usual order.
+#: The slow tier: tests whose subject is a long process or a long walk (a load test, the walk of waits
+#: over every page and tab, training or precompute interrupted and resumed, a local Ray cluster, the
+#: hostile-input walks in Chromium, every family through every tab, the shipped model over its
+#: genomes). They add ~25 minutes of test time on 2 cores, so the README's command leaves them out
+#: (pytest.ini: ``-m "not slow"``) and stays under 10 minutes; ``.ci/run`` runs them after it
+#: (``python -m pytest -q -m slow``), so every push still runs every test. An entry is a module
+#: (``test_x.py``), a test (``test_x.py::test_y``, all its parameters) or one parameter
+#: (``test_x.py::test_y[p]``); the seconds are the test time measured with two workers on 2 cores
+#: (AMD EPYC Zen 4, 2026-12-06, under load), which also order the slow run.
+SLOW_TIER: dict[str, float] = {
+    "test_load.py": 263, "test_e2e_waits.py": 198, "test_e2e_hostile_links.py": 183,
+    "test_e2e_hostile_markup.py": 172, "test_train_resume.py": 122, "test_e2e_round_four.py": 104,
+    "test_filled_cache.py": 70, "test_precompute_ray_split.py": 34,
+    "test_projections.py::test_umap_seeded_and_stable": 105,  # numba compiles UMAP in every new process
+    "test_shipped_model.py::test_one_foreign_marker_or_one_reversion_does_not_flip_the_shipped_model": 57,
+    "test_shipped_model.py::test_cone_page_shows_all_8_classes_with_the_shipped_model": 44,
+    "test_e2e_tour_share.py::test_the_tour_runs_to_its_last_step_and_every_sentence_matches_the_page": 63,
+    "test_e2e_batch.py::test_a_twenty_record_batch_stays_open_through_a_session_and_in_a_second_browser": 56,
+    "test_subspace_page.py::test_minilm_page_shows_every_tab_for_the_example_sentence": 52,
+    "test_genome_prep_reference.py::test_every_shipped_genome_prepares_exactly_as_the_reference": 50,
+    "test_e2e_live_state.py::test_examples_show_the_text_the_page_reads": 39,
+    "test_precompute.py::test_ray_engine_on_local_ray_matches_local_engine": 29,
+    "test_precompute.py::test_ctrl_c_stops_with_130_and_the_rerun_resumes": 27,
+    "test_spike_only_calls.py::test_a_spike_alone_gets_the_class_of_its_genome": 29,
+    "test_whatif.py::test_readme_tour_sentence_is_the_shipped_models": 28,
+    **{f"test_e2e_deeplinks.py::test_a_pages_address_opens_without_a_dialog_for_the_first_visitor[{page}]": s
+       for page, s in (("classifier", 45), ("heads", 34), ("subspace", 28), ("cone", 25))},
+    # every family but BERT (the fast tier keeps BERT through every page and tab)
+    **{f"test_family_pages.py::test_every_page_and_tab_opens_on_each_family[{family}]": s
+       for family, s in (("ModernBERT", 42), ("ALBERT", 31), ("ESM-2", 29), ("DistilBERT", 28), ("ELECTRA", 24),
+                         ("RoBERTa", 22))},
+}
+
+#: Seconds of each module's fast-tier tests (setup, calls and teardown, two workers on 2 cores, the same
+#: run as SLOW_TIER). Used only to *order* the run: with ``-n auto --dist loadfile`` (pytest.ini) each
+#: module goes whole to one worker, in collection order, so starting with the longest keeps one worker
+#: from being left alone with a long module at the end (longest-first scheduling: 12 min 35 s in
+#: alphabetical order, 10 min 30 s to 11 min 40 s in this one, 2026-12-02). A module not listed runs
+#: after these, in its usual order.
 SLOWEST_MODULES = {
-    "test_precompute.py": 129, "test_e2e_tour_share.py": 120, "test_e2e_hostile_links.py": 113,
-    "test_e2e_hostile_markup.py": 94, "test_e2e_deeplinks.py": 85, "test_train_resume.py": 65,
-    "test_e2e_browser.py": 63, "test_load.py": 61, "test_shipped_model.py": 51, "test_subspace_page.py": 37,
-    "test_e2e_batch.py": 32, "test_outputs_round_three.py": 30, "test_cone_page.py": 29,
-    "test_genome_prep_reference.py": 26, "test_spike_only_calls.py": 70,
-    "test_precompute_ray_split.py": 19, "test_e2e_tour_first_step.py": 18,
-    "test_prepared_sets.py": 16, "test_attention_heads_page.py": 15, "test_projections.py": 15,
-    "test_clone_parent_folder.py": 45,  # serially, 2026-12-03: three real starts of python from a copied checkout
-    "test_filled_cache.py": 95,  # serially, 2026-12-03: two modules in a pytest of their own, on a filled cache
-    "test_issue36_sentences.py": 34,
-    "test_subject_once.py": 69,  # serially on a loaded machine, 2026-12-06: every tab of three pages, tiny-random
+    "test_family_pages.py": 40, "test_e2e_tour_share.py": 84, "test_e2e_browser.py": 107,
+    "test_e2e_deeplinks.py": 14, "test_precompute.py": 63, "test_e2e_live_state.py": 37,
+    "test_clone_parent_folder.py": 140,  # serially, 2026-12-06: four real starts of python, one app server
+    "test_round_four.py": 43, "test_genome_prep_reference.py": 12, "test_whatif.py": 10,
+    "test_collapse_affinity_importance_pages.py": 28, "test_outputs_round_three.py": 26,
+    "test_server_config.py": 25, "test_heads_more_page.py": 24, "test_shipped_model.py": 25,
+    "test_layers.py": 23, "test_cone_page.py": 22, "test_flow.py": 21, "test_classify_cli.py": 19,
+    "test_e2e_tour_first_step.py": 19, "test_nextclade_conventions.py": 17, "test_probe.py": 16,
+    "test_tour_steps.py": 16, "test_prepared_sets.py": 16, "test_subspace_page.py": 15,
+    "test_context_mixing_page.py": 15, "test_e2e_batch.py": 10,
     "test_e2e_layout_45.py": 132,  # serially, 2026-12-06, load 17
-    "test_e2e_waits.py": 360,  # serially, 2026-12-06, under a load of 8-14 on the 2 cores: the walk of waits
 }
 
 
+def _tier_key(item) -> str:
+    return f"{item.path.name}::{item.name}"
+
+
+def _slow_seconds(item) -> float | None:
+    """The item's SLOW_TIER seconds (its module's, its test's or its parameter's), None when fast."""
+    key = _tier_key(item)
+    for entry in (key, key.split("[")[0], item.path.name):
+        if entry in SLOW_TIER:
+            return SLOW_TIER[entry]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection reads the marks
 def pytest_collection_modifyitems(config, items):
-    """Longest modules first (:data:`SLOWEST_MODULES`); a module's own tests keep their order."""
-    items.sort(key=lambda item: -SLOWEST_MODULES.get(item.path.name, 0))  # stable: ties keep collection order
+    """Mark the SLOW_TIER tests ``slow``, then the longest modules first (:data:`SLOWEST_MODULES`, or
+    SLOW_TIER's seconds for a run of the slow tier); a module's own tests keep their order."""
+    slow_run = "slow" in (config.option.markexpr or "") and "not slow" not in config.option.markexpr
+    by_module: dict[str, float] = {}
+    for item in items:
+        seconds = _slow_seconds(item)
+        if seconds is not None:
+            item.add_marker(pytest.mark.slow)
+            by_module[item.path.name] = by_module.get(item.path.name, 0) + seconds
+    order = by_module if slow_run else SLOWEST_MODULES
+    items.sort(key=lambda item: -order.get(item.path.name, 0))  # stable: ties keep collection order
 
 
 def pytest_xdist_auto_num_workers(config):
