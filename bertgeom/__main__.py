@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("models", help="list the bundled models")
     p.set_defaults(func=_cmd_models)
     p = sub.add_parser("trace", help="run one input through a model and summarise its heads")
-    p.add_argument("text", help="the input (a sentence, or a genome for a spike model)")
+    p.add_argument("text", help="the input: a sentence, or one record in the format of the model's input kind")
     p.add_argument("--model", default=None, help="model id, hub id or local directory (default: the app's default)")
     p.set_defaults(func=_cmd_trace)
     for register in _EXTRA_COMMANDS:

@@ -282,7 +282,7 @@ def test_cone_page_uploaded_labelled_fasta(tiny_variant_dir, cache_dir, monkeypa
     at.radio(key="w_cone_set").set_value("upload").run()
     _ok(at)
     assert any("Upload your own labelled FASTA" in i.value for i in at.info)
-    at.file_uploader(key="w_cone_fasta").set_value(("mine.fasta", fasta.encode(), "text/plain")).run()
+    at.file_uploader(key="w_cone_set_upload").set_value(("mine.fasta", fasta.encode(), "text/plain")).run()
     _ok(at)
     curves = [c for c in _charts(at)
               if "mean ± sd per class, 3 inputs" in (c["layout"].get("title") or {}).get("text", "")]

@@ -58,7 +58,7 @@ def local1(inputs, tiny_variant, tmp_path_factory):
 
 def _assert_same_results(a_dir, b_dir, *, same_bytes=True):
     a, b = load_results(a_dir), load_results(b_dir)
-    pd.testing.assert_frame_equal(a.genomes, b.genomes)
+    pd.testing.assert_frame_equal(a.records, b.records)
     np.testing.assert_array_equal(a.cls, b.cls)
     assert a.map_counts == b.map_counts and a.map_counts
     for c in a.maps:
@@ -140,7 +140,7 @@ def test_results_hold_the_library_computations(inputs, tiny_variant, local1):
     from bertgeom.trace import run_batch
 
     res = load_results(local1, allow_partial=False)
-    g = res.genomes
+    g = res.records
     assert len(g) == N_GENOMES + 1 and g["index"].tolist() == list(range(N_GENOMES + 1))
     assert g["error"].iloc[-1] and g["name"].iloc[-1] == "not_a_genome" and np.isnan(res.cls[-1]).all()
     L, H = tiny_variant.num_layers, tiny_variant.num_heads
@@ -183,7 +183,7 @@ def test_results_hold_the_library_computations(inputs, tiny_variant, local1):
         res.head_feature("verticality")
 
     slim = load_results(local1, columns=["cone_0"], cls=False)  # what a huge run would read
-    assert list(slim.genomes.columns) == ["index", "name", "label", "predicted", "correct", "error", "cone_0"]
+    assert list(slim.records.columns) == ["index", "name", "label", "predicted", "correct", "error", "cone_0"]
     assert slim.cls.shape[0] == N_GENOMES + 1 and slim.maps.keys() == res.maps.keys()
 
 
@@ -225,7 +225,7 @@ def test_heads_maps_and_reduced_cls(inputs, tiny_variant, local1, tmp_path):
     ok = res.ok()
     # PCA of the pilot: the reduced vectors keep the pairwise geometry of the leading components
     assert np.isfinite(res.cls[ok]).all() and res.cls[ok][:, -1].std(0).max() > 0
-    assert ([c for c in res.genomes.columns if c.startswith("prev_")]
+    assert ([c for c in res.records.columns if c.startswith("prev_")]
             == [f"prev_{l + 1}-{h + 1}" for l in range(L) for h in range(H)])
 
     cfg = PrecomputeConfig(shard_size=SHARD, maps="none", cls_dims=3, cls_reduce="random")
@@ -445,10 +445,10 @@ def test_no_attentions_run_uses_sdpa_and_matches_the_eager_numbers(inputs, tiny_
             name = f"shard-{s:06d}.{suffix}"
             assert filecmp.cmp(tmp_path / "one" / "shards" / name, tmp_path / "two" / "shards" / name, shallow=False)
     ref, res = load_results(local1), load_results(tmp_path / "one")
-    assert not res.maps and not [c for c in res.genomes.columns if c.startswith("prev_")]
+    assert not res.maps and not [c for c in res.records.columns if c.startswith("prev_")]
     assert res.manifest["runs"][-1]["attentions"] is False and res.manifest["runs"][-1]["device"] == "cpu"
     ok = ref.ok()
-    assert (res.genomes["predicted"][ok] == ref.genomes["predicted"][ok]).all()
+    assert (res.records["predicted"][ok] == ref.records["predicted"][ok]).all()
     np.testing.assert_allclose(res.cls[ok], ref.cls[ok], rtol=1e-4, atol=1e-5)  # SDPA vs eager: float rounding
     np.testing.assert_allclose(res.cone_curves(False)[ok], ref.cone_curves(False)[ok], rtol=1e-5)
 
@@ -480,7 +480,7 @@ def test_cuda_results_match_the_cpu_ones(inputs, tiny_variant, local1, tmp_path,
     a, b = load_results(tmp_path / "cpu"), load_results(tmp_path / "gpu")
     assert b.manifest["runs"][-1]["device"] == "cuda"
     ok = a.ok()
-    assert (a.genomes["predicted"][ok] == b.genomes["predicted"][ok]).all()
+    assert (a.records["predicted"][ok] == b.records["predicted"][ok]).all()
     np.testing.assert_allclose(b.cls[ok], a.cls[ok], rtol=1e-3, atol=1e-3)
     for c in a.maps:
         np.testing.assert_allclose(b.maps[c], a.maps[c], atol=1e-5)

@@ -39,7 +39,7 @@ def test_prepare_gives_todays_error_rows_and_plain_arrays(tiny_variant, local1, 
     vocab, limit = tiny_variant.tokenizer, tiny_variant.max_tokens
     want = [analyse_sequence(r, vocab=vocab, max_length=limit).error for r in records]
     assert want[0] is None and all(want[1:]) and cols["error"] == ["", *want[1:]]
-    stored = load_results(local1).genomes.set_index("name")
+    stored = load_results(local1).records.set_index("name")
     assert stored.loc["not_a_genome", "error"] == cols["error"][1]
     for c in ("qc", "qc_reasons", "n_mutations", "unk_rate", "n_tokens"):
         assert cols[c][1] is None and cols[c][2] is None, c  # no analysis -> empty cells, as before

@@ -63,6 +63,6 @@ def test_local_workers_never_outnumber_the_shards_left(tmp_path, tiny_variant):
     precompute(fasta, labels, tmp_path / "out", config=PrecomputeConfig(shard_size=8, maps="none", features=()),
                workers=2, loaded=tiny_variant)
     res = load_results(tmp_path / "out")
-    assert len(res.genomes) == 2
+    assert len(res.records) == 2
     run = res.manifest["runs"][-1]
     assert (run["workers"], run["workers_used"]) == (2, 1)  # what was asked, and what ran

@@ -199,7 +199,7 @@ def test_a_symlink_anywhere_in_a_results_folder_is_refused(run_template, tmp_pat
     from bertgeom.precompute import load_results
     from bertgeom.precompute.core import PrecomputeError
 
-    assert len(load_results(run_template).genomes) == 4  # the intact run reads
+    assert len(load_results(run_template).records) == 4  # the intact run reads
     run = _planted(run_template, tmp_path, plant)
     with pytest.raises(PrecomputeError, match="symbolic link"):
         load_results(run)

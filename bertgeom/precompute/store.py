@@ -1,10 +1,10 @@
 """The results directory: shard files, done markers, the class-map accumulator, the manifest,
 and :func:`load_results`, the reader the dashboard uses.
 
-Layout (``N`` genomes, ``L`` layers, ``H`` heads, ``T`` tokens of a spike, ``K`` [CLS] width)::
+Layout (``N`` records, ``L`` layers, ``H`` heads, ``T`` tokens of an input, ``K`` [CLS] width)::
 
     manifest.json                 model hash, parameters, input/labels checksums, status, summary
-    shards/shard-000000.parquet   one row per genome of the shard (input order)
+    shards/shard-000000.parquet   one row per record of the shard (input order)
     shards/shard-000000.cls.npy   [n, L+1, K] float32 [CLS] vectors (NaN rows for unreadable records)
     shards/shard-000000.maps.npz  per-class fixed-point map sums of the shard (until folded)
     shards/shard-000000.done      written last: the shard is complete
@@ -220,11 +220,6 @@ class PrecomputeResults:
     maps: dict[str, np.ndarray]
     map_counts: dict[str, int]
     keep: np.ndarray | None
-
-    @property
-    def genomes(self):
-        """:attr:`records`, by the name the results had when every input was a genome (kept for callers)."""
-        return self.records
 
     @property
     def complete(self) -> bool:

@@ -45,17 +45,17 @@ def choose_set(v: View):
                 + (", labelled with their class." if labelled else " (no labels)."))
     else:
         u1, u2 = st.columns(2)
-        fasta = u1.file_uploader(kind.words.set_upload_label.capitalize(), type=list(kind.set_upload_types),
-                                 key="w_cone_fasta")
+        upload = u1.file_uploader(kind.words.set_upload_label.capitalize(), type=list(kind.set_upload_types),
+                                 key="w_cone_set_upload")
         tsv = u2.file_uploader("Labels (optional TSV: name + label)", type=["tsv", "txt", "csv"], key="w_cone_labels",
                                help="Without it, labels are read from a '|label' suffix of each record's name.")
-        if fasta is None:
+        if upload is None:
             st.info(f"Upload {kind.words.set_upload_label} to analyse it.")
             return None
-        items = read_set_upload(kind, fasta.name, fasta.getvalue(), tsv.getvalue() if tsv is not None else b"")
+        items = read_set_upload(kind, upload.name, upload.getvalue(), tsv.getvalue() if tsv is not None else b"")
         if items is None:
             return None
-        note = f"Uploaded set '{plain(fasta.name)}': {counted(len(items), 'record')}."
+        note = f"Uploaded set '{plain(upload.name)}': {counted(len(items), 'record')}."
         n_renamed = sum("#" in it.name and not it.text.startswith(f">{it.name}\n") for it in items)
         if n_renamed:
             note += (f" {counted(n_renamed, 'record')} {word_for(n_renamed, 'shares', 'share')} a name with an "

@@ -95,7 +95,7 @@ def _choose_set(v: View) -> tuple[InputItem, ...] | None:
     spec = input_kind_of(kind)
     if spec.read_set is not None and spec.labelled_uploads:  # a labelled file, as the Cone page's own set
         up = st.file_uploader(spec.words.set_upload_label.capitalize(), type=list(spec.set_upload_types),
-                              key="w_qk_fasta")
+                              key="w_qk_set_upload")
         if up is None:
             st.info(f"Upload a file to embed your own {spec.words.plural}.")
             return None
