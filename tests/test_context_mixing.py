@@ -318,3 +318,23 @@ def test_alti_set_view_round_trips_through_the_disk_tier(alti_set, tiny_bert, tm
     assert ALTI_SET.key_of(tiny_bert, items[:2]) != ALTI_SET.key_of(tiny_bert, items)
     raw = cached_arrays(ALTI_SET.key_of(tiny_bert, items), lambda: pytest.fail("recomputed"))
     assert raw["names"].dtype.kind == "U"  # names stored as text, read without pickle
+
+
+def test_set_figures_draw_mean_and_sd_and_skip_undefined_rows():
+    from bertgeom.figures import context_mixing as fcm
+
+    per_input = np.array([[0.2, 0.4], [0.4, np.nan], [0.6, 0.8]])  # one input without a ρ at layer 2
+    mean, sd = fcm.set_mean_sd(per_input)
+    np.testing.assert_allclose(mean, [0.4, 0.6])
+    np.testing.assert_allclose(sd, [np.std([0.2, 0.4, 0.6]), 0.2])
+    fig = fcm.rank_agreement_lines(per_input, per_input, first_token="<s>")
+    lines = {t.name: np.asarray(t.y, float) for t in fig.data if t.name}
+    assert set(lines) == {"mean over output tokens", "row of <s>"}
+    band = next(t for t in fig.data if t.fill == "toself")
+    np.testing.assert_allclose(np.asarray(band.y, float), [0.4 + sd[0], 0.6 + sd[1], 0.6 - sd[1], 0.4 - sd[0]])
+    share = fcm.alti_mixing_share_lines(per_input[:, :1] * 0 + 0.75, np.full((2, 4, 1), 0.5), ("Attn-W", "Attn-N"))
+    got = {t.name: np.asarray(t.y, float) for t in share.data if t.name}
+    np.testing.assert_allclose(got["ALTI (1 − self)"], [25.0])
+    np.testing.assert_allclose(got["Attn-W"], [50.0])
+    with pytest.raises(ValueError):
+        fcm.set_mean_sd(np.zeros((0, 3)))

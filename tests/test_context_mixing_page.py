@@ -104,8 +104,7 @@ def _alti_set_charts(at) -> dict[str, dict[str, np.ndarray]]:
     out = {}
     for spec in chart_specs(at):
         title = str(spec["layout"].get("yaxis", {}).get("title", {}).get("text", ""))
-        if title in ("share from the other tokens (%)", "Spearman ρ, ALTI vs attention rollout",
-                     "share a token keeps of itself"):
+        if title in ("mixing share (%)", "Spearman ρ (ALTI vs attention)", "own share after rollout"):
             out[title] = {d["name"]: plotly_array(d["y"]).astype(float) for d in spec["data"] if d.get("name")}
     return out
 
@@ -127,16 +126,16 @@ def _check_alti_set_section(at, loaded, *, recompute: bool = True) -> dict:
     items = shipped_set(loaded.spec.input_kind)
     want = (alti_over_set(loaded, items) if recompute else
             ALTI_SET.get(loaded, items, around=lambda: pytest.fail("the page did not keep what it computed")))
-    share = charts["share from the other tokens (%)"]
-    np.testing.assert_allclose(share["ALTI: 1 − self-contribution"], 100 * (1 - want["alti_self"]).mean(axis=0),
+    share = charts["mixing share (%)"]
+    np.testing.assert_allclose(share["ALTI (1 − self)"], 100 * (1 - want["alti_self"]).mean(axis=0),
                                atol=1e-3)
-    assert {f"mixing ratio {v}" for v in ("Attn-W", "AttnResLn-N")} <= set(share)
-    rank = charts["Spearman ρ, ALTI vs attention rollout"]
+    assert {"Attn-W", "AttnResLn-N"} <= set(share)
+    rank = charts["Spearman ρ (ALTI vs attention)"]
     np.testing.assert_allclose(rank["mean over output tokens"], np.nanmean(want["rank_agreement"], axis=0),
                                atol=1e-5)
-    np.testing.assert_allclose(rank["first token's row ([CLS])"], np.nanmean(want["rank_agreement_first"], axis=0),
+    np.testing.assert_allclose(rank["row of [CLS]"], np.nanmean(want["rank_agreement_first"], axis=0),
                                atol=1e-5)
-    own = charts["share a token keeps of itself"]
+    own = charts["own share after rollout"]
     np.testing.assert_allclose(own["ALTI rollout"], want["rollout_self"].mean(axis=0), atol=1e-5)
     np.testing.assert_allclose(own["attention rollout (r = 0.5)"], want["attention_rollout_self"].mean(axis=0),
                                atol=1e-5)
@@ -151,8 +150,8 @@ def test_the_alti_set_section_on_minilm(minilm):
     want = _check_alti_set_section(at, minilm)
     assert want["tokens"].size == 24
     # MiniLM's residual keeps most of each token: ALTI's mixing share sits far below the weights' Attn-W
-    share = _alti_set_charts(at)["share from the other tokens (%)"]
-    assert (share["ALTI: 1 − self-contribution"] < share["mixing ratio Attn-W"] - 30).all()
+    share = _alti_set_charts(at)["mixing share (%)"]
+    assert (share["ALTI (1 − self)"] < share["Attn-W"] - 30).all()
 
 
 def test_the_alti_set_section_on_the_tiny_variant_model(tiny_variant, tiny_variant_dir, monkeypatch):

@@ -99,25 +99,25 @@ def alti_mixing_share_lines(alti_self: np.ndarray, mixing: np.ndarray | None = N
     (``alti_self`` ``[N, L]``), beside the set means of the mixing-ratio variants (``mixing``
     ``[V, N', L]``, one row per name in ``variants``; thin lines, no band)."""
     mean, sd = set_mean_sd(1.0 - np.asarray(alti_self, dtype=float))
-    series: dict[str, tuple[np.ndarray, np.ndarray | None]] = {"ALTI: 1 − self-contribution": (100 * mean, 100 * sd)}
+    series: dict[str, tuple[np.ndarray, np.ndarray | None]] = {"ALTI (1 − self)": (100 * mean, 100 * sd)}
     if mixing is not None:
         m = np.asarray(mixing, dtype=float)
         if m.ndim != 3 or m.shape[0] != len(variants):
             raise ValueError(f"mixing must be [V, N, L] with V = {len(variants)}, got {m.shape}")
         for k, v in enumerate(variants):
-            series[f"mixing ratio {v}"] = (100 * set_mean_sd(m[k])[0], None)
-    return _band_lines(series, title=title, ylabel="share from the other tokens (%)", yrange=(0.0, 100.0),
-                       hover_unit=" %")
+            series[str(v)] = (100 * set_mean_sd(m[k])[0], None)
+    return _band_lines(series, title=title, ylabel="mixing share (%)", yrange=(0.0, 100.0), hover_unit=" %")
 
 
 def rank_agreement_lines(rank_agreement: np.ndarray, rank_agreement_first: np.ndarray, *,
-                         title: str = "") -> go.Figure:
+                         first_token: str = "first token", title: str = "") -> go.Figure:
     """Spearman's rank correlation per layer between ALTI rollout and attention rollout (r = 0.5), mean
     ± sd over the inputs (``[N, L]`` each): averaged over every output token's row, and of the first
-    token's row alone. 1: both rank each token's sources alike; 0: unrelated."""
+    token's row alone (``first_token`` names it in the legend: [CLS] for BERT). 1: both rank each
+    token's sources alike; 0: unrelated."""
     fig = _band_lines({"mean over output tokens": set_mean_sd(rank_agreement),
-                       "first token's row ([CLS])": set_mean_sd(rank_agreement_first)},
-                      title=title, ylabel="Spearman ρ, ALTI vs attention rollout", yrange=(-1.0, 1.0))
+                       f"row of {first_token}": set_mean_sd(rank_agreement_first)},
+                      title=title, ylabel="Spearman ρ (ALTI vs attention)", yrange=(-1.0, 1.0))
     fig.add_hline(y=0.0, line=dict(color=_REFERENCE, dash="dot"))
     return fig
 
@@ -128,4 +128,4 @@ def rollout_self_lines(rollout_self: np.ndarray, attention_rollout_self: np.ndar
     mean ± sd over the inputs: ALTI rollout beside attention rollout (r = 0.5)."""
     return _band_lines({"ALTI rollout": set_mean_sd(rollout_self),
                         "attention rollout (r = 0.5)": set_mean_sd(attention_rollout_self)},
-                       title=title, ylabel="share a token keeps of itself", yrange=(0.0, 1.0))
+                       title=title, ylabel="own share after rollout", yrange=(0.0, 1.0))

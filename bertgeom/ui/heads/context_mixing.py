@@ -1,7 +1,9 @@
 """Attention Heads tab *Context mixing*: how much each token takes from the others once the value
 vectors, the residual and LayerNorm are counted, beside the raw attention weights: norm-based
 attention per head, the mixing ratio per layer and per head, whole-block contributions and ALTI, and
-ALTI's rollout beside attention rollout (computed in :mod:`bertgeom.analysis.context_mixing`).
+ALTI's rollout beside attention rollout (computed in :mod:`bertgeom.analysis.context_mixing`); over
+the model's shipped set, the mixing ratios and, behind its own toggle (costly), ALTI's reductions
+(:mod:`bertgeom.sets.context_mixing`).
 
 References: Kobayashi et al. 2020 (arXiv:2004.10102); Kobayashi et al. 2021 (arXiv:2109.07152);
 Ferrando et al. 2022 (arXiv:2203.04212); Abnar & Zuidema 2020 (arXiv:2005.00928) for rollout.
@@ -146,10 +148,12 @@ def _alti_set_section(v: View) -> None:
     c1, c2, c3 = st.columns(3)
     with c1:
         chart(fcm.alti_mixing_share_lines(res["alti_self"], mixing["mixing"], MIXING_VARIANTS,
-                                          title=f"Mixing share, {n} inputs (ALTI: mean ± sd)"), "w_alti_set_share")
+                                          title=f"ALTI (± sd) beside the mixing ratios, {n} inputs"),
+              "w_alti_set_share")
         doc_caption(MIXING_DOCS["alti_mixing_share"])
     with c2:
         chart(fcm.rank_agreement_lines(res["rank_agreement"], res["rank_agreement_first"],
+                                       first_token=str(v.trace.tokens[0]),
                                        title="Does ALTI rank the sources as attention does?"), "w_alti_set_rank")
         doc_caption(MIXING_DOCS["alti_rank_agreement"])
     with c3:
@@ -162,7 +166,7 @@ def _alti_set_section(v: View) -> None:
                f"{np.nanmean(last):.2f} on average (1: the same order). Reconstructed: ALTI divides by LayerNorm's "
                "own scale and gives the biases to no token (as above); the rank agreement is this tool's "
                "comparison, not the paper's: Spearman over the input tokens of each output token's row, then "
-               "the mean over the rows, every position included ([CLS], [SEP]); attention rollout adds the "
+               "the mean over the rows, special tokens included; attention rollout adds the "
                "identity with r = 0.5, as the bars above.")
     if int(res["errors"][0]):
         st.caption(f"{int(res['errors'][0])} inputs of the set could not be read and are left out.")
