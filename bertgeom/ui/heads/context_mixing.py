@@ -118,10 +118,11 @@ def _mixing_set(v: View) -> None:
         st.caption(f"{int(res['errors'][0])} inputs of the set could not be read and are left out.")
 
 
-#: Measured seconds of ALTI over each bundled model's shipped set (bench/bench_context_mixing.py), what
-#: the toggle's help quotes before anything runs; the progress bar then estimates from the pace itself.
-ALTI_SET_COST = ("about 1 s for MiniLM's 24 sentences and about 2 minutes for the genome model's 35 spike "
-                 "genomes (427 tokens each) on a two-core laptop CPU")
+#: Measured seconds of ALTI over each bundled model's shipped set (``bench/bench_context_mixing.py --sets``,
+#: docs/benchmarks.md), what the toggle quotes before anything runs; the progress bar then estimates the
+#: time left from the pace itself.
+ALTI_SET_COST = ("measured on a quiet two-core CPU: about 1 s for MiniLM's 24 sentences, about 1.5 minutes "
+                 "for the genome model's 35 spike genomes of 427 tokens, 5x the mixing ratios")
 
 
 def _alti_set_section(v: View) -> None:
