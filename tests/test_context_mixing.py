@@ -206,3 +206,135 @@ def test_block_weights_reads_a_model_or_a_trace(case, tiny_bert):
         b = cm.block_weights(tiny_bert, 0)
         np.testing.assert_array_equal(a.Wo_t, b.Wo_t)
     assert a.Wv.flags.c_contiguous and a.Wo_t.flags.c_contiguous
+
+
+# --- ALTI over a set (bertgeom.sets.context_mixing.alti_over_set) ------------------------------------
+SET_TEXTS = (TEXT, "A dog.", "Colourless green ideas sleep furiously, said the linguist to the empty room.")
+
+
+def _numpy_set_reductions(c: np.ndarray, attentions: np.ndarray) -> dict[str, np.ndarray]:
+    """The set view's per-layer numbers of one input, recomputed the plain way from ``alti``'s output:
+    the rollouts as explicit products, Spearman's ρ from scipy one row at a time."""
+    from scipy.stats import spearmanr
+
+    L, T, _ = c.shape
+    a = np.asarray(attentions, dtype=np.float64)
+    out = {k: np.empty(L) for k in ("alti_self", "rollout_self", "attention_rollout_self", "rank_agreement",
+                                     "rank_agreement_first")}
+    alti_acc, attn_acc = np.eye(T), np.eye(T)
+    for l in range(L):
+        alti_acc = c[l] @ alti_acc
+        step = 0.5 * a[l].mean(axis=0) + 0.5 * np.eye(T)
+        attn_acc = (step / step.sum(axis=1, keepdims=True)) @ attn_acc
+        rhos = []
+        for i in range(T):
+            rho = spearmanr(alti_acc[i], attn_acc[i]).statistic if np.ptp(alti_acc[i]) and np.ptp(attn_acc[i]) \
+                else np.nan
+            rhos.append(rho)
+        out["alti_self"][l] = np.trace(c[l]) / T
+        out["rollout_self"][l] = np.trace(alti_acc) / T
+        out["attention_rollout_self"][l] = np.trace(attn_acc) / T
+        out["rank_agreement"][l] = np.nanmean(rhos)
+        out["rank_agreement_first"][l] = rhos[0]
+    return out
+
+
+@pytest.fixture(scope="module")
+def alti_set(tiny_bert):
+    from bertgeom.inputs import InputItem
+    from bertgeom.sets.context_mixing import alti_over_set
+
+    items = [InputItem(f"s{k}", t) for k, t in enumerate(SET_TEXTS)]
+    steps = []
+    return items, alti_over_set(tiny_bert, items, progress=lambda d, n: steps.append((d, n))), steps
+
+
+def test_alti_over_set_agrees_with_a_numpy_recomputation(alti_set, tiny_bert):
+    from bertgeom.sets.context_mixing import ALTI_SET_ARRAYS
+
+    items, res, steps = alti_set
+    L = tiny_bert.num_layers
+    assert [str(x) for x in res["names"]] == [it.name for it in items] and int(res["errors"][0]) == 0
+    assert steps[-1] == (len(items), len(items)) and len(steps) >= len(items)  # one input per update
+    for n, it in enumerate(items):
+        trace = bertgeom.trace(tiny_bert, it.text)
+        c = cm.alti(trace)
+        np.testing.assert_allclose(c.sum(axis=-1), 1.0, atol=1e-12)  # ALTI's rows sum to 1
+        assert res["tokens"][n] == trace.attentions.shape[-1]
+        want = _numpy_set_reductions(c, trace.attentions)
+        for name in ALTI_SET_ARRAYS:
+            assert res[name].shape == (len(items), L) and res[name].dtype == np.float32
+            np.testing.assert_allclose(res[name][n], want[name], atol=1e-6, err_msg=f"{it.name} {name}")
+    # on a random model ALTI and raw attention neither agree exactly nor are unrelated everywhere
+    assert not np.allclose(res["rank_agreement"], 1.0)
+    assert (res["alti_self"] > 0).all() and (res["alti_self"] < 1).all()
+
+
+def test_alti_rollout_keeps_more_of_each_token_than_attention_rollout_on_minilm(minilm):
+    """MiniLM's residual keeps most of each token (mixing ratios about 25 %): ALTI's rollout says so,
+    where attention rollout at r = 0.5 halves the own share at every layer."""
+    from bertgeom.inputs import InputItem
+    from bertgeom.sets.context_mixing import alti_over_set
+
+    res = alti_over_set(minilm, [InputItem("t", TEXT)])
+    assert (res["rollout_self"][0, 1:] > res["attention_rollout_self"][0, 1:]).all()
+    assert 0.5 < res["alti_self"][0].mean() < 1.0
+
+
+def test_row_spearman_matches_scipy_with_ties_and_constant_rows():
+    from scipy.stats import spearmanr
+
+    from bertgeom.sets.context_mixing import row_spearman
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 4, size=(3, 5, 9)).astype(float)  # many ties
+    b = rng.normal(size=(3, 5, 9))
+    a[1, 2] = 7.0  # a constant row: no correlation
+    got = row_spearman(a, b)
+    for idx in np.ndindex(3, 5):
+        if idx == (1, 2):
+            assert np.isnan(got[idx])
+        else:
+            assert abs(got[idx] - spearmanr(a[idx], b[idx]).statistic) < 1e-12
+    np.testing.assert_allclose(row_spearman(b, b), 1.0)
+    np.testing.assert_allclose(row_spearman(b, -b), -1.0)
+
+
+def test_alti_set_view_round_trips_through_the_disk_tier(alti_set, tiny_bert, tmp_path, monkeypatch):
+    from bertgeom.cache import cached_arrays, on_disk
+    from bertgeom.sets.views import ALTI_SET, VIEWS
+
+    monkeypatch.setenv("BERTGEOM_CACHE_DIR", str(tmp_path / "cache"))
+    ALTI_SET.memo.clear()
+    items, res, _ = alti_set
+    assert VIEWS["alti-set"] is ALTI_SET
+    assert ALTI_SET.prepare(tiny_bert, items) and on_disk(ALTI_SET.key_of(tiny_bert, items))
+    ALTI_SET.memo.clear()
+    stored = ALTI_SET.get(tiny_bert, items, around=lambda: pytest.fail("recomputed what is on disk"))
+    assert isinstance(stored, ALTI_SET.result)
+    for k, v in res.items():
+        np.testing.assert_array_equal(stored[k], v, err_msg=k)
+    # another set, or another model, is another entry
+    assert ALTI_SET.key_of(tiny_bert, items[:2]) != ALTI_SET.key_of(tiny_bert, items)
+    raw = cached_arrays(ALTI_SET.key_of(tiny_bert, items), lambda: pytest.fail("recomputed"))
+    assert raw["names"].dtype.kind == "U"  # names stored as text, read without pickle
+
+
+def test_set_figures_draw_mean_and_sd_and_skip_undefined_rows():
+    from bertgeom.figures import context_mixing as fcm
+
+    per_input = np.array([[0.2, 0.4], [0.4, np.nan], [0.6, 0.8]])  # one input without a ρ at layer 2
+    mean, sd = fcm.set_mean_sd(per_input)
+    np.testing.assert_allclose(mean, [0.4, 0.6])
+    np.testing.assert_allclose(sd, [np.std([0.2, 0.4, 0.6]), 0.2])
+    fig = fcm.rank_agreement_lines(per_input, per_input, first_token="<s>")
+    lines = {t.name: np.asarray(t.y, float) for t in fig.data if t.name}
+    assert set(lines) == {"mean over output tokens", "row of <s>"}
+    band = next(t for t in fig.data if t.fill == "toself")
+    np.testing.assert_allclose(np.asarray(band.y, float), [0.4 + sd[0], 0.6 + sd[1], 0.6 - sd[1], 0.4 - sd[0]])
+    share = fcm.alti_mixing_share_lines(per_input[:, :1] * 0 + 0.75, np.full((2, 4, 1), 0.5), ("Attn-W", "Attn-N"))
+    got = {t.name: np.asarray(t.y, float) for t in share.data if t.name}
+    np.testing.assert_allclose(got["ALTI (1 − self)"], [25.0])
+    np.testing.assert_allclose(got["Attn-W"], [50.0])
+    with pytest.raises(ValueError):
+        fcm.set_mean_sd(np.zeros((0, 3)))

@@ -97,3 +97,75 @@ def test_the_set_section_draws_the_set_means(minilm):
     got = {d["name"]: plotly_array(d["y"]).astype(float) for d in spec["data"]}
     np.testing.assert_allclose(got["AttnResLn-N"], 100 * want["mixing"][4].mean(axis=0), atol=1e-3)
     assert want["tokens"].size == len(items)
+
+
+def _alti_set_charts(at) -> dict[str, dict[str, np.ndarray]]:
+    """The ALTI set section's three charts by y-axis title: ``{axis title: {series: y}}``."""
+    out = {}
+    for spec in chart_specs(at):
+        title = str(spec["layout"].get("yaxis", {}).get("title", {}).get("text", ""))
+        if title in ("mixing share (%)", "Spearman ρ (ALTI vs attention)", "own share after rollout"):
+            out[title] = {d["name"]: plotly_array(d["y"]).astype(float) for d in spec["data"] if d.get("name")}
+    return out
+
+
+def _check_alti_set_section(at, loaded, *, recompute: bool = True) -> dict:
+    """The toggle opens the section; its lines are the set means of the library's reductions
+    (computed again here, or with ``recompute=False`` read from the view's memory, where the page put
+    them: the spike genomes' alignment is the cost, not ALTI)."""
+    from bertgeom.sets.context_mixing import alti_over_set
+    from bertgeom.sets.inputs import shipped_set
+    from bertgeom.sets.views import ALTI_SET
+
+    assert "w_alti_set" in [t.key for t in at.toggle] and not _alti_set_charts(at)
+    assert "ALTI over the set:" in page_text(at)  # what it costs (or that it is prepared) before it runs
+    at.toggle(key="w_alti_set").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    charts = _alti_set_charts(at)
+    assert len(charts) == 3
+    items = shipped_set(loaded.spec.input_kind)
+    want = (alti_over_set(loaded, items) if recompute else
+            ALTI_SET.get(loaded, items, around=lambda: pytest.fail("the page did not keep what it computed")))
+    share = charts["mixing share (%)"]
+    np.testing.assert_allclose(share["ALTI (1 − self)"], 100 * (1 - want["alti_self"]).mean(axis=0),
+                               atol=1e-3)
+    assert {"Attn-W", "AttnResLn-N"} <= set(share)
+    rank = charts["Spearman ρ (ALTI vs attention)"]
+    np.testing.assert_allclose(rank["mean over output tokens"], np.nanmean(want["rank_agreement"], axis=0),
+                               atol=1e-5)
+    np.testing.assert_allclose(rank["row of [CLS]"], np.nanmean(want["rank_agreement_first"], axis=0),
+                               atol=1e-5)
+    own = charts["own share after rollout"]
+    np.testing.assert_allclose(own["ALTI rollout"], want["rollout_self"].mean(axis=0), atol=1e-5)
+    np.testing.assert_allclose(own["attention rollout (r = 0.5)"], want["attention_rollout_self"].mean(axis=0),
+                               atol=1e-5)
+    assert "Reconstructed" in page_text(at) and "Spearman" in page_text(at)
+    assert any(b.label == "Download CSV" and "alti" in b.key for b in at.get("download_button")
+               if getattr(b, "key", None))
+    return want
+
+
+def test_the_alti_set_section_on_minilm(minilm):
+    at = open_heads_page("Context mixing", 600, text_value=SENTENCE, layer=0, head=0)
+    want = _check_alti_set_section(at, minilm)
+    assert want["tokens"].size == 24
+    # MiniLM's residual keeps most of each token: ALTI's mixing share sits far below the weights' Attn-W
+    share = _alti_set_charts(at)["mixing share (%)"]
+    assert (share["ALTI (1 − self)"] < share["Attn-W"] - 30).all()
+
+
+def test_the_alti_set_section_on_the_tiny_variant_model(tiny_variant, tiny_variant_dir, monkeypatch):
+    from bertgeom.sars_cov_2.variant.spec import genome_set
+
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    at = open_heads_page("Context mixing", 600, model_id=str(tiny_variant_dir),
+                         genome_value=genome_set("demo")[-1].text, layer=1, head=0)
+    want = _check_alti_set_section(at, tiny_variant, recompute=False)
+    assert (want["tokens"] > 400).all()  # whole spike genomes
+
+
+def test_the_alti_set_section_on_a_users_bert(tiny_bert, tiny_bert_dir, monkeypatch):
+    monkeypatch.setenv("BERTGEOM_ALLOW_CUSTOM_MODELS", "1")
+    at = open_heads_page("Context mixing", 300, model_id=str(tiny_bert_dir), text_value=SENTENCE, layer=1, head=3)
+    want = _check_alti_set_section(at, tiny_bert)
+    assert want["alti_self"].shape[1] == 2

@@ -76,11 +76,20 @@ def test_prepared_summaries_equal_the_pages_own_computation(cache, tiny_variant)
     direct_mixing = mixing_over_set(tiny_variant, items)
     for k in direct_mixing:
         np.testing.assert_array_equal(mixing[k], direct_mixing[k], err_msg=k)
+    # and ALTI's reductions over the set, the same way
+    from bertgeom.sets.context_mixing import alti_over_set
+    from bertgeom.sets.views import ALTI_SET
+
+    alti = _read(ALTI_SET.key_of(tiny_variant, items))
+    direct_alti = alti_over_set(tiny_variant, items)
+    assert set(alti) == set(direct_alti)
+    for k in direct_alti:
+        np.testing.assert_array_equal(alti[k], direct_alti[k], err_msg=k)
 
     # a second run (a server restart, a second `prepare-sets`) computes nothing; with the summary on
     # disk the class-mean maps are listed one task per class
     again = prepared.prepare_tasks(mid, tiny_variant, subspace=False, sweeps=False, items=items, examples=False)
-    assert len(again) == 5 + len(set(groups.values()))
+    assert len(again) == 6 + len(set(groups.values()))
     assert prepared.run_tasks(again) == {"done_before": len(again), "computed": 0, "failed": 0}
     rows = prepared.read_json(prepared.status_path())["tasks"]
     assert {r["state"] for r in rows} == {"done"} and len(rows) == len(again)

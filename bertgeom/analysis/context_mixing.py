@@ -95,6 +95,14 @@ MIXING_DOCS: dict[str, MetricDoc] = doc_table({
              "Ferrando et al. 2022 (arXiv:2203.04212) §3"),
     "alti_rollout": ("ALTI over layers", "R_l = C_l R_{l-1} (no identity added)",
                      "Ferrando et al. 2022 (arXiv:2203.04212) §3"),
+    "alti_mixing_share": ("ALTI mixing share over a set", "1 - mean_i C_l[i, i], mean ± sd over the inputs",
+                          "Ferrando et al. 2022 (arXiv:2203.04212) §3 (our reduction over tokens and inputs)"),
+    "alti_rank_agreement": ("rank agreement of ALTI and attention rollout",
+                            "mean_i spearman_j(R_l[i, j], Ahat_l[i, j]), Ahat: rollout of 0.5 mean_h A + 0.5 I",
+                            "Ferrando et al. 2022 (arXiv:2203.04212) §4; Abnar & Zuidema 2020 (arXiv:2005.00928) "
+                            "(our comparison)"),
+    "rollout_self": ("share a token keeps of itself", "mean_i R_l[i, i] (ALTI) beside mean_i Ahat_l[i, i]",
+                     "Ferrando et al. 2022 (arXiv:2203.04212) §3 (our reduction)"),
 })
 
 #: Bytes of one chunk of ALTI's per-(query, key) vectors ``[chunk, T, d]`` (float64).

@@ -29,6 +29,8 @@ COMPARE_VERSION = "compare-checkpoints-v1"
 #: Version of one input's context-mixing arrays (:func:`bertgeom.analysis.context_mixing.context_mixing_view`)
 #: and of the set's mixing ratios (:func:`bertgeom.sets.context_mixing.mixing_over_set`) on disk.
 CONTEXT_MIXING_VERSION = "context-mixing-v1"
+#: Version of the set's ALTI reductions (:func:`bertgeom.sets.context_mixing.alti_over_set`) on disk.
+ALTI_SET_VERSION = "alti-set-v1"
 
 
 def normalised_digest(text: str) -> str:
@@ -157,3 +159,12 @@ def context_mixing_set_key(loaded, items: Sequence[InputItem]) -> CacheKey:
     """The set's mixing ratios per input, layer and head (:func:`bertgeom.sets.context_mixing.mixing_over_set`)."""
     return CacheKey.of("context-mixing-set", CONTEXT_MIXING_VERSION, weights=loaded.weights_hash,
                        inputs=set_fingerprint(items))
+
+
+def alti_set_key(loaded, items: Sequence[InputItem]) -> CacheKey:
+    """The set's ALTI reductions per input and layer (:func:`bertgeom.sets.context_mixing.alti_over_set`:
+    self-contributions, rollout self-shares, rank agreement with attention rollout at r = 0.5)."""
+    from bertgeom.analysis.flow import FLOW_RESIDUAL
+
+    return CacheKey.of("alti-set", ALTI_SET_VERSION, weights=loaded.weights_hash, inputs=set_fingerprint(items),
+                       residual=float(FLOW_RESIDUAL))

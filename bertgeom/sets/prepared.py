@@ -25,7 +25,9 @@ Tasks, in the order a visitor meets them (:func:`prepare_tasks`):
   importance with the set's task (:mod:`bertgeom.sets.collapse`).
 * the mixing ratios over the set (:func:`bertgeom.sets.context_mixing.mixing_over_set`); each example's
   context mixing (:func:`bertgeom.analysis.context_mixing.context_mixing_view`) is prepared with its
-  attention flow.
+  attention flow;
+* ALTI's reductions over the set (:func:`bertgeom.sets.context_mixing.alti_over_set`), last: the
+  costliest per input (seconds per genome).
 
 A status file (:func:`status_path`) tells the app what is queued, running and done, so a page can
 show "being prepared: k of n" and read the result when it lands; a task written meanwhile by
@@ -53,7 +55,7 @@ from bertgeom.safety import error_text
 from bertgeom.sets.heads import SetSummary
 from bertgeom.sets.inputs import InputItem, shipped_set
 from bertgeom.sets.keys import example_views_key
-from bertgeom.sets.views import (CLASS_MEAN, COMPARE, CONE_SET, CONTEXT_MIXING, CONTEXT_MIXING_SET, FLOW,
+from bertgeom.sets.views import (ALTI_SET, CLASS_MEAN, COMPARE, CONE_SET, CONTEXT_MIXING, CONTEXT_MIXING_SET, FLOW,
                                  HEAD_IMPORTANCE_SET, HEAD_SWEEP, HEADS_SET, RANK_COLLAPSE_SET, SUBSPACE_ACROSS, View)
 
 #: Bump when the list of prepared tasks or the status file's layout changes.
@@ -66,7 +68,7 @@ SWEEP_PER_CLASS = 1
 SWEEP_TEXT_INPUTS = 8
 #: The order in which several models' tasks run: every model's quick views first.
 GROUP_ORDER = ("heads-set", "cone-set", "class-mean", "examples", "subspace-across", "head-sweep",
-               "rank-collapse", "head-importance", "context-mixing-set")
+               "rank-collapse", "head-importance", "context-mixing-set", "alti-set")
 #: The rank-collapse view's defaults that the prepared curves use.
 COLLAPSE_TOKEN_SET = CONE_TOKEN_SET  # the Cone Index page's default, so the cone index sits beside it
 COLLAPSE_NORM = "l1_inf"
@@ -181,6 +183,7 @@ def prepare_tasks(model_id: str, loaded=None, *, subspace: bool = True, sweeps: 
                             model_id=model_id) for it in sweep_subset(loaded, items)]
     tasks += _collapse_tasks(ctx)
     tasks.append(_context_mixing_set_task(ctx))
+    tasks.append(_alti_set_task(ctx))
     unique: dict[str, PreparedTask] = {}
     for t in tasks:  # e.g. one class holding every correct input: its map is the all-classes map
         unique.setdefault(t.id, t)
@@ -191,6 +194,12 @@ def _context_mixing_set_task(ctx: _Context) -> PreparedTask:
     return view_task(CONTEXT_MIXING_SET, (ctx.loaded, ctx.items),
                      f"mixing ratios over the {len(ctx.items)} inputs (Attention Heads)", model_id=ctx.model_id,
                      group="context-mixing-set")
+
+
+def _alti_set_task(ctx: _Context) -> PreparedTask:
+    return view_task(ALTI_SET, (ctx.loaded, ctx.items),
+                     f"ALTI over the {len(ctx.items)} inputs (Attention Heads)", model_id=ctx.model_id,
+                     group="alti-set")
 
 
 def _class_mean_tasks(ctx: _Context) -> list[PreparedTask]:

@@ -37,7 +37,7 @@ from bertgeom.weights import layer_weights_of
 
 __all__ = ["View", "VIEWS", "NamedArrays", "HEADS_SET", "CLASS_MEAN", "CONE_SET", "CLASS_ENTROPY",
            "SUBSPACE_ACROSS", "FLOW", "COMPARE", "HEAD_SWEEP", "RANK_COLLAPSE_SET", "HEAD_IMPORTANCE_SET",
-           "CONTEXT_MIXING_SET", "CONTEXT_MIXING"]
+           "CONTEXT_MIXING_SET", "CONTEXT_MIXING", "ALTI_SET"]
 
 Progress = Callable[[int, int], None]
 R = TypeVar("R")
@@ -275,6 +275,13 @@ class MixingSetArrays(NamedArrays):
     """The set's mixing ratios per input, layer and head (:func:`bertgeom.sets.context_mixing.mixing_over_set`)."""
 
 
+class AltiSetArrays(NamedArrays):
+    """The set's ALTI reductions per input and layer (:func:`bertgeom.sets.context_mixing.alti_over_set`)."""
+
+    names = ("alti_self", "rollout_self", "attention_rollout_self", "rank_agreement", "rank_agreement_first",
+             "tokens", "names", "errors")
+
+
 class MixingArrays(NamedArrays):
     """One input's context mixing (:func:`bertgeom.analysis.context_mixing.context_mixing_view`)."""
 
@@ -321,6 +328,19 @@ CONTEXT_MIXING_SET: View = View(
     doing=lambda loaded, items: f"Mixing ratios over the {len(items)} inputs…", usually_prepared=True)
 
 
+def _alti_set(loaded, items: Sequence[InputItem], progress: Progress | None = None):
+    from bertgeom.sets.context_mixing import alti_over_set
+
+    return AltiSetArrays(alti_over_set(loaded, items, progress, layer_weights_of(loaded.model)))
+
+
+ALTI_SET: View = View(
+    "alti-set", "ALTI over the set",
+    key=lambda loaded, items: keys.alti_set_key(loaded, items),
+    compute=_alti_set, result=AltiSetArrays, memo=Memo("alti-set", 4),
+    doing=lambda loaded, items: f"ALTI over the {len(items)} inputs…", usually_prepared=True)
+
+
 def _context_mixing(loaded, text: str, progress: Progress | None = None, trace=None):
     from bertgeom.analysis.context_mixing import context_mixing_view
 
@@ -338,4 +358,4 @@ CONTEXT_MIXING: View = View(
 #: Every view by name (the kind of its keys).
 VIEWS: dict[str, View] = {v.name: v for v in (HEADS_SET, CLASS_MEAN, CONE_SET, CLASS_ENTROPY, SUBSPACE_ACROSS,
                                                FLOW, COMPARE, HEAD_SWEEP, RANK_COLLAPSE_SET, HEAD_IMPORTANCE_SET,
-                                               CONTEXT_MIXING_SET, CONTEXT_MIXING)}
+                                               CONTEXT_MIXING_SET, CONTEXT_MIXING, ALTI_SET)}

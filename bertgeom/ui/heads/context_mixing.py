@@ -1,7 +1,9 @@
 """Attention Heads tab *Context mixing*: how much each token takes from the others once the value
 vectors, the residual and LayerNorm are counted, beside the raw attention weights: norm-based
 attention per head, the mixing ratio per layer and per head, whole-block contributions and ALTI, and
-ALTI's rollout beside attention rollout (computed in :mod:`bertgeom.analysis.context_mixing`).
+ALTI's rollout beside attention rollout (computed in :mod:`bertgeom.analysis.context_mixing`); over
+the model's shipped set, the mixing ratios and, behind its own toggle (costly), ALTI's reductions
+(:mod:`bertgeom.sets.context_mixing`).
 
 References: Kobayashi et al. 2020 (arXiv:2004.10102); Kobayashi et al. 2021 (arXiv:2109.07152);
 Ferrando et al. 2022 (arXiv:2203.04212); Abnar & Zuidema 2020 (arXiv:2005.00928) for rollout.
@@ -71,12 +73,35 @@ def mixing_over_shipped_set(loaded) -> dict:
         return cached_arrays(key, compute, memo=CONTEXT_MIXING_SET.memo)
 
 
+def alti_over_shipped_set(loaded) -> dict:
+    """:func:`bertgeom.sets.context_mixing.alti_over_set` of the model's shipped set: from memory, from
+    disk (``prepare-sets`` writes it), else computed one input at a time behind a progress bar with the
+    time left."""
+    from bertgeom.sets.inputs import shipped_set
+    from bertgeom.sets.views import ALTI_SET
+
+    items = shipped_set(loaded.spec.input_kind)
+    key = ALTI_SET.key_of(loaded, items)
+    ready = key in ALTI_SET.memo or on_disk(key)
+    with progress(f"ALTI over the {len(items)} inputs of the shipped set…", show=not ready,
+                  usually_prepared=True, key="alti-set") as update:
+        def compute() -> dict:
+            with heavy("ALTI over the set"):
+                return ALTI_SET.compute(loaded, items, progress=update).to_arrays()
+
+        return cached_arrays(key, compute, memo=ALTI_SET.memo)
+
+
 def _set_section(v: View) -> None:
     st.markdown("#### Over the shipped set")
-    if not st.toggle("Show the mixing ratios over the shipped set of inputs", key="w_mix_set",
-                     help="One forward pass per input and the two cheap measures (no ALTI); prepared ahead by "
-                          "prepare-sets for the bundled models."):
-        return
+    if st.toggle("Show the mixing ratios over the shipped set of inputs", key="w_mix_set",
+                 help="One forward pass per input and the two cheap measures (no ALTI); prepared ahead by "
+                      "prepare-sets for the bundled models."):
+        _mixing_set(v)
+    _alti_set_section(v)
+
+
+def _mixing_set(v: View) -> None:
     res = mixing_over_shipped_set(v.loaded)
     n = int(res["tokens"].size)
     if n == 0:
@@ -91,6 +116,72 @@ def _set_section(v: View) -> None:
                                    title="Each head's mixing ratio over the set"), "w_mix_set_heads", selects_head=True)
     if int(res["errors"][0]):
         st.caption(f"{int(res['errors'][0])} inputs of the set could not be read and are left out.")
+
+
+#: Measured seconds of ALTI over each bundled model's shipped set (``bench/bench_context_mixing.py --sets``,
+#: docs/benchmarks.md), what the toggle quotes before anything runs; the progress bar then estimates the
+#: time left from the pace itself.
+ALTI_SET_COST = ("measured on a quiet two-core CPU: about 1 s for MiniLM's 24 sentences, about 1.5 minutes "
+                 "for the genome model's 35 spike genomes of 427 tokens, 5x the mixing ratios")
+
+
+def _alti_set_section(v: View) -> None:
+    from bertgeom.sets.inputs import shipped_set
+    from bertgeom.sets.views import ALTI_SET
+
+    items = shipped_set(v.loaded.spec.input_kind)
+    ready = ALTI_SET.ready(v.loaded, items)
+    if not st.toggle("Show ALTI over the shipped set of inputs", key="w_alti_set",
+                     help=("Prepared ahead on this server: opens at once." if ready else
+                           "ALTI is costly: it builds every (token, token) vector of every layer, one input at a "
+                           f"time ({ALTI_SET_COST}); a progress bar shows the time left and can cancel. Prepared "
+                           "ahead by prepare-sets for the bundled models.")):
+        st.caption("ALTI over the set: " + ("prepared, opens at once." if ready else
+                                            f"not prepared on this server; costly ({len(items)} inputs, "
+                                            f"{ALTI_SET_COST})."))
+        return
+    res = alti_over_shipped_set(v.loaded)
+    n = int(res["tokens"].size)
+    if n == 0:
+        st.info("No input of the shipped set could be read by this model.")
+        return
+    mixing = mixing_over_shipped_set(v.loaded)
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        chart(fcm.alti_mixing_share_lines(res["alti_self"], mixing["mixing"], MIXING_VARIANTS,
+                                          title=f"ALTI (± sd) beside the mixing ratios, {n} inputs"),
+              "w_alti_set_share")
+        doc_caption(MIXING_DOCS["alti_mixing_share"])
+    with c2:
+        chart(fcm.rank_agreement_lines(res["rank_agreement"], res["rank_agreement_first"],
+                                       first_token=str(v.trace.tokens[0]),
+                                       title="Does ALTI rank the sources as attention does?"), "w_alti_set_rank")
+        doc_caption(MIXING_DOCS["alti_rank_agreement"])
+    with c3:
+        chart(fcm.rollout_self_lines(res["rollout_self"], res["attention_rollout_self"],
+                                     title="What a token keeps of itself, over layers"), "w_alti_set_self")
+        doc_caption(MIXING_DOCS["rollout_self"])
+    last = res["rank_agreement"][:, -1].astype(float)
+    st.caption(f"Each input counts once (its tokens' mean), then mean ± sd over the {n} inputs. After the last "
+               f"layer ALTI rollout and attention rollout rank each token's sources with ρ = "
+               f"{np.nanmean(last):.2f} on average (1: the same order). Reconstructed: ALTI divides by LayerNorm's "
+               "own scale and gives the biases to no token (as above); the rank agreement is this tool's "
+               "comparison, not the paper's: Spearman over the input tokens of each output token's row, then "
+               "the mean over the rows, special tokens included; attention rollout adds the "
+               "identity with r = 0.5, as the bars above.")
+    if int(res["errors"][0]):
+        st.caption(f"{int(res['errors'][0])} inputs of the set could not be read and are left out.")
+    L = res["alti_self"].shape[1]
+    names = [str(x) for x in res["names"]]
+    df = pd.DataFrame({"input": np.repeat(names, L), "tokens": np.repeat(res["tokens"], L),
+                       "layer": np.tile(np.arange(1, L + 1), n),
+                       "alti_self_contribution": res["alti_self"].ravel(),
+                       "alti_mixing_share": 1.0 - res["alti_self"].ravel(),
+                       "alti_rollout_self": res["rollout_self"].ravel(),
+                       "attention_rollout_self": res["attention_rollout_self"].ravel(),
+                       "rank_agreement_mean_over_rows": res["rank_agreement"].ravel(),
+                       "rank_agreement_first_row": res["rank_agreement_first"].ravel()})
+    csv_button(df, "alti_over_set.csv", "w_alti_set_csv")
 
 
 def _row_normalised(m: np.ndarray) -> np.ndarray:
