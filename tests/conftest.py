@@ -27,6 +27,32 @@ os.environ.setdefault("BERTGEOM_PREPARE_SETS", "0")  # no background preparation
 import pytest  # noqa: E402
 
 
+def _hand_on_the_apps_settings() -> None:
+    """The checkout's ``.streamlit/config.toml`` handed to AppTest in this process (Streamlit's config)
+    and to the app servers the tests start (Streamlit's environment variables, which ``streamlit run``
+    reads). Streamlit reads the file only from the current folder, so from the folder above a clone
+    (``python -m pytest -q bertgeom``) every page would run without the app's settings and say so
+    (``bertgeom.launch``); ``python -m bertgeom app`` hands them on as flags the same way. A variable
+    already set is left as it is."""
+    import tomllib
+    from pathlib import Path
+
+    from streamlit import config
+
+    with open(Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml", "rb") as fh:
+        settings = tomllib.load(fh)
+    options = config.get_config_options()
+    for section, values in settings.items():
+        for name, value in values.items():
+            option = options[f"{section}.{name}"]
+            if option.env_var not in os.environ:
+                os.environ[option.env_var] = str(value).lower() if isinstance(value, bool) else str(value)
+                config.set_option(f"{section}.{name}", value, where_defined="tests/conftest.py")
+
+
+_hand_on_the_apps_settings()
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory):
     """A random 2-layer, 4-head BERT with MiniLM's vocabulary, saved like a hub model."""

@@ -85,7 +85,7 @@ def test_each_cone_section_is_drawn_by_its_own_module_of_the_package():
     modules = _modules_of([s.render for s in SECTIONS], cone)
     assert len(set(modules)) == len(modules), modules  # one section per file
     package = {m.name for m in pkgutil.iter_modules(cone.__path__)}
-    assert package - {m.rsplit(".", 1)[1] for m in modules} == {"view", "set_picker"}
+    assert package - {m.rsplit(".", 1)[1] for m in modules} == {"view", "set_picker", "results_folders"}
 
 
 @pytest.mark.parametrize("key,chart", [("entropy", "w_cone_ent_code"), ("isotropy", "w_iso_input")])
