@@ -120,6 +120,16 @@ def test_gradient_tab_on_the_variant_model_and_minilm_says_why_not(tiny_variant_
     assert g.shape == (8,) and (g >= 0).all() and g.max() > 0
     heat = [s for s in _specs(at) if s["data"][0]["type"] == "heatmap"]
     assert heat and len(heat[-1]["data"][0]["x"]) > 400  # the selected head's gradient map over the spike
+    one = _grid(at, "I_h")
+    at.run()  # a rerun reads the typed results back from st.cache_data (pickled), drawing the same grids
+    assert not at.exception, [e.value for e in at.exception]
+    np.testing.assert_array_equal(plotly_array(_grid(at, "|∂L/∂α|")["data"][0]["marker"]["color"]).astype(float), g)
+    assert _grid(at, "I_h")["data"][0]["marker"]["color"] == one["data"][0]["marker"]["color"]
+    at.session_state["heads_tab"] = "Model view"
+    at.session_state["w_mv_importance"] = "gradient"  # sized by the same cached gradients
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(c.value.startswith("Most important here") for c in at.caption)
 
 
 def test_word_toggle_on_the_head_map(minilm):

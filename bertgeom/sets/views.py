@@ -285,6 +285,13 @@ class ImportanceArrays(NamedArrays):
     """Michel et al.'s head importance over a set (:func:`bertgeom.sets.collapse.head_importance_over_set`)."""
 
     required = ("importance",)
+    importance: np.ndarray  # [N, L, H] |∂L/∂ξ_h| per input
+    loss: np.ndarray  # [N]
+    used_label: np.ndarray  # [N] whether the input's own label was the target
+    objective: np.ndarray  # () the loss differentiated (HeadImportance.objective)
+    names: np.ndarray  # [N]
+    labels: np.ndarray  # [N]
+    errors: np.ndarray  # [E] "name: message" of the inputs that failed
 
 
 class MixingSetArrays(NamedArrays):

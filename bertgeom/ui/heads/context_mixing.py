@@ -11,8 +11,6 @@ Ferrando et al. 2022 (arXiv:2203.04212); Abnar & Zuidema 2020 (arXiv:2005.00928)
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -23,8 +21,8 @@ from bertgeom.sets.views import (ALTI_SET, CONTEXT_MIXING, CONTEXT_MIXING_SET, A
                                  MixingSetArrays)
 from bertgeom.tables import head_label
 from bertgeom.ui.heads.view import View, hover_labels
-from bertgeom.ui.widgets import chart, csv_button, doc_caption, progress
-from bertgeom.ui.workqueue import heavy
+from bertgeom.ui.view_runner import get_under_bar
+from bertgeom.ui.widgets import chart, csv_button, doc_caption
 
 
 #: Inputs up to this many tokens get their two maps side by side; longer ones one above the other.
@@ -39,26 +37,13 @@ LAYER_MAPS = {
 }
 
 
-def _through(view, args, working: str, slot: str, key: str, *, usually_prepared: bool = False, given=None):
-    """``view.get(*args)`` (:class:`bertgeom.sets.views.View`): from memory, from disk, else computed in
-    a heavy-work slot (``slot``) behind a progress bar (``working``, with the time left); the typed
-    result either way (the disk tier keeps its plain arrays)."""
-    show = not view.ready(*args)
-
-    @contextmanager
-    def around():
-        with progress(working, show=show, usually_prepared=usually_prepared, key=key) as update, heavy(slot):
-            yield update
-
-    return view.get(*args, around=around, given=given)
-
-
 def mixing_view(v: View) -> MixingArrays:
     """The input's :func:`~bertgeom.analysis.context_mixing.context_mixing_view`: from memory, from disk,
     else computed in a heavy-work slot behind a progress bar with the time left."""
     # the trace is resolved by the page, before the slot (see bertgeom.ui.workqueue)
-    return _through(CONTEXT_MIXING, (v.loaded, v.text), "Decomposing every layer's attention block…",
-                    "decomposing the attention blocks", "context-mixing", given=lambda: {"trace": v.trace})
+    return get_under_bar(CONTEXT_MIXING, v.loaded, v.text, working="Decomposing every layer's attention block…",
+                         slot="decomposing the attention blocks", key="context-mixing",
+                         given=lambda: {"trace": v.trace})
 
 
 def mixing_over_shipped_set(loaded) -> MixingSetArrays:
@@ -67,8 +52,9 @@ def mixing_over_shipped_set(loaded) -> MixingSetArrays:
     from bertgeom.sets.inputs import shipped_set
 
     items = shipped_set(loaded.spec.input_kind)
-    return _through(CONTEXT_MIXING_SET, (loaded, items), f"Mixing ratios over the {len(items)} inputs of the shipped "
-                    "set…", "the mixing ratios over the set", "context-mixing-set", usually_prepared=True)
+    return get_under_bar(CONTEXT_MIXING_SET, loaded, items,
+                         working=f"Mixing ratios over the {len(items)} inputs of the shipped set…",
+                         slot="the mixing ratios over the set", key="context-mixing-set", usually_prepared=True)
 
 
 def alti_over_shipped_set(loaded) -> AltiSetArrays:
@@ -78,8 +64,8 @@ def alti_over_shipped_set(loaded) -> AltiSetArrays:
     from bertgeom.sets.inputs import shipped_set
 
     items = shipped_set(loaded.spec.input_kind)
-    return _through(ALTI_SET, (loaded, items), f"ALTI over the {len(items)} inputs of the shipped set…",
-                    "ALTI over the set", "alti-set", usually_prepared=True)
+    return get_under_bar(ALTI_SET, loaded, items, working=f"ALTI over the {len(items)} inputs of the shipped set…",
+                         slot="ALTI over the set", key="alti-set", usually_prepared=True)
 
 
 def _set_section(v: View) -> None:
