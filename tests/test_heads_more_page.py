@@ -61,6 +61,9 @@ def test_compare_two_sentences(minilm):
     at.text_input(key="w_cmpin_text").set_value(SENTENCE).run()  # B = A: nothing changes
     grid = _grid(at, "TV distance")
     assert np.allclose(plotly_array(grid["data"][0]["marker"]["color"]).astype(float), 0.0, atol=1e-6)
+    at.text_input(key="w_cmpin_text").set_value("The dog sat on the mat because it was tired.").run()
+    again = plotly_array(_grid(at, "TV distance")["data"][0]["marker"]["color"]).astype(float)
+    np.testing.assert_array_equal(again, tv)  # the typed pair read back from st.cache_data
 
 
 def test_disabling_over_the_sentences(minilm):
