@@ -278,7 +278,11 @@ HEAD_SWEEP: View = View(
 class RankCollapseArrays(NamedArrays):
     """Dong et al.'s curves of every input of a set (:func:`bertgeom.sets.collapse.rank_collapse_over_set`)."""
 
-    required = ("curves", "variants", "names", "labels", "errors")
+    curves: np.ndarray  # [N, V, L+1] relative residual per input, path variant and hidden state
+    variants: np.ndarray  # [V] the path variants' names
+    names: np.ndarray  # [N]
+    labels: np.ndarray  # [N]
+    errors: np.ndarray  # the inputs that could not be analysed
 
 
 class ImportanceArrays(NamedArrays):
