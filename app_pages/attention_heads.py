@@ -93,23 +93,23 @@ with left:
 
         imp = input_importance(subject)
         doc_caption(IMPORTANCE_DOCS["importance"])
-        st.caption(objective_sentence(imp["objective"], imp["loss"], getattr(loaded.config, "vocab_size", None),
+        st.caption(objective_sentence(imp.objective, imp.loss, getattr(loaded.config, "vocab_size", None),
                                       adapter_of(loaded).masked_lm)
                    + " Over a set: the *Gradient importance* tab.")
-        grid = head_grid(imp["importance"], colour_label="|∂L/∂ξ|", selected=(layer, head), hover_text=grid_hover)
+        grid = head_grid(imp.importance, colour_label="|∂L/∂ξ|", selected=(layer, head), hover_text=grid_hover)
     elif colour == IMPORTANCE_SET_OPTION:  # the set view: prepared ahead for the bundled models, else a button
         from bertgeom.analysis.gradients import IMPORTANCE_DOCS
 
         doc_caption(IMPORTANCE_DOCS["importance"])
         data = shipped_set_importance(subject, place="grid")
         grid = None
-        if data is not None and len(data["importance"]) == 0:
+        if data is not None and len(data.importance) == 0:
             st.warning("No input of the shipped set could be analysed.")
         elif data is not None:
-            n = len(data["importance"])
+            n = len(data.importance)
             st.caption(f"Mean over the {n} {kind.words.plural if n != 1 else kind.words.noun} of the shipped "
                        f"set. {set_task_sentence(data)} Per layer normalised: the *Gradient importance* tab.")
-            grid = head_grid(data["importance"].astype(float).mean(axis=0), colour_label="mean |∂L/∂ξ|",
+            grid = head_grid(data.importance.astype(float).mean(axis=0), colour_label="mean |∂L/∂ξ|",
                              selected=(layer, head), hover_text=grid_hover)
     else:
         doc_caption(FEATURE_DOCS[colour])

@@ -158,15 +158,15 @@ def test_concurrent_ablations_do_not_interfere(tiny_bert):
 def test_sweeps_agree_with_one_ablation_at_a_time(tiny_variant):
     ids = run_trace(tiny_variant, _variant_text()).encoded.input_ids
     sw = sweep_single_heads(tiny_variant, ids, budget=2e6)  # small batches: exercise chunking
-    assert sw["cls"].shape[:2] == (2, 4) and sw["logits"].shape == (2, 4, 8)
+    assert sw.cls.shape[:2] == (2, 4) and sw.logits.shape == (2, 4, 8)
     for l, h in [(0, 0), (1, 3)]:
         one = forward_with_disabled_heads(tiny_variant, ids, disabled_mask(2, 4, heads=[(l, h)]))
-        np.testing.assert_allclose(sw["cls"][l, h], one.cls[0, -1], atol=1e-4)
-        np.testing.assert_allclose(sw["logits"][l, h], one.logits[0], atol=1e-4)
+        np.testing.assert_allclose(sw.cls[l, h], one.cls[0, -1], atol=1e-4)
+        np.testing.assert_allclose(sw.logits[l, h], one.logits[0], atol=1e-4)
     lay = sweep_layers(tiny_variant, ids)
     one = forward_with_disabled_heads(tiny_variant, ids, disabled_mask(2, 4, layers=[1]))
-    np.testing.assert_allclose(lay["logits"][1], one.logits[0], atol=1e-4)
-    np.testing.assert_allclose(lay["base_logits"], forward_with_disabled_heads(tiny_variant, ids).logits[0], atol=1e-6)
+    np.testing.assert_allclose(lay.logits[1], one.logits[0], atol=1e-4)
+    np.testing.assert_allclose(lay.base_logits, forward_with_disabled_heads(tiny_variant, ids).logits[0], atol=1e-6)
 
 
 def test_unsupported_models_raise_a_clear_error():

@@ -130,6 +130,10 @@ def test_disable_heads_on_minilm_moves_the_cls_vector():
     bars = [s for s in _chart_specs(at) if s["data"][0]["type"] == "bar" and isinstance(s["data"][0]["x"], list)
             and s["data"][0]["x"][:1] == ["L1"]]
     assert bars and len(bars[0]["data"][0]["x"]) == 6
+    at.run()  # the sweep's typed result read back from st.cache_data draws the same bars
+    assert not at.exception and [s for s in _chart_specs(at) if s == bars[0]]
+    at.radio(key="w_abl_mode").set_value("Chosen heads").run()  # and the ablation's, the same cosine
+    assert not at.exception and float(at.metric[0].value) == cos
 
 
 def test_similarity_metric_mds_and_clusters_on_the_set():

@@ -61,6 +61,9 @@ def test_compare_two_sentences(minilm):
     at.text_input(key="w_cmpin_text").set_value(SENTENCE).run()  # B = A: nothing changes
     grid = _grid(at, "TV distance")
     assert np.allclose(plotly_array(grid["data"][0]["marker"]["color"]).astype(float), 0.0, atol=1e-6)
+    at.text_input(key="w_cmpin_text").set_value("The dog sat on the mat because it was tired.").run()
+    again = plotly_array(_grid(at, "TV distance")["data"][0]["marker"]["color"]).astype(float)
+    np.testing.assert_array_equal(again, tv)  # the typed pair read back from st.cache_data
 
 
 def test_disabling_over_the_sentences(minilm):
@@ -120,6 +123,16 @@ def test_gradient_tab_on_the_variant_model_and_minilm_says_why_not(tiny_variant_
     assert g.shape == (8,) and (g >= 0).all() and g.max() > 0
     heat = [s for s in _specs(at) if s["data"][0]["type"] == "heatmap"]
     assert heat and len(heat[-1]["data"][0]["x"]) > 400  # the selected head's gradient map over the spike
+    one = _grid(at, "I_h")
+    at.run()  # a rerun reads the typed results back from st.cache_data (pickled), drawing the same grids
+    assert not at.exception, [e.value for e in at.exception]
+    np.testing.assert_array_equal(plotly_array(_grid(at, "|∂L/∂α|")["data"][0]["marker"]["color"]).astype(float), g)
+    assert _grid(at, "I_h")["data"][0]["marker"]["color"] == one["data"][0]["marker"]["color"]
+    at.session_state["heads_tab"] = "Model view"
+    at.session_state["w_mv_importance"] = "gradient"  # sized by the same cached gradients
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(c.value.startswith("Most important here") for c in at.caption)
 
 
 def test_word_toggle_on_the_head_map(minilm):

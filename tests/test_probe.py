@@ -16,9 +16,9 @@ def test_separable_layer_scores_one_and_noise_layer_scores_chance():
     separable = noise.copy()
     separable[:20, 0] += 10.0  # the class sits far along one axis
     res = one_vs_all_probe(np.stack([noise, separable]), labels, "mu")
-    assert res["balanced_accuracy"][1] > 0.95 and res["auc"][1] > 0.97
-    assert 0.2 < res["balanced_accuracy"][0] < 0.75  # pure noise: near chance (held out, so no memorising)
-    assert res["folds"] == 5 and (res["n_pos"], res["n_neg"]) == (20, 40)
+    assert res.balanced_accuracy[1] > 0.95 and res.auc[1] > 0.97
+    assert 0.2 < res.balanced_accuracy[0] < 0.75  # pure noise: near chance (held out, so no memorising)
+    assert res.folds == 5 and (res.n_pos, res.n_neg) == (20, 40)
 
 
 def test_too_few_inputs_raise():
@@ -55,6 +55,10 @@ def test_cone_page_shows_the_probe_for_the_variant_set(tiny_variant_dir, tmp_pat
     chance = next(t for t in curve["data"] if t.get("name") == "chance")  # drawn only where a score exists
     assert plotly_values(chance["x"]) == [1, 2] and plotly_values(chance["y"]) == [0.5, 0.5]
     assert len(at.selectbox(key="w_cone_probe_cls").options) >= 2
+    at.run()  # a rerun reads the probe's and the silhouette's typed results back from st.cache_data
+    assert not at.exception, [e.value for e in at.exception]
+    again = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    assert again == specs
 
 
 def test_a_layer_with_one_vector_for_every_input_is_uninformative_not_below_chance():
@@ -64,6 +68,6 @@ def test_a_layer_with_one_vector_for_every_input_is_uninformative_not_below_chan
     informative = rng.normal(size=(40, 6))
     informative[:10, 0] += 8.0
     res = one_vs_all_probe(np.stack([constant, informative]), labels, "mu")
-    assert res["uninformative"].tolist() == [True, False]
-    assert np.isnan(res["balanced_accuracy"][0]) and np.isnan(res["auc"][0])
-    assert res["balanced_accuracy"][1] > 0.9
+    assert res.uninformative.tolist() == [True, False]
+    assert np.isnan(res.balanced_accuracy[0]) and np.isnan(res.auc[0])
+    assert res.balanced_accuracy[1] > 0.9

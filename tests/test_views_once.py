@@ -155,3 +155,27 @@ def test_no_tab_resolves_the_model_or_the_input_again_from_strings():
             if strings and (rel, other[0] if other else owner) not in elsewhere:
                 found.append(f"{rel}:{node.lineno} {name}")
     assert found == [], found
+
+
+def test_named_arrays_read_as_attributes_and_survive_the_memo_disk_and_pickle(cache, minilm):
+    """A page reads a view's arrays by name (``res.mixing``): the same after the disk tier, the memo
+    and a pickle (``st.cache_data``), and a name the result lacks fails there, by its name."""
+    import pickle
+
+    from bertgeom.sets.views import CONTEXT_MIXING, AltiSetArrays, MixingArrays
+
+    text = "The cat sat on the mat."
+    fresh = CONTEXT_MIXING.get(minilm, text)
+    CONTEXT_MIXING.memo.clear()
+    stored = CONTEXT_MIXING.get(minilm, text, around=lambda: pytest.fail("recomputed what the disk holds"))
+    for res in (fresh, stored, pickle.loads(pickle.dumps(stored))):
+        assert type(res) is MixingArrays and set(MixingArrays.required) <= set(res)
+        np.testing.assert_array_equal(res.mixing, fresh["mixing"])
+        assert res.alti_rollout.shape == res.alti.shape
+    with pytest.raises(AttributeError, match="no array 'mixng'"):
+        fresh.mixng
+    # an array called "names" is an array, not the class's list of required names
+    alti = AltiSetArrays.from_arrays({k: np.zeros((1, 2)) for k in AltiSetArrays.required} | {"names": np.array(["a"])})
+    assert list(alti.names) == ["a"] and "names" in AltiSetArrays.required
+    with pytest.raises(ValueError, match="lacks alti_self"):
+        AltiSetArrays.from_arrays({"names": np.array(["a"])})

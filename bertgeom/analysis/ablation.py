@@ -64,6 +64,9 @@ __all__ = [
     "ForwardResult",
     "forward_with_disabled_heads",
     "cls_cosine",
+    "Ablation",
+    "ablate",
+    "Sweep",
     "sweep_single_heads",
     "sweep_layers",
     "same_shape",
@@ -202,12 +205,44 @@ def _batch_size(n_heads: int, T: int, budget: float = 2.0e7) -> int:
     return int(max(1, min(64, budget // max(1, n_heads * T * T))))
 
 
-def sweep_single_heads(loaded, input_ids, *, budget: float = 2.0e7) -> dict[str, np.ndarray]:
-    """Kovaleva Figure 8 for one input: every head disabled on its own.
+@dataclass(frozen=True)
+class Ablation:
+    """One input before and after disabling some heads: the [CLS] vector after every layer
+    ``cls_before`` / ``cls_after [L+1, D]`` (index 0 the embeddings) and, for a classifier, the
+    logits ``[C]`` (else None)."""
 
-    Returns ``{"cls": [L, H, D] final [CLS], "logits": [L, H, C] (classifiers), "base_cls": [D],
-    "base_logits": [C]}``.  Ablations of layer ``l`` start from the baseline input of layer ``l``
-    (the layers below are unchanged) and run as batches of one-head masks.
+    cls_before: np.ndarray
+    cls_after: np.ndarray
+    logits_before: np.ndarray | None
+    logits_after: np.ndarray | None
+
+
+def ablate(loaded, input_ids, heads) -> Ablation:
+    """Kovaleva's ablation of ``heads`` (0-based ``(layer, head)`` pairs) on one input ``[T]``."""
+    mask = disabled_mask(*_layers_and_heads(loaded), heads=heads)
+    base = forward_with_disabled_heads(loaded, input_ids)
+    after = forward_with_disabled_heads(loaded, input_ids, mask)
+    return Ablation(base.cls[0], after.cls[0], None if base.logits is None else base.logits[0],
+                    None if after.logits is None else after.logits[0])
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Every head (:func:`sweep_single_heads`) or every layer (:func:`sweep_layers`) disabled in
+    turn on one input: the final [CLS] ``cls [L, H, D]`` / ``[L, D]`` and the ``logits [L, H, C]`` /
+    ``[L, C]`` (classifiers, else None) of each ablation, beside the intact model's ``base_cls [D]``
+    and ``base_logits [C]`` (or None)."""
+
+    cls: np.ndarray
+    logits: np.ndarray | None
+    base_cls: np.ndarray
+    base_logits: np.ndarray | None
+
+
+def sweep_single_heads(loaded, input_ids, *, budget: float = 2.0e7) -> Sweep:
+    """Kovaleva Figure 8 for one input: every head disabled on its own (:class:`Sweep`, ``[L, H, ...]``).
+    Ablations of layer ``l`` start from the baseline input of layer ``l`` (the layers below are
+    unchanged) and run as batches of one-head masks.
     """
     ids = np.asarray(input_ids).reshape(-1)
     L, H = _layers_and_heads(loaded)
@@ -229,19 +264,12 @@ def sweep_single_heads(loaded, input_ids, *, budget: float = 2.0e7) -> dict[str,
             out_cls[l, hs] = res.cls[:, -1]
             if out_logits is not None:
                 out_logits[l, hs] = res.logits
-    return {
-        "cls": out_cls,
-        "logits": out_logits,
-        "base_cls": base.cls[0, -1],
-        "base_logits": None if base.logits is None else base.logits[0],
-    }
+    return Sweep(out_cls, out_logits, base.cls[0, -1], None if base.logits is None else base.logits[0])
 
 
-def sweep_layers(loaded, input_ids) -> dict[str, np.ndarray]:
-    """Kovaleva Figure 9 for one input: every head of one layer disabled, for each layer.
-
-    Returns ``{"cls": [L, D], "logits": [L, C] or None, "base_cls", "base_logits"}``.
-    """
+def sweep_layers(loaded, input_ids) -> Sweep:
+    """Kovaleva Figure 9 for one input: every head of one layer disabled, for each layer (:class:`Sweep`,
+    ``[L, ...]``)."""
     ids = np.asarray(input_ids).reshape(-1)
     L, H = _layers_and_heads(loaded)
     base = forward_with_disabled_heads(loaded, ids, None, output_hidden_states=True)
@@ -252,12 +280,8 @@ def sweep_layers(loaded, input_ids) -> dict[str, np.ndarray]:
         cls.append(res.cls[0, -1])
         if res.logits is not None:
             logits.append(res.logits[0])
-    return {
-        "cls": np.stack(cls),
-        "logits": np.stack(logits) if logits else None,
-        "base_cls": base.cls[0, -1],
-        "base_logits": None if base.logits is None else base.logits[0],
-    }
+    return Sweep(np.stack(cls), np.stack(logits) if logits else None, base.cls[0, -1],
+                 None if base.logits is None else base.logits[0])
 
 
 # ----------------------------------------------------------------------------------------

@@ -21,12 +21,13 @@ layers and heads at once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Sequence
 
 import numpy as np
 
-__all__ = ["pair_tokens", "row_change", "map_change", "paired_maps"]
+__all__ = ["pair_tokens", "row_change", "map_change", "paired_maps", "PairedChange", "paired_change"]
 
 
 def pair_tokens(a: Sequence[str], b: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -68,3 +69,21 @@ def paired_maps(a_map: np.ndarray, b_map: np.ndarray, ia: np.ndarray, ib: np.nda
     """One head's two maps restricted to the paired tokens, ``[P, P]`` each (their difference is
     ``a − b``)."""
     return np.asarray(a_map)[np.ix_(ia, ia)], np.asarray(b_map)[np.ix_(ib, ib)]
+
+
+@dataclass(frozen=True)
+class PairedChange:
+    """Two inputs compared: the positions ``ia``, ``ib`` of their paired tokens (:func:`pair_tokens`)
+    and each head's change ``tv [L, H]`` (:func:`map_change`; nan where nothing pairs)."""
+
+    ia: np.ndarray
+    ib: np.ndarray
+    tv: np.ndarray
+
+
+def paired_change(tokens_a: Sequence[str], tokens_b: Sequence[str], attentions_a: np.ndarray,
+                  attentions_b: np.ndarray) -> PairedChange:
+    """Pair the two inputs' tokens (their labels: word pieces, or positions on a common axis) and
+    measure every head's change between their maps ``[L, H, T, T]``."""
+    ia, ib = pair_tokens([str(x) for x in tokens_a], [str(x) for x in tokens_b])
+    return PairedChange(ia, ib, map_change(attentions_a, attentions_b, ia, ib))

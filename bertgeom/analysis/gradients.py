@@ -42,7 +42,8 @@ import numpy as np
 
 from bertgeom.metricdocs import MetricDoc, doc_table
 
-__all__ = ["AttentionGradients", "attention_gradients", "gradient_by_key_kind", "HeadImportance",
+__all__ = ["AttentionGradients", "attention_gradients", "gradient_by_key_kind", "InputGradients", "input_gradients",
+           "HeadImportance",
            "head_importance", "normalise_per_layer", "masked_positions", "IMPORTANCE_DOCS", "MASK_SHARE",
            "no_loss_sentence"]
 
@@ -146,6 +147,23 @@ def gradient_by_key_kind(grad: np.ndarray, attn: np.ndarray, is_cls, is_sep) -> 
             out[f"grad {name}"] = grad[..., m].mean(axis=(-1, -2))
             out[f"attn {name}"] = attn[..., m].sum(axis=-1).mean(axis=-1)  # share of each row on these keys
     return out
+
+
+@dataclass(frozen=True)
+class InputGradients:
+    """One input's :class:`AttentionGradients` (``gradients.grad``, ``.attn``, ``.loss``) and their
+    means by key kind (:func:`gradient_by_key_kind`: ``"grad [SEP]"``, ``"attn other"``... ``[L, H]``,
+    a kind absent from the input left out), what the *Gradient importance* tab draws."""
+
+    gradients: AttentionGradients
+    kinds: dict[str, np.ndarray]
+
+
+def input_gradients(loaded, encoded, target: int | None = None) -> InputGradients:
+    """:func:`attention_gradients` of one encoded input (``encoded.input_ids``, ``.is_cls``, ``.is_sep``)
+    with their means by key kind (Clark et al. 2019, Figure 3 per head)."""
+    res = attention_gradients(loaded, encoded.input_ids, target)
+    return InputGradients(res, gradient_by_key_kind(res.grad, res.attn, encoded.is_cls, encoded.is_sep))
 
 
 @dataclass

@@ -25,20 +25,34 @@ The silhouette beside it on the Cone page measures geometric separation; the pro
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 from bertgeom.tables import counted
 
-__all__ = ["one_vs_all_probe"]
+__all__ = ["ProbeScores", "one_vs_all_probe"]
+
+
+@dataclass(frozen=True)
+class ProbeScores:
+    """Held-out scores of one class against the rest, per layer: ``balanced_accuracy [L+1]`` and
+    ``auc [L+1]`` (NaN where ``uninformative [L+1]``: every input has the same vector), over
+    ``folds`` stratified folds, with the class's ``n_pos`` inputs against ``n_neg``."""
+
+    balanced_accuracy: np.ndarray
+    auc: np.ndarray
+    uninformative: np.ndarray
+    folds: int
+    n_pos: int
+    n_neg: int
 
 
 def one_vs_all_probe(features: np.ndarray, labels: Sequence[str], positive: str, *, hidden: int = 32,
-                     seed: int = 0, max_iter: int = 600) -> dict[str, np.ndarray | int]:
-    """Held-out one-vs-all scores per layer of ``features [L+1, N, D]`` for the class ``positive``.
-
-    Returns ``balanced_accuracy [L+1]``, ``auc [L+1]`` (NaN on layers whose vectors are identical for all
-    inputs: see the module docstring), ``uninformative [L+1]`` (bool), ``folds`` and the counts ``n_pos``, ``n_neg``.
+                     seed: int = 0, max_iter: int = 600) -> ProbeScores:
+    """Held-out one-vs-all scores per layer of ``features [L+1, N, D]`` for the class ``positive``
+    (:class:`ProbeScores`; NaN on layers whose vectors are identical for all inputs: see the module
+    docstring).
     Raises ValueError when either side has fewer than 2 inputs (no held-out score is possible)."""
     import warnings
 
@@ -73,5 +87,4 @@ def one_vs_all_probe(features: np.ndarray, labels: Sequence[str], positive: str,
             p = cross_val_predict(probe, F[l], y, cv=cv, method="predict_proba")[:, 1]
         bacc[l] = balanced_accuracy_score(y, p >= 0.5)
         auc[l] = roc_auc_score(y, p)
-    return {"balanced_accuracy": bacc, "auc": auc, "uninformative": uninformative, "folds": folds,
-            "n_pos": n_pos, "n_neg": n_neg}
+    return ProbeScores(bacc, auc, uninformative, folds, n_pos, n_neg)

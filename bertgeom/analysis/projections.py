@@ -5,7 +5,8 @@
 * :func:`umap_project` (``umap-learn`` imported lazily, fixed ``random_state``);
 * :func:`tsne_project` (scikit-learn, seeded, perplexity clipped for small N);
 * :func:`project` dispatches on a method name; all return a :class:`Projection`;
-* :func:`silhouette_per_layer` (nan where undefined) and :func:`variance_ratio_per_layer`.
+* :func:`silhouette_per_layer` (nan where undefined) and :func:`variance_ratio_per_layer`, both in
+  one :class:`Separability` by :func:`separability_per_layer`.
 
 All projections are deterministic: the same input and seed give identical outputs.
 
@@ -34,6 +35,8 @@ __all__ = [
     "project",
     "silhouette_per_layer",
     "variance_ratio_per_layer",
+    "Separability",
+    "separability_per_layer",
 ]
 
 METHODS = ("pca", "umap", "tsne")
@@ -267,3 +270,17 @@ def variance_ratio_per_layer(features, labels) -> np.ndarray:
             within += float(((Fc - mc) ** 2).sum())
         out.append(between / within if within > 0 else np.nan)
     return np.asarray(out, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Separability:
+    """How far apart the classes lie in each layer ``[L]``: the ``silhouette`` and the between- /
+    within-class ``variance_ratio`` (nan where undefined)."""
+
+    silhouette: np.ndarray
+    variance_ratio: np.ndarray
+
+
+def separability_per_layer(features, labels) -> Separability:
+    """:func:`silhouette_per_layer` and :func:`variance_ratio_per_layer` of ``features [L, N, D]``."""
+    return Separability(silhouette_per_layer(features, labels), variance_ratio_per_layer(features, labels))

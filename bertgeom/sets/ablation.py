@@ -50,10 +50,10 @@ def sweep_of_input(loaded, item: InputItem) -> dict[str, np.ndarray]:
 
     enc = encode_input(loaded, item.text)
     sw = sweep_single_heads(loaded, enc.input_ids)
-    out = {"cos": cls_cosine(sw["cls"], sw["base_cls"][None, None]).astype(np.float32)}
-    if sw["logits"] is not None:
-        out["probs"] = class_probabilities(loaded, sw["logits"]).astype(np.float32)  # calibrated
-        out["base_probs"] = class_probabilities(loaded, sw["base_logits"]).astype(np.float32)
+    out = {"cos": cls_cosine(sw.cls, sw.base_cls[None, None]).astype(np.float32)}
+    if sw.logits is not None:
+        out["probs"] = class_probabilities(loaded, sw.logits).astype(np.float32)  # calibrated
+        out["base_probs"] = class_probabilities(loaded, sw.base_logits).astype(np.float32)
     return out
 
 

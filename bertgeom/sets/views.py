@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -115,16 +115,31 @@ def _silent() -> Iterator[None]:
 
 
 class NamedArrays(dict):
-    """A result that is a few named arrays (``res["flow"]``); ``names`` lists the ones it must hold."""
+    """A result that is a few named arrays, read as attributes (``res.flow``) so that a renamed array
+    fails where it is read, not deep in a page. Each subclass annotates the arrays it holds (what a
+    page may read); ``required``, the ones :meth:`from_arrays` insists on, defaults to them. Still a
+    dict: the disk tier and the memo keep the plain arrays (:meth:`to_arrays`), and pickling
+    (``st.cache_data``) needs nothing more."""
 
-    names: tuple[str, ...] = ()
+    required: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "required" not in vars(cls):
+            cls.required = tuple(k for k in vars(cls).get("__annotations__", {}) if not k.startswith("_"))
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__} holds no array {name!r}") from None
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {k: np.asarray(v) for k, v in self.items()}
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]):
-        missing = [k for k in cls.names if k not in arrays]
+        missing = [k for k in cls.required if k not in arrays]
         if missing:
             raise ValueError(f"the stored result lacks {', '.join(missing)}")
         return cls({k: np.asarray(v) for k, v in arrays.items()})
@@ -133,19 +148,20 @@ class NamedArrays(dict):
 class FlowArrays(NamedArrays):
     """Attention flow and rollout ``[L, n]`` into one token (:func:`bertgeom.analysis.flow.flow_view`)."""
 
-    names = ("flow", "rollout")
+    flow: np.ndarray
+    rollout: np.ndarray
 
 
 class CosineArrays(NamedArrays):
     """Two checkpoints' per-head cosines ``[L, H]`` (:func:`bertgeom.analysis.ablation.checkpoint_cosines`)."""
 
-    names = ()
+    required = ()
 
 
 class SweepArrays(NamedArrays):
     """One input's single-head sweep (:func:`bertgeom.sets.ablation.sweep_of_input`)."""
 
-    names = ("cos",)
+    required = ("cos",)
 
 
 # -------------------------------------------------------------------------------------------
@@ -262,28 +278,57 @@ HEAD_SWEEP: View = View(
 class RankCollapseArrays(NamedArrays):
     """Dong et al.'s curves of every input of a set (:func:`bertgeom.sets.collapse.rank_collapse_over_set`)."""
 
-    names = ("curves", "variants", "names", "labels", "errors")
+    curves: np.ndarray  # [N, V, L+1] relative residual per input, path variant and hidden state
+    variants: np.ndarray  # [V] the path variants' names
+    names: np.ndarray  # [N]
+    labels: np.ndarray  # [N]
+    errors: np.ndarray  # the inputs that could not be analysed
 
 
 class ImportanceArrays(NamedArrays):
     """Michel et al.'s head importance over a set (:func:`bertgeom.sets.collapse.head_importance_over_set`)."""
 
-    names = ("importance",)
+    required = ("importance",)
+    importance: np.ndarray  # [N, L, H] |∂L/∂ξ_h| per input
+    loss: np.ndarray  # [N]
+    used_label: np.ndarray  # [N] whether the input's own label was the target
+    objective: np.ndarray  # () the loss differentiated (HeadImportance.objective)
+    names: np.ndarray  # [N]
+    labels: np.ndarray  # [N]
+    errors: np.ndarray  # [E] "name: message" of the inputs that failed
 
 
 class MixingSetArrays(NamedArrays):
     """The set's mixing ratios per input, layer and head (:func:`bertgeom.sets.context_mixing.mixing_over_set`)."""
 
+    mixing: np.ndarray  # [V, N, L], MIXING_VARIANTS' order
+    head_mixing: np.ndarray  # [N, L, H]
+    tokens: np.ndarray  # [N] tokens of each input read
+    errors: np.ndarray  # [1] inputs that could not be read
+
 
 class AltiSetArrays(NamedArrays):
     """The set's ALTI reductions per input and layer (:func:`bertgeom.sets.context_mixing.alti_over_set`)."""
 
-    names = ("alti_self", "rollout_self", "attention_rollout_self", "rank_agreement", "rank_agreement_first",
-             "tokens", "names", "errors")
+    alti_self: np.ndarray  # [N, L] each input's mean self-contribution
+    rollout_self: np.ndarray  # [N, L]
+    attention_rollout_self: np.ndarray  # [N, L]
+    rank_agreement: np.ndarray  # [N, L] Spearman, mean over the rows
+    rank_agreement_first: np.ndarray  # [N, L] Spearman of the first row
+    tokens: np.ndarray  # [N]
+    names: np.ndarray  # [N] the inputs' names
+    errors: np.ndarray  # [1]
 
 
 class MixingArrays(NamedArrays):
     """One input's context mixing (:func:`bertgeom.analysis.context_mixing.context_mixing_view`)."""
+
+    value_norms: np.ndarray  # [L, H, T]
+    block_norms: np.ndarray  # [S, L, T, T], SCOPES' order
+    mixing: np.ndarray  # [V, L, T], MIXING_VARIANTS' order
+    head_mixing: np.ndarray  # [L, H, T]
+    alti: np.ndarray  # [L, T, T]
+    alti_rollout: np.ndarray  # [L, T, T]
 
 
 def _rank_collapse_set(loaded, items: Sequence[InputItem], token_set: str, norm: str,

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from bertgeom.analysis.probe import ProbeScores
+from bertgeom.analysis.projections import Separability
 from bertgeom.sets import cone as conesets
 from bertgeom.sets.inputs import InputItem
 from bertgeom.sets.views import CLASS_ENTROPY, CONE_SET
@@ -77,17 +79,16 @@ def projection(X: np.ndarray, method: str, n_components: int):
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def separability(features: np.ndarray, labels: np.ndarray) -> dict:
+def separability(features: np.ndarray, labels: np.ndarray) -> Separability:
     """Silhouette and between/within variance ratio per layer of ``features [L+1, N, D]``."""
-    from bertgeom.analysis.projections import silhouette_per_layer, variance_ratio_per_layer
+    from bertgeom.analysis.projections import separability_per_layer
 
     with conesets.single_threaded():
-        return {"silhouette": silhouette_per_layer(features, labels),
-                "variance_ratio": variance_ratio_per_layer(features, labels)}
+        return separability_per_layer(features, labels)
 
 
 @st.cache_data(max_entries=16, show_spinner="Training one small probe per layer (held out)…")
-def probe(features: np.ndarray, labels: np.ndarray, positive: str) -> dict:
+def probe(features: np.ndarray, labels: np.ndarray, positive: str) -> ProbeScores:
     """:func:`bertgeom.analysis.probe.one_vs_all_probe` of ``features [L+1, N, D]``, cached."""
     from bertgeom.analysis.probe import one_vs_all_probe
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from bertgeom.analysis.ablation import Ablation, Sweep
 from bertgeom.sets.inputs import InputItem, shipped_set
 from bertgeom.sets.heads import JS_MAX_ROWS, SET_THETA, ClassMean, SetSummary, js_rows_for
 from bertgeom.sets.views import COMPARE, CLASS_MEAN, HEADS_SET, CosineArrays
@@ -82,22 +83,17 @@ def cached_clusters(X: np.ndarray, k: int, names: tuple[str, ...]):
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the model with the heads disabled…", hash_funcs=BY_SUBJECT)
-def cached_ablation(subject: Subject, heads: tuple[tuple[int, int], ...]) -> dict:
+def cached_ablation(subject: Subject, heads: tuple[tuple[int, int], ...]) -> Ablation:
     """Before/after a Kovaleva ablation of ``heads`` (0-based pairs) on the current input."""
-    from bertgeom.analysis.ablation import disabled_mask, forward_with_disabled_heads
+    from bertgeom.analysis.ablation import ablate
 
     loaded, ids = subject.loaded, subject.trace.encoded.input_ids
-    mask = disabled_mask(loaded.num_layers, loaded.num_heads, heads=heads)
     with heavy("running the model with heads disabled"):
-        base = forward_with_disabled_heads(loaded, ids)
-        after = forward_with_disabled_heads(loaded, ids, mask)
-    return {"cls_before": base.cls[0], "cls_after": after.cls[0],
-            "logits_before": None if base.logits is None else base.logits[0],
-            "logits_after": None if after.logits is None else after.logits[0]}
+        return ablate(loaded, ids, heads)
 
 
 @st.cache_data(max_entries=8, show_spinner="Disabling every head in turn…", hash_funcs=BY_SUBJECT)
-def cached_sweep(subject: Subject, kind: str) -> dict:
+def cached_sweep(subject: Subject, kind: str) -> Sweep:
     """Kovaleva's Figure 8 (``kind="heads"``) or 9 (``"layers"``) on the current input."""
     from bertgeom.analysis.ablation import sweep_layers, sweep_single_heads
 

@@ -41,3 +41,19 @@ def run_view(view, *args, given=None):
                 yield stack.enter_context(progress(view.doing(*args), usually_prepared=view.usually_prepared))
 
     return view.get(*args, around=around, given=given)
+
+
+def get_under_bar(view, *args, working: str, slot: str, key: str | None = None, usually_prepared: bool = False,
+                  given=None):
+    """``view.get(*args)`` with the page's own progress bar: memory or disk, else computed behind a bar
+    (``working``, the time left, *Cancel* under ``key``) in a heavy-work slot (``slot``). Unlike
+    :func:`run_view` it does not wait for the background preparation: the caller decides (e.g. behind
+    a *Compute* button). The typed result either way (the disk tier keeps its plain arrays)."""
+    from bertgeom.ui.widgets import progress
+
+    @contextmanager
+    def around():
+        with progress(working, usually_prepared=usually_prepared, key=key) as update, heavy(slot):
+            yield update
+
+    return view.get(*args, around=around, given=given)

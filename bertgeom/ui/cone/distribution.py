@@ -78,15 +78,15 @@ def distribution_section(v: View) -> None:
                 has = groups != ""  # unlabelled inputs do not count in the score
                 feats = np.transpose(data.vectors(feature)[has], (1, 0, 2)).astype(np.float64)
                 sep = cone_cache.separability(feats, groups[has])
-                chart(fc.layer_score_curve({"silhouette (−1…1)": sep["silhouette"]}, selected=layer,
+                chart(fc.layer_score_curve({"silhouette (−1…1)": sep.silhouette}, selected=layer,
                                            y_title="silhouette",
                                            title="Separability of the classes per layer (silhouette, full dimension)"),
                       "w_cone_silhouette")
                 st.caption("Silhouette (our additions, [docs/methods.md §9](/?view=methods&section=9)): for each "
                            "input, how much closer it is to its own class than "
                            "to the nearest other class, averaged; near 0 = classes overlap, near 1 = well separated.")
-                sep_df = pd.DataFrame({"layer": np.arange(L + 1), "silhouette": sep["silhouette"],
-                                       "between_within_variance_ratio": sep["variance_ratio"]})
+                sep_df = pd.DataFrame({"layer": np.arange(L + 1), "silhouette": sep.silhouette,
+                                       "between_within_variance_ratio": sep.variance_ratio})
                 probe_block(feats, groups[has], order, layer, DISPLAY)
             elif not labelled:
                 st.info("No class labels in this set: the points are one group and no separability score is defined.")
@@ -119,11 +119,11 @@ def probe_block(feats: np.ndarray, groups: np.ndarray, order: list[str], layer: 
                        format_func=lambda c: f"{display.get(c, c)} ({counts[c]}) vs the rest "
                                              f"({len(groups) - counts[c]})")
     res = cone_cache.probe(feats, groups, pos)
-    chart(fc.layer_score_curve({"balanced accuracy": res["balanced_accuracy"], "ROC AUC": res["auc"]},
+    chart(fc.layer_score_curve({"balanced accuracy": res.balanced_accuracy, "ROC AUC": res.auc},
                                selected=layer, y_title="held-out score", chance=0.5,
                                title=f"{display.get(pos, pos)} vs the rest: held-out probe score per layer "
-                                     f"({res['folds']}-fold)"),
+                                     f"({res.folds}-fold)"),
           "w_cone_probe")
-    csv_button(pd.DataFrame({"layer": np.arange(feats.shape[0]), "balanced_accuracy": res["balanced_accuracy"],
-                             "roc_auc": res["auc"]}), f"probe_{pos}_vs_rest.csv", "w_cone_probe_csv",
+    csv_button(pd.DataFrame({"layer": np.arange(feats.shape[0]), "balanced_accuracy": res.balanced_accuracy,
+                             "roc_auc": res.auc}), f"probe_{pos}_vs_rest.csv", "w_cone_probe_csv",
                "Download the probe scores (CSV)")

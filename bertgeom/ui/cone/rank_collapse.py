@@ -17,6 +17,7 @@ import streamlit as st
 from bertgeom.analysis.collapse import COLLAPSE_DOCS, PATH_VARIANTS
 from bertgeom.cache import Memo, cached_arrays
 from bertgeom.figures import cone as fc
+from bertgeom.sets.views import RankCollapseArrays
 from bertgeom.ui.cone.set_picker import choose_set
 from bertgeom.ui.cone.view import View
 from bertgeom.ui.widgets import chart, csv_button, doc_caption, guarded, progress
@@ -67,12 +68,12 @@ def _curves_of_input(v: View, norm: str) -> dict:
     return cached_arrays(key, compute, memo=MEMO)
 
 
-def _curves_of_set(v: View, items, fingerprint: str, norm: str, seconds_per_input: float | None) -> dict | None:
+def _curves_of_set(v: View, items, fingerprint: str, norm: str,
+                   seconds_per_input: float | None) -> RankCollapseArrays | None:
     from bertgeom.sets.views import RANK_COLLAPSE_SET
     from bertgeom.ui.prepared_cache import wait_for
-    from bertgeom.ui.workqueue import heavy
-
     from bertgeom.ui.set_gate import set_view_starts
+    from bertgeom.ui.view_runner import get_under_bar
 
     key = RANK_COLLAPSE_SET.key_of(v.loaded, items, v.token_set, norm)
     if not set_view_starts(key, RANK_COLLAPSE_SET.memo, n_inputs=len(items), seconds_per_input=seconds_per_input,
@@ -80,14 +81,10 @@ def _curves_of_set(v: View, items, fingerprint: str, norm: str, seconds_per_inpu
         return None
     if key not in RANK_COLLAPSE_SET.memo:
         wait_for(key, "The set's rank-collapse curves", model_id=v.model_id)
-
-    def compute() -> dict:
-        with heavy("the set's rank-collapse curves"), progress(
-                f"Running the model four times over {len(items)} inputs…",
-                usually_prepared=v.token_set == "content" and norm == "l1_inf") as update:
-            return RANK_COLLAPSE_SET.compute(v.loaded, items, v.token_set, norm, progress=update).to_arrays()
-
-    return cached_arrays(key, compute, memo=RANK_COLLAPSE_SET.memo)
+    return get_under_bar(RANK_COLLAPSE_SET, v.loaded, items, v.token_set, norm,
+                         working=f"Running the model four times over {len(items)} inputs…",
+                         slot="the set's rank-collapse curves",
+                         usually_prepared=v.token_set == "content" and norm == "l1_inf")
 
 
 def rank_collapse_section(v: View) -> None:
@@ -125,11 +122,11 @@ def rank_collapse_section(v: View) -> None:
         data = _curves_of_set(v, items, fp, norm, seconds)
         if data is None:
             return
-        curves = np.asarray(data["curves"], dtype=float)  # [N, V, L+1]
+        curves = np.asarray(data.curves, dtype=float)  # [N, V, L+1]
         if curves.shape[0] == 0:
             st.warning("No input of the set could be analysed.")
             return
-        labels = np.asarray(data["labels"]).astype(str)
+        labels = np.asarray(data.labels).astype(str)
         groups = [""] + [c for c in (v.loaded.labels or ()) if c in set(labels)]
         if len(groups) > 1:
             g = st.selectbox("Inputs", groups, format_func=lambda c: "all inputs" if not c else v.display.get(c, c),
@@ -138,7 +135,7 @@ def rank_collapse_section(v: View) -> None:
         else:
             pick = np.ones(len(labels), bool)
         sel = curves[pick]
-        names = [str(n) for n in np.asarray(data["variants"])]
+        names = [str(n) for n in np.asarray(data.variants)]
         mean = {n: sel[:, i].mean(axis=0) for i, n in enumerate(names)}
         std = {n: sel[:, i].std(axis=0) for i, n in enumerate(names)}
         x = np.arange(sel.shape[-1])
@@ -147,6 +144,5 @@ def rank_collapse_section(v: View) -> None:
         rows = [{"variant": n, "layer": int(i), "mean": mean[n][i], "std": std[n][i], "n_inputs": int(pick.sum())}
                 for n in names for i in x]
         csv_button(pd.DataFrame(rows), "rank_collapse_over_set.csv", "w_rc_set_csv")
-        if len(data["errors"]):
-            st.caption(f"{len(data['errors'])} inputs could not be analysed: " + "; ".join(map(str,
-                                                                                               data["errors"][:3])))
+        if len(data.errors):
+            st.caption(f"{len(data.errors)} inputs could not be analysed: " + "; ".join(map(str, data.errors[:3])))

@@ -14,14 +14,14 @@ import streamlit as st
 from bertgeom.analysis.flow import FLOW_MAX_TOKENS, FLOW_RESIDUAL, FLOW_WINDOW
 from bertgeom.figures.base import matrix_heatmap
 from bertgeom.figures.heads import token_bars
-from bertgeom.sets.views import FLOW
+from bertgeom.sets.views import FLOW, FlowArrays
 from bertgeom.subject import Subject
 from bertgeom.ui.view_runner import run_view
 from bertgeom.ui.heads.view import View
 from bertgeom.ui.widgets import chart, csv_button
 
 
-def cached_flow(subject: Subject, n: int, residual: float, target: int, normalize: bool = True) -> dict:
+def cached_flow(subject: Subject, n: int, residual: float, target: int, normalize: bool = True) -> FlowArrays:
     """:func:`bertgeom.analysis.flow.flow_view` of the input (the ``flow`` view), read from disk where
     ``prepare-sets`` wrote it (the examples at the page's defaults), else computed in a heavy-work
     slot from the input's trace."""
@@ -60,7 +60,7 @@ def flow_tab(v: View) -> None:
     res = cached_flow(v.subject, n, float(residual), int(target), bool(normalize))
     st.markdown(f"**After layer {layer + 1}** (pick the layer with the head boxes above): flow and rollout into "
                 f"token {target} ({tokens[target]}).")
-    chart(token_bars({"flow (max-flow)": res["flow"][layer], "rollout (product)": res["rollout"][layer]}, tokens,
+    chart(token_bars({"flow (max-flow)": res.flow[layer], "rollout (product)": res.rollout[layer]}, tokens,
                      ylabel="into the output token"), "w_flow_bars")
     st.caption("Rollout values of one layer add up to 1 over the input tokens; so do the flow values here, each "
                "layer's max-flows divided by their sum (the released code's normalisation; see "
@@ -71,11 +71,11 @@ def flow_tab(v: View) -> None:
     c1, c2 = st.columns(2)
     rows = [f"L{i + 1}" for i in range(v.L)]
     with c1:
-        chart(matrix_heatmap(res["flow"], rows, [f"{i}:{t}" for i, t in enumerate(tokens)], title="Flow, every layer",
+        chart(matrix_heatmap(res.flow, rows, [f"{i}:{t}" for i, t in enumerate(tokens)], title="Flow, every layer",
                              colour_label="flow", y_title="after layer"), "w_flow_map")
     with c2:
-        chart(matrix_heatmap(res["rollout"], rows, [f"{i}:{t}" for i, t in enumerate(tokens)],
+        chart(matrix_heatmap(res.rollout, rows, [f"{i}:{t}" for i, t in enumerate(tokens)],
                              title="Rollout, every layer", colour_label="rollout", y_title="after layer"), "w_roll_map")
     df = pd.DataFrame({"layer": np.repeat(np.arange(1, v.L + 1), n), "token_position": np.tile(np.arange(n), v.L),
-                       "token": tokens * v.L, "flow": res["flow"].ravel(), "rollout": res["rollout"].ravel()})
+                       "token": tokens * v.L, "flow": res.flow.ravel(), "rollout": res.rollout.ravel()})
     csv_button(df, f"attention_flow_to_{target}.csv", "w_flow_csv")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from bertgeom.analysis.compare import PairedChange
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid, probability_bars
 from bertgeom.figures.heads import difference_map, token_bars
@@ -37,15 +38,14 @@ def _default_edit(text: str) -> str:
 
 
 @st.cache_data(max_entries=16, show_spinner=False, hash_funcs=BY_SUBJECT)  # the wait is drawn by waited()
-def cached_pair(subject: Subject, text_b: str) -> dict:
+def cached_pair(subject: Subject, text_b: str) -> PairedChange:
     """Tokens of the subject's input paired with those of ``text_b``, and each head's map change."""
-    from bertgeom.analysis.compare import map_change, pair_tokens
+    from bertgeom.analysis.compare import paired_change
 
     ta, tb = subject.trace, trace_of(subject.loaded, text_b)
-    key_a = ta.encoded.axis_labels or ta.tokens  # genomes: amino-acid ranges on the reference; text: word pieces
-    key_b = tb.encoded.axis_labels or tb.tokens
-    ia, ib = pair_tokens([str(x) for x in key_a], [str(x) for x in key_b])
-    return {"ia": ia, "ib": ib, "tv": map_change(ta.attentions, tb.attentions, ia, ib)}
+    # genomes: amino-acid ranges on the reference; text: word pieces
+    return paired_change(ta.encoded.axis_labels or ta.tokens, tb.encoded.axis_labels or tb.tokens,
+                         ta.attentions, tb.attentions)
 
 
 def compare_inputs_tab(v: View) -> None:
@@ -77,7 +77,7 @@ def compare_inputs_tab(v: View) -> None:
     tb, res = waited(lambda: (trace_of(v.loaded, text_b), cached_pair(v.subject, text_b)),
                      text="Comparing the two inputs head by head…", key="compare-inputs",
                      estimate_key=f"compare-inputs:{model_id}")
-    ia, ib, tv = res["ia"], res["ib"], res["tv"]
+    ia, ib, tv = res.ia, res.ib, res.tv
     if ia.size == 0:
         st.warning("The two inputs share no token, so their maps cannot be paired.")
         return

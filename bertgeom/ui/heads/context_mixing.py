@@ -16,12 +16,13 @@ import pandas as pd
 import streamlit as st
 
 from bertgeom.analysis.context_mixing import MIXING_DOCS, MIXING_VARIANTS, SCOPES
-from bertgeom.cache import cached_arrays, on_disk
 from bertgeom.figures import context_mixing as fcm
+from bertgeom.sets.views import (ALTI_SET, CONTEXT_MIXING, CONTEXT_MIXING_SET, AltiSetArrays, MixingArrays,
+                                 MixingSetArrays)
 from bertgeom.tables import head_label
 from bertgeom.ui.heads.view import View, hover_labels
-from bertgeom.ui.widgets import chart, csv_button, doc_caption, progress
-from bertgeom.ui.workqueue import heavy
+from bertgeom.ui.view_runner import get_under_bar
+from bertgeom.ui.widgets import chart, csv_button, doc_caption
 
 
 #: Inputs up to this many tokens get their two maps side by side; longer ones one above the other.
@@ -36,60 +37,35 @@ LAYER_MAPS = {
 }
 
 
-def mixing_view(v: View) -> dict:
+def mixing_view(v: View) -> MixingArrays:
     """The input's :func:`~bertgeom.analysis.context_mixing.context_mixing_view`: from memory, from disk,
     else computed in a heavy-work slot behind a progress bar with the time left."""
-    from bertgeom.sets.views import CONTEXT_MIXING
-
-    loaded = v.loaded
-    key = CONTEXT_MIXING.key_of(loaded, v.text)
-    ready = key in CONTEXT_MIXING.memo or on_disk(key)
-    with progress("Decomposing every layer's attention block…", show=not ready, key="context-mixing") as update:
-        def compute() -> dict:
-            trace = v.trace  # resolved by the page, before the slot (see bertgeom.ui.workqueue)
-            with heavy("decomposing the attention blocks"):
-                return CONTEXT_MIXING.compute(loaded, v.text, progress=update, trace=trace).to_arrays()
-
-        return cached_arrays(key, compute, memo=CONTEXT_MIXING.memo)
+    # the trace is resolved by the page, before the slot (see bertgeom.ui.workqueue)
+    return get_under_bar(CONTEXT_MIXING, v.loaded, v.text, working="Decomposing every layer's attention block…",
+                         slot="decomposing the attention blocks", key="context-mixing",
+                         given=lambda: {"trace": v.trace})
 
 
-
-
-def mixing_over_shipped_set(loaded) -> dict:
+def mixing_over_shipped_set(loaded) -> MixingSetArrays:
     """:func:`bertgeom.sets.context_mixing.mixing_over_set` of the model's shipped set: from memory,
     from disk (``prepare-sets`` writes it), else computed behind a progress bar with the time left."""
     from bertgeom.sets.inputs import shipped_set
-    from bertgeom.sets.views import CONTEXT_MIXING_SET
 
     items = shipped_set(loaded.spec.input_kind)
-    key = CONTEXT_MIXING_SET.key_of(loaded, items)
-    ready = key in CONTEXT_MIXING_SET.memo or on_disk(key)
-    with progress(f"Mixing ratios over the {len(items)} inputs of the shipped set…", show=not ready,
-                  usually_prepared=True, key="context-mixing-set") as update:
-        def compute() -> dict:
-            with heavy("the mixing ratios over the set"):
-                return CONTEXT_MIXING_SET.compute(loaded, items, progress=update).to_arrays()
-
-        return cached_arrays(key, compute, memo=CONTEXT_MIXING_SET.memo)
+    return get_under_bar(CONTEXT_MIXING_SET, loaded, items,
+                         working=f"Mixing ratios over the {len(items)} inputs of the shipped set…",
+                         slot="the mixing ratios over the set", key="context-mixing-set", usually_prepared=True)
 
 
-def alti_over_shipped_set(loaded) -> dict:
+def alti_over_shipped_set(loaded) -> AltiSetArrays:
     """:func:`bertgeom.sets.context_mixing.alti_over_set` of the model's shipped set: from memory, from
     disk (``prepare-sets`` writes it), else computed one input at a time behind a progress bar with the
     time left."""
     from bertgeom.sets.inputs import shipped_set
-    from bertgeom.sets.views import ALTI_SET
 
     items = shipped_set(loaded.spec.input_kind)
-    key = ALTI_SET.key_of(loaded, items)
-    ready = key in ALTI_SET.memo or on_disk(key)
-    with progress(f"ALTI over the {len(items)} inputs of the shipped set…", show=not ready,
-                  usually_prepared=True, key="alti-set") as update:
-        def compute() -> dict:
-            with heavy("ALTI over the set"):
-                return ALTI_SET.compute(loaded, items, progress=update).to_arrays()
-
-        return cached_arrays(key, compute, memo=ALTI_SET.memo)
+    return get_under_bar(ALTI_SET, loaded, items, working=f"ALTI over the {len(items)} inputs of the shipped set…",
+                         slot="ALTI over the set", key="alti-set", usually_prepared=True)
 
 
 def _set_section(v: View) -> None:
@@ -103,19 +79,19 @@ def _set_section(v: View) -> None:
 
 def _mixing_set(v: View) -> None:
     res = mixing_over_shipped_set(v.loaded)
-    n = int(res["tokens"].size)
+    n = int(res.tokens.size)
     if n == 0:
         st.info("No input of the shipped set could be read by this model.")
         return
     c1, c2 = st.columns([3, 2])
     with c1:
-        chart(fcm.mixing_ratio_lines(res["mixing"].transpose(0, 2, 1), MIXING_VARIANTS,
+        chart(fcm.mixing_ratio_lines(res.mixing.transpose(0, 2, 1), MIXING_VARIANTS,
                                      title=f"Mean over {n} inputs (each its tokens' mean)"), "w_mix_set_lines")
     with c2:
-        chart(fcm.head_mixing_grid(res["head_mixing"].transpose(1, 2, 0), selected=(v.layer, v.head),
+        chart(fcm.head_mixing_grid(res.head_mixing.transpose(1, 2, 0), selected=(v.layer, v.head),
                                    title="Each head's mixing ratio over the set"), "w_mix_set_heads", selects_head=True)
-    if int(res["errors"][0]):
-        st.caption(f"{int(res['errors'][0])} inputs of the set could not be read and are left out.")
+    if int(res.errors[0]):
+        st.caption(f"{int(res.errors[0])} inputs of the set could not be read and are left out.")
 
 
 #: Measured seconds of ALTI over each bundled model's shipped set (``bench/bench_context_mixing.py --sets``,
@@ -127,7 +103,6 @@ ALTI_SET_COST = ("measured on a quiet two-core CPU: about 1 s for MiniLM's 24 se
 
 def _alti_set_section(v: View) -> None:
     from bertgeom.sets.inputs import shipped_set
-    from bertgeom.sets.views import ALTI_SET
 
     items = shipped_set(v.loaded.spec.input_kind)
     ready = ALTI_SET.ready(v.loaded, items)
@@ -141,27 +116,27 @@ def _alti_set_section(v: View) -> None:
                                             f"{ALTI_SET_COST})."))
         return
     res = alti_over_shipped_set(v.loaded)
-    n = int(res["tokens"].size)
+    n = int(res.tokens.size)
     if n == 0:
         st.info("No input of the shipped set could be read by this model.")
         return
     mixing = mixing_over_shipped_set(v.loaded)
     c1, c2, c3 = st.columns(3)
     with c1:
-        chart(fcm.alti_mixing_share_lines(res["alti_self"], mixing["mixing"], MIXING_VARIANTS,
+        chart(fcm.alti_mixing_share_lines(res.alti_self, mixing.mixing, MIXING_VARIANTS,
                                           title=f"ALTI (± sd) beside the mixing ratios, {n} inputs"),
               "w_alti_set_share")
         doc_caption(MIXING_DOCS["alti_mixing_share"])
     with c2:
-        chart(fcm.rank_agreement_lines(res["rank_agreement"], res["rank_agreement_first"],
+        chart(fcm.rank_agreement_lines(res.rank_agreement, res.rank_agreement_first,
                                        first_token=str(v.trace.tokens[0]),
                                        title="Does ALTI rank the sources as attention does?"), "w_alti_set_rank")
         doc_caption(MIXING_DOCS["alti_rank_agreement"])
     with c3:
-        chart(fcm.rollout_self_lines(res["rollout_self"], res["attention_rollout_self"],
+        chart(fcm.rollout_self_lines(res.rollout_self, res.attention_rollout_self,
                                      title="What a token keeps of itself, over layers"), "w_alti_set_self")
         doc_caption(MIXING_DOCS["rollout_self"])
-    last = res["rank_agreement"][:, -1].astype(float)
+    last = res.rank_agreement[:, -1].astype(float)
     st.caption(f"Each input counts once (its tokens' mean), then mean ± sd over the {n} inputs. After the last "
                f"layer ALTI rollout and attention rollout rank each token's sources with ρ = "
                f"{np.nanmean(last):.2f} on average (1: the same order). Reconstructed: ALTI divides by LayerNorm's "
@@ -169,18 +144,18 @@ def _alti_set_section(v: View) -> None:
                "comparison, not the paper's: Spearman over the input tokens of each output token's row, then "
                "the mean over the rows, special tokens included; attention rollout adds the "
                "identity with r = 0.5, as the bars above.")
-    if int(res["errors"][0]):
-        st.caption(f"{int(res['errors'][0])} inputs of the set could not be read and are left out.")
-    L = res["alti_self"].shape[1]
-    names = [str(x) for x in res["names"]]
-    df = pd.DataFrame({"input": np.repeat(names, L), "tokens": np.repeat(res["tokens"], L),
+    if int(res.errors[0]):
+        st.caption(f"{int(res.errors[0])} inputs of the set could not be read and are left out.")
+    L = res.alti_self.shape[1]
+    names = [str(x) for x in res.names]
+    df = pd.DataFrame({"input": np.repeat(names, L), "tokens": np.repeat(res.tokens, L),
                        "layer": np.tile(np.arange(1, L + 1), n),
-                       "alti_self_contribution": res["alti_self"].ravel(),
-                       "alti_mixing_share": 1.0 - res["alti_self"].ravel(),
-                       "alti_rollout_self": res["rollout_self"].ravel(),
-                       "attention_rollout_self": res["attention_rollout_self"].ravel(),
-                       "rank_agreement_mean_over_rows": res["rank_agreement"].ravel(),
-                       "rank_agreement_first_row": res["rank_agreement_first"].ravel()})
+                       "alti_self_contribution": res.alti_self.ravel(),
+                       "alti_mixing_share": 1.0 - res.alti_self.ravel(),
+                       "alti_rollout_self": res.rollout_self.ravel(),
+                       "attention_rollout_self": res.attention_rollout_self.ravel(),
+                       "rank_agreement_mean_over_rows": res.rank_agreement.ravel(),
+                       "rank_agreement_first_row": res.rank_agreement_first.ravel()})
     csv_button(df, "alti_over_set.csv", "w_alti_set_csv")
 
 
@@ -210,10 +185,10 @@ def context_mixing_tab(v: View) -> None:
     st.markdown("#### Mixing ratio per layer")
     c1, c2 = st.columns([3, 2])
     with c1:
-        chart(fcm.mixing_ratio_lines(res["mixing"], MIXING_VARIANTS,
+        chart(fcm.mixing_ratio_lines(res.mixing, MIXING_VARIANTS,
                                      title="Mean over tokens: share taken from the other tokens"), "w_mix_lines")
     with c2:
-        means = {var: float(100 * res["mixing"][k].mean()) for k, var in enumerate(MIXING_VARIANTS)}
+        means = {var: float(100 * res.mixing[k].mean()) for k, var in enumerate(MIXING_VARIANTS)}
         st.dataframe(pd.DataFrame({"variant": list(means), "mean over layers and tokens (%)":
                                    [round(x, 2) for x in means.values()]}), hide_index=True)
         st.caption("W: read from the attention weights; N: from the vector norms. For bert-base-uncased on "
@@ -225,7 +200,7 @@ def context_mixing_tab(v: View) -> None:
     st.markdown(f"#### After layer {layer + 1}: who contributes to whom")
     which = st.radio("Measure beside raw attention", list(LAYER_MAPS), index=2, horizontal=True, key="w_mix_map")
     name, scope = LAYER_MAPS[which]
-    measure = res[name][scope, layer] if scope is not None else res[name][layer]
+    measure = getattr(res, name)[scope, layer] if scope is not None else getattr(res, name)[layer]
     normalise = st.toggle("Scale each row to sum 1 (compare shapes with attention)", value=name != "alti",
                           key="w_mix_rows", disabled=name == "alti")
     shown = _row_normalised(measure) if normalise and name != "alti" else measure
@@ -245,16 +220,16 @@ def context_mixing_tab(v: View) -> None:
     c1, c2 = st.columns([2, 3]) if T <= SIDE_BY_SIDE_TOKENS else (st.container(), st.container())
     with c1:
         st.markdown("**Mixing ratio of each head** (norms, mean over tokens); click a head.")
-        chart(fcm.head_mixing_grid(res["head_mixing"], selected=(layer, head)), "w_mix_heads", selects_head=True)
+        chart(fcm.head_mixing_grid(res.head_mixing, selected=(layer, head)), "w_mix_heads", selects_head=True)
         doc_caption(MIXING_DOCS["head_mixing"])
     with c2:
         alpha = np.asarray(trace.attentions[layer, head], dtype=np.float64)
-        normed = alpha * res["value_norms"][layer, head][None, :]
+        normed = alpha * res.value_norms[layer, head][None, :]
         chart(fcm.contribution_map(normed, axis, hover_labels=hover, colour_label="‖α f(x_j)‖",
                                    title=f"Norm-based attention of {head_label(layer, head)}", colorscale="Oranges"),
               "w_mix_head_norm")
         doc_caption(MIXING_DOCS["norm_attention"])
-        norms = res["value_norms"][layer, head]
+        norms = res.value_norms[layer, head]
         low = int(np.argmin(norms))
         st.caption(f"‖f(x_j)‖ of this head runs from {norms.min():.3g} (token {low}: {tokens[low]}) to "
                    f"{norms.max():.3g}: a key with a small ‖f(x_j)‖ takes weight without moving much (compare "
@@ -266,7 +241,7 @@ def context_mixing_tab(v: View) -> None:
     from bertgeom.analysis.flow import FLOW_RESIDUAL, rollout_row
 
     attention_rollout = rollout_row(np.asarray(trace.attentions), int(target), FLOW_RESIDUAL)
-    chart(fcm.rollout_bars({"ALTI rollout": res["alti_rollout"][layer, int(target)],
+    chart(fcm.rollout_bars({"ALTI rollout": res.alti_rollout[layer, int(target)],
                             "attention rollout (r = 0.5)": attention_rollout[layer]}, tokens,
                            title=f"What token {target} holds after layer {layer + 1}, by input token"), "w_mix_roll")
     doc_caption(MIXING_DOCS["alti_rollout"])
@@ -274,7 +249,7 @@ def context_mixing_tab(v: View) -> None:
     L = v.L
     df = pd.DataFrame({"layer": np.repeat(np.arange(1, L + 1), T), "token_position": np.tile(np.arange(T), L),
                        "token": tokens * L,
-                       **{f"mixing_{var}": res["mixing"][k].ravel() for k, var in enumerate(MIXING_VARIANTS)},
-                       f"alti_rollout_into_{target}": res["alti_rollout"][:, int(target)].ravel()})
+                       **{f"mixing_{var}": res.mixing[k].ravel() for k, var in enumerate(MIXING_VARIANTS)},
+                       f"alti_rollout_into_{target}": res.alti_rollout[:, int(target)].ravel()})
     csv_button(df, "context_mixing.csv", "w_mix_csv")
     _set_section(v)

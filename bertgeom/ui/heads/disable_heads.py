@@ -55,10 +55,10 @@ def disable_tab(v: View) -> None:
             st.info("Pick at least one head.")
             return
         res = hc.cached_ablation(v.subject, heads)
-        cos = cls_cosine(res["cls_before"], res["cls_after"])  # [L+1]: embeddings, then every layer
+        cos = cls_cosine(res.cls_before, res.cls_after)  # [L+1]: embeddings, then every layer
         if classifier:
-            pb = class_probabilities(loaded, res["logits_before"])  # calibrated, as on every screen
-            pa = class_probabilities(loaded, res["logits_after"])
+            pb = class_probabilities(loaded, res.logits_before)  # calibrated, as on every screen
+            pa = class_probabilities(loaded, res.logits_after)
             top = int(np.argmax(pb))
             after = int(np.argmax(pa))
             c1, c2, c3 = st.columns(3)
@@ -88,13 +88,13 @@ def disable_tab(v: View) -> None:
         return
     sw = hc.cached_sweep(v.subject, kind)
     if classifier:
-        pb = class_probabilities(loaded, sw["base_logits"])
+        pb = class_probabilities(loaded, sw.base_logits)
         top = int(np.argmax(pb))
-        pa = class_probabilities(loaded, sw["logits"])[..., top]
+        pa = class_probabilities(loaded, sw.logits)[..., top]
         delta = pa - pb[top]
         what = f"change of p({class_name(loaded.labels[top])}) (predicted class)"
     else:
-        delta = 1.0 - cls_cosine(sw["cls"], sw["base_cls"])
+        delta = 1.0 - cls_cosine(sw.cls, sw.base_cls)
         what = "1 − cosine of the final [CLS] vector"
     if kind == "heads":
         st.markdown(f"**{what}** when each head alone is disabled; click a head to select it.")

@@ -10,32 +10,46 @@ References: Clark et al. 2019 (arXiv:1906.04341) §3.2; Michel et al. 2019 (arXi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
 
+from bertgeom.analysis.gradients import InputGradients
 from bertgeom.figures import heads as fh
 from bertgeom.figures.base import head_grid
 from bertgeom.tables import head_label, per_head_frame
 from bertgeom.subject import Subject
 from bertgeom.ui.cache import BY_SUBJECT
+from bertgeom.sets.views import ImportanceArrays
 from bertgeom.ui.heads.view import View
+from bertgeom.ui.view_runner import get_under_bar
 from bertgeom.ui.names import class_name
-from bertgeom.cache import cached_arrays
-from bertgeom.ui.widgets import chart, csv_button, doc_caption, guarded, progress
+from bertgeom.ui.widgets import chart, csv_button, doc_caption, guarded
 from bertgeom.ui.workqueue import heavy
 
 
 @st.cache_data(max_entries=8, show_spinner="Differentiating the loss with respect to every attention weight…",
                hash_funcs=BY_SUBJECT)
-def cached_gradients(subject: Subject, target: int | None) -> dict:
-    from bertgeom.analysis.gradients import attention_gradients, gradient_by_key_kind
+def cached_gradients(subject: Subject, target: int | None) -> InputGradients:
+    """:func:`bertgeom.analysis.gradients.input_gradients` of the current input for class ``target``."""
+    from bertgeom.analysis.gradients import input_gradients
 
-    enc, loaded = subject.trace.encoded, subject.loaded
+    enc, loaded = subject.trace.encoded, subject.loaded  # before the slot (see bertgeom.ui.workqueue)
     with heavy("differentiating the loss"):
-        res = dict(vars(attention_gradients(loaded, enc.input_ids, target)))
-    res["kinds"] = gradient_by_key_kind(res["grad"], res["attn"], enc.is_cls, enc.is_sep)
-    return res
+        return input_gradients(loaded, enc, target)
+
+
+@dataclass(frozen=True)
+class InputImportance:
+    """Michel et al.'s head importance of the current input and what it took: ``importance [L, H]``,
+    the ``loss``, the ``objective`` (:class:`bertgeom.analysis.gradients.HeadImportance`) and the
+    ``seconds`` it took, the estimate quoted before a run over the set."""
+
+    importance: np.ndarray
+    loss: float
+    objective: str
+    seconds: float
 
 
 #: The head grid's colour option for the current input's head importance.
@@ -64,8 +78,8 @@ def objective_sentence(objective: str, loss: float, vocab: int | None, checkpoin
 
 @st.cache_data(max_entries=16, show_spinner="Differentiating the loss with respect to a gate on every head…",
                hash_funcs=BY_SUBJECT)
-def input_importance(subject: Subject) -> dict:
-    """Michel et al.'s |∂L/∂ξ| of the current input ``[L, H]`` with its objective and loss."""
+def input_importance(subject: Subject) -> InputImportance:
+    """Michel et al.'s |∂L/∂ξ| of the current input ``[L, H]`` with its objective, loss and time."""
     from bertgeom.analysis.gradients import head_importance
 
     import time
@@ -75,8 +89,7 @@ def input_importance(subject: Subject) -> dict:
     with heavy("differentiating the loss"):
         start = time.monotonic()
         res = head_importance(loaded, enc.input_ids, content_mask=enc.content_mask)
-    return {"importance": res.importance, "loss": float(res.loss[0]), "objective": res.objective,
-            "seconds": time.monotonic() - start}
+    return InputImportance(res.importance, float(res.loss[0]), res.objective, time.monotonic() - start)
 
 
 def _vocab(v: View) -> int | None:
@@ -89,7 +102,8 @@ def _ships_mlm(v: View) -> bool:
     return adapter_of(v.loaded).masked_lm
 
 
-def _set_importance(loaded, model_id: str, items, seconds_per_input: float | None, place: str = "") -> dict | None:
+def _set_importance(loaded, model_id: str, items, seconds_per_input: float | None,
+                    place: str = "") -> ImportanceArrays | None:
     from bertgeom.sets.views import HEAD_IMPORTANCE_SET
     from bertgeom.ui.prepared_cache import wait_for
     from bertgeom.ui.set_gate import set_view_starts
@@ -100,17 +114,12 @@ def _set_importance(loaded, model_id: str, items, seconds_per_input: float | Non
         return None
     if key not in HEAD_IMPORTANCE_SET.memo:
         wait_for(key, "The set's head importance", model_id=model_id)
-
-    def compute() -> dict:
-        with heavy("the set's head importance"), progress(
-                f"One forward and one backward pass per input, {len(items)} inputs…", usually_prepared=True) as update:
-            return HEAD_IMPORTANCE_SET.compute(loaded, items, progress=update).to_arrays()
-
-    return cached_arrays(key, compute, memo=HEAD_IMPORTANCE_SET.memo)
+    return get_under_bar(HEAD_IMPORTANCE_SET, loaded, items, slot="the set's head importance", usually_prepared=True,
+                         working=f"One forward and one backward pass per input, {len(items)} inputs…")
 
 
 def shipped_set_importance(subject: Subject, seconds_per_input: float | None = None, *,
-                           place: str = "") -> dict | None:
+                           place: str = "") -> ImportanceArrays | None:
     """The shipped set's head importance with the set's task (:data:`~bertgeom.sets.views.HEAD_IMPORTANCE_SET`,
     prepared ahead for the bundled models), or None while its *Compute* button (drawn here, with the
     estimate) waits. Without ``seconds_per_input`` the estimate is this input's own time, measured only
@@ -126,19 +135,19 @@ def shipped_set_importance(subject: Subject, seconds_per_input: float | None = N
     key = HEAD_IMPORTANCE_SET.key_of(loaded, items)
     ready = key in HEAD_IMPORTANCE_SET.memo or prepared.is_on_disk(key) or pending(key, model_id=subject.model_id)
     if seconds_per_input is None and not ready:
-        seconds_per_input = float(input_importance(subject)["seconds"])
+        seconds_per_input = input_importance(subject).seconds
     return _set_importance(loaded, subject.model_id, items, seconds_per_input, place)
 
 
-def set_task_sentence(data: dict) -> str:
-    """The loss the set's importance differentiates, in one sentence (``data``: the set view's arrays)."""
+def set_task_sentence(data: ImportanceArrays) -> str:
+    """The loss the set's importance differentiates, in one sentence (``data``: the set view's result)."""
     from bertgeom.analysis.gradients import MASK_SHARE
 
-    used = np.asarray(data["used_label"], dtype=bool)
-    if str(data["objective"]) == "cross-entropy":
+    used = np.asarray(data.used_label, dtype=bool)
+    if str(data.objective) == "cross-entropy":
         return (f"The set's task: the cross-entropy of each input's own class "
                 f"({int(used.sum())} of {len(used)} labelled).")
-    how = str(data["objective"]).removeprefix("masked-word").strip(" ()") or "masked words"
+    how = str(data.objective).removeprefix("masked-word").strip(" ()") or "masked words"
     return (f"The set's task: a masked-word loss ({how}), {MASK_SHARE:.0%} of each input's content tokens "
             "replaced by [MASK].")
 
@@ -158,13 +167,13 @@ def _head_importance_part(v: View) -> None:
     columns, seconds = {}, None
     with c1, guarded("The head importance of this input"):
         one = input_importance(v.subject)
-        imp = normalise_per_layer(one["importance"]) if normed else one["importance"]
+        imp = normalise_per_layer(one.importance) if normed else one.importance
         st.markdown("**This input**; click a head.")
-        st.caption(objective_sentence(one["objective"], one["loss"], _vocab(v), _ships_mlm(v)))
+        st.caption(objective_sentence(one.objective, one.loss, _vocab(v), _ships_mlm(v)))
         chart(head_grid(imp, colour_label="I_h", selected=(v.layer, v.head), colorscale="Viridis"), "w_imp_grid",
               selects_head=True)
-        columns["importance_input"] = one["importance"]
-        seconds = float(one["seconds"])
+        columns["importance_input"] = one.importance
+        seconds = one.seconds
     with c2, guarded("The head importance over the set"):
         columns.update(_set_column(v, seconds, normed))
     if columns:
@@ -181,10 +190,10 @@ def _set_column(v: View, seconds: float | None, normed: bool) -> dict:
     data = shipped_set_importance(v.subject, seconds)
     if data is None:
         return {}
-    if len(data["importance"]) == 0:
+    if len(data.importance) == 0:
         st.warning("No input of the set could be analysed.")
         return {}
-    mean = np.asarray(data["importance"], dtype=float).mean(axis=0)
+    mean = np.asarray(data.importance, dtype=float).mean(axis=0)
     shown = normalise_per_layer(mean) if normed else mean
     st.caption(set_task_sentence(data))
     chart(head_grid(shown, colour_label="mean I_h", selected=(v.layer, v.head), colorscale="Viridis"),
@@ -220,7 +229,7 @@ def _attention_gradient_part(v: View) -> None:
     target = st.selectbox("Loss L = −log p(class)", list(range(len(labels))), index=pred, key="w_grad_target",
                           format_func=lambda i: class_name(labels[i]) + (" (predicted)" if i == pred else ""))
     res = cached_gradients(v.subject, int(target))
-    kinds = res["kinds"]
+    kinds = res.kinds
     names = [k[5:] for k in kinds if k.startswith("grad ")]
     kind = st.radio("Keys", names, horizontal=True, key="w_grad_kind",
                     index=names.index("[SEP]") if "[SEP]" in names else 0)
@@ -235,11 +244,11 @@ def _attention_gradient_part(v: View) -> None:
         chart(fh.layer_lines({f"attention on {kind} (share)": att / max(att.max(), 1e-12),
                               f"|∂L/∂α| on {kind}": grd / max(grd.max(), 1e-12)},
                              title="Layer means, each scaled to its maximum", ylabel="relative"), "w_grad_layers")
-    st.markdown(f"#### {head_label(layer, head)}: |∂L/∂α| of every weight (loss {res['loss']:.3g})")
+    st.markdown(f"#### {head_label(layer, head)}: |∂L/∂α| of every weight (loss {res.gradients.loss:.3g})")
     axis = v.trace.axis_labels
     st.caption("A confident prediction has a small loss and small gradients everywhere; pick another class to see "
                "what the model would need to change. In the last layer only the [CLS] row can matter (the classifier "
                "reads [CLS] alone).")
-    chart(fh.attention_map(res["grad"][layer, head], axis, colour_label="|∂L/∂α|", colorscale="Viridis"),
+    chart(fh.attention_map(res.gradients.grad[layer, head], axis, colour_label="|∂L/∂α|", colorscale="Viridis"),
           "w_grad_map")
     csv_button(per_head_frame(kinds), f"attention_gradients_{labels[int(target)]}.csv", "w_grad_csv")

@@ -33,10 +33,10 @@ def _importance(v: View, kind: str) -> np.ndarray | None:
         from bertgeom.ui.heads_cache import cached_sweep
 
         sweep = cached_sweep(v.subject, "heads")
-        return 1.0 - cls_cosine(sweep["cls"], sweep["base_cls"][None, None])
+        return 1.0 - cls_cosine(sweep.cls, sweep.base_cls[None, None])
     if kind == "gradient":
-        res = cached_gradients(v.subject, int(np.argmax(v.trace.logits)))
-        return (res["attn"] * res["grad"]).sum(-1).mean(-1)
+        res = cached_gradients(v.subject, int(np.argmax(v.trace.logits))).gradients
+        return (res.attn * res.grad).sum(-1).mean(-1)
     return None
 
 
