@@ -30,26 +30,35 @@ def _custom_folder(tiny_bert_dir: Path, dest: Path, **config_changes) -> Path:
 
 
 # ---- 1. bounded custom models ------------------------------------------------------------------
+def _load_then_next(setup: str, next_model: str, between: str = "") -> str:
+    """A child script: ``setup`` (imports, a memory cap), then a load of the folder ``argv[1]`` recorded as
+    how it ended (loaded, a one-sentence ``ModelLoadError``, or a crash by exception type), ``between``,
+    then a load of ``next_model`` in the same process (its layer count, or the crash); prints both as JSON."""
+    return textwrap.dedent(setup) + textwrap.dedent("""
+        out = {}
+        try:
+            load_model(sys.argv[1])
+            out["first"] = "loaded"
+        except ModelLoadError as exc:
+            out["first"] = "sentence: " + str(exc)
+        except BaseException as exc:
+            out["first"] = "crash: " + type(exc).__name__
+    """) + textwrap.dedent(between) + textwrap.dedent(f"""
+        try:
+            out["second"] = load_model({json.dumps(next_model)}).num_layers
+        except BaseException as exc:
+            out["second"] = "crash: " + type(exc).__name__
+        print(json.dumps(out))
+    """)
+
+
 #: Run in a child whose address space is capped at 8 GiB, so a loader that allocates what the config
 #: asks for (about 140 GB for 20,000 layers) meets a MemoryError there instead of this machine's limit.
-_CAPPED_LOAD = textwrap.dedent("""
+_CAPPED_LOAD = _load_then_next("""
     import json, resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
     from bertgeom.models import ModelLoadError, load_model
-    out = {}
-    try:
-        load_model(sys.argv[1])
-        out["first"] = "loaded"
-    except ModelLoadError as exc:
-        out["first"] = "sentence: " + str(exc)
-    except BaseException as exc:
-        out["first"] = "crash: " + type(exc).__name__
-    try:
-        out["second"] = load_model("tiny-random").num_layers
-    except BaseException as exc:
-        out["second"] = "crash: " + type(exc).__name__
-    print(json.dumps(out))
-""")
+""", "tiny-random")
 
 
 def test_a_config_with_20000_layers_is_refused_in_one_sentence_and_the_next_model_loads(tiny_bert_dir, tmp_path):
@@ -68,7 +77,7 @@ def test_a_config_with_20000_layers_is_refused_in_one_sentence_and_the_next_mode
 #: what it uses (the soft limit only, so it can be lifted again), loads the folder (76 MB of fp32 weights:
 #: safetensors' mmap or torch's fails with ENOMEM, each in its own words), lifts the cap and loads MiniLM:
 #: what a server does after a model did not fit.
-_OUT_OF_MEMORY_LOAD = textwrap.dedent("""
+_OUT_OF_MEMORY_LOAD = _load_then_next("""
     import json, os, resource, sys
     from bertgeom.models import ModelLoadError, load_model
     load_model("tiny-random")
@@ -76,20 +85,8 @@ _OUT_OF_MEMORY_LOAD = textwrap.dedent("""
         used = next(int(ln.split()[1]) * 1024 for ln in fh if ln.startswith("VmSize:"))
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]
     resource.setrlimit(resource.RLIMIT_AS, (used + (int(sys.argv[2]) << 20), hard))
-    out = {}
-    try:
-        load_model(sys.argv[1])
-        out["first"] = "loaded"
-    except ModelLoadError as exc:
-        out["first"] = "sentence: " + str(exc)
-    except BaseException as exc:
-        out["first"] = "crash: " + type(exc).__name__
+""", "minilm-l6", between="""
     resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
-    try:
-        out["second"] = load_model("minilm-l6").num_layers
-    except BaseException as exc:
-        out["second"] = "crash: " + type(exc).__name__
-    print(json.dumps(out))
 """)
 
 
