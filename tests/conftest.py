@@ -33,7 +33,7 @@ def _hand_on_the_apps_settings() -> None:
     reads). Streamlit reads the file only from the current folder, so from the folder above a clone
     (``python -m pytest -q bertgeom``) every page would run without the app's settings and say so
     (``bertgeom.launch``); ``python -m bertgeom app`` hands them on as flags the same way. A variable
-    already set is left as it is."""
+    the user set to another value is left to the servers, and AppTest keeps what Streamlit read."""
     import tomllib
     from pathlib import Path
 
@@ -45,8 +45,9 @@ def _hand_on_the_apps_settings() -> None:
     for section, values in settings.items():
         for name, value in values.items():
             option = options[f"{section}.{name}"]
-            if option.env_var not in os.environ:
-                os.environ[option.env_var] = str(value).lower() if isinstance(value, bool) else str(value)
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if os.environ.setdefault(option.env_var, text) == text:  # the user's own variable is left to win
+                # in every process: xdist's workers inherit the variables, not the config
                 config.set_option(f"{section}.{name}", value, where_defined="tests/conftest.py")
 
 
