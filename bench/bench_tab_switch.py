@@ -1,0 +1,92 @@
+"""A warm switch between tabs in one browser session, for the views of issue 44 whose warm time in a
+*new* session (``bench/bench_followups_waits.py``) is mostly the page load: the Attention Heads page's
+*Context mixing* tab and the Subspace page's *Head-to-head affinity* tab, on each model.
+
+Each tab is opened once (its first use, not timed: computed, or read from what the server prepared),
+then the page goes back to its baseline tab and to the view again, ``--repeats`` times; the seconds are
+from the click to the end of the script run it started (``tools/screenshots.Runs``), the baseline tab's
+switch timed the same way in the same run. The CPU is named beside the table.
+
+Usage: ``python bench/bench_tab_switch.py [--models minilm-l6 sars-cov-2-variant] [--repeats 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+from screenshots import CHROMIUM_ARGS, Runs, free_port, start_server, watch_runs  # noqa: E402
+
+BOUND_MS = 900_000
+#: (page query, baseline tab, view tab)
+SWITCHES = [("view=heads", "Head detail", "Context mixing"),
+            ("view=subspace", "Weights (D4)", "Head-to-head affinity")]
+
+
+def _switch(page, runs: Runs, tab: str) -> float:
+    t0 = time.monotonic()
+    runs.after(lambda: page.get_by_role("tab", name=tab).click(), BOUND_MS)
+    return time.monotonic() - t0
+
+
+def run(models: list[str], repeats: int) -> list[tuple[str, str, float, float]]:
+    """``(model, view tab, median view switch s, median baseline switch s)`` per model and switch."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    cache = tempfile.mkdtemp(prefix="bench_tab_switch_")
+    server = start_server(port, {"BERTGEOM_CACHE_DIR": cache})
+    rows = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+            for model in models:
+                for query, base_tab, view_tab in SWITCHES:
+                    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                    page.set_default_timeout(BOUND_MS)
+                    watch_runs(page)
+                    runs = Runs(page)
+                    runs.after(lambda: page.goto(f"http://127.0.0.1:{port}/?{query}&model={model}"), BOUND_MS)
+                    _switch(page, runs, view_tab)  # first use: not timed
+                    view, base = [], []
+                    for _ in range(repeats):
+                        base.append(_switch(page, runs, base_tab))
+                        view.append(_switch(page, runs, view_tab))
+                    rows.append((model, view_tab, statistics.median(view), statistics.median(base)))
+                    print(f"{model:20s} {view_tab:24s} {rows[-1][2]:.2f} s (baseline {base_tab}: {rows[-1][3]:.2f} s)",
+                          flush=True)
+                    page.close()
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        shutil.rmtree(cache, ignore_errors=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="+", default=["minilm-l6", "sars-cov-2-variant"])
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    rows = run(args.models, args.repeats)
+    from bertgeom.runtime import machine_line
+
+    print("\n| model | view | warm switch to it (median) | switch back to the baseline tab (median) |")
+    print("|---|---|---|---|")
+    for model, tab, view_s, base_s in rows:
+        print(f"| {model} | {tab} | {view_s:.2f} s | {base_s:.2f} s |")
+    print(f"\n{machine_line()}; median of {args.repeats} switches in one browser session, from the click to the end "
+          "of the script run it started.")
+
+
+if __name__ == "__main__":
+    main()
