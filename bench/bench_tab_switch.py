@@ -13,17 +13,17 @@ Usage: ``python bench/bench_tab_switch.py [--models minilm-l6 sars-cov-2-variant
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
-from screenshots import CHROMIUM_ARGS, Runs, free_port, start_server, watch_runs  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_waits import fresh_server  # noqa: E402
+from screenshots import Runs, watch_runs  # noqa: E402
 
 BOUND_MS = 900_000
 #: (page query, baseline tab, view tab)
@@ -39,36 +39,24 @@ def _switch(page, runs: Runs, tab: str) -> float:
 
 def run(models: list[str], repeats: int) -> list[tuple[str, str, float, float]]:
     """``(model, view tab, median view switch s, median baseline switch s)`` per model and switch."""
-    from playwright.sync_api import sync_playwright
-
-    port = free_port()
-    cache = tempfile.mkdtemp(prefix="bench_tab_switch_")
-    server = start_server(port, {"BERTGEOM_CACHE_DIR": cache})
     rows = []
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-            for model in models:
-                for query, base_tab, view_tab in SWITCHES:
-                    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                    page.set_default_timeout(BOUND_MS)
-                    watch_runs(page)
-                    runs = Runs(page)
-                    runs.after(lambda: page.goto(f"http://127.0.0.1:{port}/?{query}&model={model}"), BOUND_MS)
-                    _switch(page, runs, view_tab)  # first use: not timed
-                    view, base = [], []
-                    for _ in range(repeats):
-                        base.append(_switch(page, runs, base_tab))
-                        view.append(_switch(page, runs, view_tab))
-                    rows.append((model, view_tab, statistics.median(view), statistics.median(base)))
-                    print(f"{model:20s} {view_tab:24s} {rows[-1][2]:.2f} s (baseline {base_tab}: {rows[-1][3]:.2f} s)",
-                          flush=True)
-                    page.close()
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-        shutil.rmtree(cache, ignore_errors=True)
+    with fresh_server("bench_tab_switch_") as (base, browser):
+        for model in models:
+            for query, base_tab, view_tab in SWITCHES:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.set_default_timeout(BOUND_MS)
+                watch_runs(page)
+                runs = Runs(page)
+                runs.after(lambda: page.goto(f"{base}/?{query}&model={model}"), BOUND_MS)
+                _switch(page, runs, view_tab)  # first use: not timed
+                view, back = [], []
+                for _ in range(repeats):
+                    back.append(_switch(page, runs, base_tab))
+                    view.append(_switch(page, runs, view_tab))
+                rows.append((model, view_tab, statistics.median(view), statistics.median(back)))
+                print(f"{model:20s} {view_tab:24s} {rows[-1][2]:.2f} s (baseline {base_tab}: {rows[-1][3]:.2f} s)",
+                      flush=True)
+                page.close()
     return rows
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from contextlib import contextmanager
 import sys
 import tempfile
 import time
@@ -28,6 +29,26 @@ from screenshots import CHROMIUM_ARGS, WAIT_WATCH_JS, Runs, free_port, start_ser
 
 BOUND_MS = 1_200_000
 QK = "Queries+%26+keys+over+a+set"
+
+
+@contextmanager
+def fresh_server(prefix: str):
+    """A server on a fresh disk cache (background preparation on, as a user's server runs) and Chromium:
+    ``(base URL, browser)``; both stopped and the cache removed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    cache = tempfile.mkdtemp(prefix=prefix)
+    server = start_server(port, {"BERTGEOM_CACHE_DIR": cache})
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+            yield f"http://127.0.0.1:{port}", browser
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def _radio(page, group: str, option: str):
@@ -58,41 +79,28 @@ def _measure(page, runs: Runs, action) -> tuple[float, float | None]:
 
 def run(models: list[str], views_of=None) -> list[dict]:
     """Each model's views (``views_of(model)``, default :func:`views`) cold, then warm, on one server."""
-    from playwright.sync_api import sync_playwright
-
     views_of = views_of or views
-    port = free_port()
-    cache = tempfile.mkdtemp(prefix="bench_waits_")
-    server = start_server(port, {"BERTGEOM_CACHE_DIR": cache})
-    base = f"http://127.0.0.1:{port}"
     rows = []
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-            for model in models:
-                warmup = browser.new_page()
-                Runs(warmup).after(lambda: warmup.goto(f"{base}/?view=heads&model={model}"), BOUND_MS)  # model loaded
-                warmup.close()
-                for label in ("cold", "warm"):
-                    for name, query, steps in views_of(model):
-                        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-                        ctx.add_init_script(script=WAIT_WATCH_JS)
-                        page = ctx.new_page()
-                        page.set_default_timeout(BOUND_MS)
-                        runs = Runs(page)
-                        done = [(name, *_measure(page, runs, lambda: page.goto(f"{base}/?{query}")))]
-                        for step, option in steps:
-                            done.append((f"{name.split(',')[0]}: {step}",
-                                         *_measure(page, runs, _radio(page, "Projection", option))))
-                        for view_name, total, seen in done:
-                            rows.append({"model": model, "view": view_name, "when": label, "s": total, "sign": seen})
-                            print(f"{model:20s} {label} {total:6.1f} s  sign {seen}  {view_name}", flush=True)
-                        ctx.close()
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-        shutil.rmtree(cache, ignore_errors=True)
+    with fresh_server("bench_waits_") as (base, browser):
+        for model in models:
+            warmup = browser.new_page()
+            Runs(warmup).after(lambda: warmup.goto(f"{base}/?view=heads&model={model}"), BOUND_MS)  # model loaded
+            warmup.close()
+            for label in ("cold", "warm"):
+                for name, query, steps in views_of(model):
+                    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+                    ctx.add_init_script(script=WAIT_WATCH_JS)
+                    page = ctx.new_page()
+                    page.set_default_timeout(BOUND_MS)
+                    runs = Runs(page)
+                    done = [(name, *_measure(page, runs, lambda: page.goto(f"{base}/?{query}")))]
+                    for step, option in steps:
+                        done.append((f"{name.split(',')[0]}: {step}",
+                                     *_measure(page, runs, _radio(page, "Projection", option))))
+                    for view_name, total, seen in done:
+                        rows.append({"model": model, "view": view_name, "when": label, "s": total, "sign": seen})
+                        print(f"{model:20s} {label} {total:6.1f} s  sign {seen}  {view_name}", flush=True)
+                    ctx.close()
     return rows
 
 
