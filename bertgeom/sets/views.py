@@ -360,30 +360,28 @@ HEAD_IMPORTANCE_SET: View = View(
     doing=lambda loaded, items: f"Differentiating the loss of {len(items)} inputs…", usually_prepared=True)
 
 
-def _context_mixing_set(loaded, items: Sequence[InputItem], progress: Progress | None = None):
-    from bertgeom.sets.context_mixing import mixing_over_set
+def _context_mixing_over_set(function: str, result: type[NamedArrays]):
+    """The compute of a context-mixing set view: :mod:`bertgeom.sets.context_mixing`'s ``function``
+    (``mixing_over_set``, ``alti_over_set``) with the model's layer weights, as ``result``."""
 
-    return MixingSetArrays(mixing_over_set(loaded, items, progress, layer_weights_of(loaded.model)))
+    def compute(loaded, items: Sequence[InputItem], progress: Progress | None = None):
+        from bertgeom.sets import context_mixing
+
+        over_set = {"mixing_over_set": context_mixing.mixing_over_set, "alti_over_set": context_mixing.alti_over_set}
+        return result(over_set[function](loaded, items, progress, layer_weights_of(loaded.model)))
+
+    return compute
 
 
 CONTEXT_MIXING_SET: View = View(
-    "context-mixing-set", "Mixing ratios over the set",
-    key=lambda loaded, items: keys.context_mixing_set_key(loaded, items),
-    compute=_context_mixing_set, result=MixingSetArrays, memo=Memo("context-mixing-set", 4),
-    doing=lambda loaded, items: f"Mixing ratios over the {len(items)} inputs…", usually_prepared=True)
-
-
-def _alti_set(loaded, items: Sequence[InputItem], progress: Progress | None = None):
-    from bertgeom.sets.context_mixing import alti_over_set
-
-    return AltiSetArrays(alti_over_set(loaded, items, progress, layer_weights_of(loaded.model)))
-
-
+    "context-mixing-set", "Mixing ratios over the set", key=keys.context_mixing_set_key,
+    compute=_context_mixing_over_set("mixing_over_set", MixingSetArrays), result=MixingSetArrays,
+    memo=Memo("context-mixing-set", 4), usually_prepared=True,
+    doing=lambda loaded, items: f"Mixing ratios over the {len(items)} inputs…")
 ALTI_SET: View = View(
-    "alti-set", "ALTI over the set",
-    key=lambda loaded, items: keys.alti_set_key(loaded, items),
-    compute=_alti_set, result=AltiSetArrays, memo=Memo("alti-set", 4),
-    doing=lambda loaded, items: f"ALTI over the {len(items)} inputs…", usually_prepared=True)
+    "alti-set", "ALTI over the set", key=keys.alti_set_key,
+    compute=_context_mixing_over_set("alti_over_set", AltiSetArrays), result=AltiSetArrays,
+    memo=Memo("alti-set", 4), usually_prepared=True, doing=lambda loaded, items: f"ALTI over the {len(items)} inputs…")
 
 
 def _context_mixing(loaded, text: str, progress: Progress | None = None, trace=None):
