@@ -216,6 +216,7 @@ SLOW_TIER: dict[str, float] = {
     "test_precompute.py::test_ctrl_c_stops_with_130_and_the_rerun_resumes": 27,
     "test_spike_only_calls.py::test_a_spike_alone_gets_the_class_of_its_genome": 29,
     "test_whatif.py::test_readme_tour_sentence_is_the_shipped_models": 28,
+    "test_context_mixing_page.py::test_the_alti_set_section_on_the_shipped_genome_model": 90,  # serially, quiet
     **{f"test_e2e_deeplinks.py::test_a_pages_address_opens_without_a_dialog_for_the_first_visitor[{page}]": s
        for page, s in (("classifier", 45), ("heads", 34), ("subspace", 28), ("cone", 25))},
     # every family but BERT (the fast tier keeps BERT through every page and tab)

@@ -169,3 +169,17 @@ def test_the_alti_set_section_on_a_users_bert(tiny_bert, tiny_bert_dir, monkeypa
     at = open_heads_page("Context mixing", 300, model_id=str(tiny_bert_dir), text_value=SENTENCE, layer=1, head=3)
     want = _check_alti_set_section(at, tiny_bert)
     assert want["alti_self"].shape[1] == 2
+
+
+def test_the_alti_set_section_on_the_shipped_genome_model():
+    """The bundled genome model's own ALTI over its 35 shipped genomes (about 90 s on 2 quiet cores: in
+    the slow tier, tests/conftest.py SLOW_TIER); the genome model agrees with attention rollout on how
+    it ranks each token's sources, unlike MiniLM's top layer (docs/methods.md)."""
+    from bertgeom.models import load_model
+    from bertgeom.sars_cov_2.variant.spec import VARIANT_MODEL_ID, genome_set
+
+    at = open_heads_page("Context mixing", 1800, model_id=VARIANT_MODEL_ID, genome_value=genome_set("demo")[0].text,
+                         layer=5, head=0)
+    want = _check_alti_set_section(at, load_model(VARIANT_MODEL_ID), recompute=False)
+    assert (want["tokens"] > 400).all() and want["alti_self"].shape == (want["tokens"].size, 6)
+    assert (np.nanmean(want["rank_agreement"], axis=0) > 0.3).all()
