@@ -97,8 +97,8 @@ def _mixing_set(v: View) -> None:
 #: Measured seconds of ALTI over each bundled model's shipped set (``bench/bench_context_mixing.py --sets``,
 #: docs/benchmarks.md), what the toggle quotes before anything runs; the progress bar then estimates the
 #: time left from the pace itself.
-ALTI_SET_COST = ("measured on a quiet two-core CPU: about 1 s for MiniLM's 24 sentences, about 1.5 minutes "
-                 "for the genome model's 35 spike genomes of 427 tokens, 5x the mixing ratios")
+ALTI_SET_COST = ("measured on a quiet 2-core AMD EPYC (Zen 4): about 1 s for MiniLM's 24 sentences, about 1.5 "
+                 "minutes for the genome model's 35 spike genomes of 427 tokens, 5x the mixing ratios")
 
 
 def _alti_set_section(v: View) -> None:
