@@ -1,6 +1,7 @@
 """A warm switch between tabs in one browser session, for the views of issue 44 whose warm time in a
 *new* session (``bench/bench_followups_waits.py``) is mostly the page load: the Attention Heads page's
-*Context mixing* tab and the Subspace page's *Head-to-head affinity* tab, on each model.
+*Context mixing* tab, its head grid coloured by head importance, and the Subspace page's *Head-to-head
+affinity* tab, on each model.
 
 Each tab is opened once (its first use, not timed: computed, or read from what the server prepared),
 then the page goes back to its baseline tab and to the view again, ``--repeats`` times; the seconds are
@@ -37,6 +38,17 @@ def _switch(page, runs: Runs, tab: str) -> float:
     return time.monotonic() - t0
 
 
+#: The head grid's colour-by box, its first colour and the head-importance colour (a third warm switch).
+COLOUR_BOX, FIRST_COLOUR, IMPORTANCE_COLOUR = ("Colour the grid by", "attention to previous token",
+                                               "head importance |∂L/∂ξ| (Michel 2019)")
+
+
+def _colour(page, runs: Runs, option: str) -> float:
+    t0 = time.monotonic()
+    runs.choose(page.get_by_role("combobox", name=COLOUR_BOX), option, BOUND_MS, typed=option[:12])
+    return time.monotonic() - t0
+
+
 def run(models: list[str], repeats: int) -> list[tuple[str, str, float, float]]:
     """``(model, view tab, median view switch s, median baseline switch s)`` per model and switch."""
     rows = []
@@ -56,6 +68,16 @@ def run(models: list[str], repeats: int) -> list[tuple[str, str, float, float]]:
                 rows.append((model, view_tab, statistics.median(view), statistics.median(back)))
                 print(f"{model:20s} {view_tab:24s} {rows[-1][2]:.2f} s (baseline {base_tab}: {rows[-1][3]:.2f} s)",
                       flush=True)
+                if query == "view=heads":  # the grid coloured by head importance, and back
+                    _colour(page, runs, IMPORTANCE_COLOUR)  # first use: not timed
+                    view, back = [], []
+                    for _ in range(repeats):
+                        back.append(_colour(page, runs, FIRST_COLOUR))
+                        view.append(_colour(page, runs, IMPORTANCE_COLOUR))
+                    rows.append((model, "grid coloured by head importance", statistics.median(view),
+                                 statistics.median(back)))
+                    print(f"{model:20s} importance colour        {rows[-1][2]:.2f} s (back: {rows[-1][3]:.2f} s)",
+                          flush=True)
                 page.close()
     return rows
 
