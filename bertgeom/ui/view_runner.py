@@ -15,13 +15,14 @@ from bertgeom.ui.workqueue import heavy
 
 
 
-def run_view(view, *args, given=None):
+def run_view(view, *args, given=None, usually_prepared: bool | None = None):
     """``view.get(*args)`` (:class:`bertgeom.sets.views.View`) as every page runs a view: first waits
     while the background preparation writes it (:func:`bertgeom.ui.prepared_cache.wait_for`), then
     reads memory or disk; a miss computes in a heavy-work slot under a progress bar (the view's
     ``doing`` text, with *Cancel*) or a spinner, drawn here, outside any Streamlit cache. ``given()``:
     what the page holds for the computation (e.g. ``{"trace": ...}``), fetched only on a miss and
-    before the slot is taken (see bertgeom.ui.workqueue)."""
+    before the slot is taken (see bertgeom.ui.workqueue). ``usually_prepared``: the view's own flag unless
+    the page knows better for these arguments (only the defaults are prepared ahead)."""
     from bertgeom.ui.prepared_cache import wait_for
     from bertgeom.ui.widgets import progress
 
@@ -38,22 +39,8 @@ def run_view(view, *args, given=None):
                 stack.enter_context(st.spinner(f"{view.title}…"))
                 yield None
             else:
-                yield stack.enter_context(progress(view.doing(*args), usually_prepared=view.usually_prepared))
+                prepared = view.usually_prepared if usually_prepared is None else usually_prepared
+                yield stack.enter_context(progress(view.doing(*args), usually_prepared=prepared, key=view.name))
 
     return view.get(*args, around=around, given=given)
 
-
-def get_under_bar(view, *args, working: str, slot: str, key: str | None = None, usually_prepared: bool = False,
-                  given=None):
-    """``view.get(*args)`` with the page's own progress bar: memory or disk, else computed behind a bar
-    (``working``, the time left, *Cancel* under ``key``) in a heavy-work slot (``slot``). Unlike
-    :func:`run_view` it does not wait for the background preparation: the caller decides (e.g. behind
-    a *Compute* button). The typed result either way (the disk tier keeps its plain arrays)."""
-    from bertgeom.ui.widgets import progress
-
-    @contextmanager
-    def around():
-        with progress(working, usually_prepared=usually_prepared, key=key) as update, heavy(slot):
-            yield update
-
-    return view.get(*args, around=around, given=given)

@@ -71,20 +71,15 @@ def _curves_of_input(v: View, norm: str) -> dict:
 def _curves_of_set(v: View, items, fingerprint: str, norm: str,
                    seconds_per_input: float | None) -> RankCollapseArrays | None:
     from bertgeom.sets.views import RANK_COLLAPSE_SET
-    from bertgeom.ui.prepared_cache import wait_for
     from bertgeom.ui.set_gate import set_view_starts
-    from bertgeom.ui.view_runner import get_under_bar
+    from bertgeom.ui.view_runner import run_view
 
     key = RANK_COLLAPSE_SET.key_of(v.loaded, items, v.token_set, norm)
     if not set_view_starts(key, RANK_COLLAPSE_SET.memo, n_inputs=len(items), seconds_per_input=seconds_per_input,
                            what="the model's four path variants", model_id=v.model_id):
         return None
-    if key not in RANK_COLLAPSE_SET.memo:
-        wait_for(key, "The set's rank-collapse curves", model_id=v.model_id)
-    return get_under_bar(RANK_COLLAPSE_SET, v.loaded, items, v.token_set, norm,
-                         working=f"Running the model four times over {len(items)} inputs…",
-                         slot="the set's rank-collapse curves",
-                         usually_prepared=v.token_set == "content" and norm == "l1_inf")
+    return run_view(RANK_COLLAPSE_SET, v.loaded, items, v.token_set, norm,
+                    usually_prepared=v.token_set == "content" and norm == "l1_inf")
 
 
 def rank_collapse_section(v: View) -> None:

@@ -21,7 +21,7 @@ from bertgeom.sets.views import (ALTI_SET, CONTEXT_MIXING, CONTEXT_MIXING_SET, A
                                  MixingSetArrays)
 from bertgeom.tables import head_label
 from bertgeom.ui.heads.view import View, hover_labels
-from bertgeom.ui.view_runner import get_under_bar
+from bertgeom.ui.view_runner import run_view
 from bertgeom.ui.widgets import chart, csv_button, doc_caption
 
 
@@ -41,9 +41,7 @@ def mixing_view(v: View) -> MixingArrays:
     """The input's :func:`~bertgeom.analysis.context_mixing.context_mixing_view`: from memory, from disk,
     else computed in a heavy-work slot behind a progress bar with the time left."""
     # the trace is resolved by the page, before the slot (see bertgeom.ui.workqueue)
-    return get_under_bar(CONTEXT_MIXING, v.loaded, v.text, working="Decomposing every layer's attention block…",
-                         slot="decomposing the attention blocks", key="context-mixing",
-                         given=lambda: {"trace": v.trace})
+    return run_view(CONTEXT_MIXING, v.loaded, v.text, given=lambda: {"trace": v.trace})
 
 
 def mixing_over_shipped_set(loaded) -> MixingSetArrays:
@@ -51,10 +49,7 @@ def mixing_over_shipped_set(loaded) -> MixingSetArrays:
     from disk (``prepare-sets`` writes it), else computed behind a progress bar with the time left."""
     from bertgeom.sets.inputs import shipped_set
 
-    items = shipped_set(loaded.spec.input_kind)
-    return get_under_bar(CONTEXT_MIXING_SET, loaded, items,
-                         working=f"Mixing ratios over the {len(items)} inputs of the shipped set…",
-                         slot="the mixing ratios over the set", key="context-mixing-set", usually_prepared=True)
+    return run_view(CONTEXT_MIXING_SET, loaded, shipped_set(loaded.spec.input_kind))
 
 
 def alti_over_shipped_set(loaded) -> AltiSetArrays:
@@ -63,9 +58,7 @@ def alti_over_shipped_set(loaded) -> AltiSetArrays:
     time left."""
     from bertgeom.sets.inputs import shipped_set
 
-    items = shipped_set(loaded.spec.input_kind)
-    return get_under_bar(ALTI_SET, loaded, items, working=f"ALTI over the {len(items)} inputs of the shipped set…",
-                         slot="ALTI over the set", key="alti-set", usually_prepared=True)
+    return run_view(ALTI_SET, loaded, shipped_set(loaded.spec.input_kind))
 
 
 def _set_section(v: View) -> None:

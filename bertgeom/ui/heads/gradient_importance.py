@@ -23,7 +23,7 @@ from bertgeom.subject import Subject
 from bertgeom.ui.cache import BY_SUBJECT
 from bertgeom.sets.views import ImportanceArrays
 from bertgeom.ui.heads.view import View
-from bertgeom.ui.view_runner import get_under_bar
+from bertgeom.ui.view_runner import run_view
 from bertgeom.ui.names import class_name
 from bertgeom.ui.widgets import chart, csv_button, doc_caption, guarded
 from bertgeom.ui.workqueue import heavy
@@ -105,17 +105,13 @@ def _ships_mlm(v: View) -> bool:
 def _set_importance(loaded, model_id: str, items, seconds_per_input: float | None,
                     place: str = "") -> ImportanceArrays | None:
     from bertgeom.sets.views import HEAD_IMPORTANCE_SET
-    from bertgeom.ui.prepared_cache import wait_for
     from bertgeom.ui.set_gate import set_view_starts
 
     key = HEAD_IMPORTANCE_SET.key_of(loaded, items)
     if not set_view_starts(key, HEAD_IMPORTANCE_SET.memo, n_inputs=len(items), seconds_per_input=seconds_per_input,
                            what="one forward and one backward pass per input", model_id=model_id, place=place):
         return None
-    if key not in HEAD_IMPORTANCE_SET.memo:
-        wait_for(key, "The set's head importance", model_id=model_id)
-    return get_under_bar(HEAD_IMPORTANCE_SET, loaded, items, slot="the set's head importance", usually_prepared=True,
-                         working=f"One forward and one backward pass per input, {len(items)} inputs…")
+    return run_view(HEAD_IMPORTANCE_SET, loaded, items)
 
 
 def shipped_set_importance(subject: Subject, seconds_per_input: float | None = None, *,
