@@ -20,7 +20,8 @@ import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["app_command", "checkout_root", "register", "settings_flags", "settings_not_read"]
+__all__ = ["app_command", "checkout_root", "read_settings", "register", "setting_text", "settings_flags",
+           "settings_not_read"]
 
 #: Settings of the checkout's ``.streamlit/config.toml`` whose absence changes what a visitor can do or
 #: see, with the value the checkout sets; the app names the missing ones (:func:`settings_not_read`).
@@ -37,16 +38,21 @@ def checkout_root() -> Path | None:
     return None
 
 
-def settings_flags(config_toml: Path) -> list[str]:
-    """``["--section.option=value", ...]`` for every option of a Streamlit ``config.toml``."""
+def read_settings(config_toml: Path) -> dict[str, object]:
+    """``{"section.option": value}`` (TOML's types) for every option of a Streamlit ``config.toml``."""
     with open(config_toml, "rb") as fh:
         config = tomllib.load(fh)
-    flags = []
-    for section, options in config.items():
-        for option, value in options.items():
-            text = str(value).lower() if isinstance(value, bool) else str(value)
-            flags.append(f"--{section}.{option}={text}")
-    return flags
+    return {f"{section}.{option}": value for section, options in config.items() for option, value in options.items()}
+
+
+def setting_text(value: object) -> str:
+    """A setting as Streamlit's flags and environment variables spell it (``true``, ``20``, ``#e4572e``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def settings_flags(config_toml: Path) -> list[str]:
+    """``["--section.option=value", ...]`` for every option of a Streamlit ``config.toml``."""
+    return [f"--{name}={setting_text(value)}" for name, value in read_settings(config_toml).items()]
 
 
 def app_command(extra: Sequence[str] = (), root: Path | None = None) -> list[str]:

@@ -34,21 +34,18 @@ def _hand_on_the_apps_settings() -> None:
     (``python -m pytest -q bertgeom``) every page would run without the app's settings and say so
     (``bertgeom.launch``); ``python -m bertgeom app`` hands them on as flags the same way. A variable
     the user set to another value is left to the servers, and AppTest keeps what Streamlit read."""
-    import tomllib
     from pathlib import Path
 
     from streamlit import config
 
-    with open(Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml", "rb") as fh:
-        settings = tomllib.load(fh)
+    from bertgeom.launch import read_settings, setting_text
+
     options = config.get_config_options()
-    for section, values in settings.items():
-        for name, value in values.items():
-            option = options[f"{section}.{name}"]
-            text = str(value).lower() if isinstance(value, bool) else str(value)
-            if os.environ.setdefault(option.env_var, text) == text:  # the user's own variable is left to win
-                # in every process: xdist's workers inherit the variables, not the config
-                config.set_option(f"{section}.{name}", value, where_defined="tests/conftest.py")
+    for name, value in read_settings(Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").items():
+        text = setting_text(value)
+        if os.environ.setdefault(options[name].env_var, text) == text:  # the user's own variable is left to win
+            # in every process: xdist's workers inherit the variables, not the config
+            config.set_option(name, value, where_defined="tests/conftest.py")
 
 
 _hand_on_the_apps_settings()
